@@ -1,0 +1,1 @@
+"""ragpulse.collector: the OTLP receiver that keeps RAG traces and produces them to Kafka."""

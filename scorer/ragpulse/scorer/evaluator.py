@@ -1,0 +1,140 @@
+"""Evaluate samples: ask the judge once per sample for every fact the metrics need, then compute.
+
+The evaluator is the engine's entry point for both the batch CLI (``ragpulse score``) and the
+live scorer. It is an asyncio component: ``evaluate`` is a coroutine that never blocks the loop
+(judges run model inference in worker threads); ``evaluate_many`` bounds how many samples are in
+flight at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+
+from .judges.base import Judge, Needs
+from .metrics import Metric, resolve_metrics, to_score
+from .model import ZERO_COST, Cost, Fact, Finding, Reason, Sample, Score
+
+__all__ = ["Evaluator", "SampleResult"]
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    """All scores of one sample, in the order the metrics were requested."""
+
+    sample_id: str
+    scores: tuple[Score, ...]
+    latency_ms: float
+
+    @property
+    def cost(self) -> Cost:
+        total = ZERO_COST
+        for s in self.scores:
+            total = total + s.cost
+        return total
+
+
+class Evaluator:
+    """Scores samples with one judge and a fixed list of metrics.
+
+    Thread-safety: use from one event loop. ``evaluate`` never raises for judge trouble: a failed
+    judge call becomes a score with status ``error`` and a reason.
+    """
+
+    def __init__(
+        self,
+        judge: Judge,
+        metrics: Sequence[Metric] | Sequence[str] | None = None,
+        *,
+        max_concurrency: int = 8,
+    ) -> None:
+        if metrics is None or (metrics and isinstance(metrics[0], str)):
+            metrics = resolve_metrics(metrics)  # type: ignore[arg-type]
+        self.judge = judge
+        self.metrics: tuple[Metric, ...] = tuple(metrics)  # type: ignore[arg-type]
+        if not self.metrics:
+            raise ValueError("no metrics to evaluate")
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        self.max_concurrency = max_concurrency
+        self.criteria = tuple(m.criterion for m in self.metrics if m.criterion is not None)
+
+    async def evaluate(self, sample: Sample) -> SampleResult:
+        """Score one sample with every metric. Never raises for judge trouble."""
+        t0 = time.perf_counter()
+        runnable: list[Metric] = []
+        pre: dict[str, Reason] = {}
+        for m in self.metrics:
+            reason = m.precondition(sample)
+            if reason is None:
+                runnable.append(m)
+            else:
+                pre[m.name] = reason
+        facts = frozenset(f for m in runnable for f in m.facts)
+        findings: dict[Fact, Finding] = {}
+        if facts:
+            criteria = tuple(m.criterion for m in runnable if m.criterion is not None)
+            findings = await self.judge.gather(sample, Needs(facts=facts, criteria=criteria))
+        users = Counter(f for m in runnable for f in m.facts)
+        scores: list[Score] = []
+        for m in self.metrics:
+            if m.name in pre:
+                scores.append(Score.missing(m.name, pre[m.name], judge=self.judge.name,
+                                            model=self.judge.model))
+                continue
+            cost = ZERO_COST
+            versions: list[str] = []
+            model = self.judge.model
+            for fact in m.facts:
+                fd = findings.get(fact)
+                if fd is None:
+                    continue
+                cost = cost + fd.cost.scaled(1.0 / users[fact])
+                if fd.prompt_version and fd.prompt_version not in versions:
+                    versions.append(fd.prompt_version)
+                model = fd.model or model
+            result = m.compute(sample, findings)
+            scores.append(
+                to_score(m, result, judge=self.judge.name, model=model,
+                         prompt_version="+".join(versions) or None, cost=cost)
+            )
+        return SampleResult(sample.id, tuple(scores), (time.perf_counter() - t0) * 1000.0)
+
+    async def evaluate_many(self, samples: Iterable[Sample]) -> AsyncIterator[SampleResult]:
+        """Score samples with at most ``max_concurrency`` in flight; yields in completion order."""
+        sem = asyncio.Semaphore(self.max_concurrency)
+        queue: asyncio.Queue[SampleResult | BaseException] = asyncio.Queue()
+
+        async def one(s: Sample) -> None:
+            try:
+                queue.put_nowait(await self.evaluate(s))
+            except BaseException as exc:  # surfaced to the consumer below
+                queue.put_nowait(exc)
+            finally:
+                sem.release()
+
+        tasks: list[asyncio.Task[None]] = []
+        pending = 0
+        try:
+            for s in samples:
+                await sem.acquire()
+                tasks.append(asyncio.create_task(one(s)))
+                pending += 1
+                while not queue.empty():
+                    item = queue.get_nowait()
+                    pending -= 1
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+            while pending:
+                item = await queue.get()
+                pending -= 1
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            for t in tasks:
+                t.cancel()

@@ -1,0 +1,241 @@
+"""The data the metric engine consumes and produces: samples, findings and scores.
+
+A :class:`Sample` is one RAG interaction (question, contexts in rank order, answer and, rarely in
+production, a reference answer). A judge turns a sample into :class:`Finding` objects, one per
+:class:`Fact` a metric asked for; a metric turns findings into a frozen :class:`Score`.
+
+Scores are never NaN: a score without a value carries ``status`` and a machine-readable
+``reason`` from :class:`Reason`.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "Cost",
+    "Fact",
+    "Finding",
+    "Interval",
+    "Reason",
+    "Sample",
+    "Score",
+    "Status",
+]
+
+
+class Reason(str, enum.Enum):
+    """Why a score has no value (or why a finding is missing). Stable strings: stored in ClickHouse."""
+
+    NO_QUESTION = "no_question"
+    NO_ANSWER = "no_answer"
+    NO_CONTEXTS = "no_contexts"
+    NO_STATEMENTS = "no_statements"
+    NO_REFERENCE = "no_reference"
+    NO_GENERATED_QUESTIONS = "no_generated_questions"
+    JUDGE_ERROR = "judge_error"
+    JUDGE_TIMEOUT = "judge_timeout"
+    JUDGE_REFUSED = "judge_refused"
+    RATE_LIMITED = "rate_limited"
+    UNPARSEABLE_JUDGE_OUTPUT = "unparseable_judge_output"
+    VERDICTS_MISMATCH = "verdicts_mismatch"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    UNSUPPORTED_BY_JUDGE = "unsupported_by_judge"
+    INPUT_TOO_LARGE = "input_too_large"
+
+
+Status = Literal["ok", "null", "error", "skipped"]
+"""``ok``: a value. ``null``: the metric is undefined for this sample (no statements, no reference,
+...). ``error``: the judge failed (bad output, timeout). ``skipped``: deliberately not judged
+(token budget exhausted, deferred)."""
+
+_STATUS_OF_REASON: dict[Reason, Status] = {
+    Reason.NO_QUESTION: "null",
+    Reason.NO_ANSWER: "null",
+    Reason.NO_CONTEXTS: "null",
+    Reason.NO_STATEMENTS: "null",
+    Reason.NO_REFERENCE: "null",
+    Reason.NO_GENERATED_QUESTIONS: "null",
+    Reason.UNSUPPORTED_BY_JUDGE: "null",
+    Reason.BUDGET_EXHAUSTED: "skipped",
+    Reason.INPUT_TOO_LARGE: "skipped",
+}
+
+
+def status_of(reason: Reason) -> Status:
+    """The score status a missing value with this reason gets."""
+    return _STATUS_OF_REASON.get(reason, "error")
+
+
+class Sample(BaseModel):
+    """One RAG interaction. Unknown keys in the input are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str
+    question: str = ""
+    contexts: tuple[str, ...] = ()
+    answer: str = ""
+    reference: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_to_str(cls, v: Any) -> str:
+        if v is None or (isinstance(v, str) and not v.strip()):
+            raise ValueError("id must be a non-empty string")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return str(v)
+        return v
+
+    @field_validator("contexts", mode="before")
+    @classmethod
+    def _contexts(cls, v: Any) -> Any:
+        if v is None:
+            return ()
+        if isinstance(v, str):
+            return (v,)
+        return v
+
+    @field_validator("question", "answer", mode="before")
+    @classmethod
+    def _none_to_empty(cls, v: Any) -> Any:
+        return "" if v is None else v
+
+
+class Cost(BaseModel):
+    """What judging cost. Fractional when one LLM call served several metrics: each metric carries
+    its share, so summing a column over score rows gives the true total."""
+
+    model_config = ConfigDict(frozen=True)
+
+    llm_calls: float = 0.0
+    prompt_tokens: float = 0.0
+    completion_tokens: float = 0.0
+    latency_ms: float = 0.0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            llm_calls=self.llm_calls + other.llm_calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            latency_ms=self.latency_ms + other.latency_ms,
+        )
+
+    def scaled(self, factor: float) -> Cost:
+        return Cost(
+            llm_calls=self.llm_calls * factor,
+            prompt_tokens=self.prompt_tokens * factor,
+            completion_tokens=self.completion_tokens * factor,
+            latency_ms=self.latency_ms * factor,
+        )
+
+
+ZERO_COST = Cost()
+
+
+class Interval(BaseModel):
+    """A two-sided interval, by default 95 %, around a ratio score."""
+
+    model_config = ConfigDict(frozen=True)
+
+    low: float
+    high: float
+    level: float = 0.95
+    method: str = "wilson"
+
+
+class Score(BaseModel):
+    """One metric's verdict on one sample. Frozen; ``value`` is in [0, 1] or ``None`` with a reason."""
+
+    model_config = ConfigDict(frozen=True)
+
+    metric: str
+    value: float | None
+    status: Status = "ok"
+    reason: str | None = None
+    judge: str = ""
+    model: str = ""
+    prompt_version: str | None = None
+    counts: dict[str, int] = Field(default_factory=dict)
+    interval: Interval | None = None
+    cost: Cost = ZERO_COST
+    explanation: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Score:
+        if self.value is None:
+            if self.status == "ok" or not self.reason:
+                raise ValueError(f"{self.metric}: a score without a value needs a status and a reason")
+        else:
+            if math.isnan(self.value) or not 0.0 <= self.value <= 1.0:
+                raise ValueError(f"{self.metric}: value {self.value!r} outside [0, 1]")
+            if self.status != "ok":
+                raise ValueError(f"{self.metric}: a score with a value has status 'ok'")
+        return self
+
+    @classmethod
+    def missing(cls, metric: str, reason: Reason | str, **kw: Any) -> Score:
+        """A score without a value, its status derived from the reason."""
+        r = Reason(reason) if not isinstance(reason, Reason) else reason
+        return cls(metric=metric, value=None, status=status_of(r), reason=r.value, **kw)
+
+
+class Fact(str, enum.Enum):
+    """Evidence a metric needs from a judge. A judge computes each fact once per sample, so metrics
+    that share a fact (faithfulness and answer_correctness both need the answer's statements)
+    share its cost."""
+
+    STATEMENTS = "statements"
+    """``list[str]``: the answer split into atomic statements."""
+    STATEMENT_SUPPORT = "statement_support"
+    """``list[int]`` aligned with STATEMENTS: 1 supported by the contexts, 0 not."""
+    QUESTION_SIMILARITY = "question_similarity"
+    """``dict``: ``{"questions": [str], "similarities": [float], "noncommittal": bool}``; the
+    similarities are cosines between each question the answer answers and the user question."""
+    CONTEXT_USEFUL = "context_useful"
+    """``list[int]`` per context in rank order: 1 useful to answer the question."""
+    CONTEXT_USED = "context_used"
+    """``list[int]`` per context in rank order: 1 used in arriving at the answer."""
+    CONTEXT_RATINGS = "context_ratings"
+    """``list[int | None]`` of two ratings in {0, 1, 2} from two differently worded prompts."""
+    CONTEXT_SENTENCES = "context_sentences"
+    """``dict``: ``{"needed": int, "total": int}`` sentences of the contexts needed for the question."""
+    ASPECTS = "aspects"
+    """``dict[str, list[int]]``: per criterion name, the binary votes (strictness n gives n votes)."""
+    REFERENCE_ATTRIBUTION = "reference_attribution"
+    """``dict``: ``{"statements": [str], "verdicts": [int]}`` reference statements attributable to C."""
+    CORRECTNESS = "correctness"
+    """``dict``: ``{"tp": [str], "fp": [str], "fn": [str]}`` answer vs reference statements."""
+    ANSWER_SIMILARITY = "answer_similarity"
+    """``float``: cosine similarity of the answer's and the reference's embeddings."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A judge's result for one fact: a value, or ``None`` with a reason.
+
+    ``cost`` is the share of the judge's calls attributed to this fact.
+    """
+
+    fact: Fact
+    value: Any = None
+    reason: Reason | None = None
+    prompt_version: str | None = None
+    model: str = ""
+    cost: Cost = ZERO_COST
+    detail: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.value is None and self.reason is None:
+            raise ValueError(f"finding {self.fact.value}: no value and no reason")
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
