@@ -1,0 +1,3 @@
+"""Shared fixtures: each infrastructure module registers itself here."""
+
+pytest_plugins: list[str] = []
