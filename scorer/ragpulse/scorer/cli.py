@@ -1,0 +1,270 @@
+"""``ragpulse score``: batch scoring of JSONL samples, the way teams run ``ragas.evaluate`` today.
+
+Input: one JSON object per line, ``{"id", "question", "contexts": [...], "answer", "reference"?}``;
+unknown keys are ignored. Output: one JSON line per input line, in input order:
+``{"id", "line", "scores": {metric: {value, status, reason, interval, counts, judge, model,
+prompt_version, cost}}, "latency_ms"}``, or ``{"line", "id"?, "error"}`` for a line that could not be
+read. Progress goes to stderr; a summary table follows. Exit status 0, or 1 when any input line was
+malformed (every other line is still scored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, BinaryIO, TextIO
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .evaluator import Evaluator, SampleResult
+from .judges.base import Criterion
+from .judges.factory import JudgeChoice, build_judge
+from .metrics import DEFAULT_METRICS, resolve_metrics
+from .model import Sample, Score
+
+__all__ = ["score", "read_samples", "score_to_json"]
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """An input line that could not become a :class:`Sample`."""
+
+    line: int
+    error: str
+    id: str | None = None
+
+
+def read_samples(stream: BinaryIO) -> Iterator[tuple[int, Sample | BadLine]]:
+    """Yield ``(line_number, Sample | BadLine)`` for each non-blank line of a binary stream.
+    Streams; never raises for bad input (invalid UTF-8 and JSON become :class:`BadLine`)."""
+    for n, raw_bytes in enumerate(stream, start=1):
+        if not raw_bytes.strip():
+            continue
+        if len(raw_bytes) > MAX_LINE_BYTES:
+            yield n, BadLine(n, f"line is longer than {MAX_LINE_BYTES} bytes")
+            continue
+        try:
+            raw = raw_bytes.decode("utf-8-sig" if n == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            yield n, BadLine(n, f"invalid UTF-8 at byte {exc.start}")
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            yield n, BadLine(n, f"invalid JSON: {exc.msg} at column {exc.colno}")
+            continue
+        if not isinstance(obj, dict):
+            yield n, BadLine(n, f"expected a JSON object, got {type(obj).__name__}")
+            continue
+        try:
+            yield n, Sample.model_validate(obj)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}" for e in exc.errors()
+            )
+            sid = obj.get("id")
+            yield n, BadLine(n, f"invalid sample: {problems}", str(sid) if sid is not None else None)
+
+
+def score_to_json(s: Score) -> dict[str, Any]:
+    return {
+        "value": s.value,
+        "status": s.status,
+        "reason": s.reason,
+        "interval": [s.interval.low, s.interval.high] if s.interval else None,
+        "counts": s.counts,
+        "judge": s.judge,
+        "model": s.model,
+        "prompt_version": s.prompt_version,
+        "cost": s.cost.model_dump(),
+    }
+
+
+@dataclass
+class _Summary:
+    values: dict[str, list[float]] = field(default_factory=dict)
+    statuses: dict[str, dict[str, int]] = field(default_factory=dict)
+    calls: float = 0.0
+    prompt_tokens: float = 0.0
+    completion_tokens: float = 0.0
+    samples: int = 0
+    bad_lines: int = 0
+
+    def add(self, result: SampleResult) -> None:
+        self.samples += 1
+        for s in result.scores:
+            self.statuses.setdefault(s.metric, {}).setdefault(s.status, 0)
+            self.statuses[s.metric][s.status] += 1
+            if s.value is not None:
+                self.values.setdefault(s.metric, []).append(s.value)
+            self.calls += s.cost.llm_calls
+            self.prompt_tokens += s.cost.prompt_tokens
+            self.completion_tokens += s.cost.completion_tokens
+
+    def table(self) -> Table:
+        t = Table(title=f"ragpulse score: {self.samples} samples"
+                  + (f", {self.bad_lines} malformed lines" if self.bad_lines else ""))
+        for col in ("metric", "mean", "ok", "null", "error", "skipped"):
+            t.add_column(col, justify="left" if col == "metric" else "right")
+        for metric, st in self.statuses.items():
+            vals = self.values.get(metric, [])
+            mean = f"{sum(vals) / len(vals):.3f}" if vals else "-"
+            t.add_row(metric, mean, *(str(st.get(k, 0)) for k in ("ok", "null", "error", "skipped")))
+        if self.calls:
+            t.caption = (f"LLM calls {self.calls:.0f}, prompt tokens {self.prompt_tokens:.0f}, "
+                         f"completion tokens {self.completion_tokens:.0f}")
+        return t
+
+
+def _count_lines(path: Path) -> int | None:
+    try:
+        with path.open("rb") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return None
+
+
+def _parse_criteria(items: list[str]) -> list[Criterion]:
+    out = []
+    for item in items:
+        name, sep, definition = item.partition("=")
+        if not sep or not name.strip() or not definition.strip():
+            raise typer.BadParameter(f"--criterion expects NAME=DEFINITION, got {item!r}")
+        strictness = 1
+        if ":" in name:
+            name, _, k = name.partition(":")
+            strictness = int(k)
+        out.append(Criterion(name.strip(), definition.strip(), strictness))
+    return out
+
+
+async def _run(
+    samples: Iterator[tuple[int, Sample | BadLine]],
+    evaluator: Evaluator,
+    out: TextIO,
+    progress: Progress | None,
+    task: Any,
+    summary: _Summary,
+    err: Console,
+) -> None:
+    """Score with at most ``evaluator.max_concurrency`` samples in flight and write lines in input
+    order. The reorder buffer is bounded: reading pauses while the oldest line is still scoring and
+    four times the concurrency of later lines wait behind it."""
+    sem = asyncio.Semaphore(evaluator.max_concurrency)
+    ready: dict[int, str] = {}
+    order: deque[int] = deque()
+    running: dict[int, asyncio.Task[None]] = {}
+    window = 4 * evaluator.max_concurrency
+
+    def flush() -> None:
+        while order and order[0] in ready:
+            out.write(ready.pop(order.popleft()) + "\n")
+        out.flush()
+
+    def done(n: int, line: str) -> None:
+        ready[n] = line
+        if progress is not None:
+            progress.advance(task)
+
+    async def one(n: int, sample: Sample) -> None:
+        try:
+            result = await evaluator.evaluate(sample)
+        finally:
+            sem.release()
+        summary.add(result)
+        done(n, json.dumps({"id": result.sample_id, "line": n,
+                            "scores": {s.metric: score_to_json(s) for s in result.scores},
+                            "latency_ms": round(result.latency_ms, 2)}, ensure_ascii=False))
+
+    for n, item in samples:
+        while len(order) >= window and order[0] in running:
+            await running[order[0]]
+            flush()
+        order.append(n)
+        if isinstance(item, BadLine):
+            summary.bad_lines += 1
+            err.print(f"[red]line {item.line}[/red]: {item.error}", highlight=False)
+            rec: dict[str, Any] = {"line": item.line, "error": item.error}
+            if item.id is not None:
+                rec["id"] = item.id
+            done(n, json.dumps(rec, ensure_ascii=False))
+        else:
+            await sem.acquire()
+            t = asyncio.create_task(one(n, item))
+            running[n] = t
+            t.add_done_callback(lambda _t, n=n: running.pop(n, None))
+        flush()
+    if running:
+        await asyncio.gather(*running.values())
+    flush()
+
+
+def score(
+    input: Annotated[Path, typer.Option("--input", "-i", help="JSONL samples: id, question, contexts, answer, reference?",
+                                         exists=True, dir_okay=False, readable=True)],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Where to write JSONL scores (default: stdout).")] = None,
+    metrics: Annotated[str | None, typer.Option("--metrics", "-m", help="Comma-separated metrics (default: the five reference-free ones). 'aspect_critique' adds all five built-in criteria.")] = None,
+    judge: Annotated[JudgeChoice, typer.Option("--judge", help="local: no API, nothing downloaded. llm: any OpenAI-compatible endpoint.")] = JudgeChoice.local,
+    model: Annotated[str | None, typer.Option("--model", help="LLM judge model name.")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI).")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256, help="Samples in flight at once.")] = 8,
+    votes: Annotated[int, typer.Option("--votes", min=1, max=15, help="LLM self-consistency: votes per verdict.")] = 1,
+    tokens_per_hour: Annotated[int | None, typer.Option("--tokens-per-hour", min=1, help="LLM token budget per hour; over it, scores are skipped with reason budget_exhausted.")] = None,
+    criterion: Annotated[list[str], typer.Option("--criterion", help="User-defined aspect critique NAME[:STRICTNESS]=DEFINITION (repeatable).")] = [],  # noqa: B006
+    threads: Annotated[int, typer.Option("--threads", min=1, max=64, help="Local judge: BLAS threads for the embedding model.")] = 2,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
+) -> None:
+    """Score every line of --input and write one JSON line of scores per input line."""
+    err = Console(stderr=True)
+    custom = _parse_criteria(criterion)
+    names = [m for m in metrics.split(",")] if metrics else list(DEFAULT_METRICS)
+    names += [f"aspect_critique:{c.name}" for c in custom if f"aspect_critique:{c.name}" not in names]
+    try:
+        resolved = resolve_metrics(names, custom_criteria=custom)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--metrics") from exc
+    try:
+        j = build_judge(judge, model=model, base_url=base_url, votes=votes,
+                        tokens_per_hour=tokens_per_hour, threads=threads, max_concurrency=concurrency)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    evaluator = Evaluator(j, resolved, max_concurrency=concurrency)
+    total = _count_lines(input)
+    summary = _Summary()
+    out_f: TextIO = output.open("w", encoding="utf-8") if output else sys.stdout
+    try:
+        with input.open("rb") as in_f:
+            if quiet:
+                asyncio.run(_main(read_samples(in_f), evaluator, out_f, None, None, summary, err, j))
+            else:
+                with Progress(TextColumn("[bold]scoring"), BarColumn(), MofNCompleteColumn(),
+                              TimeElapsedColumn(), console=err, transient=False) as progress:
+                    task = progress.add_task("score", total=total)
+                    asyncio.run(_main(read_samples(in_f), evaluator, out_f, progress, task,
+                                      summary, err, j))
+    finally:
+        if output:
+            out_f.close()
+    if not quiet:
+        err.print(summary.table())
+    if summary.bad_lines:
+        raise typer.Exit(1)
+
+
+async def _main(samples, evaluator, out_f, progress, task, summary, err, judge) -> None:  # noqa: ANN001
+    try:
+        await _run(samples, evaluator, out_f, progress, task, summary, err)
+    finally:
+        await judge.aclose()
