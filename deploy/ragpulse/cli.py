@@ -14,6 +14,22 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"ragpulse {version('ragpulse')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.",
+                                 callback=_version, is_eager=True),
+) -> None:
+    """ragpulse turns the OpenTelemetry traces of RAG apps into quality time series."""
+
+
 def _register() -> None:
     from ragpulse.scorer.cli import score
 
