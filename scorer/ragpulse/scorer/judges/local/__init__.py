@@ -1,0 +1,1 @@
+"""Local judges: metrics computed on this machine, with no API and no download."""

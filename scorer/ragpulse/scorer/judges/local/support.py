@@ -1,0 +1,495 @@
+"""Local faithfulness: P(statement is supported by the contexts), with no API and no download.
+
+No package available here ships an NLI model, so the detector reads the evidence a careful
+reader checks first and combines it with a small logistic regression trained on public labeled
+sets (``bench/train_faithfulness.py``; method, data and measured quality in
+``docs/local-faithfulness.md``):
+
+- numbers and named entities in the statement that the contexts never mention (the commonest
+  hallucinations in summaries and answers are a changed figure, date or name);
+- content-word coverage: English stems, CJK character bigrams (no tokenizer needed for Japanese
+  or Chinese), over all contexts, the best single context sentence and the best two;
+- the best-aligned context sentence by multilingual USE cosine, plus lexical recall in it;
+- negation mismatch with that sentence (not/never/no, ない/ません/ず, 不/没/未);
+- novel n-grams and the length ratio to the aligned sentence (paraphrase vs invention).
+
+The features are few and general on purpose: the detector is judged on data it never saw.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ...embeddings import Embedder, USEEmbedder
+from ...segment import split_sentences
+
+__all__ = [
+    "FEATURES",
+    "DEFAULT_WEIGHTS_PATH",
+    "SupportDetector",
+    "SupportSettings",
+    "SupportWeights",
+    "WeightsError",
+    "featurize",
+    "fit_logistic",
+]
+
+DEFAULT_WEIGHTS_PATH = Path(__file__).parent / "weights" / "support-lr.json"
+
+FEATURES: tuple[str, ...] = (
+    "coverage",  # share of the statement's content units found anywhere in the contexts
+    "best_sentence_recall",  # share found in the single best context sentence
+    "best_two_recall",  # share found in the best two sentences together (fused summaries)
+    "aligned_recall",  # share found in the sentence the embedding + lexical alignment picks
+    "embedding_max",  # max USE cosine between the statement and any context sentence
+    "novel_bigrams",  # share of the statement's unit bigrams absent from the contexts
+    "unsupported_numbers",  # share of the statement's numbers absent from the contexts
+    "any_unsupported_number",  # 1 if at least one number is absent
+    "unsupported_entities",  # share of names / proper-noun-ish runs absent from the contexts
+    "any_unsupported_entity",  # 1 if at least one is absent
+    "negation_mismatch",  # negated in the statement xor in the aligned sentence
+    "length_ratio",  # log((1 + units in statement) / (1 + units in aligned sentence))
+)
+
+
+class WeightsError(ValueError):
+    """The weights file is missing, unreadable or does not fit this detector (permanent)."""
+
+
+class SupportSettings(BaseModel):
+    """Bounds that keep one ``predict`` call cheap whatever the trace carries.
+
+    Long retrieved passages are common in production; embedding cost grows with every sentence,
+    so the context is cut at ``max_context_sentences`` (in rank order, deduplicated) and each
+    text at ``max_text_chars`` before embedding. Lexical features use the full contexts.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    max_context_sentences: int = Field(default=200, ge=1, le=10_000)
+    max_text_chars: int = Field(default=1_000, ge=16, le=100_000)
+    max_statements: int = Field(default=200, ge=1, le=10_000)
+
+
+class SupportWeights(BaseModel):
+    """The trained model: feature standardization, logistic coefficients and the verdict
+    threshold, stored as JSON beside the code (a few hundred bytes; no hub)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    version: str
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    threshold: float = Field(ge=0.0, le=1.0)
+    aggregate: str = "mean"
+    l2: float = 1.0
+    trained_on: dict[str, Any] = Field(default_factory=dict)
+    quality: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> SupportWeights:
+        n = len(self.features)
+        if not (len(self.mean) == len(self.scale) == len(self.coef) == n):
+            raise ValueError("features, mean, scale and coef must have the same length")
+        if any(s <= 0 or not math.isfinite(s) for s in self.scale):
+            raise ValueError("scale entries must be positive and finite")
+        if not all(math.isfinite(v) for v in (*self.mean, *self.coef, self.intercept)):
+            raise ValueError("weights must be finite")
+        if self.aggregate not in ("mean", "min"):
+            raise ValueError("aggregate must be 'mean' or 'min'")
+        return self
+
+    @classmethod
+    def load(cls, path: Path) -> SupportWeights:
+        """Read and validate a weights file. Raises :class:`WeightsError`."""
+        try:
+            raw = json.loads(Path(path).read_text(encoding="utf-8"))
+            return cls.model_validate(raw)
+        except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
+            raise WeightsError(f"cannot load support weights from {path}: {e}") from e
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(
+            json.dumps(self.model_dump(mode="json"), indent=1, ensure_ascii=False) + "\n",
+            encoding="utf-8",
+        )
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
+        return z @ np.asarray(self.coef) + self.intercept
+
+
+# --------------------------------------------------------------------------- text analysis
+
+_STOP = frozenset(
+    """a an the and or but if then than so as of at by for from in into on onto to with about
+    above after against along among around before behind below beneath beside between beyond
+    during except inside near off out outside over past since through throughout till toward
+    under until up upon via within is are was were be been being am do does did doing have has
+    had having will would shall should can could may might must it its it's this that these
+    those there here he she they we you i me him her them us my your his their our which who
+    whom whose what when where why how all any both each few more most other some such only
+    own same too very just also not no nor never s t said says say according""".split()
+)
+_NUMBER_WORDS = {
+    w: str(i)
+    for i, w in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+    )
+} | {"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
+     "eighty": "80", "ninety": "90", "hundred": "100", "dozen": "12"}
+
+_CJK = (
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # ideographs
+    "\uac00-\ud7af"  # hangul
+)
+# One CJK char, a number, or a run of non-CJK letters (so "Tokyo駅" gives "Tokyo", "駅").
+_UNIT = re.compile(
+    rf"[{_CJK}]|\d+(?:[.,]\d+)*|[^\W\d_{_CJK}]+(?:['’][^\W\d_{_CJK}]+)*", re.UNICODE
+)
+_IS_CJK = re.compile(rf"[{_CJK}]")
+_HIRAGANA = re.compile(r"[\u3040-\u309f]")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CAPWORD = re.compile(r"(?<![\w'’])[A-Z][A-Za-z'’\-]*[A-Za-z]|(?<![\w'’])[A-Z](?=\.)")
+_KATAKANA_RUN = re.compile(r"[\u30a0-\u30ffー・]{2,}")
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々]+")
+_NEG_EN = re.compile(
+    r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|cannot|unable|fail(?:ed|s)?)\b"
+    r"|n['’]t\b",
+    re.IGNORECASE,
+)
+# Japanese: verb/adjective negation, avoiding words that merely end in ない (少ない, 危ない).
+_NEG_JA = re.compile(r"(?<![少危汚])ない|ません|なかった|ず(?:に|、|。|$)|ぬ(?:[。、]|$)")
+# Chinese (and Sino-Japanese prefixes): 不 没 未 無/无 非 別/别 as negators.
+_NEG_ZH = re.compile(r"[不没沒未无無非别]")
+_SUFFIXES = ("ingly", "ings", "ing", "edly", "ed", "ies", "es", "s", "ly")
+
+
+def _normalize(text: str) -> str:
+    # NFKC folds full-width digits and Latin ("１機" -> "1機"), so numbers match across widths.
+    return unicodedata.normalize("NFKC", text)
+
+
+def _stem(word: str) -> str:
+    w = word.lower().replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    if w in _NUMBER_WORDS:
+        return _NUMBER_WORDS[w]
+    for suf in _SUFFIXES:
+        if w.endswith(suf) and len(w) - len(suf) >= 3:
+            w = w[: -len(suf)]
+            if suf == "ies":
+                w += "y"
+            break
+    return w
+
+
+def _norm_number(tok: str) -> str:
+    t = tok.replace(",", "")
+    if "." in t:
+        t = t.rstrip("0").rstrip(".")
+    return t
+
+
+@dataclass(frozen=True)
+class _Text:
+    """The lexical view of one text: units in order (EN stems, numbers, CJK chars), content units
+    (EN content stems, numbers, CJK bigrams with a non-hiragana char), unit bigrams."""
+
+    units: tuple[str, ...]
+    content: frozenset[str]
+    bigrams: frozenset[tuple[str, str]]
+    negated: bool
+
+
+def _analyze(text: str) -> _Text:
+    units: list[str] = []
+    content: set[str] = set()
+    prev_cjk: str | None = None  # the previous CJK char, if it ends right where this one starts
+    prev_end = -1
+    for m in _UNIT.finditer(text):
+        tok = m.group(0)
+        if _IS_CJK.fullmatch(tok):
+            units.append(tok)
+            # Character bigrams stand in for words in space-less scripts; bigrams of two
+            # hiragana are mostly grammar (です, ます), so they are not content.
+            if prev_cjk is not None and m.start() == prev_end:
+                if not (_HIRAGANA.fullmatch(prev_cjk) and _HIRAGANA.fullmatch(tok)):
+                    content.add(prev_cjk + tok)
+            prev_cjk, prev_end = tok, m.end()
+            continue
+        prev_cjk = None
+        if tok[0].isdigit():
+            n = _norm_number(tok)
+            units.append(n)
+            content.add(n)
+            continue
+        s = _stem(tok)
+        units.append(s)
+        if s not in _STOP and (len(s) > 1 or s.isdigit()):
+            content.add(s)
+    # A lone kanji/katakana between kana is content too ("駅に行く"): keep single CJK non-kana
+    # units only when the text yields no bigram at all (very short statements).
+    if not content:
+        content.update(u for u in units if _IS_CJK.fullmatch(u) and not _HIRAGANA.fullmatch(u))
+    bigrams = frozenset(zip(units, units[1:]))
+    negated = bool(_NEG_EN.search(text) or _NEG_JA.search(text) or _NEG_ZH.search(text))
+    return _Text(tuple(units), frozenset(content), bigrams, negated)
+
+
+def _numbers(text: str) -> set[str]:
+    out = {_norm_number(m.group(0)) for m in _NUMBER.finditer(text)}
+    for w in re.findall(r"[A-Za-z]+", text):
+        n = _NUMBER_WORDS.get(w.lower())
+        if n is not None and w.lower() not in ("one", "hundred"):  # "one of", "hundreds of"
+            out.add(n)
+    return out
+
+
+def _number_supported(n: str, ctx_numbers: set[str]) -> bool:
+    if n in ctx_numbers:
+        return True
+    digits = n.replace(".", "")
+    if len(digits) < 2:
+        return False
+    # Rounded figures: "$181 million" or "181.7 million" for "181,674,817".
+    for c in ctx_numbers:
+        cd = c.replace(".", "")
+        if len(cd) > len(digits) and abs(int(cd[: len(digits)]) - int(digits)) <= 1:
+            return True
+    return False
+
+
+def _entities(text: str) -> set[str]:
+    """Names and proper-noun-ish runs: capitalized Latin words that are not function words,
+    katakana runs, and short kanji compounds in Japanese text (Chinese runs are whole clauses,
+    so their evidence comes from bigram coverage instead)."""
+    out = {w for w in _CAPWORD.findall(text) if w.lower() not in _STOP and len(w) > 1}
+    out.update(_KATAKANA_RUN.findall(text))
+    if _HIRAGANA.search(text):
+        out.update(r for r in _HAN_RUN.findall(text) if 2 <= len(r) <= 4)
+    return out
+
+
+def _entity_supported(e: str, ctx_lower: str, ctx_stems: frozenset[str]) -> bool:
+    if _IS_CJK.search(e):
+        return e in ctx_lower
+    return _stem(e) in ctx_stems or re.search(rf"(?<!\w){re.escape(e.lower())}(?!\w)", ctx_lower) is not None
+
+
+def _recall(stmt: frozenset[str], other: frozenset[str] | set[str]) -> float:
+    if not stmt:
+        return 1.0
+    return len(stmt & other) / len(stmt)
+
+
+def featurize(
+    statements: Sequence[str],
+    contexts: Sequence[str],
+    embedder: Embedder | None,
+    settings: SupportSettings | None = None,
+) -> np.ndarray:
+    """The ``(len(statements), len(FEATURES))`` feature matrix. Blocking (one embed call).
+
+    With ``embedder=None`` the embedding feature is the lexical best-sentence recall instead (for
+    tests and for callers without a model; the shipped weights expect an embedder).
+    """
+    cfg = settings or SupportSettings()
+    statements = [_normalize(s) for s in statements]
+    x = np.zeros((len(statements), len(FEATURES)), dtype=np.float64)
+    if not statements:
+        return x
+    ctx_texts = [_normalize(c) for c in contexts if c and c.strip()]
+    sentences: list[str] = []
+    seen: set[str] = set()
+    for c in ctx_texts:
+        for s in split_sentences(c):
+            if s not in seen:
+                seen.add(s)
+                sentences.append(s)
+    sentences = sentences[: cfg.max_context_sentences]
+    if not sentences:
+        # Nothing to be supported by: every statement is unsupported evidence-wise.
+        stm = [_analyze(s) for s in statements]
+        for i, (s, a) in enumerate(zip(statements, stm)):
+            nums, ents = _numbers(s), _entities(s)
+            x[i] = [0, 0, 0, 0, 0, 1, 1 if nums else 0, 1 if nums else 0,
+                    1 if ents else 0, 1 if ents else 0, 0, math.log1p(len(a.units))]
+        return x
+
+    joined = "\n".join(ctx_texts)
+    ctx_all = _analyze(joined)
+    ctx_lower = joined.lower()
+    ctx_stems = frozenset(ctx_all.units)
+    ctx_numbers = _numbers(joined)
+    sent_an = [_analyze(s) for s in sentences]
+    stm_an = [_analyze(s) for s in statements]
+
+    if embedder is not None:
+        texts = [s[: cfg.max_text_chars] for s in statements] + [
+            s[: cfg.max_text_chars] for s in sentences
+        ]
+        emb = np.asarray(embedder.embed(texts), dtype=np.float64)
+        cos = emb[: len(statements)] @ emb[len(statements) :].T
+    else:
+        cos = None
+
+    for i, (stmt, a) in enumerate(zip(statements, stm_an)):
+        rec = np.array([_recall(a.content, sa.content) for sa in sent_an])
+        order = np.argsort(-rec, kind="stable")
+        best = float(rec[order[0]])
+        two = set(sent_an[order[0]].content)
+        if len(order) > 1:
+            two |= sent_an[order[1]].content
+        best_two = _recall(a.content, two)
+        if cos is not None:
+            emb_row = cos[i]
+            emb_max = float(emb_row.max())
+            aligned = int(np.argmax(emb_row + rec))
+        else:
+            emb_max = best
+            aligned = int(order[0])
+        al = sent_an[aligned]
+        nums = _numbers(stmt)
+        bad_nums = [n for n in nums if not _number_supported(n, ctx_numbers)]
+        ents = _entities(stmt)
+        bad_ents = [e for e in ents if not _entity_supported(e, ctx_lower, ctx_stems)]
+        novel = (
+            sum(1 for b in a.bigrams if b not in ctx_all.bigrams) / len(a.bigrams)
+            if a.bigrams
+            else 0.0
+        )
+        x[i] = [
+            _recall(a.content, ctx_all.content),
+            best,
+            best_two,
+            _recall(a.content, al.content),
+            emb_max,
+            novel,
+            len(bad_nums) / len(nums) if nums else 0.0,
+            1.0 if bad_nums else 0.0,
+            len(bad_ents) / len(ents) if ents else 0.0,
+            1.0 if bad_ents else 0.0,
+            1.0 if a.negated != al.negated else 0.0,
+            max(-3.0, min(3.0, math.log((1 + len(a.units)) / (1 + len(al.units))))),
+        ]
+    return x
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def fit_logistic(
+    x: np.ndarray,
+    y: np.ndarray,
+    sample_weight: np.ndarray | None = None,
+    l2: float = 1.0,
+    max_iter: int = 100,
+    tol: float = 1e-8,
+) -> tuple[np.ndarray, float]:
+    """L2-regularized logistic regression by Newton's method (numpy only).
+
+    Minimizes ``sum_i w_i * logloss_i + l2/2 * ||coef||^2`` (the intercept is not penalized) on
+    already standardized ``x``. Returns ``(coef, intercept)``. Deterministic; raises
+    ``ValueError`` on shape mismatch or when ``y`` has a single class.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n, d = x.shape
+    if y.shape != (n,):
+        raise ValueError("y must have one label per row of x")
+    if len(np.unique(y)) < 2:
+        raise ValueError("both classes are needed to fit")
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    xa = np.hstack([x, np.ones((n, 1))])
+    beta = np.zeros(d + 1)
+    reg = np.full(d + 1, l2)
+    reg[-1] = 0.0
+    for _ in range(max_iter):
+        p = 1.0 / (1.0 + np.exp(-(xa @ beta)))
+        grad = xa.T @ (w * (p - y)) + reg * beta
+        h = (xa * (w * p * (1 - p))[:, None]).T @ xa + np.diag(reg) + 1e-9 * np.eye(d + 1)
+        step = np.linalg.solve(h, grad)
+        beta -= step
+        if float(np.max(np.abs(step))) < tol:
+            break
+    return beta[:d], float(beta[d])
+
+
+class SupportDetector:
+    """Scores statements against contexts with the shipped (or given) logistic weights.
+
+    Construction reads the weights file (raises :class:`WeightsError` if it is missing or does
+    not match :data:`FEATURES`); the embedder loads its model lazily on the first ``predict``.
+    ``embedder=None`` uses a private :class:`USEEmbedder` with one BLAS thread. Thread-safe: the
+    weights are immutable and the embedder is thread-safe; ``predict`` blocks (CPU), so call it
+    from a worker thread in async code.
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        weights_path: Path | None = None,
+        *,
+        settings: SupportSettings | None = None,
+    ) -> None:
+        self.weights_path = Path(weights_path) if weights_path is not None else DEFAULT_WEIGHTS_PATH
+        self.weights = SupportWeights.load(self.weights_path)
+        if tuple(self.weights.features) != FEATURES:
+            raise WeightsError(
+                f"{self.weights_path}: trained on features {list(self.weights.features)}, "
+                f"this detector computes {list(FEATURES)}; retrain with bench/train_faithfulness.py"
+            )
+        self.settings = settings or SupportSettings()
+        self._embedder = embedder
+        self._embedder_lock = threading.Lock()
+        self.threshold: float = self.weights.threshold
+        self.version: str = self.weights.version
+        self.aggregate: str = self.weights.aggregate
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            with self._embedder_lock:
+                if self._embedder is None:
+                    self._embedder = USEEmbedder(threads=1)
+        return self._embedder
+
+    def predict(self, statements: Sequence[str], contexts: Sequence[str]) -> list[float]:
+        """Blocking, thread-safe. P(statement is supported by the contexts) for each statement.
+
+        Empty ``statements`` gives ``[]``; no usable context gives low probabilities (nothing
+        can support a statement). Statements past ``settings.max_statements`` are scored too,
+        in chunks, so the result is always aligned with the input.
+        """
+        if not statements:
+            return []
+        out: list[float] = []
+        step = self.settings.max_statements
+        for k in range(0, len(statements), step):
+            chunk = list(statements[k : k + step])
+            x = featurize(chunk, contexts, self.embedder, self.settings)
+            z = self.weights.logits(x)
+            out.extend(float(v) for v in 1.0 / (1.0 + np.exp(-z)))
+        return out
+
+    def verdicts(self, statements: Sequence[str], contexts: Sequence[str]) -> list[int]:
+        """``predict`` thresholded at ``threshold``: 1 supported, 0 not."""
+        return [int(p >= self.threshold) for p in self.predict(statements, contexts)]
