@@ -1,0 +1,194 @@
+"""One sample, analysed once: sentences, content units and embeddings, then the views every fact
+is computed from. Blocking (CPU); run it in a worker thread.
+
+The views, each bounded in [0, 1]:
+
+- *question coverage* of a context sentence: the IDF-weighted share of the question's content
+  units found in it. IDF is computed over the sample's own context sentences, so units every
+  retrieved passage shares (the topic words the retriever matched on) weigh little and the rare
+  ones that pin down the answering sentence weigh much. Sentence level, not passage level: a
+  question written from (or answered by) a passage usually has one sentence covering most of it,
+  while a passage that merely shares the topic spreads the matches thinly.
+- *semantic relevance*: the calibrated USE cosine between the question and the sentence.
+- a sentence's *relevance* blends the two (``lexical_weight``).
+- *answer grounding*: how much of the answer is found near the sentence that best matches the
+  question (content units in that sentence and its neighbours, or a high embedding cosine). An
+  answer that addresses the question names what that passage says; an answer to another
+  question does not.
+- *alignment* of an answer statement to a context sentence: the larger of its content-unit
+  recall in the sentence and their calibrated cosine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cached_property
+
+import numpy as np
+
+from ...embeddings import Embedder
+from ...model import Sample
+from ...segment import split_sentences, split_statements
+from .settings import LocalJudgeSettings
+from .text import content_units, coverage, is_noncommittal
+
+__all__ = ["SampleAnalysis", "rate"]
+
+# Calibration of statement-to-sentence cosines (paraphrases of one fact sit around 0.6-0.9 with
+# USE; unrelated sentences of the same topic around 0.2-0.4).
+_ALIGN_COS_LOW = 0.3
+_ALIGN_COS_HIGH = 0.8
+
+
+def rate(value: float, cuts: tuple[float, float]) -> int:
+    """Map a [0, 1] view onto the 0 / 1 / 2 relevance scale of seed 002's prompts."""
+    return 2 if value >= cuts[1] else 1 if value >= cuts[0] else 0
+
+
+def _calibrate(c: np.ndarray | float, low: float, high: float) -> np.ndarray:
+    return np.clip((np.asarray(c, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+
+
+class SampleAnalysis:
+    """The lexical and embedding views of one sample, computed lazily and at most once.
+
+    Not thread-safe (one instance per worker call). Every property blocks; those that embed call
+    the (thread-safe) embedder once for all the texts they need.
+    """
+
+    def __init__(self, sample: Sample, settings: LocalJudgeSettings, embedder: Embedder) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        cut = settings.max_text_chars
+        self.question = sample.question.strip()
+        self.answer = sample.answer.strip()
+        self.reference = (sample.reference or "").strip()
+        self.contexts = list(sample.contexts)
+        self.sentences: list[str] = []
+        self.owner: list[int] = []  # context index of each sentence
+        for i, ctx in enumerate(self.contexts):
+            sents = split_sentences(ctx[: cut * 4]) or ([ctx.strip()] if ctx.strip() else [])
+            for s in sents[: settings.max_sentences_per_context]:
+                self.sentences.append(s[:cut])
+                self.owner.append(i)
+        self.sentence_units = [content_units(s) for s in self.sentences]
+
+    # ------------------------------------------------------------------ embeddings
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        cut = self.settings.max_text_chars
+        return np.asarray(self.embedder.embed([t[:cut] for t in texts]), dtype=np.float64)
+
+    @cached_property
+    def _qa_vectors(self) -> np.ndarray:
+        return self._embed([self.question or " ", self.answer or " "])
+
+    @cached_property
+    def sentence_vectors(self) -> np.ndarray:
+        return self._embed(self.sentences) if self.sentences else np.zeros((0, 512))
+
+    # ------------------------------------------------------------------ the question's views
+
+    @cached_property
+    def question_units(self) -> frozenset[str]:
+        return content_units(self.question, question=True)
+
+    @cached_property
+    def question_idf(self) -> dict[str, float]:
+        # Smoothed IDF (log((n+1)/(df+1)) + 1) stays on one scale whether a sample has one
+        # sentence or two hundred, so the coverage cuts transfer across sample sizes.
+        n = len(self.sentence_units)
+        return {
+            u: math.log((n + 1) / (sum(1 for d in self.sentence_units if u in d) + 1)) + 1.0
+            for u in self.question_units
+        }
+
+    @cached_property
+    def question_coverage(self) -> np.ndarray:
+        """Per sentence: IDF-weighted share of the question's content units in it."""
+        w = self.question_idf
+        total = sum(w.values())
+        if total <= 0.0:
+            return np.zeros(len(self.sentences))
+        return np.array([sum(v for u, v in w.items() if u in su) / total for su in self.sentence_units])
+
+    @cached_property
+    def question_cosine(self) -> np.ndarray:
+        if not self.sentences:
+            return np.zeros(0)
+        return self.sentence_vectors @ self._qa_vectors[0]
+
+    @cached_property
+    def semantic_relevance(self) -> np.ndarray:
+        s = self.settings
+        return _calibrate(self.question_cosine, s.sentence_cos_low, s.sentence_cos_high)
+
+    @cached_property
+    def relevance(self) -> np.ndarray:
+        """Per sentence: the blended relevance to the question, in [0, 1]."""
+        lw = self.settings.lexical_weight
+        if lw >= 1.0:
+            return self.question_coverage
+        return lw * self.question_coverage + (1.0 - lw) * self.semantic_relevance
+
+    def per_context_max(self, values: np.ndarray) -> list[float]:
+        """The max of a per-sentence view over each context's sentences (0.0 for empty ones)."""
+        out = [0.0] * len(self.contexts)
+        for v, i in zip(values, self.owner):
+            out[i] = max(out[i], float(v))
+        return out
+
+    # ------------------------------------------------------------------ answer relevancy
+
+    @cached_property
+    def noncommittal(self) -> bool:
+        return is_noncommittal(self.answer)
+
+    @cached_property
+    def answer_relevancy(self) -> dict[str, float]:
+        """The relevancy views: calibrated cos(Q, A), the answer's grounding near the sentence
+        that best matches the question, and their blend ``score``."""
+        s = self.settings
+        qa = float(self._qa_vectors[0] @ self._qa_vectors[1])
+        qa_cal = float(_calibrate(qa, s.cos_low, s.cos_high))
+        out = {"cos_question_answer": qa, "question_answer": qa_cal}
+        if not self.sentences:
+            out["score"] = qa_cal
+            return out
+        k = int(np.argmax(self.relevance))
+        window: set[str] = set(self.sentence_units[k])
+        for j in (k - 1, k + 1):
+            if 0 <= j < len(self.sentences) and self.owner[j] == self.owner[k]:
+                window |= self.sentence_units[j]
+        lexical = coverage(content_units(self.answer), window)
+        semantic = float(_calibrate(float(self.sentence_vectors[k] @ self._qa_vectors[1]),
+                                    s.cos_low, s.cos_high))
+        grounding = max(lexical, semantic)
+        w = s.relevancy_question_weight
+        out.update(grounding_lexical=lexical, grounding_semantic=semantic, grounding=grounding,
+                   score=w * qa_cal + (1.0 - w) * grounding)
+        return out
+
+    # ------------------------------------------------------------------ answer statements
+
+    @cached_property
+    def statements(self) -> list[str]:
+        return split_statements(self.answer)
+
+    @cached_property
+    def used(self) -> list[float]:
+        """Per context: the best alignment of any answer statement to one of its sentences."""
+        stmts = self.statements or ([self.answer] if self.answer else [])
+        if not stmts or not self.sentences:
+            return [0.0] * len(self.contexts)
+        vecs = self._embed(stmts)
+        cos = _calibrate(vecs @ self.sentence_vectors.T, _ALIGN_COS_LOW, _ALIGN_COS_HIGH)
+        units = [content_units(t) for t in stmts]
+        lex = np.array([[coverage(u, su) for su in self.sentence_units] for u in units])
+        return self.per_context_max(np.maximum(lex, cos).max(axis=0))
+
+    @cached_property
+    def answer_reference_cosine(self) -> float:
+        v = self._embed([self.answer or " ", self.reference or " "])
+        return float(v[0] @ v[1])
