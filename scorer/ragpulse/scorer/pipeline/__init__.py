@@ -1,0 +1,108 @@
+"""The live scorer service: Kafka consumer group → assemble → sample → evaluate → ClickHouse.
+
+``build_scorer(settings)`` wires the real parts (judge, evaluator, ClickHouse writer, extractor,
+sampler) from :class:`ScorerSettings`; tests and ``ragpulse up`` pass their own judge or writer.
+The command line is ``ragpulse scorer`` (:mod:`.cli`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..evaluator import Evaluator
+from ..judges.base import Judge
+from .assembly import AssembledTrace, AssemblySettings, TraceAssembler
+from .offsets import OffsetTracker, RecordRef
+from .service import Prepared, RowSink, Scorer, ScorerError, TracePreparer
+from .settings import ConsumerSettings, EvaluateSettings, ScorerSettings, WriteSettings
+from .telemetry import COUNTERS, GAUGES
+
+__all__ = [
+    "COUNTERS",
+    "GAUGES",
+    "AssembledTrace",
+    "AssemblySettings",
+    "ConsumerSettings",
+    "EvaluateSettings",
+    "OffsetTracker",
+    "Prepared",
+    "RecordRef",
+    "RowSink",
+    "Scorer",
+    "ScorerError",
+    "ScorerSettings",
+    "TraceAssembler",
+    "TracePreparer",
+    "WriteSettings",
+    "build_scorer",
+]
+
+log = logging.getLogger(__name__)
+
+
+def build_scorer(
+    settings: ScorerSettings | None = None,
+    *,
+    judge: Judge | None = None,
+    evaluator: Evaluator | None = None,
+    writer: RowSink | None = None,
+    client: Any = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Scorer:
+    """A ready-to-``start()`` :class:`Scorer`.
+
+    * ``evaluator`` or ``judge``: given ones are used as they are and not closed by the scorer;
+      otherwise the judge named by ``settings.judge`` is built (and closed on shutdown).
+    * ``writer``: a :class:`RowSink` the caller owns and starts; otherwise a
+      ``ScoreWriter`` over ``client`` (or a client opened from ``settings.clickhouse``) is built,
+      started with the scorer and shut down after it, once the scorer's last rows are written.
+    * The schema is created or migrated first when ``settings.init_schema`` (idempotent).
+
+    Raises ``ValueError``/``ScorerError`` with a user-facing message for bad options, and the
+    store's errors when ClickHouse cannot be opened.
+    """
+    from ..store.schema import SchemaSettings, init_schema
+    from ..store.writer import build_score_writer
+    from ..traces.sampling import Sampler
+    from .prepare import build_preparer
+
+    settings = settings or ScorerSettings()
+    on_close: list[Callable[[], None]] = []
+    if evaluator is None:
+        if judge is None:
+            from ..judges.factory import build_judge
+
+            judge = build_judge(settings.judge, model=settings.judge_model,
+                                base_url=settings.judge_base_url,
+                                max_concurrency=settings.evaluate.max_concurrency)
+            owned_judge = judge
+            on_close.append(lambda: asyncio.run(owned_judge.aclose()))
+        evaluator = Evaluator(judge, list(settings.evaluate.metrics),
+                              max_concurrency=settings.evaluate.max_concurrency)
+    if writer is None:
+        if client is None:
+            client = _open_client(settings.clickhouse)
+        if settings.init_schema:
+            report = init_schema(client, SchemaSettings(database=settings.database))
+            for line in report.lines():
+                log.info("schema: %s", line)
+        score_writer = build_score_writer(client, settings.database, settings.writer)
+        score_writer.start()
+        writer = score_writer
+        # Stop upstream first: the scorer has drained into the writer before this runs.
+        on_close.insert(0, lambda: score_writer.shutdown(settings.drain_timeout_s))
+    preparer = build_preparer(Sampler(settings.sampling), settings.extraction,
+                              excerpts=settings.write.excerpts)
+    return Scorer(settings, evaluator=evaluator, writer=writer, preparer=preparer, clock=clock,
+                  on_close=on_close)
+
+
+def _open_client(dsn: str) -> Any:
+    """A clickhouse-connect client for ``chdb:///path`` or ``http(s)://host:port``."""
+    from ..store import open_store
+
+    return open_store(dsn)

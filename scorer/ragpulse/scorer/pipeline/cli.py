@@ -1,0 +1,161 @@
+"""``ragpulse scorer``: run the live scorer alone against an external Kafka and ClickHouse.
+
+Flags override ``RAGPULSE_*`` environment variables, which override the defaults; everything is
+validated before anything connects, and a bad value exits with status 2 and the field's name.
+SIGINT/SIGTERM drain: buffered and in-flight traces are scored and written and the offsets
+committed within ``--drain-timeout``; a second signal stops at once (what was not committed is
+replayed by the next run). A status line is printed every ``--status-interval`` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+__all__ = ["scorer", "status_line"]
+
+log = logging.getLogger("ragpulse.scorer.pipeline")
+
+
+def status_line(stats: dict[str, Any]) -> str:
+    """One human line from :meth:`Scorer.stats` (stage names as verbs, counts since start)."""
+    errors = (stats.get("write_errors", 0) + stats.get("evaluate_errors", 0)
+              + stats.get("commit_errors", 0) + stats.get("dead_letter_errors", 0))
+    return (
+        f"consumed {stats.get('records_consumed', 0)} records / {stats.get('spans_consumed', 0)} spans"
+        f" | assembled {stats.get('traces_assembled', 0)} (timeout {stats.get('traces_timed_out', 0)},"
+        f" evicted {stats.get('traces_evicted', 0)}, late spans {stats.get('spans_late', 0)})"
+        f" | sampled {stats.get('traces_sampled', 0)} (out {stats.get('traces_sampled_out', 0)})"
+        f" | scored {stats.get('traces_scored', 0)} (unscorable {stats.get('traces_unscorable', 0)})"
+        f" | written {stats.get('rows_written', 0)} rows"
+        f" | in flight {stats.get('traces_in_flight', 0)}{' PAUSED' if stats.get('paused') else ''}"
+        f" | lag {stats.get('consumer_lag', 0)} (uncommitted {stats.get('commit_lag', 0)})"
+        f" | dead-lettered {stats.get('records_dead_lettered', 0)} | errors {errors}"
+    )
+
+
+def _settings_from(overrides: dict[str, Any]) -> Any:
+    """Environment first, then the flags given; raises ``ValidationError``."""
+    from .settings import ScorerSettings
+
+    env = ScorerSettings()
+    merged = env.model_dump()
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        node = merged
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    # Secrets come back masked from model_dump; keep the real ones from the environment model.
+    if env.kafka.sasl_password is not None:
+        merged["kafka"]["sasl_password"] = env.kafka.sasl_password.get_secret_value()
+    return ScorerSettings.model_validate(merged)
+
+
+def scorer(
+    kafka: Annotated[str | None, typer.Option("--kafka", help="bootstrap servers host:port[,host:port]")] = None,
+    topic: Annotated[str | None, typer.Option(help="spans topic (default otlp_spans)")] = None,
+    clickhouse: Annotated[str | None, typer.Option(
+        "--clickhouse", help="chdb:///path (owned by this process) or http(s)://host:8123")] = None,
+    database: Annotated[str | None, typer.Option(help="ClickHouse database (default rag)")] = None,
+    group: Annotated[str | None, typer.Option("--group", help="consumer group id")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="local | llm")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="LLM judge model")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL")] = None,
+    metrics: Annotated[str | None, typer.Option(help="comma-separated metric names")] = None,
+    sample_rate: Annotated[float | None, typer.Option(
+        "--sample-rate", help="share of traces judged (0..1; errors and negative feedback always)")] = None,
+    service_rate: Annotated[list[str] | None, typer.Option(
+        "--service-rate", help="per-service rate SERVICE=RATE (glob patterns allowed); repeatable")] = None,
+    grace: Annotated[float | None, typer.Option("--grace", help="seconds to wait after a root span")] = None,
+    max_in_flight: Annotated[int | None, typer.Option(help="traces evaluating/writing at once")] = None,
+    drain_timeout: Annotated[float | None, typer.Option(help="seconds to drain on SIGINT/SIGTERM")] = None,
+    status_interval: Annotated[float | None, typer.Option(help="seconds between status lines")] = None,
+    log_level: Annotated[str, typer.Option(help="logging level")] = "WARNING",
+) -> None:
+    """Consume OTLP spans from Kafka, score RAG traces and write the scores to ClickHouse."""
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    rates: dict[str, float] | None = None
+    if service_rate:
+        rates = {}
+        for item in service_rate:
+            name, sep, value = item.rpartition("=")
+            try:
+                rates[name] = float(value)
+            except ValueError:
+                sep = ""
+            if not sep or not name:
+                typer.echo(f"error: --service-rate {item!r}: expected SERVICE=RATE", err=True)
+                raise typer.Exit(2)
+    try:
+        settings = _settings_from({
+            "kafka.bootstrap_servers": kafka, "kafka.topic": topic, "clickhouse": clickhouse,
+            "database": database, "consumer.group_id": group, "judge": judge,
+            "judge_model": model, "judge_base_url": base_url, "evaluate.metrics": metrics,
+            "sampling.default_rate": sample_rate, "sampling.service_rates": rates,
+            "assembly.grace_s": grace, "evaluate.max_in_flight": max_in_flight,
+            "drain_timeout_s": drain_timeout, "status_interval_s": status_interval,
+        })
+    except ValidationError as exc:
+        typer.echo("error: invalid scorer settings:", err=True)
+        for e in exc.errors():
+            where = ".".join(str(p) for p in e["loc"]) or "settings"
+            typer.echo(f"  {where}: {e['msg']}", err=True)
+        raise typer.Exit(2) from None
+
+    from . import build_scorer
+
+    try:
+        svc = build_scorer(settings)
+        svc.start()
+    except Exception as exc:
+        typer.echo(f"error: cannot start the scorer: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"ragpulse scorer: {settings.kafka.bootstrap_servers} topic {settings.kafka.topic} "
+               f"group {settings.consumer.group_id} -> {_redact(settings.clickhouse)} "
+               f"database {settings.database} (judge {settings.judge})", err=True)
+
+    stop = threading.Event()
+    signals = {"n": 0}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        signals["n"] += 1
+        if signals["n"] > 1:
+            typer.echo("second signal: stopping without draining", err=True)
+            raise SystemExit(130)
+        typer.echo(f"{signal.Signals(signum).name}: draining (up to {settings.drain_timeout_s:g}s)",
+                   err=True)
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        while not stop.wait(settings.status_interval_s):
+            typer.echo(status_line(svc.stats()), err=True)
+            if svc.wait(0):
+                break
+    finally:
+        svc.shutdown()
+    typer.echo(status_line(svc.stats()), err=True)
+    if svc.error is not None:
+        typer.echo(f"error: the scorer stopped: {type(svc.error).__name__}: {svc.error}", err=True)
+        raise typer.Exit(1)
+
+
+def _redact(dsn: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(dsn)
+    if parts.password:
+        netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return dsn

@@ -1,0 +1,67 @@
+"""From an assembled trace to a :class:`~.service.Prepared` decision: extract, then sample.
+
+Extraction (``ragpulse.scorer.traces.extract``) finds the question, contexts and answer and the
+row metadata; the sampler (``ragpulse.scorer.traces.Sampler``) decides deterministically from the
+trace id, the service and the always-score rules. Sampling runs *after* extraction because the
+always-score rules (error status, negative feedback) need the metadata.
+
+The row timestamp is the trace's end time from its spans, never the wall clock: the scores table
+is keyed on it, so a replayed trace must produce the same key to overwrite its first rows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from ..store.rows import TraceMeta
+from ..traces.extract import ExtractionSettings, extract
+from ..traces.sampling import Sampler
+from ..traces.span import Span
+from .assembly import AssembledTrace
+from .service import Prepared, TracePreparer
+
+__all__ = ["build_preparer", "utc_from_ns"]
+
+
+def utc_from_ns(ns: int) -> datetime:
+    """A UTC datetime from Unix nanoseconds, truncated to the column's milliseconds."""
+    return datetime.fromtimestamp((ns // 1_000_000) / 1000.0, tz=timezone.utc)
+
+
+def build_preparer(
+    sampler: Sampler,
+    extraction: ExtractionSettings | None = None,
+    *,
+    excerpts: bool = True,
+) -> TracePreparer:
+    """A :data:`TracePreparer` over the real extractor and sampler.
+
+    The returned callable is not thread-safe (the sampler keeps counters): the scorer calls it
+    from its consumer thread only. It never raises for odd span content.
+    """
+
+    def prepare(trace: AssembledTrace[Span]) -> Prepared:
+        ex = extract(trace.spans, extraction)
+        decision = sampler.decide(ex, trace.spans)
+        if not decision.keep:
+            return Prepared(False, decision.rate, None, None, None)
+        m = ex.meta
+        root = next((s for s in trace.spans if not s.parent_span_id), None)
+        end_ns = m.end_ns or max((s.end_ns for s in trace.spans), default=0)
+        sample = ex.sample
+        meta = TraceMeta(
+            trace_id=trace.trace_id,
+            ts=utc_from_ns(end_ns),
+            service=m.service or (root.service_name if root else None) or "unknown",
+            environment=m.environment or "",
+            model=m.model or "",
+            prompt_version=m.prompt_version or "",
+            retriever_version=m.retriever_version or "",
+            sampling_rate=decision.rate,
+            span_id=root.span_id if root is not None else "",
+            question_excerpt=sample.question if excerpts and sample is not None else None,
+            answer_excerpt=sample.answer if excerpts and sample is not None else None,
+        )
+        return Prepared(True, decision.rate, sample, ex.reason if sample is None else None, meta)
+
+    return prepare

@@ -1,0 +1,680 @@
+"""The live scorer: Kafka consumer group → decode → assemble → sample → evaluate → write → commit.
+
+Threads and who owns what (the shape of getsentry/arroyo's processing strategies, with the
+commit step last):
+
+* the **consumer thread** owns the ``KafkaConsumer``, the :class:`TraceAssembler`, the
+  :class:`OffsetTracker` and every scheduling decision. It polls (which also keeps the group
+  membership alive), decodes records, assembles traces, extracts and samples them, hands samples to
+  the event loop, submits rows to the writer, and commits offsets. Other threads never touch its
+  state: they post messages to its inbox (a ``queue.SimpleQueue``) that it drains every loop.
+* the **event-loop thread** runs the metric :class:`~ragpulse.scorer.Evaluator` (judges are
+  asyncio components) and posts each trace's rows back to the inbox.
+* the **writer** (``ragpulse.scorer.store.ScoreWriter``, its own thread) batches rows into
+  ClickHouse inserts and resolves a future per submission once ClickHouse acknowledged it.
+
+Offsets are committed only after the rows are acknowledged: a record is done when every trace it
+holds spans of has been written or dropped on purpose, and each partition commits its low
+watermark (:mod:`.offsets`). Failed writes are retried with backoff and hold the commit back;
+a crash replays from the last commit, and the ``scores`` table's ReplacingMergeTree key makes the
+replayed rows overwrite the first ones (at-least-once delivery, exactly-once in ``scores FINAL``).
+
+Backpressure is a typed signal, never a sleep: when ``max_in_flight`` traces are being evaluated or
+written, assembled traces wait in a backlog and the consumer pauses its partitions (it keeps
+polling, so it stays in the group) until the backlog drains; a ``WriterFull`` refusal does the same.
+
+Undecodable records go to the dead-letter topic with headers saying why and where they came from
+(``ragpulse.dlq.*``); the record counts as done once the dead-letter topic acknowledged it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kafka import ConsumerRebalanceListener
+
+from ..evaluator import Evaluator
+from ..judges.base import Judge
+from ..model import Sample, Score
+from ..store.errors import WriterFull
+from ..store.rows import ScoreRow, TraceMeta, rows_from_scores
+from ..traces.decode import DecodeError, SpanDecoder, group_by_trace
+from ..traces.span import Span
+from .assembly import AssembledTrace, TraceAssembler
+from .offsets import OffsetTracker, RecordRef
+from .settings import ScorerSettings
+from .telemetry import Counters
+
+__all__ = ["Prepared", "RowSink", "Scorer", "ScorerError", "TracePreparer"]
+
+log = logging.getLogger(__name__)
+
+DLQ_HEADER_PREFIX = "ragpulse.dlq."
+
+
+class ScorerError(RuntimeError):
+    """The scorer cannot run (bad configuration, unreachable cluster at start, a crashed stage)."""
+
+
+class RowSink(Protocol):
+    """What the scorer needs of the writer: ``ragpulse.scorer.store.ScoreWriter`` has it.
+
+    ``submit`` never blocks; it raises ``WriterFull`` (retryable, backpressure) and its future
+    resolves once ClickHouse acknowledged the rows, or fails.
+    """
+
+    def submit(self, rows: Sequence[ScoreRow]) -> Future[Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What the scorer does with one assembled trace.
+
+    ``keep`` is the sampling decision and ``rate`` its probability (stored on every row for
+    reweighting). A kept trace with ``sample=None`` is unscorable: it is written as one null row
+    per metric carrying ``reason``. ``meta`` is the row metadata (``None`` drops the trace, e.g.
+    when its spans carry no usable trace id; counted).
+    """
+
+    keep: bool
+    rate: float
+    sample: Sample | None
+    reason: str | None
+    meta: TraceMeta | None
+
+
+TracePreparer = Callable[[AssembledTrace[Span]], Prepared]
+"""Extract and sample one assembled trace (``pipeline.prepare.build_preparer`` builds the default)."""
+
+
+@dataclass(eq=False, slots=True)
+class _Work:
+    """One trace between assembly and acknowledgement."""
+
+    trace_id: str
+    refs: list[RecordRef]
+    rows: list[ScoreRow] = field(default_factory=list)
+    record: Any = None  # (key, value, headers) of a record on its way to the dead-letter topic
+    attempts: int = 0
+    retry_at: float = 0.0
+
+
+class Scorer:
+    """The scorer service. Build with :func:`ragpulse.scorer.pipeline.build_scorer`.
+
+    ``start()`` connects (raising :class:`ScorerError` or kafka-python's errors if the cluster is
+    unreachable) and returns once the threads run; ``shutdown()`` drains within
+    ``settings.drain_timeout_s``: no new records are fetched, buffered traces are scored (with
+    ``drain_buffered``), in-flight rows are written and the final offsets committed; it is
+    idempotent and safe without ``start()``. ``stats()`` is safe from any thread.
+    """
+
+    def __init__(
+        self,
+        settings: ScorerSettings,
+        *,
+        evaluator: Evaluator,
+        writer: RowSink,
+        preparer: TracePreparer,
+        decoder: SpanDecoder | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        consumer_factory: Callable[[dict[str, Any]], Any] | None = None,
+        producer_factory: Callable[[dict[str, Any]], Any] | None = None,
+        on_close: Sequence[Callable[[], None]] = (),
+    ) -> None:
+        self.settings = settings
+        self._evaluator = evaluator
+        self._writer = writer
+        self._prepare = preparer
+        self._decoder = decoder or SpanDecoder()
+        self._clock = clock
+        self._consumer_factory = consumer_factory or _kafka_consumer
+        self._producer_factory = producer_factory or _kafka_producer
+        self._on_close = list(on_close)
+        self._metrics = tuple(m.name for m in evaluator.metrics)
+
+        self.counters = Counters()
+        self._assembler: TraceAssembler[Span] = TraceAssembler(settings.assembly, clock=clock)
+        self._offsets = OffsetTracker()
+        self._inbox: queue.SimpleQueue[tuple[str, _Work, Any]] = queue.SimpleQueue()
+        self._backlog: deque[tuple[_Work, Prepared]] = deque()  # assembled, waiting for a slot
+        self._unsubmitted: deque[_Work] = deque()  # rows the writer refused or failed, to retry
+        self._dlq_retry: deque[tuple[_Work, Any]] = deque()
+        self._in_flight: dict[int, _Work] = {}  # id(work) -> work: evaluating or writing
+        self._paused = False
+        self._gauges: dict[str, int] = {}
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._started = False
+        self._closed = False
+        self._error: BaseException | None = None
+        self._last_commit = 0.0
+        self._last_gauges = 0.0
+        self._last_write_error: str | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> Scorer:
+        """Connect to Kafka, join the group (asynchronously, on the first poll) and run.
+
+        Raises :class:`ScorerError` when called twice or after shutdown; kafka-python's
+        ``NoBrokersAvailable`` when the cluster cannot be reached.
+        """
+        with self._lock:
+            if self._started or self._closed:
+                raise ScorerError("scorer already started" if self._started else "scorer was shut down")
+            self._started = True
+        s = self.settings
+        try:
+            if s.consumer.dead_letter:
+                self._producer = self._producer_factory(_producer_config(s))
+            self._consumer = self._consumer_factory(_consumer_config(s))
+            self._consumer.subscribe([s.kafka.topic], listener=_Rebalance(self))
+        except BaseException:
+            self._close_clients()
+            self._started = False
+            self._closed = True
+            raise
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(
+            target=self._run_loop, name="ragpulse-scorer-evaluate", daemon=True)
+        self._loop_thread.start()
+        self._thread = threading.Thread(target=self._run, name="ragpulse-scorer-consume", daemon=True)
+        self._thread.start()
+        log.info("scorer: consuming %s as group %s from %s", s.kafka.topic, s.consumer.group_id,
+                 s.kafka.bootstrap_servers)
+        return self
+
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Drain and stop (see the class docstring). Blocks up to about ``timeout_s`` (default
+        ``settings.drain_timeout_s``) plus the time to leave the group. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            started = self._started
+        if not started:
+            self._run_on_close()
+            return
+        budget = self.settings.drain_timeout_s if timeout_s is None else timeout_s
+        self._drain_budget = budget
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(budget + 30.0)
+        if self._thread.is_alive():
+            log.error("scorer: the consumer thread did not stop within the drain budget")
+        if self._loop is not None:
+            loop = self._loop
+            loop.call_soon_threadsafe(loop.stop)
+            assert self._loop_thread is not None
+            self._loop_thread.join(10.0)
+        self._run_on_close()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the consumer thread stopped (shutdown or a fatal error). ``True`` if so."""
+        return self._stopped.wait(timeout_s)
+
+    @property
+    def error(self) -> BaseException | None:
+        """The fatal error that stopped the consumer thread, if any."""
+        return self._error
+
+    def stats(self) -> dict[str, Any]:
+        """Counters (:data:`telemetry.COUNTERS`) and gauges (:data:`telemetry.GAUGES`), plus the
+        assembler's, decoder's and writer's counters. Thread-safe snapshot."""
+        out: dict[str, Any] = self.counters.snapshot()
+        out.update(self._assembler.counters)
+        out.update(self._gauges)
+        out["traces_buffered"] = self._assembler.traces_buffered
+        out["spans_buffered"] = self._assembler.spans_buffered
+        out["traces_in_flight"] = len(self._in_flight)
+        out["traces_backlog"] = len(self._backlog)
+        out["paused"] = int(self._paused)
+        dec = self._decoder.stats()
+        out["records_undecodable"] = dec.get("records_failed", 0)
+        writer_stats = getattr(self._writer, "stats", None)
+        if callable(writer_stats):
+            for k, v in writer_stats().items():
+                out[f"writer_{k}"] = v
+        out["last_write_error"] = self._last_write_error
+        return out
+
+    # -- the event loop ------------------------------------------------------------------------
+
+    def _run_loop(self) -> None:
+        assert self._loop is not None
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            pending = asyncio.all_tasks(self._loop)
+            for t in pending:
+                t.cancel()
+            if pending:
+                self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self._loop.close()
+
+    async def _evaluate(self, work: _Work, prep: Prepared) -> None:
+        assert prep.sample is not None and prep.meta is not None
+        try:
+            result = await self._evaluator.evaluate(prep.sample)
+            scores: Sequence[Score] = result.scores
+            self.counters.add("traces_scored")
+        except Exception as exc:  # a programming error in a judge/metric: record, never lose
+            log.exception("evaluate: trace %s failed", work.trace_id)
+            self.counters.add("evaluate_errors")
+            scores = [Score(metric=m, value=None, status="error", reason="judge_error",
+                            explanation=f"{type(exc).__name__}: {exc}"[:1000]) for m in self._metrics]
+        self._inbox.put(("rows", work, self._rows(scores, prep.meta)))
+
+    def _rows(self, scores: Sequence[Score], meta: TraceMeta) -> list[ScoreRow]:
+        w = self.settings.write
+        return rows_from_scores(scores, meta, max_excerpt_chars=w.max_excerpt_chars if w.excerpts else 0)
+
+    # -- the consumer thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._step()
+            self._drain()
+        except BaseException as exc:
+            self._error = exc
+            log.exception("scorer: the consumer thread failed")
+        finally:
+            self._close_clients()
+            self._stopped.set()
+
+    def _step(self) -> None:
+        s = self.settings.consumer
+        self._process_inbox()
+        self._retry_pending()
+        self._dispatch_backlog()
+        self._update_pause()
+        batches = self._consumer.poll(timeout_ms=s.poll_timeout_ms, max_records=s.max_poll_records)
+        for tp, records in batches.items():
+            for rec in records:
+                self._consume(tp.topic, tp.partition, rec)
+        self._dispatch(self._assembler.pop_ready())
+        now = self._clock()
+        if now - self._last_commit >= s.commit_interval_s:
+            self._commit()
+        if now - self._last_gauges >= min(self.settings.status_interval_s, 1.0):
+            self._update_gauges()
+            self._last_gauges = now
+
+    def _consume(self, topic: str, partition: int, rec: Any) -> None:
+        self.counters.add("records_consumed")
+        ref = self._offsets.track(topic, partition, rec.offset)
+        try:
+            spans = self._decoder.decode(rec.value)
+        except DecodeError as exc:
+            self._dead_letter(ref, rec, exc.reason, exc.detail)
+            return
+        self.counters.add("spans_consumed", len(spans))
+        for trace_id, trace_spans in group_by_trace(spans).items():
+            if self._assembler.add(trace_id, trace_spans, ref):
+                self._offsets.hold(ref)
+        self._offsets.seal(ref)
+
+    def _dispatch(self, traces: list[AssembledTrace[Span]]) -> None:
+        for trace in traces:
+            work = _Work(trace.trace_id, trace.refs)
+            if trace.cause == "evicted" and self.settings.assembly.on_evict == "drop":
+                self.counters.add("traces_dropped")
+                self._finish(work)
+                continue
+            try:
+                prep = self._prepare(trace)
+            except Exception:
+                # The preparer is pure code over decoded spans; a bug there must not kill the
+                # consumer nor stall its partition forever: count, log, drop.
+                log.exception("prepare: trace %s failed; dropped", trace.trace_id)
+                self.counters.add("traces_dropped")
+                self._finish(work)
+                continue
+            if not prep.keep:
+                self.counters.add("traces_sampled_out")
+                self._finish(work)
+                continue
+            if prep.meta is None:
+                self.counters.add("traces_dropped")
+                self._finish(work)
+                continue
+            self.counters.add("traces_sampled")
+            self._backlog.append((work, prep))
+        self._dispatch_backlog()
+
+    def _dispatch_backlog(self) -> None:
+        limit = self.settings.evaluate.max_in_flight
+        while self._backlog and len(self._in_flight) < limit:
+            work, prep = self._backlog.popleft()
+            self._in_flight[id(work)] = work
+            if prep.sample is None:
+                self.counters.add("traces_unscorable")
+                reason = prep.reason or "no_sample"
+                assert prep.meta is not None
+                scores = [Score(metric=m, value=None, status="null", reason=reason) for m in self._metrics]
+                self._submit(work, self._rows(scores, prep.meta))
+            else:
+                assert self._loop is not None
+                asyncio.run_coroutine_threadsafe(self._evaluate(work, prep), self._loop)
+
+    def _submit(self, work: _Work, rows: list[ScoreRow]) -> None:
+        work.rows = rows
+        try:
+            fut = self._writer.submit(rows)
+        except WriterFull:
+            self._schedule_retry(work, None)
+            return
+        except Exception as exc:  # WriterClosed or a bug: keep the rows, retry, never commit past
+            self._schedule_retry(work, exc)
+            return
+        fut.add_done_callback(lambda f, w=work: self._inbox.put(("written", w, f)))
+
+    def _schedule_retry(self, work: _Work, exc: BaseException | None) -> None:
+        w = self.settings.write
+        if exc is not None:
+            self.counters.add("write_errors")
+            self._last_write_error = f"{type(exc).__name__}: {exc}"[:500]
+            log.warning("write: trace %s not acknowledged (attempt %d): %s", work.trace_id,
+                        work.attempts + 1, exc)
+        work.attempts += 1
+        work.retry_at = self._clock() + min(w.retry_max_s, w.retry_initial_s * 2 ** min(work.attempts, 20))
+        self._unsubmitted.append(work)
+
+    def _retry_pending(self) -> None:
+        now = self._clock()
+        for _ in range(len(self._unsubmitted)):
+            work = self._unsubmitted.popleft()
+            if work.retry_at > now:
+                self._unsubmitted.append(work)
+                continue
+            self._submit(work, work.rows)
+        for _ in range(len(self._dlq_retry)):
+            work, rec = self._dlq_retry.popleft()
+            if work.retry_at > now:
+                self._dlq_retry.append((work, rec))
+                continue
+            self._send_dead_letter(work, rec)
+
+    def _process_inbox(self, block_s: float = 0.0) -> None:
+        """Apply what the other threads reported. ``block_s`` waits for the first message."""
+        first = True
+        while True:
+            try:
+                kind, work, payload = self._inbox.get(timeout=block_s) if first and block_s > 0 \
+                    else self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            first = False
+            if kind == "rows":
+                self._submit(work, payload)
+            elif kind == "written":
+                exc = payload.exception()
+                if exc is None:
+                    self.counters.add("rows_written", len(work.rows))
+                    self.counters.add("batches_written")
+                    self._finish(work)
+                else:
+                    self._schedule_retry(work, exc)
+            elif kind == "dlq":
+                exc = payload
+                if exc is None:
+                    self.counters.add("records_dead_lettered")
+                    self._offsets.release(work.refs)
+                else:
+                    self.counters.add("dead_letter_errors")
+                    log.warning("dead-letter: send failed (attempt %d): %s", work.attempts + 1, exc)
+                    work.attempts += 1
+                    w = self.settings.write
+                    work.retry_at = self._clock() + min(w.retry_max_s, w.retry_initial_s * 2 ** work.attempts)
+                    self._dlq_retry.append((work, work.record))
+
+    def _finish(self, work: _Work) -> None:
+        """The trace is written or dropped on purpose: its records may be committed."""
+        self._in_flight.pop(id(work), None)
+        self._offsets.release(work.refs)
+        self.counters.add("traces_done")
+
+    # -- dead letters --------------------------------------------------------------------------
+
+    def _dead_letter(self, ref: RecordRef, rec: Any, reason: str, detail: str) -> None:
+        log.warning("decode: %s[%d]@%d undecodable (%s)%s", ref.topic, ref.partition, ref.offset,
+                    reason, "; dead-lettered" if self._producer is not None else "; skipped")
+        if self._producer is None:
+            self._offsets.seal(ref)  # dead-lettering disabled: the record is skipped (counted)
+            return
+        self._offsets.hold(ref)
+        self._offsets.seal(ref)
+        work = _Work(f"dlq:{ref.partition}:{ref.offset}", [ref])
+        headers = list(rec.headers or []) + [
+            (DLQ_HEADER_PREFIX + "reason", reason.encode()),
+            (DLQ_HEADER_PREFIX + "detail", detail[:1000].encode("utf-8", "replace")),
+            (DLQ_HEADER_PREFIX + "topic", ref.topic.encode()),
+            (DLQ_HEADER_PREFIX + "partition", str(ref.partition).encode()),
+            (DLQ_HEADER_PREFIX + "offset", str(ref.offset).encode()),
+            (DLQ_HEADER_PREFIX + "group", self.settings.consumer.group_id.encode()),
+        ]
+        self._send_dead_letter(work, (rec.key, rec.value, headers))
+
+    def _send_dead_letter(self, work: _Work, record: Any) -> None:
+        key, value, headers = record
+        work.record = record  # kept for a retry
+        try:
+            fut = self._producer.send(self.settings.kafka.dlq_topic, key=key, value=value,
+                                      headers=headers)
+        except Exception as exc:  # buffer full, closed: retry later
+            self._inbox.put(("dlq", work, exc))
+            return
+        fut.add_callback(lambda _md, w=work: self._inbox.put(("dlq", w, None)))
+        fut.add_errback(lambda exc, w=work: self._inbox.put(("dlq", w, exc)))
+
+    # -- backpressure, commits, gauges ---------------------------------------------------------
+
+    def _update_pause(self) -> None:
+        want = bool(self._backlog) or bool(self._unsubmitted) \
+            or len(self._in_flight) >= self.settings.evaluate.max_in_flight
+        if want == self._paused:
+            return
+        parts = list(self._consumer.assignment())
+        if want:
+            self._consumer.pause(*parts)
+            self.counters.add("partitions_paused")
+            log.info("consume: paused %d partitions (%d in flight, %d waiting)", len(parts),
+                     len(self._in_flight), len(self._backlog))
+        else:
+            self._consumer.resume(*parts)
+            log.info("consume: resumed %d partitions", len(parts))
+        self._paused = want
+
+    def _commit(self, only: set[tuple[str, int]] | None = None) -> None:
+        from kafka.structs import OffsetAndMetadata, TopicPartition
+
+        self._last_commit = self._clock()
+        offsets = self._offsets.committable()
+        if only is not None:
+            offsets = {k: v for k, v in offsets.items() if k in only}
+        if not offsets:
+            return
+        try:
+            self._consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                                   for (t, p), o in offsets.items()})
+        except Exception as exc:  # CommitFailedError during a rebalance, a timeout: retry later
+            self.counters.add("commit_errors")
+            log.warning("commit: %s", exc)
+            return
+        self._offsets.mark_committed(offsets)
+        self.counters.add("commits")
+
+    def _update_gauges(self) -> None:
+        lag = commit_lag = 0
+        assigned = 0
+        for tp in self._consumer.assignment():
+            assigned += 1
+            hw = self._consumer.highwater(tp)  # from fetch responses: correct on tansu
+            if hw is None:
+                continue
+            pos = self._offsets.position(tp.topic, tp.partition)
+            if pos is not None:
+                lag += max(0, hw - pos)
+            committed = self._offsets.last_committed(tp.topic, tp.partition)
+            commit_lag += max(0, hw - (committed if committed is not None else 0))
+        self._gauges = {
+            "consumer_lag": lag,
+            "commit_lag": commit_lag,
+            "partitions_assigned": assigned,
+            "records_pending": self._offsets.pending_records(),
+        }
+
+    # -- rebalance -----------------------------------------------------------------------------
+
+    def _on_revoked(self, revoked: Sequence[Any]) -> None:
+        """Finish (within a budget) what revoked partitions hold, commit them, forget the rest."""
+        gone = {(tp.topic, tp.partition) for tp in revoked}
+        if not gone:
+            return
+        deadline = self._clock() + self.settings.consumer.revoke_drain_timeout_s
+
+        def touches(work: _Work) -> bool:
+            return any((r.topic, r.partition) in gone for r in work.refs)
+
+        while any(touches(w) for w in self._in_flight.values()) and self._clock() < deadline:
+            self._process_inbox(block_s=0.1)
+            self._retry_pending()
+        self._commit(only=gone)
+        # What is still buffered or queued here will be read again by the partitions' next owner.
+        for trace in self._assembler.forget(gone):
+            self.counters.add("traces_revoked")
+            self._offsets.release(trace.refs)
+        kept: deque[tuple[_Work, Prepared]] = deque()
+        for work, prep in self._backlog:
+            if touches(work):
+                self.counters.add("traces_revoked")
+                self._offsets.release(work.refs)
+            else:
+                kept.append((work, prep))
+        self._backlog = kept
+        for key in gone:
+            self._offsets.revoke(*key)
+        log.info("rebalance: revoked %s", sorted(gone))
+
+    def _on_assigned(self, assigned: Sequence[Any]) -> None:
+        for tp in assigned:
+            self._offsets.assign(tp.topic, tp.partition)
+        if self._paused and assigned:
+            self._consumer.pause(*assigned)  # new partitions join the paused state
+        log.info("rebalance: assigned %s", sorted((tp.topic, tp.partition) for tp in assigned))
+
+    # -- draining ------------------------------------------------------------------------------
+
+    def _drain(self) -> None:
+        budget = getattr(self, "_drain_budget", self.settings.drain_timeout_s)
+        deadline = self._clock() + budget
+        parts = list(self._consumer.assignment())
+        if parts:
+            self._consumer.pause(*parts)
+        if self.settings.drain_buffered:
+            self._dispatch(self._assembler.pop_ready() + self._assembler.drain())
+        while (self._in_flight or self._backlog or self._unsubmitted or self._dlq_retry) \
+                and self._clock() < deadline:
+            self._process_inbox(block_s=0.05)
+            self._retry_pending()
+            self._dispatch_backlog()
+            # Keep the membership alive while draining: poll returns nothing (all paused).
+            self._consumer.poll(timeout_ms=0)
+        if self._in_flight or self._backlog:
+            log.warning("drain: %d traces in flight and %d waiting after %.1fs; they stay "
+                        "uncommitted and will be replayed", len(self._in_flight), len(self._backlog),
+                        budget)
+        self._commit()
+        self._update_gauges()
+
+    def _close_clients(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            try:
+                consumer.close(autocommit=False)
+            except Exception as exc:
+                log.warning("consume: close failed: %s", exc)
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.close(timeout=5)
+            except Exception as exc:
+                log.warning("dead-letter: producer close failed: %s", exc)
+
+    def _run_on_close(self) -> None:
+        for fn in self._on_close:
+            try:
+                fn()
+            except Exception:
+                log.exception("scorer: closing a component failed")
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    """kafka-python ``ConsumerRebalanceListener``: called inside ``poll`` on the consumer thread."""
+
+    def __init__(self, scorer: Scorer) -> None:
+        self._scorer = scorer
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self._scorer._on_revoked(list(revoked))
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self._scorer._on_assigned(list(assigned))
+
+
+def _consumer_config(s: ScorerSettings) -> dict[str, Any]:
+    c = s.consumer
+    cfg = s.kafka.client_kwargs()
+    cfg.update(
+        group_id=c.group_id,
+        enable_auto_commit=False,
+        # Never "latest": tansu answers ListOffsets(LATEST) wrongly (INFRA.md 1.3), and a new
+        # group must not skip traces anyway.
+        auto_offset_reset="earliest",
+        session_timeout_ms=c.session_timeout_ms,
+        heartbeat_interval_ms=c.heartbeat_interval_ms,
+        max_poll_interval_ms=c.max_poll_interval_ms,
+        max_poll_records=c.max_poll_records,
+        max_partition_fetch_bytes=c.max_partition_fetch_bytes,
+        fetch_max_bytes=c.fetch_max_bytes,
+    )
+    cfg["request_timeout_ms"] = max(cfg["request_timeout_ms"], c.session_timeout_ms + 5000)
+    return cfg
+
+
+def _producer_config(s: ScorerSettings) -> dict[str, Any]:
+    cfg = s.kafka.client_kwargs()
+    cfg.update(acks="all", compression_type=s.kafka.producer_compression(), linger_ms=50,
+               max_request_size=s.consumer.max_partition_fetch_bytes + 1024 * 1024)
+    return cfg
+
+
+def _kafka_consumer(cfg: dict[str, Any]) -> Any:
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer(**cfg)
+
+
+def _kafka_producer(cfg: dict[str, Any]) -> Any:
+    from kafka import KafkaProducer
+
+    return KafkaProducer(**cfg)
+

@@ -1,0 +1,155 @@
+"""Settings of the live scorer: one frozen model, configured by flags or ``RAGPULSE_*`` variables.
+
+Nested models use ``__`` in environment variables, e.g. ``RAGPULSE_KAFKA__BOOTSTRAP_SERVERS``,
+``RAGPULSE_CONSUMER__GROUP_ID``, ``RAGPULSE_ASSEMBLY__GRACE_S``. Everything is validated when the
+model is built, so a bad value fails at start-up with the field's name.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ragpulse.collector.kafka import KafkaSettings
+
+from ..metrics import DEFAULT_METRICS, METRICS
+from ..store.writer import WriterSettings
+from ..traces.extract import ExtractionSettings
+from ..traces.sampling import SamplingSettings
+from .assembly import AssemblySettings
+
+__all__ = [
+    "ConsumerSettings",
+    "EvaluateSettings",
+    "ScorerSettings",
+    "WriteSettings",
+]
+
+
+class ConsumerSettings(BaseModel):
+    """The Kafka consumer group (kafka-python ``KafkaConsumer``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    group_id: str = Field("ragpulse-scorer", min_length=1, description="consumer group")
+    session_timeout_ms: int = Field(
+        6000, ge=1000, le=300_000,
+        description="explicit: client defaults (45 s) make a tansu group join take 20 s (INFRA.md 1.3)",
+    )
+    heartbeat_interval_ms: int = Field(2000, ge=100, le=100_000)
+    max_poll_interval_ms: int = Field(300_000, ge=1000, description="max time between polls")
+    max_poll_records: int = Field(500, ge=1, le=100_000, description="records per poll")
+    poll_timeout_ms: int = Field(100, ge=1, le=10_000, description="how long one poll may wait")
+    max_partition_fetch_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024, description="per-partition fetch size; must exceed the largest record"
+    )
+    fetch_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    commit_interval_s: float = Field(1.0, gt=0.0, le=300.0, description="how often offsets are committed")
+    revoke_drain_timeout_s: float = Field(
+        10.0, ge=0.0, description="on rebalance, wait this long for in-flight traces of revoked partitions"
+    )
+    dead_letter: bool = Field(True, description="send undecodable records to kafka.dlq_topic")
+
+    @model_validator(mode="after")
+    def _check(self) -> ConsumerSettings:
+        if self.heartbeat_interval_ms * 3 > self.session_timeout_ms:
+            raise ValueError(
+                f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be at most a third of "
+                f"session_timeout_ms ({self.session_timeout_ms})"
+            )
+        return self
+
+
+class EvaluateSettings(BaseModel):
+    """Which metrics are computed and how much work may be in flight."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    metrics: tuple[str, ...] = Field(DEFAULT_METRICS, min_length=1, description="metric names")
+    max_in_flight: int = Field(
+        256, ge=1, le=100_000,
+        description="traces handed to evaluate/write and not yet acknowledged; at the limit the "
+        "consumer pauses its partitions",
+    )
+    max_concurrency: int = Field(16, ge=1, le=10_000, description="judge calls running at once")
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _split(cls, v: object) -> object:
+        if isinstance(v, str):
+            v = [m.strip() for m in v.split(",") if m.strip()]
+        return v
+
+    @field_validator("metrics")
+    @classmethod
+    def _known(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [m for m in v if m not in METRICS]
+        if unknown:
+            raise ValueError(f"unknown metrics {unknown}; known: {sorted(METRICS)}")
+        return v
+
+
+class WriteSettings(BaseModel):
+    """What goes into score rows, and how a trace whose rows were not acknowledged is retried.
+
+    Batching itself is the store writer's (``writer``: ``ragpulse.scorer.store.WriterSettings``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    retry_initial_s: float = Field(0.5, gt=0.0, description="first backoff after a failed write")
+    retry_max_s: float = Field(30.0, gt=0.0, description="backoff cap; failed rows are retried until "
+                               "shutdown and their offsets are not committed meanwhile")
+    excerpts: bool = Field(True, description="store question/answer excerpts (privacy switch)")
+    max_excerpt_chars: int = Field(1000, ge=0, le=1_000_000)
+
+
+def _default_instance() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class ScorerSettings(BaseSettings):
+    """Everything ``ragpulse scorer`` needs. Build from the environment with ``ScorerSettings()``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAGPULSE_", env_nested_delimiter="__", frozen=True, extra="ignore"
+    )
+
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    consumer: ConsumerSettings = Field(default_factory=ConsumerSettings)
+    assembly: AssemblySettings = Field(default_factory=AssemblySettings)
+    evaluate: EvaluateSettings = Field(default_factory=EvaluateSettings)
+    write: WriteSettings = Field(default_factory=WriteSettings)
+    writer: WriterSettings = Field(default_factory=WriterSettings)
+    sampling: SamplingSettings = Field(default_factory=SamplingSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    clickhouse: str = Field(
+        "chdb:///./ragpulse-data/chdb",
+        description="chdb:///path (this process owns the directory) or http(s)://host:8123",
+    )
+    database: str = Field("rag", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+    init_schema: bool = Field(True, description="create or migrate the schema at start-up (idempotent)")
+    judge: Literal["local", "llm"] = "local"
+    judge_model: str | None = Field(None, description="LLM judge model")
+    judge_base_url: str | None = Field(None, description="OpenAI-compatible base URL of the LLM judge")
+    drain_timeout_s: float = Field(
+        30.0, ge=0.0, le=3600.0, description="on shutdown: finish, write and commit within this budget"
+    )
+    drain_buffered: bool = Field(
+        True,
+        description="on shutdown, score traces still waiting for their grace period (else they stay "
+        "uncommitted and are assembled again by the next run)",
+    )
+    status_interval_s: float = Field(5.0, gt=0.0, description="status line period")
+    instance: str = Field(default_factory=_default_instance, description="name in pipeline_health")
+
+    @field_validator("clickhouse")
+    @classmethod
+    def _dsn(cls, v: str) -> str:
+        if not v.startswith(("chdb://", "http://", "https://")):
+            raise ValueError(f"{v!r}: expected chdb:///path or http(s)://host:port")
+        return v
