@@ -34,6 +34,12 @@ def _register() -> None:
     from ragpulse.scorer.cli import score
 
     app.command("score", help="Score RAG samples from a JSONL file (batch, like ragas.evaluate).")(score)
+    from ragpulse.scorer.pipeline.cli import scorer
+
+    app.command("scorer", help="Run the live scorer: Kafka spans in, scores into ClickHouse.")(scorer)
+    from ragpulse.scorer.store.cli import db
+
+    app.add_typer(db, name="db")
 
 
 def main() -> None:

@@ -1,0 +1,71 @@
+"""ragpulse.scorer.store: the ClickHouse side of the scorer.
+
+Schema and migrations (:mod:`.schema`), row types (:mod:`.rows`), the batched acknowledged writer
+(:mod:`.writer`), the ClickHouse-HTTP facade over an owned chDB directory (:mod:`.http`) and
+:func:`open_store`, which opens a client for a ``chdb://`` or ``http(s)://`` DSN (:mod:`.client`).
+"""
+
+from .client import OwnerInfo, StoreSettings, open_store, read_owner, write_owner
+from .errors import (
+    PermanentStoreError,
+    RetryableStoreError,
+    StoreError,
+    StoreLockedError,
+    WriterClosed,
+    WriterFull,
+    is_retryable,
+)
+from .http import ClickHouseHttpFacade, FacadeSettings, build_facade
+from .rows import HealthRow, ScoreRow, TraceMeta, columns_of, rows_from_scores, safe_text
+from .schema import (
+    MIGRATIONS,
+    MigrationReport,
+    SchemaError,
+    SchemaSettings,
+    init_schema,
+    latest_version,
+)
+from .writer import (
+    BatchWriter,
+    ScoreWriter,
+    WriteAck,
+    WriterSettings,
+    build_health_writer,
+    build_score_writer,
+)
+
+__all__ = [
+    "MIGRATIONS",
+    "BatchWriter",
+    "ClickHouseHttpFacade",
+    "FacadeSettings",
+    "HealthRow",
+    "MigrationReport",
+    "OwnerInfo",
+    "PermanentStoreError",
+    "RetryableStoreError",
+    "SchemaError",
+    "SchemaSettings",
+    "ScoreRow",
+    "ScoreWriter",
+    "StoreError",
+    "StoreLockedError",
+    "StoreSettings",
+    "TraceMeta",
+    "WriteAck",
+    "WriterClosed",
+    "WriterFull",
+    "WriterSettings",
+    "build_facade",
+    "build_health_writer",
+    "build_score_writer",
+    "columns_of",
+    "init_schema",
+    "is_retryable",
+    "latest_version",
+    "open_store",
+    "read_owner",
+    "rows_from_scores",
+    "safe_text",
+    "write_owner",
+]

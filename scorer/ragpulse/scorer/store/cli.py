@@ -1,0 +1,96 @@
+"""``ragpulse db``: create, migrate and inspect the ClickHouse schema."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from pydantic import ValidationError
+
+from .client import open_store
+from .errors import StoreError
+from .schema import MIGRATIONS, SchemaError, SchemaSettings, applied_versions, init_schema, latest_version
+
+__all__ = ["db"]
+
+db = typer.Typer(
+    name="db",
+    help="ClickHouse schema: create or migrate (idempotent), show its version.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_DSN_HELP = ("chdb:///path (in-process engine) or http(s)://[user:pass@]host:port "
+             "(a ClickHouse server, or the facade of a running `ragpulse up`)")
+
+
+def _settings(database: str, ttl_days: int, rollup_ttl_days: int, health_ttl_days: int) -> SchemaSettings:
+    try:
+        return SchemaSettings(database=database, ttl_days=ttl_days, rollup_ttl_days=rollup_ttl_days,
+                              health_ttl_days=health_ttl_days)
+    except ValidationError as exc:
+        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        typer.echo(f"error: invalid schema settings: {msgs}", err=True)
+        raise typer.Exit(2) from None
+
+
+@db.command("init")
+def init(
+    clickhouse: str = typer.Option("chdb://./ragpulse-data/chdb", "--clickhouse",
+                                   envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP),
+    database: str = typer.Option("rag", envvar="RAGPULSE_CLICKHOUSE__DATABASE"),
+    ttl_days: int = typer.Option(90, help="delete raw score rows older than this"),
+    rollup_ttl_days: int = typer.Option(400, help="delete per-minute rollup rows older than this"),
+    health_ttl_days: int = typer.Option(30, help="delete pipeline-health rows older than this"),
+    target: Optional[int] = typer.Option(None, help="migrate up to this version (default: latest)"),  # noqa: UP007 - typer
+    print_sql: bool = typer.Option(False, "--print-sql", help="print the DDL instead of running it"),
+) -> None:
+    """Create the schema or migrate it to the latest version. Safe to run any number of times."""
+    settings = _settings(database, ttl_days, rollup_ttl_days, health_ttl_days)
+    if print_sql:
+        for m in MIGRATIONS:
+            if target is not None and m.version > target:
+                break
+            typer.echo(f"-- migration {m.version}: {m.name}")
+            for stmt in m.render(settings):
+                typer.echo(stmt.rstrip() + ";\n")
+        return
+    try:
+        client = open_store(clickhouse)
+        report = init_schema(client, settings, target=target)
+    except (StoreError, SchemaError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    for line in report.lines():
+        typer.echo(line)
+
+
+@db.command("status")
+def status(
+    clickhouse: str = typer.Option("chdb://./ragpulse-data/chdb", "--clickhouse",
+                                   envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP),
+    database: str = typer.Option("rag", envvar="RAGPULSE_CLICKHOUSE__DATABASE"),
+) -> None:
+    """Show the applied schema version and row counts. Exit code 3 when migrations are pending."""
+    settings = _settings(database, 90, 400, 30)
+    try:
+        client = open_store(clickhouse, follow_owner=True)
+        applied = applied_versions(client, settings.database)
+        counts = {}
+        if applied:
+            for t in ("scores", "scores_1m", "pipeline_health"):
+                try:
+                    counts[t] = client.command(f"SELECT count() FROM `{settings.database}`.`{t}`")
+                except Exception:  # a table from a migration not applied yet
+                    counts[t] = "absent"
+    except (StoreError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    current = max(applied, default=0)
+    typer.echo(f"database `{settings.database}`: schema version {current} "
+               f"(this ragpulse: {latest_version()})")
+    for t, n in counts.items():
+        typer.echo(f"  {t:<16} {n} rows")
+    if current < latest_version():
+        typer.echo("migrations pending: run `ragpulse db init`")
+        raise typer.Exit(3)

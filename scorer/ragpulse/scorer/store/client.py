@@ -1,0 +1,180 @@
+"""Open a ClickHouse client for a DSN, knowing that a chDB directory has one owning process.
+
+``open_store("chdb:///var/lib/ragpulse/chdb")`` opens the engine in this process;
+``open_store("http://127.0.0.1:8123")`` talks to a server or to the
+:class:`~ragpulse.scorer.store.http.ClickHouseHttpFacade` of the process owning a chDB directory.
+The owner advertises itself in ``<chdb dir>/ragpulse-owner.json`` (:func:`write_owner`), so a
+second process gets a precise error naming the URL to use, or follows it (``follow_owner``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from .errors import StoreError, StoreLockedError
+from .schema import validate_identifier
+
+__all__ = ["OWNER_FILE", "OwnerInfo", "StoreSettings", "chdb_path", "open_store", "read_owner",
+           "remove_owner", "write_owner"]
+
+OWNER_FILE = "ragpulse-owner.json"
+
+
+class StoreSettings(BaseModel):
+    """Where scores are stored. Nest it in a component's settings (``RAGPULSE_CLICKHOUSE__DSN``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dsn: str = "chdb://./ragpulse-data/chdb"
+    """``chdb:///abs/path`` / ``chdb://rel/path`` (in-process engine) or
+    ``http(s)://[user:password@]host:port`` (a ClickHouse server or a ragpulse facade)."""
+    database: str = "rag"
+    username: str | None = None
+    password: SecretStr | None = None
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    send_receive_timeout_s: float = Field(default=300.0, gt=0)
+
+    @field_validator("database")
+    @classmethod
+    def _db(cls, v: str) -> str:
+        return validate_identifier(v, "database")
+
+    @field_validator("dsn")
+    @classmethod
+    def _dsn(cls, v: str) -> str:
+        scheme = urlsplit(v).scheme.lower()
+        if scheme not in ("chdb", "http", "https"):
+            raise ValueError(f"unsupported ClickHouse DSN {v!r}: use chdb:///path or http(s)://host:port")
+        return v
+
+
+@dataclass(frozen=True)
+class OwnerInfo:
+    """Who owns a chDB directory and where its facade listens."""
+
+    pid: int
+    url: str
+    started_at: float
+    host: str
+
+    def alive(self) -> bool:
+        """Whether the owning process still exists (on this host)."""
+        if self.host != socket.gethostname():
+            return True  # cannot tell; assume the lock is real
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def chdb_path(dsn: str) -> str:
+    """The directory a ``chdb://`` DSN names (``chdb:///abs`` → ``/abs``, ``chdb://rel`` → ``rel``)."""
+    parts = urlsplit(dsn)
+    if parts.scheme.lower() != "chdb":
+        raise ValueError(f"not a chdb DSN: {dsn!r}")
+    path = (parts.netloc + parts.path) if parts.netloc else parts.path
+    if not path:
+        raise ValueError(f"chdb DSN {dsn!r} names no directory")
+    return os.path.realpath(path)
+
+
+def write_owner(path: str, url: str, *, pid: int | None = None) -> str:
+    """Advertise that this process owns the chDB directory ``path`` and serves it at ``url``.
+    Atomic (write + rename). Returns the file's path."""
+    os.makedirs(path, exist_ok=True)
+    target = os.path.join(path, OWNER_FILE)
+    tmp = f"{target}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"pid": pid or os.getpid(), "url": url, "started_at": time.time(),
+                   "host": socket.gethostname()}, f)
+    os.replace(tmp, target)
+    return target
+
+
+def read_owner(path: str) -> OwnerInfo | None:
+    """The advertised owner of ``path``, or None (no file, unreadable file)."""
+    try:
+        with open(os.path.join(path, OWNER_FILE), encoding="utf-8") as f:
+            d = json.load(f)
+        return OwnerInfo(int(d["pid"]), str(d["url"]), float(d.get("started_at", 0)),
+                         str(d.get("host", socket.gethostname())))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def remove_owner(path: str, *, pid: int | None = None) -> None:
+    """Remove the owner file if it names ``pid`` (default: this process)."""
+    info = read_owner(path)
+    if info is not None and info.pid == (pid or os.getpid()):
+        try:
+            os.unlink(os.path.join(path, OWNER_FILE))
+        except FileNotFoundError:
+            pass
+
+
+def open_store(
+    dsn: str,
+    *,
+    username: str | None = None,
+    password: str | None = None,
+    follow_owner: bool = False,
+    **client_kw: Any,
+) -> Any:
+    """A clickhouse-connect client for ``dsn``. Blocks while connecting.
+
+    For ``chdb://`` DSNs: if another live process advertises ownership of the directory, raises
+    :class:`StoreLockedError` naming its facade URL, or (``follow_owner=True``) returns a client
+    for that URL. A directory locked by a process that did not advertise itself also raises
+    :class:`StoreLockedError`. Other failures raise :class:`StoreError` with the DSN in the message
+    (credentials removed). Extra keyword arguments go to ``clickhouse_connect.get_client``.
+    """
+    import clickhouse_connect
+
+    parts = urlsplit(dsn)
+    scheme = parts.scheme.lower()
+    if scheme == "chdb":
+        path = chdb_path(dsn)
+        owner = read_owner(path)
+        if owner is not None and owner.pid != os.getpid() and owner.alive():
+            if follow_owner:
+                return open_store(owner.url, username=username, password=password, **client_kw)
+            raise StoreLockedError(
+                f"the chDB directory {path} is owned by a running `ragpulse up` (pid {owner.pid}); "
+                f"use --clickhouse {owner.url}")
+        try:
+            return clickhouse_connect.get_client(dsn=f"chdb://{path}", **client_kw)
+        except Exception as exc:
+            text = str(exc)
+            if "Cannot lock file" in text or "Another server instance" in text:
+                raise StoreLockedError(
+                    f"the chDB directory {path} is locked by another process (chDB allows one "
+                    "process per directory) that does not advertise a facade URL; stop it, or "
+                    "query through the process that owns it") from exc
+            if "already initialized with path" in text:
+                raise StoreError(
+                    f"this process already runs chDB on another directory; chDB allows one "
+                    f"directory per process, so {path} cannot be opened here: {text}") from exc
+            raise StoreError(f"cannot open chDB at {path}: {text}") from exc
+    if scheme in ("http", "https"):
+        safe = f"{scheme}://{parts.hostname}:{parts.port or (8443 if scheme == 'https' else 8123)}"
+        kw = dict(client_kw)
+        if username or parts.username:
+            kw["username"] = username or parts.username
+        if password or parts.password:
+            kw["password"] = password or parts.password
+        try:
+            return clickhouse_connect.get_client(dsn=dsn, **kw)
+        except Exception as exc:
+            raise StoreError(f"cannot connect to ClickHouse at {safe}: {exc}") from exc
+    raise ValueError(f"unsupported ClickHouse DSN {dsn!r}: use chdb:///path or http(s)://host:port")

@@ -1,0 +1,227 @@
+"""Row types: what one score (or one health counter) looks like on its way to ClickHouse.
+
+:func:`rows_from_scores` turns the metric engine's :class:`~ragpulse.scorer.Score` objects plus the
+trace's metadata into :class:`ScoreRow` values; :func:`columns_of` turns rows into the
+column-oriented lists clickhouse-connect inserts fastest (INFRA §2.1).
+
+Text is made safe here, once: lone surrogates (what ``surrogateescape`` makes of invalid UTF-8)
+become U+FFFD, ``bytes`` are decoded with replacement, and excerpts are cut to a character budget,
+so an insert never fails on a hostile string.
+"""
+
+from __future__ import annotations
+
+import math
+from operator import attrgetter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from typing import Any
+
+from ..model import Score
+from .schema import HEALTH_COLUMNS, SCORE_COLUMNS
+
+__all__ = [
+    "HealthRow",
+    "ScoreRow",
+    "TraceMeta",
+    "columns_of",
+    "rows_from_scores",
+    "safe_text",
+]
+
+DEFAULT_EXCERPT_CHARS = 1000
+
+
+def safe_text(value: Any, limit: int | None = None) -> str:
+    """``value`` as a str that encodes to valid UTF-8, cut to ``limit`` characters (None: no cut).
+
+    ``None`` becomes ``""``; ``bytes`` are decoded as UTF-8 with replacement; lone surrogates
+    become U+FFFD. Cutting never splits a surrogate pair because Python strs hold code points.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        s = bytes(value).decode("utf-8", "replace")
+    else:
+        s = str(value)
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            # Round-trip through UTF-16 with surrogatepass turns each lone surrogate into U+FFFD
+            # and keeps every valid character (pairs never occur inside a Python str).
+            s = s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if limit is not None and len(s) > limit:
+        s = s[:limit]
+    return s
+
+
+def _utc(ts: datetime) -> datetime:
+    if ts.tzinfo is None:
+        raise ValueError(f"timestamp {ts!r} has no timezone: pass an aware datetime (UTC)")
+    return ts.astimezone(timezone.utc)
+
+
+def _hex_id(value: Any, length: int, what: str) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).hex()
+    s = str(value or "").strip().lower()
+    if what == "trace_id" and not s:
+        raise ValueError("trace_id is required")
+    if s and (len(s) != length or any(c not in "0123456789abcdef" for c in s)):
+        raise ValueError(f"{what} {value!r} must be {length} hex characters")
+    return s
+
+
+@dataclass(frozen=True, slots=True)
+class TraceMeta:
+    """What the scorer knows about the trace behind a set of scores.
+
+    ``ts`` is the trace's end time taken from its spans: it is part of the table's sorting key, so
+    it must come out the same when the trace is replayed (never use the wall clock here).
+    ``question_excerpt``/``answer_excerpt`` are ``None`` when the privacy setting disables them.
+    """
+
+    trace_id: str | bytes
+    ts: datetime
+    service: str
+    environment: str = ""
+    model: str = ""
+    prompt_version: str = ""
+    retriever_version: str = ""
+    sampling_rate: float = 1.0
+    span_id: str | bytes = ""
+    question_excerpt: str | None = None
+    answer_excerpt: str | None = None
+
+    def __post_init__(self) -> None:
+        rate = self.sampling_rate
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or math.isnan(rate) \
+                or not 0.0 < rate <= 1.0:
+            raise ValueError(f"sampling_rate {rate!r} must be in (0, 1]")
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRow:
+    """One row of ``scores``; field order is the insert column order (checked at import)."""
+
+    trace_id: str
+    span_id: str
+    ts: datetime
+    scored_at: datetime
+    service: str
+    environment: str
+    model: str
+    prompt_version: str
+    retriever_version: str
+    metric: str
+    value: float | None
+    status: str
+    reason: str
+    interval_low: float | None
+    interval_high: float | None
+    judge: str
+    judge_model: str
+    judge_prompt_version: str
+    llm_calls: float
+    prompt_tokens: float
+    completion_tokens: float
+    judge_latency_ms: float
+    sampling_rate: float
+    counts: dict[str, int]
+    question: str
+    answer: str
+    explanation: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class HealthRow:
+    """One row of ``pipeline_health``: a counter's increase within ``minute`` or a gauge's value."""
+
+    minute: datetime
+    component: str
+    instance: str
+    name: str
+    label: str
+    kind: str
+    value: float
+    written_at: datetime
+
+
+# The dataclasses and the schema must agree, or every insert would fail at run time.
+assert tuple(f.name for f in fields(ScoreRow)) == tuple(c.name for c in SCORE_COLUMNS), \
+    "ScoreRow fields drifted from schema.SCORES"
+assert tuple(f.name for f in fields(HealthRow)) == tuple(c.name for c in HEALTH_COLUMNS), \
+    "HealthRow fields drifted from schema.PIPELINE_HEALTH"
+
+
+def _finite(x: float) -> float:
+    return float(x) if x is not None and math.isfinite(x) else 0.0
+
+
+def rows_from_scores(
+    scores: Iterable[Score],
+    meta: TraceMeta,
+    *,
+    scored_at: datetime | None = None,
+    max_excerpt_chars: int | None = DEFAULT_EXCERPT_CHARS,
+) -> list[ScoreRow]:
+    """One :class:`ScoreRow` per score of one trace.
+
+    ``scored_at`` (default: now, UTC) also sets ``version`` (its epoch milliseconds), so a trace
+    scored again later replaces its earlier rows. Raises ``ValueError`` for a malformed trace id,
+    a naive timestamp, or a sampling rate outside (0, 1]. Pure; thread-safe.
+    """
+    scored_at = _utc(scored_at or datetime.now(timezone.utc))
+    # Truncate to ms: the column is DateTime64(3); the version must match what is stored.
+    scored_at = scored_at.replace(microsecond=scored_at.microsecond // 1000 * 1000)
+    version = int(scored_at.timestamp() * 1000)
+    trace_id = _hex_id(meta.trace_id, 32, "trace_id")
+    span_id = _hex_id(meta.span_id, 16, "span_id")
+    ts = _utc(meta.ts)
+    common = dict(
+        service=safe_text(meta.service, 256),
+        environment=safe_text(meta.environment, 256),
+        model=safe_text(meta.model, 256),
+        prompt_version=safe_text(meta.prompt_version, 256),
+        retriever_version=safe_text(meta.retriever_version, 256),
+        question=safe_text(meta.question_excerpt, max_excerpt_chars),
+        answer=safe_text(meta.answer_excerpt, max_excerpt_chars),
+    )
+    out: list[ScoreRow] = []
+    for s in scores:
+        iv = s.interval
+        out.append(ScoreRow(
+            trace_id=trace_id,
+            span_id=span_id,
+            ts=ts,
+            scored_at=scored_at,
+            metric=safe_text(s.metric, 256),
+            value=None if s.value is None else float(s.value),
+            status=s.status,
+            reason=safe_text(s.reason, 256),
+            interval_low=None if iv is None else float(iv.low),
+            interval_high=None if iv is None else float(iv.high),
+            judge=safe_text(s.judge, 256),
+            judge_model=safe_text(s.model, 256),
+            judge_prompt_version=safe_text(s.prompt_version, 256),
+            llm_calls=_finite(s.cost.llm_calls),
+            prompt_tokens=_finite(s.cost.prompt_tokens),
+            completion_tokens=_finite(s.cost.completion_tokens),
+            judge_latency_ms=_finite(s.cost.latency_ms),
+            sampling_rate=float(meta.sampling_rate),
+            counts={safe_text(k, 256): max(0, min(int(v), 2**32 - 1)) for k, v in s.counts.items()},
+            explanation=safe_text(s.explanation, max_excerpt_chars),
+            version=version,
+            **common,
+        ))
+    return out
+
+
+def columns_of(rows: Sequence[ScoreRow] | Sequence[HealthRow]) -> list[list[Any]]:
+    """Transpose rows into per-column lists (clickhouse-connect ``column_oriented=True``)."""
+    if not rows:
+        return []
+    # attrgetter per field, not dataclasses.astuple: astuple deep-copies every dict and list.
+    return [list(map(attrgetter(f.name), rows)) for f in fields(rows[0])]

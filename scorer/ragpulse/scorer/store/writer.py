@@ -1,0 +1,385 @@
+"""Batched, acknowledged, idempotent inserts into ClickHouse.
+
+:class:`BatchWriter` collects rows from any number of threads, inserts them column-oriented in
+batches (by row count or by age, INFRA §2.1: one 10-row insert costs ~22 ms, 50k-row batches reach
+190k+ rows/s), and resolves each caller's future only once ClickHouse acknowledged the insert
+holding its rows. That is what lets the scorer commit Kafka offsets after the write and never
+before. :class:`ScoreWriter` is the writer for ``scores``; :func:`build_health_writer` makes one for
+``pipeline_health``.
+
+Idempotency has two layers. The table is a ReplacingMergeTree keyed by (service, metric, day,
+trace), so a replayed score replaces the old one. And every batch carries an
+``insert_deduplication_token`` derived from its rows, so a retry of an insert that in fact
+succeeded (the acknowledgement was lost) is dropped by ClickHouse, the rollup view included.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .errors import (
+    PermanentStoreError,
+    RetryableStoreError,
+    WriterClosed,
+    WriterFull,
+    is_retryable,
+)
+from .rows import HealthRow, ScoreRow, columns_of
+from .schema import HEALTH_COLUMNS, SCORE_COLUMNS, Column, validate_identifier
+
+__all__ = [
+    "BatchWriter",
+    "InsertClient",
+    "ScoreWriter",
+    "WriteAck",
+    "WriterSettings",
+    "build_health_writer",
+    "build_score_writer",
+]
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R", ScoreRow, HealthRow)
+
+
+class InsertClient(Protocol):
+    """The one call the writer makes: clickhouse-connect's ``Client.insert``."""
+
+    def insert(self, table: str, data: Any, column_names: Any = ..., database: str = ...,
+               column_types: Any = ..., column_type_names: Any = ..., column_oriented: bool = ...,
+               settings: Any = ..., **kw: Any) -> Any: ...
+
+
+class WriterSettings(BaseModel):
+    """How rows are batched and retried. Frozen; validated on construction."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_rows: int = Field(default=5000, ge=1, le=1_000_000)
+    """Insert as soon as this many rows are pending."""
+    flush_interval_s: float = Field(default=0.5, gt=0, le=300)
+    """…or once the oldest pending row has waited this long (bounds the write latency)."""
+    max_pending_rows: int = Field(default=100_000, ge=1)
+    """Rows held (queued + being inserted); ``submit`` beyond this raises :class:`WriterFull`."""
+    retry_initial_backoff_s: float = Field(default=0.1, gt=0)
+    retry_max_backoff_s: float = Field(default=5.0, gt=0)
+    retry_deadline_s: float = Field(default=60.0, gt=0)
+    """Give up on a batch (futures fail with a retryable error) after retrying this long."""
+    deduplicate: bool = True
+    """Send an ``insert_deduplication_token`` per batch (see the module docstring)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> WriterSettings:
+        if self.max_pending_rows < self.batch_rows:
+            raise ValueError("max_pending_rows must be at least batch_rows")
+        if self.retry_max_backoff_s < self.retry_initial_backoff_s:
+            raise ValueError("retry_max_backoff_s must be at least retry_initial_backoff_s")
+        return self
+
+
+@dataclass(frozen=True)
+class WriteAck:
+    """ClickHouse acknowledged ``rows`` rows of one submission, in ``attempts`` insert calls."""
+
+    rows: int
+    attempts: int
+
+
+@dataclass
+class _Submission(Generic[R]):
+    rows: Sequence[R]
+    future: Future[WriteAck]
+    enqueued: float
+
+
+_STATS = (
+    "rows_submitted",     # rows accepted by submit()
+    "rows_refused",       # rows refused with WriterFull (backpressure)
+    "rows_written",       # rows ClickHouse acknowledged
+    "rows_failed",        # rows whose future failed (permanent error, deadline, shutdown)
+    "batches_written",    # successful insert calls
+    "insert_retries",     # retried insert attempts after a retryable error
+    "insert_errors",      # failed insert attempts, any kind
+)
+
+
+class BatchWriter(Generic[R]):
+    """Batches rows of one table and inserts them on a background thread.
+
+    Lifecycle: ``start()`` once, then ``submit``/``write`` from any thread, then ``shutdown()``
+    (idempotent, safe without ``start``): it refuses new rows, flushes what is pending (retrying
+    within the deadline) and joins the thread. Thread-safe. The client is used from the writer's
+    thread only.
+    """
+
+    def __init__(
+        self,
+        client: InsertClient,
+        database: str,
+        table: str,
+        columns: Sequence[Column],
+        settings: WriterSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._client = client
+        self.database = validate_identifier(database, "database")
+        self.table = validate_identifier(table, "table")
+        self._names = [c.name for c in columns]
+        self._types = [c.type for c in columns]
+        self.settings = settings or WriterSettings()
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._cond = threading.Condition()
+        self._queue: deque[_Submission[R]] = deque()
+        self._queued_rows = 0
+        self._held_rows = 0  # queued + in the batch being inserted: what the bound applies to
+        self._flush_requested = False
+        self._accepting = False
+        self._stopping = False
+        self._abort = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = False
+        self._stats = dict.fromkeys(_STATS, 0)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the flush thread. Raises ``RuntimeError`` if called twice or after shutdown."""
+        with self._cond:
+            if self._started:
+                raise RuntimeError("writer already started")
+            self._started = True
+            self._accepting = True
+        self._thread = threading.Thread(
+            target=self._run, name=f"ragpulse-write-{self.table}", daemon=True)
+        self._thread.start()
+
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Refuse new rows, flush pending ones, stop. Blocks up to ``timeout_s`` (None: until the
+        flush finishes, itself bounded by ``retry_deadline_s`` per batch); after the timeout,
+        retries are abandoned and the still-pending futures fail with RetryableStoreError."""
+        with self._cond:
+            self._accepting = False
+            self._stopping = True
+            self._cond.notify_all()
+            thread = self._thread
+            if thread is None:
+                self._started = True  # a writer shut down before start can never start
+                return
+        thread.join(timeout_s)
+        if thread.is_alive():
+            self._abort.set()
+            with self._cond:
+                self._cond.notify_all()
+            thread.join()
+
+    # -- producing -------------------------------------------------------------------------
+
+    def submit(self, rows: Sequence[R]) -> Future[WriteAck]:
+        """Queue ``rows``; the future resolves when ClickHouse acknowledged all of them.
+
+        Never blocks. Raises :class:`WriterFull` (retryable: pause and resubmit later) when the
+        rows would exceed ``max_pending_rows``, :class:`WriterClosed` before start/after
+        shutdown, ``ValueError`` for a submission larger than ``max_pending_rows``. The future
+        fails with :class:`PermanentStoreError` or :class:`RetryableStoreError`.
+        """
+        rows = list(rows)
+        fut: Future[WriteAck] = Future()
+        n = len(rows)
+        if n > self.settings.max_pending_rows:
+            raise ValueError(f"{n} rows exceed max_pending_rows={self.settings.max_pending_rows}")
+        with self._cond:
+            if not self._accepting:
+                raise WriterClosed(f"writer for {self.database}.{self.table} is not running")
+            if n == 0:
+                fut.set_result(WriteAck(0, 0))
+                return fut
+            if self._held_rows + n > self.settings.max_pending_rows:
+                self._stats["rows_refused"] += n
+                raise WriterFull(
+                    f"{self._held_rows} rows pending for {self.database}.{self.table}; "
+                    f"limit {self.settings.max_pending_rows}")
+            self._queue.append(_Submission(rows, fut, self._clock()))
+            self._queued_rows += n
+            self._held_rows += n
+            self._stats["rows_submitted"] += n
+            if self._queued_rows >= self.settings.batch_rows or len(self._queue) == 1:
+                self._cond.notify_all()
+        return fut
+
+    def write(self, rows: Sequence[R], timeout_s: float | None = None) -> WriteAck:
+        """Submit and block until acknowledged. Raises what :meth:`submit` and its future raise
+        (``concurrent.futures.TimeoutError`` after ``timeout_s``; the rows stay queued)."""
+        fut = self.submit(rows)
+        with self._cond:
+            # A synchronous caller waits anyway: do not make it wait for the interval too.
+            self._flush_requested = True
+            self._cond.notify_all()
+        return fut.result(timeout_s)
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Insert everything queued now and block until it is acknowledged or failed."""
+        with self._cond:
+            futures = [s.future for s in self._queue]
+            self._flush_requested = True
+            self._cond.notify_all()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        for f in futures:
+            f.exception(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    def stats(self) -> dict[str, int]:
+        """Counters (see ``_STATS``) plus the gauge ``pending_rows``. Thread-safe snapshot."""
+        with self._cond:
+            out = dict(self._stats)
+            out["pending_rows"] = self._held_rows
+        return out
+
+    # -- the flush thread ------------------------------------------------------------------
+
+    def _due(self, now: float) -> float | None:
+        """0 if a batch should go now, else seconds to wait (None: nothing queued)."""
+        if not self._queue:
+            return None
+        if self._stopping or self._flush_requested or self._queued_rows >= self.settings.batch_rows:
+            return 0.0
+        return max(0.0, self._queue[0].enqueued + self.settings.flush_interval_s - now)
+
+    def _take(self) -> list[_Submission[R]]:
+        batch: list[_Submission[R]] = []
+        n = 0
+        while self._queue and (not batch or n + len(self._queue[0].rows) <= self.settings.batch_rows):
+            s = self._queue.popleft()
+            batch.append(s)
+            n += len(s.rows)
+        self._queued_rows -= n
+        if not self._queue:
+            self._flush_requested = False
+        return batch
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    wait = self._due(self._clock())
+                    if wait == 0.0:
+                        break
+                    if wait is None and self._stopping:
+                        return
+                    self._cond.wait(wait)
+                batch = self._take()
+            try:
+                self._insert(batch)
+            except BaseException as exc:  # never leave a future hanging
+                log.exception("write: unexpected failure")
+                self._settle(batch, 0, exc=PermanentStoreError(f"writer failure: {exc!r}"))
+
+    def _token(self, rows: Sequence[R]) -> str:
+        h = hashlib.blake2b(digest_size=16)
+        h.update(self.table.encode())
+        for r in rows:
+            h.update(repr(r).encode("utf-8", "surrogatepass"))
+        return h.hexdigest()
+
+    def _insert(self, batch: list[_Submission[R]]) -> None:
+        rows = [r for s in batch for r in s.rows]
+        error, attempts = self._insert_with_retry(rows)
+        if error is None:
+            self._settle(batch, attempts)
+            return
+        if isinstance(error, PermanentStoreError) and len(batch) > 1:
+            # One bad submission must not fail its neighbours: insert each alone.
+            for s in batch:
+                e, n = self._insert_with_retry(list(s.rows))
+                self._settle([s], attempts + n, exc=e)
+            return
+        self._settle(batch, attempts, exc=error)
+
+    def _insert_with_retry(self, rows: list[R]) -> tuple[Exception | None, int]:
+        """Insert ``rows``: ``(None, attempts)`` once acknowledged, else the classified error."""
+        st = self.settings
+        settings: dict[str, Any] = {}
+        if st.deduplicate:
+            settings = {"insert_deduplicate": 1, "insert_deduplication_token": self._token(rows),
+                        "deduplicate_blocks_in_dependent_materialized_views": 1}
+        columns = columns_of(rows)
+        deadline = time.monotonic() + st.retry_deadline_s
+        backoff = st.retry_initial_backoff_s
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self._client.insert(
+                    self.table, columns, column_names=self._names, database=self.database,
+                    column_type_names=self._types, column_oriented=True, settings=settings)
+                with self._cond:
+                    self._stats["batches_written"] += 1
+                return None, attempt
+            except Exception as exc:
+                with self._cond:
+                    self._stats["insert_errors"] += 1
+                if not is_retryable(exc):
+                    log.error("write: permanent error inserting %d rows into %s.%s: %s",
+                              len(rows), self.database, self.table, exc)
+                    return PermanentStoreError(
+                        f"insert into {self.database}.{self.table} failed: {exc}"), attempt
+                # Full jitter (AWS architecture blog) keeps many writers from retrying in step.
+                delay = self._rng.uniform(0, backoff)
+                if time.monotonic() + delay > deadline or self._abort.is_set():
+                    why = "shutdown" if self._abort.is_set() else f"{st.retry_deadline_s}s deadline"
+                    return RetryableStoreError(
+                        f"insert into {self.database}.{self.table} not acknowledged before the "
+                        f"{why} after {attempt} attempts: {exc}"), attempt
+                log.warning("write: retryable error (attempt %d), retrying in %.2fs: %s",
+                            attempt, delay, exc)
+                with self._cond:
+                    self._stats["insert_retries"] += 1
+                if self._abort.wait(delay):
+                    continue  # loop once more to report the shutdown
+                backoff = min(backoff * 2, st.retry_max_backoff_s)
+
+    def _settle(self, batch: list[_Submission[R]], attempts: int,
+                exc: BaseException | None = None) -> None:
+        n = sum(len(s.rows) for s in batch)
+        with self._cond:
+            self._held_rows -= n
+            self._stats["rows_failed" if exc else "rows_written"] += n
+        for s in batch:
+            if s.future.done():
+                continue
+            if exc is None:
+                s.future.set_result(WriteAck(len(s.rows), attempts))
+            else:
+                s.future.set_exception(exc)
+
+
+class ScoreWriter(BatchWriter[ScoreRow]):
+    """The writer for ``scores`` rows (:func:`~ragpulse.scorer.store.rows_from_scores`)."""
+
+    def __init__(self, client: InsertClient, database: str = "rag",
+                 settings: WriterSettings | None = None, **kw: Any) -> None:
+        super().__init__(client, database, "scores", SCORE_COLUMNS, settings, **kw)
+
+
+def build_score_writer(client: InsertClient, database: str = "rag",
+                       settings: WriterSettings | None = None) -> ScoreWriter:
+    """A started-not :class:`ScoreWriter`; call ``start()`` (the owner decides when)."""
+    return ScoreWriter(client, database, settings)
+
+
+def build_health_writer(client: InsertClient, database: str = "rag",
+                        settings: WriterSettings | None = None) -> BatchWriter[HealthRow]:
+    """A writer for ``pipeline_health`` rows (:class:`~ragpulse.scorer.store.rows.HealthRow`)."""
+    return BatchWriter(client, database, "pipeline_health", HEALTH_COLUMNS, settings)
