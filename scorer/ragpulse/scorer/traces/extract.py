@@ -1,0 +1,945 @@
+"""Extract (question, contexts, answer) and row metadata from the spans of one trace.
+
+A pure function of the spans (:func:`extract`), following the recipe in SEMCONV.md §e, across
+OpenInference, OTel GenAI (new and pre-1.37, attributes and events), OpenLLMetry (new and
+legacy), ``db.query.result`` span events, and a few cheap dialects (TruLens, Confident AI).
+
+Precedence, first hit wins (each result records its ``sources`` so a row can say where its text
+came from):
+
+* **question**: the root span's ``input.value`` (plain text, or a JSON object with a
+  ``question``/``query``/``input``... key), the root's ``traceloop.entity.input``
+  (``{"args": [q], "kwargs": {...}}``), TruLens/Confident root input; else the first retriever's
+  query (``input.value``, ``gen_ai.retrieval.query.text``, ``traceloop.entity.input.query``,
+  ``reranker.query``); else the final LLM prompt (template variable ``question``/``query``, or
+  the last user message, or its ``Question:`` section when the message also holds the context).
+* **contexts**: every retrieval span ordered by start time (OpenInference RETRIEVER,
+  ``gen_ai.operation.name`` ``retrieval``/``vector_db_retrieve``, spans with ``db.query.result``
+  events, ``execute_tool`` on a ``datastore`` tool, TruLens/Confident retrieval); a RERANKER's
+  ``output_documents`` replace the documents of the retrievers it reranked (what the LLM saw
+  wins); identical texts are kept once. When no retrieval span carries text, the contexts are
+  recovered from the final LLM prompt (see :func:`split_prompt`).
+* **answer**: the root's ``output.value`` / ``traceloop.entity.output``; else the text of the
+  last assistant output message of the LLM span that ended last.
+
+Attribute values of unexpected types (an int where a string belongs, JSON that does not parse,
+a kvlist where JSON text was expected) are skipped, never raised on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..model import Sample
+from .span import AttrValue, Span
+
+__all__ = [
+    "Extraction",
+    "ExtractionSettings",
+    "TraceMeta",
+    "extract",
+    "split_prompt",
+    "NEGATIVE_FEEDBACK_LABELS",
+]
+
+# -- attribute names this module defines (documented in docs/instrumentation.md) ------------------
+PROMPT_VERSION = "ragpulse.prompt.version"
+RETRIEVER_VERSION = "ragpulse.retriever.version"
+FEEDBACK_EVENT = "ragpulse.feedback"
+FEEDBACK_SCORE = "ragpulse.feedback.score"
+FEEDBACK_LABEL = "ragpulse.feedback.label"
+FEEDBACK_COMMENT = "ragpulse.feedback.comment"
+
+NEGATIVE_FEEDBACK_LABELS = frozenset(
+    {"negative", "thumbs_down", "thumbsdown", "thumbs-down", "down", "bad", "dislike", "incorrect",
+     "unhelpful", "wrong", "-1", "👎"}
+)
+_NEGATIVE_FEEDBACK_BELOW = 0.5
+
+_QUESTION_KEYS = ("question", "query", "query_str", "input", "user_input", "user_question", "q",
+                  "prompt", "message", "text")
+_ANSWER_KEYS = ("answer", "output", "output_text", "result", "response", "text", "content",
+                "completion")
+_CONTEXT_KEYS = ("context", "contexts", "context_str", "documents", "docs", "retrieved_context",
+                 "retrieved_contexts", "sources", "knowledge")
+_DOC_TEXT_KEYS = ("content", "page_content", "text", "document", "document.content", "chunk",
+                  "pageContent")
+
+_LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
+_RETRIEVAL_OPERATIONS = frozenset({"retrieval", "vector_db_retrieve", "retrieve"})
+_OI_KIND = "openinference.span.kind"
+
+
+class ExtractionSettings(BaseModel):
+    """What counts as a scorable trace."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    require_contexts: bool = Field(
+        True, description="a trace without any context is not a RAG interaction: no sample"
+    )
+    prompt_fallback: bool = Field(
+        True, description="recover contexts from the final LLM prompt when retrieval spans have none"
+    )
+    max_contexts: int = Field(64, ge=1, description="contexts kept per trace, in rank order")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceMeta:
+    """Row metadata of one trace: where it ran, what produced it, how it went."""
+
+    trace_id: str
+    service: str = ""
+    environment: str = ""
+    model: str = ""
+    prompt_version: str | None = None
+    retriever_version: str | None = None
+    start_ns: int = 0
+    end_ns: int = 0
+    span_count: int = 0
+    error: bool = False
+    error_message: str = ""
+    feedback_score: float | None = None
+    feedback_label: str | None = None
+    feedback_comment: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    session_id: str | None = None
+    user_id: str | None = None
+    conventions: tuple[str, ...] = ()
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def negative_feedback(self) -> bool:
+        """A score below 0.5 (scores are 0..1, 1 = good) or a negative label."""
+        if self.feedback_score is not None and self.feedback_score < _NEGATIVE_FEEDBACK_BELOW:
+            return True
+        return bool(self.feedback_label) and self.feedback_label.lower() in NEGATIVE_FEEDBACK_LABELS
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "trace_id": self.trace_id,
+            "service": self.service,
+            "environment": self.environment,
+            "model": self.model,
+            "prompt_version": self.prompt_version,
+            "retriever_version": self.retriever_version,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "span_count": self.span_count,
+            "error": self.error,
+            "error_message": self.error_message,
+            "feedback_score": self.feedback_score,
+            "feedback_label": self.feedback_label,
+            "feedback_comment": self.feedback_comment,
+            "negative_feedback": self.negative_feedback,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "session_id": self.session_id,
+            "user_id": self.user_id,
+            "conventions": list(self.conventions),
+            "sources": dict(self.sources),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """The outcome for one trace: a sample, or ``None`` with a ``reason``; metadata either way.
+
+    ``reason`` is one of ``no_spans``, ``no_question``, ``no_answer``, ``no_contexts`` (the first
+    three also are :class:`ragpulse.scorer.Reason` values).
+    """
+
+    trace_id: str
+    sample: Sample | None
+    reason: str | None
+    meta: TraceMeta
+
+    @property
+    def ok(self) -> bool:
+        return self.sample is not None
+
+
+# -- small tolerant readers -------------------------------------------------------------------
+
+
+def _text(v: AttrValue) -> str | None:
+    """A non-blank string, else ``None`` (ints, tuples, blank strings are not text)."""
+    if isinstance(v, str) and v.strip():
+        return v
+    return None
+
+
+def _version(v: AttrValue) -> str | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return str(v)
+    t = _text(v)
+    return t.strip() if t else None
+
+
+def _structured(v: Any) -> Any:
+    """A JSON-ish Python value from a JSON string or a structured OTLP value (tuples → lists)."""
+    if isinstance(v, str):
+        s = v.lstrip()
+        if not s or s[0] not in "[{\"":
+            return None
+        try:
+            return json.loads(s)
+        except ValueError:
+            return None
+    if isinstance(v, tuple):
+        return [_structured_item(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _structured_item(x) for k, x in v.items()}
+    return None
+
+
+def _structured_item(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return [_structured_item(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _structured_item(x) for k, x in v.items()}
+    return v
+
+
+def _pick(obj: Any, keys: Sequence[str]) -> str | None:
+    """Text from a parsed JSON value: itself if a string, else the first known key that holds text."""
+    if isinstance(obj, str):
+        return obj if obj.strip() else None
+    if isinstance(obj, dict):
+        for k in keys:
+            t = obj.get(k)
+            if isinstance(t, str) and t.strip():
+                return t
+    return None
+
+
+def _json_or_text(v: AttrValue, keys: Sequence[str]) -> str | None:
+    """A plain-text value as is; a JSON value through :func:`_pick` (raw JSON is never text)."""
+    t = _text(v)
+    if t is None:
+        return _pick(_structured(v), keys) if isinstance(v, dict) else None
+    s = t.lstrip()
+    if s[:1] in ("{", "[", '"'):
+        parsed = _structured(t)
+        if parsed is not None:
+            return _pick(parsed, keys)
+    return t
+
+
+def _indexed(attrs: Mapping[str, AttrValue], prefix: str) -> list[dict[str, AttrValue]]:
+    """Flattened list attributes ``<prefix><i>.<sub>`` as a list of ``{sub: value}`` in index order."""
+    found: dict[int, dict[str, AttrValue]] = {}
+    plen = len(prefix)
+    for k, v in attrs.items():
+        if k.startswith(prefix):
+            i, dot, sub = k[plen:].partition(".")
+            if dot and i.isdigit():
+                found.setdefault(int(i), {})[sub] = v
+    return [found[i] for i in sorted(found)]
+
+
+def _content_text(c: Any) -> str | None:
+    """Text of a message content: a string, a list of parts (``{"type": "text", "content"|"text"}``),
+    or a JSON string of such a list (OpenLLMetry serializes multimodal content that way)."""
+    if isinstance(c, str):
+        s = c.lstrip()
+        if s[:1] == "[":
+            parsed = _structured(c)
+            if isinstance(parsed, list):
+                t = _content_text(parsed)
+                if t is not None:
+                    return t
+        return c if c.strip() else None
+    if isinstance(c, list):
+        texts = []
+        for p in c:
+            if isinstance(p, str):
+                texts.append(p)
+            elif isinstance(p, dict) and p.get("type", "text") in ("text", "input_text", "output_text"):
+                t = p.get("content", p.get("text"))
+                if isinstance(t, str):
+                    texts.append(t)
+        joined = "\n".join(t for t in texts if t)
+        return joined if joined.strip() else None
+    if isinstance(c, dict):
+        return _content_text(c.get("content", c.get("text")))
+    return None
+
+
+Message = tuple[str, str]  # (role, text)
+
+
+def _messages(obj: Any, default_role: str) -> list[Message]:
+    """GenAI JSON messages (``[{role, parts:[...]}]``), older ``[{role, content}]``, or a bare text."""
+    if isinstance(obj, dict) and isinstance(obj.get("messages"), list):
+        obj = obj["messages"]
+    if isinstance(obj, dict):
+        obj = [obj]
+    if isinstance(obj, str):
+        return [(default_role, obj)] if obj.strip() else []
+    out: list[Message] = []
+    if not isinstance(obj, list):
+        return out
+    for m in obj:
+        if isinstance(m, str):
+            if m.strip():
+                out.append((default_role, m))
+            continue
+        if not isinstance(m, dict):
+            continue
+        if isinstance(m.get("message"), dict):  # {"index", "message": {...}} choice shape
+            m = m["message"]
+        role = m.get("role") if isinstance(m.get("role"), str) else default_role
+        t = _content_text(m.get("parts")) if "parts" in m else None
+        if t is None:
+            t = _content_text(m.get("content", m.get("text")))
+        if t is not None:
+            out.append((role, t))
+    return out
+
+
+def _attr_messages(v: AttrValue, default_role: str) -> list[Message]:
+    if isinstance(v, str):
+        parsed = _structured(v)
+        return _messages(parsed if parsed is not None else v, default_role)
+    return _messages(_structured(v), default_role)
+
+
+def _oi_messages(attrs: Mapping[str, AttrValue], prefix: str, default_role: str) -> list[Message]:
+    out: list[Message] = []
+    for m in _indexed(attrs, prefix):
+        role = _text(m.get("message.role")) or default_role
+        t = _text(m.get("message.content"))
+        if t is None:
+            parts = [
+                _text(v)
+                for k, v in sorted(m.items())
+                if k.startswith("message.contents.") and k.endswith(".message_content.text")
+            ]
+            joined = "\n".join(p for p in parts if p)
+            t = joined or None
+        if t is not None:
+            out.append((role, t))
+    return out
+
+
+def _flat_messages(attrs: Mapping[str, AttrValue], prefix: str, default_role: str) -> list[Message]:
+    """OpenLLMetry legacy ``gen_ai.prompt.<i>.role|content``."""
+    out: list[Message] = []
+    for m in _indexed(attrs, prefix):
+        t = _content_text(m.get("content")) if isinstance(m.get("content"), str) else None
+        if t is not None:
+            out.append((_text(m.get("role")) or default_role, t))
+    return out
+
+
+_LEGACY_INPUT_EVENTS = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+
+
+def _event_content(attrs: Mapping[str, AttrValue]) -> str | None:
+    for key in ("content", "gen_ai.event.content", "message", "body"):
+        if key in attrs:
+            v = attrs[key]
+            msgs = _attr_messages(v, "")
+            if msgs:
+                return msgs[-1][1]
+    return None
+
+
+@dataclass(slots=True)
+class _LLMCall:
+    span: Span
+    inputs: list[Message]
+    outputs: list[Message]
+    source_in: str
+    source_out: str
+
+
+def _llm_call(span: Span) -> _LLMCall | None:
+    a = span.attributes
+    inputs: list[Message] = []
+    outputs: list[Message] = []
+    src_in = src_out = ""
+    system: list[Message] = []
+    # Ordered by how current the convention is; the first that yields messages wins per side.
+    if (m := _oi_messages(a, "llm.input_messages.", "user")):
+        inputs, src_in = m, "llm.input_messages"
+    elif "gen_ai.input.messages" in a and (m := _attr_messages(a["gen_ai.input.messages"], "user")):
+        inputs, src_in = m, "gen_ai.input.messages"
+    elif (m := _flat_messages(a, "gen_ai.prompt.", "user")):
+        inputs, src_in = m, "gen_ai.prompt.<i>"
+    elif "gen_ai.prompt" in a and (m := _attr_messages(a["gen_ai.prompt"], "user")):
+        inputs, src_in = m, "gen_ai.prompt"
+    elif (m := [("user", t) for d in _indexed(a, "llm.prompts.") if (t := _text(d.get("prompt.text")))]):
+        inputs, src_in = m, "llm.prompts"
+    elif isinstance(a.get("llm.prompts"), tuple):
+        inputs = [("user", t) for t in a["llm.prompts"] if _text(t)]  # type: ignore[misc]
+        src_in = "llm.prompts" if inputs else ""
+    if "gen_ai.system_instructions" in a:
+        system = _attr_messages(a["gen_ai.system_instructions"], "system")
+
+    if (m := _oi_messages(a, "llm.output_messages.", "assistant")):
+        outputs, src_out = m, "llm.output_messages"
+    elif "gen_ai.output.messages" in a and (m := _attr_messages(a["gen_ai.output.messages"], "assistant")):
+        outputs, src_out = m, "gen_ai.output.messages"
+    elif (m := _flat_messages(a, "gen_ai.completion.", "assistant")):
+        outputs, src_out = m, "gen_ai.completion.<i>"
+    elif "gen_ai.completion" in a and (m := _attr_messages(a["gen_ai.completion"], "assistant")):
+        outputs, src_out = m, "gen_ai.completion"
+    elif (m := [("assistant", t) for d in _indexed(a, "llm.choices.") if (t := _text(d.get("completion.text")))]):
+        outputs, src_out = m, "llm.choices"
+
+    if span.events and (not inputs or not outputs):
+        ev_in: list[Message] = []
+        ev_out: list[Message] = []
+        ev_src_in = ev_src_out = ""
+        for ev in span.events:
+            ea = ev.attributes
+            if ev.name == "gen_ai.client.inference.operation.details":
+                if "gen_ai.input.messages" in ea:
+                    ev_in = _attr_messages(ea["gen_ai.input.messages"], "user") or ev_in
+                    ev_src_in = "event:gen_ai.client.inference.operation.details"
+                if "gen_ai.output.messages" in ea:
+                    ev_out = _attr_messages(ea["gen_ai.output.messages"], "assistant") or ev_out
+                    ev_src_out = "event:gen_ai.client.inference.operation.details"
+                if "gen_ai.system_instructions" in ea and not system:
+                    system = _attr_messages(ea["gen_ai.system_instructions"], "system")
+            elif ev.name in _LEGACY_INPUT_EVENTS:
+                t = _event_content(ea)
+                if t is not None:
+                    ev_in.append((_text(ea.get("role")) or _LEGACY_INPUT_EVENTS[ev.name], t))
+                    ev_src_in = "event:gen_ai.<role>.message"
+            elif ev.name == "gen_ai.choice":
+                t = _event_content(ea)
+                if t is not None:
+                    ev_out.append(("assistant", t))
+                    ev_src_out = "event:gen_ai.choice"
+            elif ev.name == "gen_ai.content.prompt" and "gen_ai.prompt" in ea:
+                ev_in = _attr_messages(ea["gen_ai.prompt"], "user") or ev_in
+                ev_src_in = "event:gen_ai.content.prompt"
+            elif ev.name == "gen_ai.content.completion" and "gen_ai.completion" in ea:
+                ev_out = _attr_messages(ea["gen_ai.completion"], "assistant") or ev_out
+                ev_src_out = "event:gen_ai.content.completion"
+        if not inputs and ev_in:
+            inputs, src_in = ev_in, ev_src_in
+        if not outputs and ev_out:
+            outputs, src_out = ev_out, ev_src_out
+
+    if system and not any(r == "system" for r, _ in inputs):
+        inputs = system + inputs
+    kind = a.get(_OI_KIND)
+    is_llm = (
+        kind == "LLM"
+        or a.get("gen_ai.operation.name") in _LLM_OPERATIONS
+        or a.get("llm.request.type") in ("chat", "completion")
+    )
+    if not (inputs or outputs or is_llm):
+        return None
+    return _LLMCall(span, inputs, outputs, src_in, src_out)
+
+
+# -- retrieval ---------------------------------------------------------------------------------
+
+
+def _doc_texts(items: Any) -> list[str]:
+    """Texts of a document list: strings, or dicts with a content-like key (``metadata`` ignored)."""
+    if isinstance(items, dict):
+        items = items.get("documents", items.get("docs", items.get("results")))
+    if isinstance(items, str):
+        return [items] if items.strip() else []
+    if not isinstance(items, list):
+        return []
+    out = []
+    for d in items:
+        if isinstance(d, str):
+            if d.strip():
+                out.append(d)
+        elif isinstance(d, dict):
+            t = _pick(d, _DOC_TEXT_KEYS)
+            if t is None and isinstance(d.get("document"), dict):
+                t = _pick(d["document"], _DOC_TEXT_KEYS)
+            if t is not None:
+                out.append(t)
+    return out
+
+
+def _oi_documents(attrs: Mapping[str, AttrValue], prefix: str) -> list[str]:
+    docs = [t for d in _indexed(attrs, prefix) if (t := _text(d.get("document.content")))]
+    if not docs:
+        whole = attrs.get(prefix[:-1])  # a structured array under the un-flattened name
+        if isinstance(whole, tuple):
+            docs = _doc_texts(_structured(whole))
+    return docs
+
+
+def _is_retrieval(span: Span) -> bool:
+    a = span.attributes
+    if a.get(_OI_KIND) == "RETRIEVER" or a.get("gen_ai.operation.name") in _RETRIEVAL_OPERATIONS:
+        return True
+    if span.name.startswith("vector_db_retrieve") or a.get("ai.observability.span_type") == "retrieval":
+        return True
+    if a.get("gen_ai.operation.name") == "execute_tool" and a.get("gen_ai.tool.type") == "datastore":
+        return True
+    if "confident.span.retrieval_context" in a or "gen_ai.retrieval.documents" in a:
+        return True
+    return any(e.name in ("db.query.result", "db.search.result") for e in span.events)
+
+
+def _retrieved(span: Span) -> tuple[list[str], str]:
+    """The documents of one retrieval span in rank order, and which attribute held them."""
+    a = span.attributes
+    if (docs := _oi_documents(a, "retrieval.documents.")):
+        return docs, "retrieval.documents"
+    if "gen_ai.retrieval.documents" in a and (docs := _doc_texts(_structured(a["gen_ai.retrieval.documents"]))):
+        return docs, "gen_ai.retrieval.documents"
+    for key in ("traceloop.entity.output", "gen_ai.task.output"):
+        if key in a and (docs := _doc_texts(_structured(a[key]))):
+            return docs, key
+    docs = []
+    for e in span.events:
+        if e.name == "db.query.result":
+            t = _text(e.attributes.get("db.query.result.document"))
+            if t is not None:
+                docs.append(t)
+        elif e.name == "db.search.result":
+            ent = _structured(e.attributes.get("db.search.result.entity"))
+            t = _pick(ent, _DOC_TEXT_KEYS) if isinstance(ent, dict) else None
+            if t is not None:
+                docs.append(t)
+    if docs:
+        return docs, "event:db.query.result"
+    for key in ("ai.observability.retrieval.retrieved_contexts", "confident.span.retrieval_context"):
+        v = a.get(key)
+        if v is not None and (docs := _doc_texts(_structured(v) if not isinstance(v, str) or v[:1] == "[" else v)):
+            return docs, key
+    if a.get("gen_ai.operation.name") == "execute_tool":
+        v = a.get("gen_ai.tool.call.result")
+        parsed = _structured(v)
+        if (docs := _doc_texts(parsed if parsed is not None else _text(v))):
+            return docs, "gen_ai.tool.call.result"
+    return [], ""
+
+
+def _retrieval_query(span: Span) -> str | None:
+    a = span.attributes
+    for key in ("input.value", "gen_ai.retrieval.query.text", "reranker.query",
+                "ai.observability.retrieval.query_text"):
+        if (t := _json_or_text(a.get(key), _QUESTION_KEYS)) is not None:
+            return t
+    for key in ("traceloop.entity.input", "gen_ai.task.input"):
+        parsed = _structured(a.get(key))
+        if isinstance(parsed, dict):
+            t = _pick(parsed, _QUESTION_KEYS) or _pick(parsed.get("kwargs"), _QUESTION_KEYS)
+            if t is not None:
+                return t
+    return None
+
+
+# -- prompt fallback ---------------------------------------------------------------------------
+
+_TAG_BLOCK = re.compile(r"<(context|contexts|documents|sources|retrieved_context)\b[^>]*>(.*?)</\1\s*>", re.S | re.I)
+_DOC_TAG = re.compile(r"<(document|doc|source|passage|chunk)\b[^>]*>(.*?)</\1\s*>", re.S | re.I)
+_CONTEXT_LABEL = re.compile(
+    r"^[ \t]*(?:#+[ \t]*)?(?:\*\*)?(?:retrieved[ \t]+)?"
+    r"(?:context(?:s|[ \t]+information)?|documents|sources|passages)(?:\*\*)?"
+    r"(?:[ \t]*:(?:\*\*)?|[ \t]+(?:is|are)[ \t]+(?:below|as[ \t]+follows)[ \t]*[.:]?[ \t]*$|[ \t]*$)",
+    re.I | re.M,
+)
+_QUESTION_LABEL = re.compile(
+    r"^[ \t]*(?:(?:#+[ \t]*)?(?:\*\*)?(?:user[ \t]+)?(?:question|query)(?:\*\*)?[ \t]*:(?:\*\*)?"
+    r"|#+[ \t]*(?:user[ \t]+)?(?:question|query)[ \t]*$)",
+    re.I | re.M,
+)
+_SECTION_END = re.compile(
+    r"^[ \t]*(?:(?:#+[ \t]*)?(?:\*\*)?(?:(?:user[ \t]+)?(?:question|query)|answer|response|instructions?|"
+    r"context(?:s|[ \t]+information)?|documents|sources)(?:\*\*)?[ \t]*:|given[ \t]+the[ \t]+context\b|#+[ \t]+\S)",
+    re.I | re.M,
+)
+_SEPARATOR_LINE = re.compile(r"^[ \t]*(?:-{3,}|={3,}|\*{3,}|_{3,})[ \t]*$", re.M)
+_NUMBERED_DOC = re.compile(
+    r"^[ \t]*(?:\[\d+\]|(?:document|doc|source|passage|context|chunk)[ \t]*#?\d+[ \t]*[:.)\]-])[ \t]*",
+    re.I | re.M,
+)
+_BLANK_LINES = re.compile(r"\n[ \t]*\n")
+
+
+def _split_block(block: str) -> list[str]:
+    """One context block → documents: explicit tags, then numbered markers, then separator lines,
+    then blank lines (``"\\n\\n".join(docs)`` is how LangChain and LlamaIndex fill ``{context}``)."""
+    tagged = [m.group(2).strip() for m in _DOC_TAG.finditer(block)]
+    if tagged:
+        return [t for t in tagged if t]
+    starts = [m for m in _NUMBERED_DOC.finditer(block)]
+    if len(starts) >= 1 and not block[: starts[0].start()].strip():
+        out = []
+        for i, m in enumerate(starts):
+            end = starts[i + 1].start() if i + 1 < len(starts) else len(block)
+            out.append(block[m.end() : end].strip())
+        return [t for t in out if t]
+    parts = _SEPARATOR_LINE.split(block)
+    if len(parts) > 1:
+        return [t.strip() for t in parts if t.strip()]
+    return [t.strip() for t in _BLANK_LINES.split(block) if t.strip()]
+
+
+def _labeled_section(text: str, label: re.Pattern[str]) -> str | None:
+    """The body after a label (same-line text after ``:`` included) up to the next label line.
+
+    ``^`` in a pattern searched from a mid-line position does not match there, so a body that
+    starts on the label's own line is never cut by its own label."""
+    m = label.search(text)
+    if m is None:
+        return None
+    nxt = _SECTION_END.search(text, m.end())
+    return text[m.end() : nxt.start() if nxt is not None else len(text)]
+
+
+def split_prompt(text: str) -> tuple[list[str], str | None]:
+    """Find the context block and the question inside one prompt message.
+
+    Heuristics, in order: a ``<context>``/``<documents>`` tag block; else a labeled section
+    (a line starting ``Context:``, ``Context information is below.``, ``Documents:``,
+    ``Sources:``, optionally markdown ``#``/``**``) running to the next label line
+    (``Question:``, ``Query:``, ``Answer:``, ``Given the context...``) or the end, with separator
+    lines (``-----``) trimmed. The block is split into documents by :func:`_split_block`.
+    The question is a ``Question:``/``Query:`` section. Returns ``([], None)`` when nothing matches.
+    """
+    contexts: list[str] = []
+    m = _TAG_BLOCK.search(text)
+    if m is not None:
+        contexts = _split_block(m.group(2).strip())
+    else:
+        sec = _labeled_section(text, _CONTEXT_LABEL)
+        if sec is not None:
+            body = sec.strip()
+            # trim the frame LlamaIndex puts around {context_str}
+            body = re.sub(r"^(?:[ \t]*(?:-{3,}|={3,})[ \t]*\n)+|(?:\n[ \t]*(?:-{3,}|={3,})[ \t]*)+$", "", body).strip()
+            if body:
+                contexts = _split_block(body)
+    question = None
+    q = _labeled_section(text, _QUESTION_LABEL)
+    if q is not None:
+        question = q.strip() or None
+    return contexts, question
+
+
+def _template_variables(span: Span) -> dict[str, Any] | None:
+    v = span.attributes.get("llm.prompt_template.variables")
+    parsed = _structured(v)
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _contexts_from_variables(variables: Mapping[str, Any]) -> list[str]:
+    for key in _CONTEXT_KEYS:
+        v = variables.get(key)
+        if isinstance(v, str) and v.strip():
+            inner = _TAG_BLOCK.search(v)
+            return _split_block(inner.group(2).strip() if inner else v.strip())
+        if isinstance(v, list) and (docs := _doc_texts(v)):
+            return docs
+    return []
+
+
+# -- the extraction ----------------------------------------------------------------------------
+
+
+def _root(spans: Sequence[Span]) -> Span:
+    ids = {s.span_id for s in spans}
+    roots = [s for s in spans if s.parent_span_id is None]
+    if not roots:  # the real root has not arrived: the top-most orphans stand in for it
+        roots = [s for s in spans if s.parent_span_id not in ids]
+    return min(roots or spans, key=lambda s: (s.start_ns, -s.end_ns))
+
+
+def _first_attr(spans: Iterable[Span], keys: Sequence[str], conv=_version) -> str | None:  # type: ignore[no-untyped-def]
+    spans = list(spans)
+    for key in keys:
+        for s in spans:
+            v = conv(s.attr(key))
+            if v is not None:
+                return v
+    return None
+
+
+def _number(v: AttrValue) -> float | None:
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    return None
+
+
+def _feedback(spans: Sequence[Span]) -> tuple[float | None, str | None, str | None]:
+    """The latest user feedback in the trace, from attributes or ``ragpulse.feedback`` events."""
+    best: tuple[int, float | None, str | None, str | None] | None = None
+    score_keys = (FEEDBACK_SCORE, "user.feedback.score", "feedback.score")
+    label_keys = (FEEDBACK_LABEL, "user.feedback.label", "feedback.label")
+    comment_keys = (FEEDBACK_COMMENT, "user.feedback.comment", "feedback.comment")
+
+    def read(attrs: Mapping[str, AttrValue], bare: bool) -> tuple[float | None, str | None, str | None]:
+        sk = score_keys + (("score", "value") if bare else ())
+        lk = label_keys + (("label",) if bare else ())
+        ck = comment_keys + (("comment",) if bare else ())
+        score = next((n for k in sk if (n := _number(attrs.get(k))) is not None), None)
+        label = next((t for k in lk if (t := _text(attrs.get(k))) is not None), None)
+        comment = next((t for k in ck if (t := _text(attrs.get(k))) is not None), None)
+        return score, label, comment
+
+    for s in spans:
+        score, label, comment = read(s.attributes, False)
+        if score is not None or label is not None:
+            if best is None or s.end_ns >= best[0]:
+                best = (s.end_ns, score, label, comment)
+        for e in s.events:
+            if e.name in (FEEDBACK_EVENT, "user.feedback", "feedback"):
+                score, label, comment = read(e.attributes, True)
+                if (score is not None or label is not None) and (best is None or e.time_ns >= best[0]):
+                    best = (e.time_ns, score, label, comment)
+    return (best[1], best[2], best[3]) if best else (None, None, None)
+
+
+def _tokens(calls: Sequence[_LLMCall], keys: Sequence[str]) -> int | None:
+    total = None
+    for c in calls:
+        for k in keys:
+            v = c.span.attributes.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                total = (total or 0) + int(v)
+                break
+    return total
+
+
+def _conventions(spans: Sequence[Span]) -> tuple[str, ...]:
+    found = set()
+    for s in spans:
+        for k in s.attributes:
+            if k == _OI_KIND:
+                found.add("openinference")
+            elif k.startswith("traceloop."):
+                found.add("openllmetry")
+            elif k.startswith("gen_ai."):
+                found.add("gen_ai")
+            elif k.startswith("ai.observability."):
+                found.add("trulens")
+        if any(e.name.startswith("gen_ai.") for e in s.events):
+            found.add("gen_ai")
+        if any(e.name == "db.query.result" for e in s.events):
+            found.add("db.query.result")
+    return tuple(sorted(found))
+
+
+def _dedupe(texts: Iterable[str], limit: int) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for t in texts:
+        key = t.strip()
+        if key and key not in seen:
+            seen.add(key)
+            out.append(key)
+            if len(out) >= limit:
+                break
+    return out
+
+
+_DEFAULT_SETTINGS = ExtractionSettings()
+
+
+def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -> Extraction:
+    """The sample and metadata of one trace's spans (any order, all of one trace id).
+
+    Pure and thread-safe; never raises for malformed attribute values. The sample's ``id`` is the
+    trace id and its ``metadata`` is :meth:`TraceMeta.as_dict`.
+    """
+    settings = settings or _DEFAULT_SETTINGS
+    if not spans:
+        return Extraction("", None, "no_spans", TraceMeta(trace_id=""))
+    trace_id = spans[0].trace_id
+    ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
+    root = _root(ordered)
+    sources: dict[str, str] = {}
+
+    calls = [c for s in ordered if (c := _llm_call(s)) is not None]
+    with_output = [c for c in calls if c.outputs]
+    final = max(with_output, key=lambda c: (c.span.end_ns, c.span.start_ns)) if with_output else (
+        max(calls, key=lambda c: (c.span.end_ns, c.span.start_ns)) if calls else None
+    )
+    root_is_io = root.attributes.get(_OI_KIND) not in ("LLM", "RETRIEVER", "RERANKER", "EMBEDDING") and (
+        final is None or final.span is not root
+    )
+
+    # question ------------------------------------------------------------------------------
+    question = None
+    if root_is_io:
+        question = _json_or_text(root.attributes.get("input.value"), _QUESTION_KEYS)
+        if question is not None:
+            sources["question"] = "root:input.value"
+        else:
+            for key in ("traceloop.entity.input", "gen_ai.task.input"):
+                parsed = _structured(root.attributes.get(key))
+                if isinstance(parsed, dict):
+                    question = _pick(parsed.get("kwargs"), _QUESTION_KEYS) or _pick(parsed, _QUESTION_KEYS)
+                    args = parsed.get("args")
+                    if question is None and isinstance(args, list) and len(args) == 1:
+                        question = _pick(args[0], _QUESTION_KEYS)
+                if question is not None:
+                    sources["question"] = f"root:{key}"
+                    break
+        if question is None:
+            for key in ("ai.observability.record_root.input", "confident.trace.input"):
+                if (question := _json_or_text(root.attributes.get(key), _QUESTION_KEYS)) is not None:
+                    sources["question"] = f"root:{key}"
+                    break
+
+    # contexts ------------------------------------------------------------------------------
+    retrievals: list[tuple[Span, list[str], str]] = []
+    rerankers: list[tuple[Span, list[str], list[str]]] = []
+    for s in ordered:
+        if s.attributes.get(_OI_KIND) == "RERANKER":
+            outs = _oi_documents(s.attributes, "reranker.output_documents.")
+            if outs:
+                rerankers.append((s, _oi_documents(s.attributes, "reranker.input_documents."), outs))
+        elif _is_retrieval(s):
+            docs, src = _retrieved(s)
+            retrievals.append((s, docs, src))
+
+    ranked: list[tuple[int, list[str], str]] = []
+    for s, docs, src in retrievals:
+        if not docs:
+            continue
+        superseded = any(
+            (set(docs) <= set(inputs)) if inputs else r.start_ns >= s.start_ns for r, inputs, _ in rerankers
+        )
+        if not superseded:
+            ranked.append((s.start_ns, docs, src))
+    for r, _, outs in rerankers:
+        ranked.append((r.start_ns, outs, "reranker.output_documents"))
+    ranked.sort(key=lambda t: t[0])
+    contexts = _dedupe((d for _, docs, _ in ranked for d in docs), settings.max_contexts)
+    if contexts:
+        sources["contexts"] = "+".join(dict.fromkeys(src for _, _, src in ranked))
+
+    if question is None:
+        for s, _, _ in retrievals:
+            if (question := _retrieval_query(s)) is not None:
+                sources["question"] = "retrieval:query"
+                break
+        else:
+            for r, _, _ in rerankers:
+                if (question := _retrieval_query(r)) is not None:
+                    sources["question"] = "reranker:query"
+                    break
+
+    # the final prompt: variables, then messages ---------------------------------------------
+    if final is not None and (question is None or (not contexts and settings.prompt_fallback)):
+        variables = _template_variables(final.span)
+        if variables is not None:
+            if not contexts and settings.prompt_fallback:
+                contexts = _dedupe(_contexts_from_variables(variables), settings.max_contexts)
+                if contexts:
+                    sources["contexts"] = "prompt:llm.prompt_template.variables"
+            if question is None and (question := _pick(variables, _QUESTION_KEYS)) is not None:
+                sources["question"] = "prompt:llm.prompt_template.variables"
+        users = [t for r, t in final.inputs if r in ("user", "human")]
+        others = [t for r, t in final.inputs if r in ("system", "developer")]
+        if not contexts and settings.prompt_fallback:
+            for t in reversed(users + others):  # last user message first, then system prompts
+                found, q = split_prompt(t)
+                if found:
+                    contexts = _dedupe(found, settings.max_contexts)
+                    sources["contexts"] = f"prompt:{final.source_in}"
+                    if question is None and q is not None:
+                        question, sources["question"] = q, f"prompt:{final.source_in}"
+                    break
+        if question is None and users:
+            last = users[-1]
+            found, q = split_prompt(last)
+            if q is not None:
+                question = q
+            elif not found:
+                question = last
+            if question is not None:
+                sources["question"] = f"llm:{final.source_in}"
+
+    # answer --------------------------------------------------------------------------------
+    answer = None
+    if root_is_io:
+        for key in ("output.value", "traceloop.entity.output", "gen_ai.task.output",
+                    "ai.observability.record_root.output", "confident.trace.output"):
+            if (answer := _json_or_text(root.attributes.get(key), _ANSWER_KEYS)) is not None:
+                sources["answer"] = f"root:{key}"
+                break
+    if answer is None and final is not None:
+        texts = [t for r, t in final.outputs if r in ("assistant", "model", "ai")] or [t for _, t in final.outputs]
+        if texts:
+            answer = texts[-1]
+            sources["answer"] = f"llm:{final.source_out}"
+
+    # metadata ------------------------------------------------------------------------------
+    llm_spans = [final.span] + [c.span for c in calls if c is not final] if final else []
+    retr_spans = [s for s, _, _ in retrievals] + [r for r, _, _ in rerankers]
+    others_first = llm_spans + [root] + ordered
+    errors = [s for s in ordered if s.is_error]
+    err = root if root.is_error else (errors[0] if errors else None)
+    score, label, comment = _feedback(ordered)
+    svc_span = root if root.service_name else next((s for s in ordered if s.service_name), root)
+    meta = TraceMeta(
+        trace_id=trace_id,
+        service=svc_span.service_name or "",
+        environment=svc_span.environment or "",
+        model=_first_attr(
+            llm_spans or ordered,
+            ("llm.model_name", "gen_ai.request.model", "gen_ai.response.model",
+             "llm.request.model_name", "llm.response.model_name"),
+            _text,
+        ) or "",
+        prompt_version=_first_attr(
+            others_first,
+            (PROMPT_VERSION, "llm.prompt_template.version", "traceloop.prompt.version", "traceloop.entity.version"),
+        ),
+        retriever_version=_first_attr(retr_spans + [root] + ordered, (RETRIEVER_VERSION, "retriever.version")),
+        start_ns=min(s.start_ns for s in ordered),
+        end_ns=max(s.end_ns for s in ordered),
+        span_count=len(ordered),
+        error=err is not None,
+        error_message=err.status_message if err is not None else "",
+        feedback_score=score,
+        feedback_label=label,
+        feedback_comment=comment,
+        prompt_tokens=_tokens(calls, ("llm.token_count.prompt", "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
+        completion_tokens=_tokens(
+            calls, ("llm.token_count.completion", "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+        ),
+        session_id=_first_attr(ordered, ("session.id", "gen_ai.conversation.id"), _text),
+        user_id=_first_attr(ordered, ("user.id", "enduser.id"), _text),
+        conventions=_conventions(ordered),
+        sources=sources,
+    )
+
+    if question is None:
+        return Extraction(trace_id, None, "no_question", meta)
+    if answer is None:
+        return Extraction(trace_id, None, "no_answer", meta)
+    if not contexts and settings.require_contexts:
+        return Extraction(trace_id, None, "no_contexts", meta)
+    sample = Sample(id=trace_id, question=question.strip(), contexts=tuple(contexts),
+                    answer=answer.strip(), metadata=meta.as_dict())
+    return Extraction(trace_id, sample, None, meta)
