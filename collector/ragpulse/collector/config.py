@@ -1,0 +1,155 @@
+"""Collector settings: one frozen pydantic-settings model, ``RAGPULSE_*`` environment, ``__`` nesting.
+
+Examples: ``RAGPULSE_KAFKA__BOOTSTRAP_SERVERS=kafka:9092``, ``RAGPULSE_OTLP__HTTP_PORT=4318``,
+``RAGPULSE_QUEUE__MAX_SPANS=200000``, ``RAGPULSE_FILTER__MODE=all``. Every field has a default that
+works for the single-machine setup (loopback endpoints, tansu on 127.0.0.1:9092); validation runs
+on construction so a bad value fails at start-up with the field's name.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ragpulse.collector.kafka import KafkaSettings
+
+__all__ = [
+    "CollectorSettings",
+    "FilterSettings",
+    "OtlpSettings",
+    "ProducerSettings",
+    "QueueSettings",
+]
+
+_MiB = 1 << 20
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class OtlpSettings(_Frozen):
+    """The OTLP receivers. Loopback by default: exposing them is an explicit choice."""
+
+    http_enabled: bool = True
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(4318, ge=0, le=65535, description="0 picks a free port (tests).")
+    grpc_enabled: bool = True
+    grpc_host: str = "127.0.0.1"
+    grpc_port: int = Field(4317, ge=0, le=65535, description="0 picks a free port (tests).")
+    max_body_bytes: int = Field(
+        16 * _MiB, ge=1024, description="Largest request body accepted as sent (413 above)."
+    )
+    max_decompressed_bytes: int = Field(
+        64 * _MiB,
+        ge=1024,
+        description="Largest body after gzip decompression; bounds gzip bombs (413 above).",
+    )
+    max_concurrent_requests: int = Field(
+        64, ge=1, le=4096, description="HTTP connections served at once; more get 503."
+    )
+    grpc_workers: int = Field(8, ge=1, le=256, description="gRPC handler threads.")
+    retry_after_s: int = Field(
+        2, ge=1, le=300, description="Retry-After sent with 429/503 (seconds)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> OtlpSettings:
+        if not (self.http_enabled or self.grpc_enabled):
+            raise ValueError("enable at least one of http_enabled, grpc_enabled")
+        if self.max_decompressed_bytes < self.max_body_bytes:
+            raise ValueError("max_decompressed_bytes must be >= max_body_bytes")
+        return self
+
+
+class FilterSettings(_Frozen):
+    """Which traces are produced to Kafka.
+
+    ``rag`` keeps a trace when the request holds at least one RAG span of it (any of the three
+    conventions, see :mod:`ragpulse.collector.split`), together with the trace's other spans in
+    that request (the HTTP root, database calls). Spans of a trace that arrive in a *later*
+    request without a RAG span of their own (typically the root span, which ends last) are kept
+    when the trace id was seen with a RAG span within the last ``remember_traces`` RAG traces
+    (a bounded LRU). Spans that arrive *before* any RAG span of their trace is seen are dropped
+    and counted: buffering every non-RAG span on the chance that a RAG span follows would cost
+    unbounded memory for the common non-RAG traffic.
+    """
+
+    mode: Literal["rag", "all"] = "rag"
+    remember_traces: int = Field(
+        100_000, ge=0, le=10_000_000, description="RAG trace ids remembered for late spans."
+    )
+
+
+class QueueSettings(_Frozen):
+    """Spans accepted but not yet acknowledged by Kafka: the collector's only buffer."""
+
+    max_spans: int = Field(200_000, ge=1, description="Above this, requests get 429.")
+    max_bytes: int = Field(256 * _MiB, ge=_MiB, description="Above this, requests get 429.")
+
+
+class ProducerSettings(_Frozen):
+    """kafka-python producer tuning (acks=all, idempotent, lz4 via ``KafkaSettings.compression``)."""
+
+    acks: Literal["all", "1", "0"] = "all"
+    linger_ms: int = Field(5, ge=0, le=10_000, description="Wait this long to fill batches.")
+    batch_size: int = Field(
+        1 * _MiB, ge=16_384, description="Per-partition batch bytes (before compression)."
+    )
+    max_request_size: int = Field(
+        1_000_000,
+        ge=16_384,
+        description="Largest record; a larger per-trace record is rejected (partial success). "
+        "Matches otelcol's max_message_bytes default and Kafka's message.max.bytes.",
+    )
+    delivery_timeout_ms: int = Field(
+        30_000, ge=1_000, description="Give up on a record after this long (counted as failed)."
+    )
+    max_block_ms: int = Field(
+        2_000, ge=100, description="Longest wait for topic metadata in a request (then 503)."
+    )
+    idempotent: bool = True
+    partitions: int = Field(
+        6, ge=1, le=10_000, description="Partitions when the collector creates the topic."
+    )
+    create_topic: bool = True
+    confirm: Literal["enqueue", "ack"] = Field(
+        "enqueue",
+        description="Answer OTLP requests once spans are queued (like otelcol with its sending "
+        "queue) or only after Kafka acknowledged them (no loss on a collector crash, lower "
+        "throughput per client connection).",
+    )
+    ack_timeout_s: float = Field(10.0, gt=0, le=300, description="confirm=ack: wait this long.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ProducerSettings:
+        if self.idempotent and self.acks != "all":
+            raise ValueError("idempotent producer needs acks=all")
+        if self.delivery_timeout_ms < self.linger_ms + 1_000:
+            raise ValueError("delivery_timeout_ms must be at least linger_ms + 1000")
+        return self
+
+
+class CollectorSettings(BaseSettings):
+    """Everything ``ragpulse collector`` needs; constructed from arguments, then ``RAGPULSE_*``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAGPULSE_",
+        env_nested_delimiter="__",
+        frozen=True,
+        extra="ignore",  # other components' RAGPULSE_* variables share the environment
+    )
+
+    otlp: OtlpSettings = OtlpSettings()
+    kafka: KafkaSettings = KafkaSettings()
+    queue: QueueSettings = QueueSettings()
+    producer: ProducerSettings = ProducerSettings()
+    filter: FilterSettings = FilterSettings()
+
+    @model_validator(mode="after")
+    def _check(self) -> CollectorSettings:
+        if self.producer.max_request_size > self.queue.max_bytes:
+            raise ValueError("producer.max_request_size must be <= queue.max_bytes")
+        return self

@@ -1,0 +1,220 @@
+"""The receive stage shared by OTLP/HTTP and OTLP/gRPC: validate, split per trace, filter, export.
+
+Both receivers hand raw request bytes to :class:`Ingest`; it never sees HTTP or gRPC. Errors are
+classified here: :class:`~ragpulse.collector.split.MalformedRequest` is permanent (400 /
+INVALID_ARGUMENT), :class:`~ragpulse.collector.exporter.ExportRefused` is retryable (429/503 /
+RESOURCE_EXHAUSTED/UNAVAILABLE), spans refused individually come back as a partial success.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from ragpulse.collector.config import FilterSettings
+from ragpulse.collector.exporter import ExportRefused, ExportResult, TraceExporter
+from ragpulse.collector.split import MalformedRequest, TraceRecord, split_request
+
+__all__ = ["Ingest", "otlp_json_to_proto"]
+
+
+class _RecentTraces:
+    """Bounded LRU of trace ids recently seen with a RAG span. Thread-safe."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._ids: OrderedDict[bytes, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember_and_match(self, rag: list[bytes], others: list[bytes]) -> set[bytes]:
+        """Record ``rag`` ids; return those of ``others`` that were seen with a RAG span."""
+        if self._capacity == 0:
+            return set()
+        with self._lock:
+            ids = self._ids
+            for key in rag:
+                ids[key] = None
+                ids.move_to_end(key)
+            while len(ids) > self._capacity:
+                ids.popitem(last=False)
+            return {key for key in others if key in ids}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+class Ingest:
+    """Validates a request, splits it per trace, keeps RAG traces and exports them.
+
+    ``consume_proto``/``consume_json`` are thread-safe, block on CPU and on ``exporter.export``,
+    and raise ``MalformedRequest`` (permanent) or ``ExportRefused`` (retryable, whole request).
+    """
+
+    def __init__(self, filter_settings: FilterSettings, exporter: TraceExporter) -> None:
+        self._keep_all = filter_settings.mode == "all"
+        self._recent = _RecentTraces(filter_settings.remember_traces)
+        self._exporter = exporter
+        self._lock = threading.Lock()
+        self._stats = {
+            "requests_received": 0,
+            "requests_malformed": 0,
+            "requests_refused": 0,
+            "spans_received": 0,
+            "spans_accepted": 0,
+            "spans_rejected": 0,
+            "spans_refused": 0,
+            "spans_dropped_non_rag": 0,
+            "traces_dropped_non_rag": 0,
+            "traces_exported": 0,
+            "bytes_received": 0,
+        }
+
+    def _count(self, **deltas: int) -> None:
+        with self._lock:
+            for name, delta in deltas.items():
+                self._stats[name] += delta
+
+    def consume_json(self, body: bytes) -> ExportResult:
+        """OTLP/JSON body → :meth:`consume_proto`."""
+        try:
+            proto = otlp_json_to_proto(body)
+        except MalformedRequest:
+            self._count(requests_received=1, requests_malformed=1, bytes_received=len(body))
+            raise
+        return self.consume_proto(proto, _validated=True, _wire_bytes=len(body))
+
+    def consume_proto(self, body: bytes, *, _validated: bool = False, _wire_bytes: int | None = None) -> ExportResult:
+        """Serialized ``ExportTraceServiceRequest`` → per-trace records → exporter."""
+        received = len(body) if _wire_bytes is None else _wire_bytes
+        try:
+            if not _validated:
+                # upb parses and validates the whole message in C (wire format, UTF-8 strings);
+                # the byte-level split below then only walks frames known to be well formed.
+                ExportTraceServiceRequest.FromString(body)
+            split = split_request(body, keep_all=self._keep_all)
+        except (DecodeError, MalformedRequest) as exc:
+            self._count(requests_received=1, requests_malformed=1, bytes_received=received)
+            raise MalformedRequest(f"invalid ExportTraceServiceRequest: {exc}") from exc
+
+        keep: list[TraceRecord]
+        dropped: list[TraceRecord] = []
+        if self._keep_all:
+            keep = split.records
+        else:
+            rag_ids = [bytes(r.key) for r in split.records if r.rag]
+            others = [r for r in split.records if not r.rag]
+            late = self._recent.remember_and_match(rag_ids, [r.key for r in others])
+            keep = [r for r in split.records if r.rag or r.key in late]
+            dropped = [r for r in others if r.key not in late]
+        dropped_spans = sum(r.spans for r in dropped)
+        kept_spans = sum(r.spans for r in keep)
+        try:
+            result = self._exporter.export(keep) if keep else ExportResult(accepted_spans=0)
+        except ExportRefused:
+            self._count(
+                requests_received=1,
+                requests_refused=1,
+                bytes_received=received,
+                spans_received=split.spans_total,
+                spans_refused=kept_spans,
+                spans_dropped_non_rag=dropped_spans,
+                traces_dropped_non_rag=len(dropped),
+            )
+            raise
+        rejected = split.spans_invalid + result.rejected_spans
+        self._count(
+            requests_received=1,
+            bytes_received=received,
+            spans_received=split.spans_total,
+            spans_accepted=result.accepted_spans,
+            spans_rejected=rejected,
+            spans_dropped_non_rag=dropped_spans,
+            traces_dropped_non_rag=len(dropped),
+            traces_exported=result.accepted_records,
+        )
+        message = "; ".join(m for m in (split.invalid_message, result.message) if m)
+        return ExportResult(
+            accepted_spans=result.accepted_spans,
+            rejected_spans=rejected,
+            message=message,
+            accepted_records=result.accepted_records,
+        )
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            out = dict(self._stats)
+        out["recent_rag_traces"] = len(self._recent)
+        return out
+
+
+# OTLP/JSON ------------------------------------------------------------------------------------
+# https://opentelemetry.io/docs/specs/otlp/#json-protobuf-encoding : the proto3 JSON mapping,
+# except that trace and span ids are hex strings (not base64) and enums are integers only.
+
+_ID_FIELDS = {"traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"}
+
+
+def _hex_to_b64(value: Any, field: str) -> str:
+    if not isinstance(value, str):
+        raise MalformedRequest(f"{field} must be a hex string")
+    try:
+        return base64.b64encode(bytes.fromhex(value)).decode("ascii")
+    except ValueError as exc:
+        raise MalformedRequest(f"{field} is not hex: {value[:40]!r}") from exc
+
+
+def _fix_ids(obj: dict[str, Any]) -> None:
+    for key in _ID_FIELDS.intersection(obj):
+        obj[key] = _hex_to_b64(obj[key], key)
+
+
+def otlp_json_to_proto(body: bytes) -> bytes:
+    """Convert an OTLP/JSON trace request to serialized protobuf. Raises MalformedRequest.
+
+    Unknown fields are ignored, as the OTLP spec requires of receivers.
+    """
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MalformedRequest(f"invalid JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise MalformedRequest("JSON body must be an object")
+    try:
+        for rs in _list(doc, "resourceSpans", "resource_spans"):
+            for ss in _list(rs, "scopeSpans", "scope_spans"):
+                for span in _list(ss, "spans"):
+                    _fix_ids(span)
+                    for link in _list(span, "links"):
+                        _fix_ids(link)
+        message = json_format.ParseDict(doc, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    except MalformedRequest:
+        raise
+    except (json_format.ParseError, TypeError, ValueError, AttributeError, binascii.Error) as exc:
+        raise MalformedRequest(f"invalid OTLP/JSON: {exc}") from exc
+    return message.SerializeToString()
+
+
+def _list(obj: Any, *names: str) -> list[Any]:
+    if not isinstance(obj, dict):
+        raise MalformedRequest("expected a JSON object")
+    for name in names:
+        if name in obj:
+            value = obj[name]
+            if value is None:
+                return []
+            if not isinstance(value, list):
+                raise MalformedRequest(f"{name} must be an array")
+            return [v for v in value if isinstance(v, dict) or _bad(name)]
+    return []
+
+
+def _bad(name: str) -> bool:
+    raise MalformedRequest(f"{name} items must be objects")

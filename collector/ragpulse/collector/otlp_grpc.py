@@ -1,0 +1,140 @@
+"""OTLP/gRPC receiver: ``opentelemetry.proto.collector.trace.v1.TraceService/Export``.
+
+Registered as a generic handler without a request deserializer, so the handler receives the raw
+request bytes and shares the byte-level path of :class:`~ragpulse.collector.ingest.Ingest` with
+OTLP/HTTP (no Python message objects per span). Status codes follow
+https://opentelemetry.io/docs/specs/otlp/#otlpgrpc-response : INVALID_ARGUMENT for undecodable
+data (not retryable), RESOURCE_EXHAUSTED when the export queue is full and UNAVAILABLE when Kafka
+is, both carrying a ``google.rpc.RetryInfo`` detail (the ``grpc-status-details-bin`` trailer, as
+grpcio-status would send it) so OTLP exporters back off for the suggested delay.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from ragpulse.collector.config import OtlpSettings
+from ragpulse.collector.exporter import ExportRefused, QueueFull
+from ragpulse.collector.ingest import Ingest
+from ragpulse.collector.split import MalformedRequest
+
+__all__ = ["GrpcReceiver"]
+
+log = logging.getLogger(__name__)
+
+SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+
+class _Status(NamedTuple):  # implements grpc.Status for abort_with_status
+    code: grpc.StatusCode
+    details: str
+    trailing_metadata: tuple[tuple[str, bytes], ...]
+
+
+def _retry_status(code: grpc.StatusCode, rpc_code: int, message: str, retry_after_s: int) -> _Status:
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=retry_after_s)))
+    rich = status_pb2.Status(code=rpc_code, message=message, details=[detail])
+    return _Status(code, message, (("grpc-status-details-bin", rich.SerializeToString()),))
+
+
+class GrpcReceiver:
+    """Serves OTLP/gRPC on ``settings.grpc_host:grpc_port`` (port 0: a free one).
+
+    ``start()`` binds (raises ``RuntimeError`` if the address cannot be bound) and returns.
+    ``shutdown()`` is idempotent and safe without ``start()``: new RPCs are refused at once,
+    RPCs in progress get up to ``drain_timeout_s`` to finish.
+    """
+
+    def __init__(self, settings: OtlpSettings, ingest: Ingest) -> None:
+        self._settings = settings
+        self._ingest = ingest
+        self._server: grpc.Server | None = None
+        self._port = 0
+        self._closed = False
+        self._lock = threading.Lock()
+        self._requests = 0
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self._settings.grpc_host}:{self._port}"
+
+    def start(self) -> None:
+        if self._server is not None or self._closed:
+            raise RuntimeError("gRPC receiver already started or shut down")
+        s = self._settings
+        server = grpc.server(
+            ThreadPoolExecutor(max_workers=s.grpc_workers, thread_name_prefix="otlp-grpc"),
+            # Beyond this many RPCs in progress grpcio answers RESOURCE_EXHAUSTED by itself.
+            maximum_concurrent_rpcs=s.max_concurrent_requests,
+            options=[
+                # Applies to the decompressed message, so it also bounds grpc-encoding: gzip.
+                ("grpc.max_receive_message_length", s.max_body_bytes),
+                ("grpc.so_reuseport", 0),  # a second collector on the same port must fail, not share
+            ],
+        )
+        handler = grpc.method_handlers_generic_handler(
+            SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._export)}
+        )
+        server.add_generic_rpc_handlers((handler,))
+        try:
+            self._port = server.add_insecure_port(f"{s.grpc_host}:{s.grpc_port}")
+        except RuntimeError as exc:
+            raise RuntimeError(f"cannot bind OTLP/gRPC on {s.grpc_host}:{s.grpc_port}: {exc}") from exc
+        if self._port == 0:
+            raise RuntimeError(f"cannot bind OTLP/gRPC on {s.grpc_host}:{s.grpc_port}")
+        server.start()
+        self._server = server
+
+    def shutdown(self, drain_timeout_s: float = 10.0) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        server, self._server = self._server, None
+        if server is not None:
+            server.stop(grace=drain_timeout_s).wait(drain_timeout_s + 1)
+
+    def _export(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        retry = self._settings.retry_after_s
+        with self._lock:
+            self._requests += 1
+        if self._closed:
+            context.abort_with_status(
+                _retry_status(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE, "collector is shutting down", retry)
+            )
+        try:
+            result = self._ingest.consume_proto(request)
+        except MalformedRequest as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except ExportRefused as exc:
+            if isinstance(exc, QueueFull):
+                status = _retry_status(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED, code_pb2.RESOURCE_EXHAUSTED, str(exc), exc.retry_after_s
+                )
+            else:
+                status = _retry_status(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE, str(exc), exc.retry_after_s)
+            context.abort_with_status(status)
+        except Exception as exc:
+            log.exception("receive: unexpected error")
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}")
+        response = ExportTraceServiceResponse()
+        if result.rejected_spans:
+            response.partial_success.rejected_spans = result.rejected_spans
+            response.partial_success.error_message = result.message
+        return response.SerializeToString()
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"grpc_requests": self._requests}

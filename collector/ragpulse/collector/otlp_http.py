@@ -1,0 +1,386 @@
+"""OTLP/HTTP receiver: ``POST /v1/traces``, binary protobuf or JSON, optionally gzip-encoded.
+
+Responses follow https://opentelemetry.io/docs/specs/otlp/#otlphttp-response : 200 with an
+``ExportTraceServiceResponse`` (``partial_success`` when spans were rejected), 400 for a request
+that cannot be decoded, 413 over the size limits, 415 for an unsupported content type or
+encoding, 429/503 with ``Retry-After`` when the export queue is full or Kafka is unavailable.
+Every 4xx/5xx body is a ``google.rpc.Status`` in the request's encoding (protobuf or JSON).
+
+Served by the standard library's threading HTTP server (HTTP/1.1 keep-alive, one thread per
+connection) with a hard cap on concurrent connections: at a few hundred spans per request the
+per-request overhead is small next to decoding, and it needs no extra dependency.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from google.protobuf import json_format
+from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from ragpulse.collector.config import OtlpSettings
+from ragpulse.collector.exporter import ExportRefused, ExportResult, QueueFull
+from ragpulse.collector.ingest import Ingest
+from ragpulse.collector.split import MalformedRequest
+
+__all__ = ["HttpReceiver", "TooLarge", "gunzip_bounded"]
+
+log = logging.getLogger(__name__)
+
+TRACES_PATH = "/v1/traces"
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+
+_DRAIN_MAX_BYTES = 8 << 20
+
+
+class TooLarge(Exception):
+    """The body (before or after decompression) exceeds its limit (413)."""
+
+    def __init__(self, message: str, body_consumed: bool = False) -> None:
+        super().__init__(message)
+        self.body_consumed = body_consumed
+
+
+def gunzip_bounded(data: bytes, limit: int) -> bytes:
+    """Decompress a gzip body, refusing to produce more than ``limit`` bytes.
+
+    Output is bounded while it is produced (``max_length``), so a gzip bomb costs at most
+    ``limit`` bytes of memory. Multi-member streams are supported. Raises :class:`TooLarge` or
+    :class:`MalformedRequest` (not gzip, truncated).
+    """
+    out: list[bytes] = []
+    total = 0
+    pending = data
+    while True:
+        d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            chunk = d.decompress(pending, limit - total + 1)
+        except zlib.error as exc:
+            raise MalformedRequest(f"invalid gzip body: {exc}") from exc
+        total += len(chunk)
+        if total > limit or d.unconsumed_tail:
+            raise TooLarge(f"decompressed body exceeds {limit} bytes", True)
+        out.append(chunk)
+        if not d.eof:
+            raise MalformedRequest("truncated gzip body")
+        pending = d.unused_data
+        if not pending.strip(b"\x00"):  # trailing zero padding is tolerated, like gzip(1)
+            return b"".join(out)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # idle keep-alive connections must not block interpreter exit
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], receiver: HttpReceiver) -> None:
+        self.receiver = receiver
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # Bound the handler threads: beyond the cap, answer 503 from the accept thread and close.
+        if not self.receiver._enter_connection(request):
+            try:
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: %d\r\n"
+                    b"Content-Length: 0\r\nConnection: close\r\n\r\n" % self.receiver._settings.retry_after_s
+                )
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.receiver._leave_connection(request)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "ragpulse-collector"
+    sys_version = ""
+    timeout = 60  # seconds an idle keep-alive connection is kept
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("http %s " + format, self.address_string(), *args)
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        self.server.receiver._handle(self)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._reply_plain(405, b"POST OTLP traces to /v1/traces\n", extra={"Allow": "POST"})
+
+    do_PUT = do_DELETE = do_PATCH = do_GET
+
+    def _reply_plain(self, code: int, body: bytes, extra: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class HttpReceiver:
+    """Serves OTLP/HTTP on ``settings.http_host:http_port`` (port 0: a free one).
+
+    ``start()`` binds and returns once the socket listens (raises ``OSError`` if the address is
+    taken). ``shutdown()`` is idempotent and safe without ``start()``: it stops accepting, waits
+    up to ``drain_timeout_s`` for requests in progress, then closes idle keep-alive connections.
+    Requests arriving during shutdown get 503.
+    """
+
+    def __init__(self, settings: OtlpSettings, ingest: Ingest) -> None:
+        self._settings = settings
+        self._ingest = ingest
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Condition()
+        self._connections: set[socket.socket] = set()
+        self._active_requests = 0
+        self._closing = False
+        self._stats = {
+            "http_requests": 0,
+            "http_connections_refused": 0,
+            "http_too_large": 0,
+            "http_unsupported": 0,
+        }
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "not started"
+        return int(self._server.server_address[1])
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self._settings.http_host}:{self.port}{TRACES_PATH}"
+
+    def start(self) -> None:
+        if self._server is not None or self._closing:
+            raise RuntimeError("HTTP receiver already started or shut down")
+        self._server = _Server((self._settings.http_host, self._settings.http_port), self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.5}, name="otlp-http", daemon=True
+        )
+        self._thread.start()
+
+    def shutdown(self, drain_timeout_s: float = 10.0) -> None:
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()  # stop the accept loop (blocks up to poll_interval)
+        server.server_close()
+        with self._lock:
+            self._lock.wait_for(lambda: self._active_requests == 0, timeout=drain_timeout_s)
+            idle = list(self._connections)
+        for sock in idle:  # wake handler threads blocked reading the next keep-alive request
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._stats)
+
+    # connection accounting (called by _Server) --------------------------------------------------
+
+    def _enter_connection(self, sock: socket.socket) -> bool:
+        with self._lock:
+            if self._closing or len(self._connections) >= self._settings.max_concurrent_requests:
+                self._stats["http_connections_refused"] += 1
+                return False
+            self._connections.add(sock)
+            return True
+
+    def _leave_connection(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(sock)
+
+    # request handling ---------------------------------------------------------------------------
+
+    def _handle(self, h: _Handler) -> None:
+        with self._lock:
+            self._active_requests += 1
+            self._stats["http_requests"] += 1
+        try:
+            self._handle_request(h)
+        finally:
+            with self._lock:
+                self._active_requests -= 1
+                if self._closing:
+                    h.close_connection = True
+                self._lock.notify_all()
+
+    def _handle_request(self, h: _Handler) -> None:
+        settings = self._settings
+        content_type = (h.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        as_json = content_type == JSON
+        path = h.path.split("?", 1)[0]
+        if path != TRACES_PATH:
+            self._discard_body(h)
+            self._reply_status(h, 404, code_pb2.NOT_FOUND, f"no such path {path}; use {TRACES_PATH}", as_json)
+            return
+        if content_type not in (PROTOBUF, JSON):
+            self._count("http_unsupported")
+            self._discard_body(h)
+            self._reply_status(
+                h, 415, code_pb2.INVALID_ARGUMENT,
+                f"unsupported Content-Type {content_type or '(none)'!r}; use {PROTOBUF} or {JSON}", False,
+            )
+            return
+        encoding = (h.headers.get("Content-Encoding") or "identity").strip().lower()
+        if encoding not in ("identity", "gzip"):
+            self._count("http_unsupported")
+            self._discard_body(h)
+            self._reply_status(h, 415, code_pb2.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}", as_json)
+            return
+        try:
+            body = self._read_body(h, settings.max_body_bytes)
+            if encoding == "gzip":
+                body = gunzip_bounded(body, settings.max_decompressed_bytes)
+        except TooLarge as exc:
+            self._count("http_too_large")
+            if not exc.body_consumed:
+                h.close_connection = True  # the rest of the body was not read
+            self._reply_status(h, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc), as_json)
+            return
+        except MalformedRequest as exc:
+            self._ingest._count(requests_received=1, requests_malformed=1)
+            self._reply_status(h, 400, code_pb2.INVALID_ARGUMENT, str(exc), as_json)
+            return
+        if self._closing:
+            self._reply_status(h, 503, code_pb2.UNAVAILABLE, "collector is shutting down", as_json,
+                               retry_after=settings.retry_after_s)
+            return
+        try:
+            result = self._ingest.consume_json(body) if as_json else self._ingest.consume_proto(body)
+        except MalformedRequest as exc:
+            self._reply_status(h, 400, code_pb2.INVALID_ARGUMENT, str(exc), as_json)
+        except ExportRefused as exc:
+            if isinstance(exc, QueueFull):
+                self._reply_status(h, 429, code_pb2.RESOURCE_EXHAUSTED, str(exc), as_json, retry_after=exc.retry_after_s)
+            else:
+                self._reply_status(h, 503, code_pb2.UNAVAILABLE, str(exc), as_json, retry_after=exc.retry_after_s)
+        except Exception as exc:  # a bug: answer 500 (not retryable by OTLP exporters) and log it
+            log.exception("receive: unexpected error")
+            self._reply_status(h, 500, code_pb2.INTERNAL, f"internal error: {type(exc).__name__}", as_json)
+        else:
+            self._reply_ok(h, result, as_json)
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self._stats[name] += 1
+
+    @staticmethod
+    def _read_body(h: _Handler, limit: int) -> bytes:
+        if "chunked" in (h.headers.get("Transfer-Encoding") or "").lower():
+            return _read_chunked(h, limit)
+        raw = h.headers.get("Content-Length")
+        if raw is None or not raw.strip().isdigit():
+            raise MalformedRequest("Content-Length or chunked Transfer-Encoding required")
+        length = int(raw)
+        if length > limit:
+            # Read and discard a moderately oversized body so the client sees the 413 instead of
+            # a connection reset; beyond that, the connection is closed unread.
+            if length - limit <= _DRAIN_MAX_BYTES:
+                left = length
+                while left > 0:
+                    chunk = h.rfile.read(min(left, 1 << 16))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+                if left == 0:
+                    raise TooLarge(f"body of {length} bytes exceeds {limit} bytes", True)
+            raise TooLarge(f"body of {length} bytes exceeds {limit} bytes")
+        body = h.rfile.read(length)
+        if len(body) != length:
+            h.close_connection = True
+            raise MalformedRequest("body shorter than Content-Length")
+        return body
+
+    @staticmethod
+    def _discard_body(h: _Handler) -> None:
+        # Keep the connection usable for the next request when the body is small enough to skip.
+        raw = h.headers.get("Content-Length") or ""
+        if raw.strip().isdigit() and int(raw) <= 1 << 20:
+            h.rfile.read(int(raw))
+        else:
+            h.close_connection = True
+
+    @staticmethod
+    def _reply_ok(h: _Handler, result: ExportResult, as_json: bool) -> None:
+        response = ExportTraceServiceResponse()
+        if result.rejected_spans:
+            response.partial_success.rejected_spans = result.rejected_spans
+            response.partial_success.error_message = result.message
+        if as_json:
+            body = json.dumps(json_format.MessageToDict(response)).encode()
+        else:
+            body = response.SerializeToString()
+        _send(h, 200, JSON if as_json else PROTOBUF, body)
+
+    @staticmethod
+    def _reply_status(
+        h: _Handler, http_code: int, rpc_code: int, message: str, as_json: bool, retry_after: int | None = None
+    ) -> None:
+        status = status_pb2.Status(code=rpc_code, message=message)
+        if as_json:
+            body = json.dumps(json_format.MessageToDict(status)).encode()
+        else:
+            body = status.SerializeToString()
+        extra = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+        _send(h, http_code, JSON if as_json else PROTOBUF, body, extra)
+
+
+def _send(h: _Handler, code: int, content_type: str, body: bytes, extra: dict[str, str] | None = None) -> None:
+    h.send_response(code)
+    h.send_header("Content-Type", content_type)
+    h.send_header("Content-Length", str(len(body)))
+    for k, v in (extra or {}).items():
+        h.send_header(k, v)
+    if h.close_connection:
+        h.send_header("Connection", "close")
+    h.end_headers()
+    h.wfile.write(body)
+
+
+def _read_chunked(h: _Handler, limit: int) -> bytes:
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        line = h.rfile.readline(1024)
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError as exc:
+            h.close_connection = True
+            raise MalformedRequest("invalid chunked encoding") from exc
+        if size == 0:
+            while h.rfile.readline(1024) not in (b"\r\n", b"\n", b""):  # trailers
+                pass
+            return b"".join(parts)
+        total += size
+        if total > limit:
+            raise TooLarge(f"chunked body exceeds {limit} bytes")
+        parts.append(h.rfile.read(size))
+        h.rfile.readline(16)  # CRLF after the chunk
