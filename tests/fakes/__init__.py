@@ -1,0 +1,1 @@
+"""Real implementations of external services for tests (servers on loopback, not mocks)."""

@@ -1,0 +1,229 @@
+"""The call plan against a real OpenAI-compatible server: the card's four metrics in exactly two
+calls, exact scores from scripted replies, cost shares, the verdict cache, and the other facts."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ragpulse.scorer import Evaluator, Fact, Sample
+from ragpulse.scorer.judges.base import Criterion, Needs
+from ragpulse.scorer.judges.llm import LLMJudgeSettings, render_requests
+from ragpulse.scorer.stats import average_precision
+from tests.fakes.openai_server import Reply, data_blocks
+
+from .conftest import TableEmbedder
+
+CARD = ["faithfulness", "answer_relevancy", "context_precision", "context_utilization"]
+QUESTION = "Where is the head office of the Oberoi Group?"
+SAMPLE = Sample(
+    id="oberoi",
+    question=QUESTION,
+    contexts=(
+        "The Oberoi family is famous for its involvement in hotels.",
+        "The Oberoi Group is a hotel company with its head office in Delhi.",
+        "The group runs 30 luxury hotels.",
+        "Mumbai is the financial capital of India.",
+        "Cricket is popular in India.",
+    ),
+    answer="The head office is in Delhi. It was founded in 1934. It runs 30 hotels.",
+)
+STATEMENTS = ["The head office of the Oberoi Group is in Delhi.",
+              "The Oberoi Group was founded in 1934.", "The Oberoi Group runs 30 hotels."]
+GEN_QS = ["Where is the Oberoi Group's head office?", "When was the Oberoi Group founded?",
+          "How many hotels does the Oberoi Group run?"]
+
+
+def angle(cos: float) -> list[float]:
+    return [cos, float(np.sqrt(1 - cos * cos))]
+
+
+EMBEDDER = TableEmbedder({QUESTION: [1.0, 0.0], GEN_QS[0]: angle(1.0), GEN_QS[1]: angle(0.8),
+                          GEN_QS[2]: angle(0.6)})
+
+DECOMPOSE = {"statements": STATEMENTS, "questions": GEN_QS, "noncommittal": 0}
+ASSESS = {
+    "statement_support": [{"statement": 1, "supported": 1, "context": 2},
+                          {"statement": 2, "supported": 0, "context": None},
+                          {"statement": 3, "supported": 1, "context": 3}],
+    "context_useful": [{"context": i, "useful": u} for i, u in enumerate([0, 1, 1, 0, 0], 1)],
+    "context_used": [{"context": i, "used": u} for i, u in enumerate([1, 0, 0, 0, 1], 1)],
+}
+
+
+async def test_card_metrics_take_two_calls_and_score_exactly(server, make_judge):
+    server.script("decompose", Reply.json(DECOMPOSE, usage=(700, 120)))
+    server.script("assess", Reply.json(ASSESS, usage=(1500, 160)))
+    judge = make_judge(embedder=EMBEDDER)
+    result = await Evaluator(judge, CARD).evaluate(SAMPLE)
+    s = {x.metric: x for x in result.scores}
+
+    assert len(server.requests) == 2
+    assert [r.prompt for r in server.requests] == ["decompose@1", "assess@1"]
+    assert s["faithfulness"].value == pytest.approx(2 / 3)
+    assert s["faithfulness"].counts == {"statements": 3, "supported": 2}
+    assert s["answer_relevancy"].value == pytest.approx((1.0 + 0.8 + 0.6) / 3, abs=1e-6)
+    assert s["context_precision"].value == pytest.approx((1 / 2 + 2 / 3) / 2)
+    assert s["context_utilization"].value == pytest.approx(average_precision([1, 0, 0, 0, 1]))
+    assert s["faithfulness"].prompt_version == "decompose@1+assess@1"
+    assert s["context_precision"].prompt_version == "assess@1"
+    assert all(x.judge == "llm" and x.model == "fake-judge" for x in result.scores)
+    # Cost shares sum to what the server billed.
+    assert result.cost.llm_calls == pytest.approx(2.0)
+    assert result.cost.prompt_tokens == pytest.approx(700 + 1500)
+    assert result.cost.completion_tokens == pytest.approx(120 + 160)
+    assert judge.stats.as_dict()["prompt_tokens"] == 2200
+
+
+async def test_assess_sees_all_contexts_numbered_and_the_decomposed_statements(server,
+                                                                                make_judge):
+    server.script("decompose", Reply.json(DECOMPOSE))
+    server.script("assess", Reply.json(ASSESS))
+    await Evaluator(make_judge(embedder=EMBEDDER), CARD).evaluate(SAMPLE)
+    dec, assess = server.requests
+    kinds = [(k, n) for (_, k, n, _) in data_blocks(dec.text())]
+    assert kinds == [("question", None), ("answer", None)]  # decompose never sees contexts
+    blocks = data_blocks(assess.text())
+    assert [(n, c) for (_, k, n, c) in blocks if k == "context"] == list(
+        enumerate(SAMPLE.contexts, start=1))
+    assert [c for (_, k, _, c) in blocks if k == "statement"] == STATEMENTS
+    body = assess.body
+    assert body["temperature"] == 0.0 and body["seed"] == 42
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["model"] == "fake-judge" and body["max_tokens"] == 1024
+    assert dec.headers["authorization"] == "Bearer sk-test-secret"
+
+
+async def test_only_the_needed_tasks_are_asked(server, make_judge):
+    judge = make_judge()
+    res = await Evaluator(judge, ["context_precision"]).evaluate(SAMPLE)
+    (req,) = server.requests
+    assert req.prompt == "assess@1"
+    user = req.messages[-1]["content"]
+    assert '"context_useful"' in user
+    assert '"context_used"' not in user and '"statement_support"' not in user
+    assert {k for (_, k, _, _) in data_blocks(user)} == {"question", "context"}  # no answer shown
+    # content-aware model: contexts sharing a word with the question are useful
+    assert res.scores[0].value == pytest.approx(average_precision([1, 1, 0, 0, 0]))
+
+
+async def test_rescoring_hits_the_verdict_cache(server, make_judge):
+    judge = make_judge(embedder=EMBEDDER)
+    ev = Evaluator(judge, CARD)
+    first = await ev.evaluate(SAMPLE)
+    n = len(server.requests)
+    second = await ev.evaluate(SAMPLE)
+    assert len(server.requests) == n == 2
+    assert [x.value for x in first.scores] == [x.value for x in second.scores]
+    assert second.cost.llm_calls == 0
+    assert judge.stats.cache_hits == 2
+    # A different model is a different cache key.
+    other = make_judge(embedder=EMBEDDER, model="other-judge")
+    await Evaluator(other, CARD).evaluate(SAMPLE)
+    assert len(server.requests) == 4
+
+
+async def test_noncommittal_answer_scores_zero_relevancy(server, make_judge):
+    sample = SAMPLE.model_copy(update={"answer": "I don't know."})
+    res = await Evaluator(make_judge(), ["answer_relevancy"]).evaluate(sample)
+    assert res.scores[0].value == 0.0 and res.scores[0].explanation == "non-committal answer"
+
+
+async def test_reference_facts_ride_on_the_same_two_calls(server, make_judge):
+    sample = SAMPLE.model_copy(update={
+        "reference": "The head office is in Delhi. The group was founded in 1934."})
+    emb = TableEmbedder({sample.answer: [1.0, 0.0], sample.reference: angle(0.5)})
+    judge = make_judge(embedder=emb)
+    res = await Evaluator(judge, ["faithfulness", "context_recall", "answer_correctness",
+                                  "answer_similarity"]).evaluate(sample)
+    s = {x.metric: x for x in res.scores}
+    assert [r.prompt for r in server.requests] == ["decompose@1", "assess@1"]
+    assessed = server.requests[1].messages[-1]["content"]
+    assert '"reference_attribution"' in assessed and '"correctness"' in assessed
+    # content-aware: ref "The head office is in Delhi." is in context 2; "founded in 1934" nowhere
+    assert s["context_recall"].value == pytest.approx(0.5)
+    # word-subset model: answer "It was founded in 1934." is in the reference (TP) but the
+    # reference's "The group was founded in 1934." is not in the answer ("group"): FN.
+    assert s["answer_correctness"].counts == {"tp": 2, "fp": 1, "fn": 1}
+    assert s["answer_similarity"].value == pytest.approx(0.5, abs=1e-6)
+    assert s["answer_similarity"].model == "table-embedder"
+
+
+async def test_context_ratings_use_two_differently_worded_prompts(server, make_judge):
+    server.script("context_rating_a", Reply.json({"rating": 2}))
+    server.script("context_rating_b", Reply.json({"rating": 1}))
+    res = await Evaluator(make_judge(), ["context_relevance"]).evaluate(SAMPLE)
+    a, b = sorted(server.requests, key=lambda r: r.prompt)
+    assert (a.prompt, b.prompt) == ("context_rating_a@1", "context_rating_b@1")
+    assert a.messages[0]["content"] != b.messages[0]["content"]
+    assert res.scores[0].value == pytest.approx((2 + 1) / 2 / 2)
+    assert res.scores[0].prompt_version == "context_rating_a@1+context_rating_b@1"
+
+
+async def test_one_unusable_rating_leaves_the_other(server, make_judge):
+    server.script("context_rating_a", Reply.json({"rating": 7}), Reply.json({"rating": 9}))
+    server.script("context_rating_b", Reply.json({"rating": 2}))
+    res = await Evaluator(make_judge(), ["context_relevance"]).evaluate(SAMPLE)
+    assert res.scores[0].value == 1.0
+
+
+async def test_context_sentences_are_numbered_by_segmentation(server, make_judge):
+    server.script("context_sentences", Reply.json({"needed": [2, 2, 5]}))
+    res = await Evaluator(make_judge(), ["context_relevancy"]).evaluate(SAMPLE)
+    (req,) = server.requests
+    user = req.messages[-1]["content"]
+    assert "[S1] The Oberoi family" in user and "[S5] Cricket is popular in India." in user
+    assert res.scores[0].value == pytest.approx(2 / 5)
+    assert res.scores[0].counts == {"sentences": 5, "needed": 2}
+
+
+async def test_aspect_strictness_is_the_number_of_votes(server, make_judge):
+    crit = Criterion("polite", "Is the submission polite?", strictness=3)
+    server.script("aspects", *[Reply.json({"verdicts": [{"criterion": "polite", "verdict": v}]})
+                               for v in (1, 0, 1)])
+    judge = make_judge()
+    findings = await judge.gather(SAMPLE, Needs(frozenset({Fact.ASPECTS}), (crit,)))
+    assert sorted(findings[Fact.ASPECTS].value["polite"]) == [0, 1, 1]
+    seeds = sorted(r.body["seed"] for r in server.requests)
+    assert seeds == [42, 43, 44]
+    assert "polite: Is the submission polite?" in server.requests[0].messages[-1]["content"]
+
+
+async def test_self_consistency_takes_the_majority_per_verdict(server, make_judge):
+    votes = [[1, 0, 1], [1, 1, 0], [0, 0, 1]]
+    server.script("assess", *[Reply.json({"context_useful": [
+        {"context": i, "useful": u} for i, u in enumerate(v + [0, 0], 1)]}) for v in votes])
+    judge = make_judge(votes=3, temperature=0.7)
+    f = await judge.gather(SAMPLE, Needs(frozenset({Fact.CONTEXT_USEFUL})))
+    assert f[Fact.CONTEXT_USEFUL].value == [1, 0, 1, 0, 0]
+    assert f[Fact.CONTEXT_USEFUL].cost.llm_calls == pytest.approx(3)
+
+
+async def test_empty_answer_needs_no_call(server, make_judge):
+    judge = make_judge()
+    f = await judge.gather(SAMPLE.model_copy(update={"answer": ""}),
+                           Needs(frozenset({Fact.STATEMENTS, Fact.STATEMENT_SUPPORT})))
+    assert f[Fact.STATEMENTS].value == [] and f[Fact.STATEMENT_SUPPORT].value == []
+    assert server.requests == []
+
+
+async def test_render_requests_is_what_goes_on_the_wire(server, make_judge):
+    server.script("decompose", Reply.json(DECOMPOSE))
+    server.script("assess", Reply.json(ASSESS))
+    judge = make_judge(embedder=EMBEDDER)
+    needs = Needs(frozenset({Fact.STATEMENTS, Fact.STATEMENT_SUPPORT, Fact.QUESTION_SIMILARITY,
+                             Fact.CONTEXT_USEFUL, Fact.CONTEXT_USED}))
+    await judge.gather(SAMPLE, needs)
+    rendered = render_requests(SAMPLE, needs, judge.settings, statements=STATEMENTS, nonce="N")
+
+    def normalized(messages):
+        text = json.dumps(messages)
+        for nonce, *_ in data_blocks("\n".join(m["content"] for m in messages)):
+            text = text.replace(nonce, "N")
+        return json.loads(text)
+
+    assert [normalized(r.messages) for r in server.requests] == rendered
+    # Without statements, the answer's segmented sentences stand in (for cost estimates).
+    assert len(render_requests(SAMPLE, needs, LLMJudgeSettings(api_key="x"))) == 2
