@@ -204,7 +204,7 @@ class FakeOpenAIServer:
         except json.JSONDecodeError:
             body = {}
         probe = Recorded(at, h.path, headers, body, 0, None)
-        if not h.path.rstrip("/").endswith("/chat/completions"):
+        if not h.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
             reply = Reply.fail(404, f"unknown path {h.path}", type_="invalid_request_error")
         elif not isinstance(body.get("messages"), list) or not body.get("model"):
             reply = Reply.fail(400, "messages and model are required",
