@@ -40,6 +40,9 @@ def _register() -> None:
     from ragpulse.scorer.store.cli import db
 
     app.add_typer(db, name="db")
+    from ragpulse.deploy.cli import up
+
+    app.command("up", help="Run everything on this machine: broker, collector, scorer, chDB.")(up)
 
 
 def main() -> None:

@@ -1,0 +1,57 @@
+"""``ragpulse up``: the embedded single-machine default."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+__all__ = ["up"]
+
+
+def up(
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="Where chDB keeps the scores (DATA_DIR/chdb).")] = Path(".ragpulse"),
+    demo: Annotated[bool, typer.Option("--demo", help="Drive realistic RAG traffic through the OpenTelemetry SDK.")] = False,
+    demo_rate: Annotated[float, typer.Option("--demo-rate", help="Demo traces per second.")] = 2.0,
+    demo_limit: Annotated[int | None, typer.Option("--demo-limit", help="Stop the demo after N traces.")] = None,
+    host: Annotated[str, typer.Option("--host", help="Interface for every listener.")] = "127.0.0.1",
+    http_port: Annotated[int, typer.Option("--http-port", help="OTLP/HTTP port (0: free port).")] = 4318,
+    grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port (0: free port).")] = 4317,
+    clickhouse_port: Annotated[int, typer.Option("--clickhouse-port", help="ClickHouse-HTTP facade port (0: free port).")] = 8123,
+    kafka_port: Annotated[int, typer.Option("--kafka-port", help="Embedded broker port (0: free port).")] = 0,
+    judge: Annotated[str, typer.Option("--judge", help="local (no API) or llm (OpenAI-compatible).")] = "local",
+    model: Annotated[str | None, typer.Option("--model", help="LLM judge model.")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="LLM judge base URL.")] = None,
+    status_interval: Annotated[float, typer.Option("--status-interval", help="Seconds between status lines.")] = 5.0,
+    drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="Ctrl-C: seconds allowed to score what was accepted.")] = 60.0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log component details.")] = False,
+) -> None:
+    """Run broker, collector, scorer and ClickHouse (chDB) on this machine, on loopback."""
+    from .embedded import EmbeddedSettings, run
+
+    console = Console(stderr=True)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    overrides: dict[str, Any] = dict(
+        data_dir=data_dir, demo=demo, demo_rate=demo_rate, demo_limit=demo_limit, host=host,
+        http_port=http_port, grpc_port=grpc_port, clickhouse_port=clickhouse_port,
+        kafka_port=kafka_port, judge=judge, judge_model=model, judge_base_url=base_url,
+        status_interval_s=status_interval, drain_timeout_s=drain_timeout)
+    try:
+        settings = EmbeddedSettings(**overrides)
+    except ValidationError as exc:
+        for e in exc.errors():
+            console.print(f"[red]invalid setting[/red] {'.'.join(map(str, e['loc']))}: {e['msg']}")
+        raise typer.Exit(2) from exc
+    try:
+        code = run(settings, console)
+    except Exception as exc:  # start-up failures: one clear line, not a traceback
+        console.print(f"[red]ragpulse up failed:[/red] {type(exc).__name__}: {exc}")
+        if verbose:
+            console.print_exception()
+        raise typer.Exit(1) from exc
+    raise typer.Exit(code)

@@ -1,0 +1,261 @@
+"""``ragpulse up``: the whole pipeline on one machine, in one process plus the broker.
+
+Start order is downstream first (ClickHouse in-process via chDB and its HTTP facade, the tansu
+broker, the scorer, then the collector's receivers), stop order upstream first: the demo stops
+and flushes its exporters, the collector refuses new requests and flushes Kafka, the scorer
+consumes what the broker holds, scores it, writes it and commits, then the broker and the store
+stop. Ctrl-C therefore loses nothing that the collector acknowledged (within ``drain_timeout_s``).
+
+While it runs, this process owns the chDB directory; it advertises its ClickHouse-HTTP facade in
+the directory, so ``ragpulse status``/``report`` and ``clickhouse-connect`` reach the data
+through it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Embedded", "EmbeddedSettings"]
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddedSettings(BaseSettings):
+    """Settings of ``ragpulse up`` (env ``RAGPULSE_UP__*``; flags override)."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGPULSE_UP__", frozen=True, extra="ignore")
+
+    data_dir: Path = Field(Path(".ragpulse"), description="chDB data lives in DATA_DIR/chdb")
+    host: str = Field("127.0.0.1", description="interface for every listener (loopback by default)")
+    http_port: int = Field(4318, ge=0, le=65535, description="OTLP/HTTP; 0 picks a free port")
+    grpc_port: int = Field(4317, ge=0, le=65535, description="OTLP/gRPC; 0 picks a free port")
+    kafka_port: int = Field(0, ge=0, le=65535, description="tansu broker; 0 picks a free port")
+    clickhouse_port: int = Field(8123, ge=0, le=65535,
+                                 description="ClickHouse-HTTP facade over the chDB store; 0 picks a free port")
+    partitions: int = Field(3, ge=1, le=64, description="partitions of the spans topic")
+    database: str = Field("rag", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+    judge: Literal["local", "llm"] = "local"
+    judge_model: str | None = None
+    judge_base_url: str | None = None
+    grace_s: float = Field(2.0, ge=0.0, le=600.0,
+                           description="wait after a trace's root span ends before scoring it")
+    status_interval_s: float = Field(5.0, gt=0.0)
+    drain_timeout_s: float = Field(60.0, gt=0.0, description="Ctrl-C: time allowed to score what was accepted")
+    demo: bool = False
+    demo_rate: float = Field(2.0, gt=0.0, le=500.0, description="demo traces per second")
+    demo_limit: int | None = Field(None, ge=1, description="stop the demo after this many traces")
+
+
+@dataclass
+class Embedded:
+    """The running embedded stack. Build with :meth:`start`; stop with :meth:`shutdown`
+    (idempotent, from any thread)."""
+
+    settings: EmbeddedSettings
+    client: Any = None
+    facade: Any = None
+    broker: Any = None
+    scorer: Any = None
+    collector: Any = None
+    demo: Any = None
+    _chdb_path: str = ""
+    _stopped: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, settings: EmbeddedSettings) -> Embedded:
+        """Start every part, downstream first. Raises with a user-facing message (and stops what
+        it started) when a part cannot start: a taken port, an owned data directory, no broker."""
+        self = cls(settings)
+        try:
+            self._start_store()
+            self._start_broker()
+            self._start_scorer()
+            self._start_collector()
+            if settings.demo:
+                from .demo import DemoTraffic
+
+                self.demo = DemoTraffic(self.collector.http_endpoint, rate=settings.demo_rate,
+                                        limit=settings.demo_limit).start()
+        except BaseException:
+            self.shutdown()
+            raise
+        return self
+
+    def _start_store(self) -> None:
+        from ragpulse.scorer.store import FacadeSettings, build_facade, open_store, write_owner
+        from ragpulse.scorer.store.schema import SchemaSettings, init_schema
+
+        s = self.settings
+        path = (s.data_dir / "chdb").resolve()
+        path.mkdir(parents=True, exist_ok=True)
+        self._chdb_path = str(path)
+        self.client = open_store(f"chdb://{path}")
+        init_schema(self.client, SchemaSettings(database=s.database))
+        self.facade = build_facade(str(path), FacadeSettings(host=s.host, port=s.clickhouse_port))
+        self.facade.start()
+        write_owner(str(path), self.facade.url)
+
+    def _start_broker(self) -> None:
+        from ragpulse.collector.kafka import KafkaSettings, ensure_topic
+        from ragpulse.deploy.broker import TansuBroker
+
+        self.broker = TansuBroker(port=self.settings.kafka_port)
+        self.broker.start()
+        ensure_topic(self._kafka(), self.settings.partitions)
+        ensure_topic(self._kafka(), 1, topic=self._kafka().dlq_topic)
+        del KafkaSettings
+
+    def _kafka(self):  # noqa: ANN202
+        from ragpulse.collector.kafka import KafkaSettings
+
+        return KafkaSettings(bootstrap_servers=self.broker.bootstrap)
+
+    def _start_scorer(self) -> None:
+        from ragpulse.scorer.pipeline import ScorerSettings, build_scorer
+        from ragpulse.scorer.pipeline.assembly import AssemblySettings
+
+        s = self.settings
+        settings = ScorerSettings(
+            kafka=self._kafka(), clickhouse=f"chdb://{self._chdb_path}", database=s.database,
+            init_schema=False, judge=s.judge, judge_model=s.judge_model,
+            judge_base_url=s.judge_base_url, drain_timeout_s=s.drain_timeout_s,
+            assembly=AssemblySettings(grace_s=s.grace_s),
+        )
+        self.scorer = build_scorer(settings, client=self.client).start()
+
+    def _start_collector(self) -> None:
+        from ragpulse.collector.config import CollectorSettings, OtlpSettings
+        from ragpulse.collector.service import build_collector
+
+        s = self.settings
+        settings = CollectorSettings(
+            otlp=OtlpSettings(http_host=s.host, http_port=s.http_port, grpc_host=s.host,
+                              grpc_port=s.grpc_port),
+            kafka=self._kafka(),
+        )
+        self.collector = build_collector(settings).start()
+
+    def endpoints(self) -> dict[str, str]:
+        return {
+            "OTLP/HTTP": self.collector.http_endpoint or "-",
+            "OTLP/gRPC": self.collector.grpc_endpoint or "-",
+            "Kafka": self.broker.bootstrap,
+            "ClickHouse (HTTP facade over chDB)": self.facade.url,
+            "chDB directory": self._chdb_path,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.collector is not None:
+            out.update({f"collector.{k}": v for k, v in self.collector.stats().items()})
+        if self.scorer is not None:
+            out.update({f"scorer.{k}": v for k, v in self.scorer.stats().items()})
+        if self.demo is not None:
+            out["demo.sent"] = self.demo.sent
+        return out
+
+    def caught_up(self) -> bool:
+        """True when the scorer has consumed every record the collector produced and nothing is
+        buffered, in flight or waiting to be committed."""
+        st = self.stats()
+        produced = st.get("collector.records_acked", st.get("collector.records_produced", 0))
+        consumed = st.get("scorer.records_consumed", 0)
+        busy = sum(int(st.get(f"scorer.{k}", 0) or 0) for k in
+                   ("traces_buffered", "traces_in_flight", "traces_backlog", "records_pending"))
+        return consumed >= produced and busy == 0
+
+    def shutdown(self) -> None:
+        """Stop upstream first and drain. Idempotent."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        if self.demo is not None:
+            self.demo.shutdown()
+        if self.collector is not None:
+            self.collector.shutdown()
+        if self.scorer is not None:
+            deadline = time.monotonic() + self.settings.drain_timeout_s
+            produced_stats = self.collector.stats() if self.collector is not None else {}
+            produced = produced_stats.get("records_acked", produced_stats.get("records_produced", 0))
+            while time.monotonic() < deadline:
+                st = self.scorer.stats()
+                if st.get("records_consumed", 0) >= produced:
+                    break
+                time.sleep(0.2)
+            self.scorer.shutdown(max(1.0, deadline - time.monotonic()))
+        if self.broker is not None:
+            self.broker.shutdown()
+        if self.facade is not None:
+            self.facade.shutdown()
+        if self._chdb_path:
+            from ragpulse.scorer.store.client import remove_owner
+
+            remove_owner(self._chdb_path, pid=os.getpid())
+        if self.client is not None:
+            try:
+                self.client.close()
+            except Exception:  # closing a chDB handle at exit is best effort
+                log.debug("closing the chDB client failed", exc_info=True)
+
+
+def run(settings: EmbeddedSettings, console: Any) -> int:
+    """Start, print endpoints, print a status line every few seconds until SIGINT/SIGTERM, drain.
+    Returns the exit code."""
+    from rich.table import Table
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if stop.is_set():  # a second Ctrl-C: stop waiting for the drain
+            raise KeyboardInterrupt
+        stop.set()
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        console.print("[bold]ragpulse up[/bold]: starting the embedded stack ...")
+        stack = Embedded.start(settings)
+        table = Table(show_header=False, box=None)
+        for k, v in stack.endpoints().items():
+            table.add_row(f"[cyan]{k}[/cyan]", v)
+        console.print(table)
+        if settings.demo:
+            console.print(f"demo traffic: {settings.demo_rate:g} traces/s through the "
+                          "OpenTelemetry SDK (3 services, English and Japanese)")
+        console.print("Ctrl-C drains (scores what was accepted) and stops.")
+        t0 = time.monotonic()
+        while not stop.wait(settings.status_interval_s):
+            console.print(status_line(stack.stats(), time.monotonic() - t0), highlight=False, soft_wrap=True)
+        console.print("draining: scoring what was accepted ...")
+        stack.shutdown()
+        console.print(status_line(stack.stats(), time.monotonic() - t0), highlight=False, soft_wrap=True)
+        console.print("stopped.")
+        return 0
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def status_line(st: dict[str, Any], elapsed_s: float) -> str:
+    def g(key: str) -> int:
+        return int(st.get(key, 0) or 0)
+
+    errors = (g("collector.spans_refused") + g("scorer.records_dead_lettered")
+              + g("scorer.evaluate_errors") + g("scorer.write_errors"))
+    return (f"[{elapsed_s:6.0f}s] spans received {g('collector.spans_received')}, "
+            f"traces assembled {g('scorer.traces_assembled')}, sampled {g('scorer.traces_sampled')}, "
+            f"scored {g('scorer.traces_scored')}, rows {g('scorer.rows_written')}, "
+            f"lag {g('scorer.consumer_lag')}, errors {errors}")
