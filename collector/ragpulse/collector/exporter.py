@@ -194,7 +194,10 @@ class KafkaExporter:
                     self._stats["spans_refused_unavailable"] += spans
                     raise ExportUnavailable(f"Kafka unavailable: {self._last_error}", self._retry_after_s)
                 self._last_probe = now  # let this request through as a probe
-            if self._queued_spans + spans > self._max_spans or self._queued_bytes + size > self._max_bytes:
+            # A request larger than the whole queue is still taken when the queue is empty (it is
+            # bounded by the body limits), otherwise it could never be delivered at all.
+            over = self._queued_spans + spans > self._max_spans or self._queued_bytes + size > self._max_bytes
+            if over and (self._queued_spans or self._queued_bytes):
                 self._stats["spans_refused_queue_full"] += spans
                 raise QueueFull(
                     f"export queue full ({self._queued_spans} spans, {self._queued_bytes} bytes queued)",

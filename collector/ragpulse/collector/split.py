@@ -10,12 +10,12 @@ the length-delimited frames of ``resource_spans`` → ``scope_spans`` → ``span
 span's bytes verbatim into its trace's message. Per span that is a few varint reads and a slice,
 several times cheaper than copying protobuf sub-messages or ``json_format``.
 
-RAG classification is done on the same bytes: an attribute key is serialized as
-``0x0A <len> <key>`` (``KeyValue.key``, field 1) and an event name as ``0x12 <len> <name>``
-(``Span.Event.name``, field 2), so one compiled regular expression over a span's byte range finds
-the markers of the three conventions (SEMCONV.md) without decoding attributes. A false positive
-needs a string value containing a control byte followed by a marker, and only means a trace is
-kept; nothing RAG can be missed as long as the key is shorter than 128 bytes (always, for these).
+RAG classification is done on the same bytes: a span attribute is serialized as
+``0x4A <len> 0x0A <len> <key> ...`` (``Span.attributes`` → ``KeyValue.key``) and an event name as
+``0x12 <len> <name>`` (``Span.Event.name``), so one compiled regular expression over a span's byte
+range finds the markers of the three conventions (SEMCONV.md) without decoding attributes. A
+false positive needs a string value holding those control bytes before a marker, and only means
+a trace is kept; nothing is missed as long as the key is shorter than 128 bytes (always, here).
 
 References: opentelemetry-proto ``trace/v1/trace.proto`` field numbers; protobuf encoding
 https://protobuf.dev/programming-guides/encoding/.
@@ -23,7 +23,6 @@ https://protobuf.dev/programming-guides/encoding/.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -45,10 +44,37 @@ RAG_MARKERS: tuple[str, ...] = (
     "db.search.result",
 )
 
-# Field 1 (KeyValue.key) or field 2 (Event.name) tag, a one-byte length, then a marker.
-_RAG_RE = re.compile(
-    rb"[\x0a\x12][\x01-\x7f](?:" + b"|".join(re.escape(m.encode()) for m in RAG_MARKERS) + rb")"
-)
+_MARKERS = tuple(m.encode() for m in RAG_MARKERS)
+
+
+def _is_rag_span(buf: bytes, start: int, end: int) -> bool:
+    """Whether the span in ``buf[start:end]`` has a RAG attribute key or event name.
+
+    ``bytes.find`` per marker (C memchr/two-way speed, no decoding), then the bytes before a hit
+    must be the framing of an attribute key or an event name: a span attribute (``Span.attributes``,
+    tag 0x4A) or event attribute (``Event.attributes``, tag 0x1A) is ``tag, KeyValue length, 0x0A,
+    key length, key``; an event name is ``0x12, length, name``. Requiring that framing keeps string
+    *values* that merely start with "llm." (``AnyValue.string_value`` is also tag 0x0A) out.
+    """
+    find = buf.find
+    for marker in _MARKERS:
+        i = find(marker, start, end)
+        while i >= 0:
+            length = buf[i - 1]
+            if len(marker) <= length < 0x80 and i + length <= end:
+                tag = buf[i - 2]
+                if tag == 0x12:
+                    return True
+                if tag == 0x0A:
+                    j = i - 4  # skip the KeyValue length varint backwards: last byte < 0x80
+                    if buf[i - 3] < 0x80:
+                        limit = j - 4
+                        while j > limit and buf[j] >= 0x80:
+                            j -= 1
+                        if buf[j] in (0x4A, 0x1A):
+                            return True
+            i = find(marker, i + 1, end)
+    return False
 
 
 class MalformedRequest(ValueError):
@@ -171,7 +197,6 @@ def _split(buf: bytes, keep_all: bool) -> SplitResult:
     # per resource (resource | scope_spans... | schema_url), per scope (scope | spans... | schema_url).
     resource_heads: list[tuple[list[bytes], list[bytes]]] = []
     scope_heads: list[list[tuple[list[bytes], list[bytes]]]] = []
-    search = _RAG_RE.search
     for number, wire, rs_start, rs_end, _ in _fields(buf, 0, len(buf)):
         if number != 1 or wire != 2:
             continue  # ExportTraceServiceRequest has only resource_spans; pdata drops unknowns too
@@ -200,7 +225,7 @@ def _split(buf: bytes, keep_all: bool) -> SplitResult:
                 if spans is None:
                     spans = traces[trace_id] = []
                 spans.append((ri, si, sframe, sp_end))
-                if not keep_all and trace_id not in rag and search(buf, sp_start, sp_end):
+                if not keep_all and trace_id not in rag and _is_rag_span(buf, sp_start, sp_end):
                     rag.add(trace_id)
     if result.spans_invalid:
         result.invalid_message = (

@@ -1,0 +1,400 @@
+"""The collector end to end on real parts: OpenTelemetry SDK exporters and plain HTTP clients →
+collector → tansu → a kafka-python consumer."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import grpc
+import pytest
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from ragpulse.collector.service import Collector, build_collector
+from tests.collector.conftest import collector_settings, read_records
+from tests.collector.payloads import rag_request
+
+Post = Callable[..., tuple[int, dict[str, str], bytes]]
+
+
+def post(collector: Collector, body: bytes, content_type: str = "application/x-protobuf",
+         headers: dict[str, str] | None = None, path: str = "/v1/traces") -> tuple[int, dict[str, str], bytes]:
+    url = urlsplit(collector.http_endpoint or "")
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        conn.request("POST", path, body=body, headers={"Content-Type": content_type, **(headers or {})})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def traces_of(request: ExportTraceServiceRequest) -> dict[str, dict[bytes, tuple[Any, Any, Any]]]:
+    """trace hex → span id → (resource, scope, span) messages."""
+    out: dict[str, dict[bytes, tuple[Any, Any, Any]]] = {}
+    for rs in request.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                out.setdefault(span.trace_id.hex(), {})[span.span_id] = (rs.resource, ss.scope, span)
+    return out
+
+
+def check_records(records: list[Any], sent: ExportTraceServiceRequest) -> None:
+    """One record per trace, keyed by its 32-hex trace id, holding exactly the sent spans."""
+    expected = traces_of(sent)
+    got: dict[str, dict[bytes, tuple[Any, Any, Any]]] = {}
+    for record in records:
+        key = record.key.decode()
+        assert len(key) == 32 and key == key.lower()
+        value = traces_of(ExportTraceServiceRequest.FromString(record.value))
+        assert list(value) == [key], "one trace per record, matching the key"
+        assert key not in got, "a trace sent in one request becomes one record"
+        got[key] = value[key]
+    assert got == expected
+
+
+def _rag_app(provider: TracerProvider, n: int) -> None:
+    """n RAG requests (HTTP root + OpenInference retriever and LLM) and one health check."""
+    tracer = provider.get_tracer("openinference.instrumentation.langchain", "0.1.28")
+    web = provider.get_tracer("opentelemetry.instrumentation.fastapi", "0.48b0")
+    for i in range(n):
+        with web.start_as_current_span("POST /ask", kind=SpanKind.SERVER, attributes={"http.request.method": "POST"}):
+            with tracer.start_as_current_span("retrieve", attributes={
+                "openinference.span.kind": "RETRIEVER", "input.value": f"question {i}?",
+                "retrieval.documents.0.document.content": "東京の配送は翌日です。",
+            }):
+                pass
+            with tracer.start_as_current_span("ChatOpenAI", attributes={
+                "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini",
+                "llm.output_messages.0.message.content": f"answer {i}",
+            }):
+                pass
+    with web.start_as_current_span("GET /health", kind=SpanKind.SERVER):
+        pass
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_sdk_exporter_to_kafka(make_collector: Callable[..., Collector], protocol: str) -> None:
+    collector = make_collector()
+    if protocol == "http":
+        exporter: Any = HttpSpanExporter(endpoint=collector.http_endpoint, timeout=10)
+    else:
+        exporter = GrpcSpanExporter(endpoint=collector.grpc_endpoint, insecure=True, timeout=10)
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "rag-api", "deployment.environment.name": "test"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    # One export per finished span, as SimpleSpanProcessor does: the root span of each trace
+    # arrives in a later request than its RAG spans and is kept through the recent-trace LRU.
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    _rag_app(provider, 3)
+    provider.shutdown()
+
+    sent = encode_spans(memory.get_finished_spans())
+    rag_sent = ExportTraceServiceRequest()
+    rag_sent.CopyFrom(sent)
+    for rs in rag_sent.resource_spans:  # what the filter must keep: all but the health check
+        for ss in rs.scope_spans:
+            keep = [s for s in ss.spans if s.name != "GET /health"]
+            del ss.spans[:]
+            ss.spans.extend(keep)
+    records = read_records(collector.settings.kafka, expected=9)
+    # SimpleSpanProcessor sends span by span: 9 records (3 per trace), all keyed by trace id.
+    assert len(records) == 9
+    merged: dict[str, dict[bytes, Any]] = {}
+    for r in records:
+        for key, spans in traces_of(ExportTraceServiceRequest.FromString(r.value)).items():
+            assert key == r.key.decode()
+            merged.setdefault(key, {}).update(spans)
+    assert merged == traces_of(rag_sent)
+    stats = collector.stats()
+    assert stats["spans_received"] == 10 and stats["spans_accepted"] == 9
+    assert stats["spans_dropped_non_rag"] == 1 and stats["traces_dropped_non_rag"] == 1
+    assert stats[f"{protocol}_requests"] == 10
+
+
+def test_one_request_many_traces_split_per_trace(make_collector: Callable[..., Collector]) -> None:
+    collector = make_collector()
+    request = rag_request(12, seed=5)
+    status, _, body = post(collector, request.SerializeToString())
+    assert status == 200 and ExportTraceServiceResponse.FromString(body) == ExportTraceServiceResponse()
+    check_records(read_records(collector.settings.kafka, expected=12), request)
+
+
+def test_records_are_lz4_compressed(make_collector: Callable[..., Collector]) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.record import MemoryRecords
+
+    collector = make_collector(producer={"partitions": 1})
+    assert post(collector, rag_request(4, seed=2).SerializeToString())[0] == 200
+    read_records(collector.settings.kafka, expected=4)
+    # Read the raw record batches the broker stores and check their codec attribute.
+    consumer = KafkaConsumer(**collector.settings.kafka.client_kwargs(), enable_auto_commit=False)
+    try:
+        tp = TopicPartition(collector.settings.kafka.topic, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        raw: list[bytes] = []
+        fetcher = consumer._fetcher
+        original = MemoryRecords.__init__
+
+        def capture(self: Any, buffer: bytes) -> None:
+            raw.append(bytes(buffer))
+            original(self, buffer)
+
+        MemoryRecords.__init__ = capture  # type: ignore[method-assign]
+        try:
+            deadline = time.monotonic() + 10
+            while not raw and time.monotonic() < deadline:
+                consumer.poll(timeout_ms=300)
+        finally:
+            MemoryRecords.__init__ = original  # type: ignore[method-assign]
+        assert fetcher is not None and raw
+        codecs = set()
+        for buffer in raw:
+            records = MemoryRecords(buffer)
+            while (batch := records.next_batch()) is not None:
+                codecs.add(batch.compression_type)
+        assert codecs == {3}  # 3 = lz4 in the Kafka record batch attributes
+    finally:
+        consumer.close()
+
+
+def _otlp_json(trace_hex: str, span_hex: str) -> dict[str, Any]:
+    return {
+        "resourceSpans": [{
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "rag-json"}}]},
+            "scopeSpans": [{
+                "scope": {"name": "manual"},
+                "spans": [{
+                    "traceId": trace_hex, "spanId": span_hex, "parentSpanId": "",
+                    "name": "retrieve", "kind": 3,
+                    "startTimeUnixNano": "1763000000000000000", "endTimeUnixNano": "1763000000100000000",
+                    "attributes": [
+                        {"key": "gen_ai.operation.name", "value": {"stringValue": "retrieval"}},
+                        {"key": "gen_ai.request.top_k", "value": {"intValue": "5"}},
+                    ],
+                    "events": [{"timeUnixNano": "1763000000050000000", "name": "db.query.result",
+                                "attributes": [{"key": "db.query.result.id", "value": {"stringValue": "d1"}}]}],
+                    "links": [{"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331"}],
+                    "unknownFieldFromTheFuture": {"ignored": True},
+                }],
+            }],
+        }]
+    }
+
+
+def test_json_and_gzip_requests(make_collector: Callable[..., Collector]) -> None:
+    collector = make_collector()
+    trace_hex, span_hex = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
+    status, headers, body = post(collector, json.dumps(_otlp_json(trace_hex, span_hex)).encode(), "application/json")
+    assert status == 200 and headers["content-type"] == "application/json" and json.loads(body) == {}
+
+    gz_request = rag_request(3, seed=11)
+    status, _, _ = post(collector, gzip.compress(gz_request.SerializeToString()), headers={"Content-Encoding": "gzip"})
+    assert status == 200
+
+    records = read_records(collector.settings.kafka, expected=4)
+    by_key = {r.key.decode(): ExportTraceServiceRequest.FromString(r.value) for r in records}
+    assert set(by_key) == {trace_hex} | {t for t in traces_of(gz_request)}
+    span = by_key.pop(trace_hex).resource_spans[0].scope_spans[0].spans[0]
+    assert span.trace_id.hex() == trace_hex and span.span_id.hex() == span_hex
+    assert span.links[0].trace_id.hex() == "0af7651916cd43dd8448eb211c80319c"
+    assert span.attributes[1].value.int_value == 5 and span.events[0].name == "db.query.result"
+    check_records([r for r in records if r.key.decode() != trace_hex], gz_request)
+
+
+def test_malformed_requests_get_400_and_are_counted(make_collector: Callable[..., Collector]) -> None:
+    collector = make_collector()
+    status, headers, body = post(collector, b"\x0a\xff\xff\xff\x0fgarbage")
+    assert status == 400 and headers["content-type"] == "application/x-protobuf"
+    assert status_pb2.Status.FromString(body).code == code_pb2.INVALID_ARGUMENT
+    status, headers, body = post(collector, b'{"resourceSpans": [', "application/json")
+    assert status == 400 and json.loads(body)["code"] == code_pb2.INVALID_ARGUMENT
+    bad_id = _otlp_json("not-hex-at-all", "eee19b7ec3c1b174")
+    assert post(collector, json.dumps(bad_id).encode(), "application/json")[0] == 400
+    assert post(collector, b"not gzip", headers={"Content-Encoding": "gzip"})[0] == 400
+    assert collector.stats()["requests_malformed"] == 4
+    assert collector.stats()["spans_accepted"] == 0
+
+
+def test_partial_success_for_spans_without_trace_id(make_collector: Callable[..., Collector]) -> None:
+    collector = make_collector()
+    request = rag_request(2, seed=4)
+    bad = request.resource_spans[0].scope_spans[1].spans.add()
+    bad.CopyFrom(request.resource_spans[0].scope_spans[1].spans[0])
+    bad.trace_id = bytes(16)
+    status, _, body = post(collector, request.SerializeToString())
+    response = ExportTraceServiceResponse.FromString(body)
+    assert status == 200 and response.partial_success.rejected_spans == 1
+    assert "trace_id" in response.partial_success.error_message
+    assert collector.stats()["spans_rejected"] == 1
+
+
+def test_size_limits_give_413(make_collector: Callable[..., Collector]) -> None:
+    collector = make_collector(otlp={"max_body_bytes": 64 * 1024, "max_decompressed_bytes": 256 * 1024})
+    status, _, body = post(collector, b"\x00" * (64 * 1024 + 1))
+    assert status == 413 and status_pb2.Status.FromString(body).code == code_pb2.RESOURCE_EXHAUSTED
+    bomb = gzip.compress(b"\x00" * (50 * 1024 * 1024))  # 50 MiB of zeros in ~50 KiB
+    assert len(bomb) < 64 * 1024
+    status, _, _ = post(collector, bomb, headers={"Content-Encoding": "gzip"})
+    assert status == 413
+    assert collector.stats()["http_too_large"] == 2
+    # The connection-level limit leaves the collector healthy.
+    assert post(collector, rag_request(1).SerializeToString())[0] == 200
+
+
+def test_wrong_content_type_or_encoding_gives_415(make_collector: Callable[..., Collector]) -> None:
+    collector = make_collector()
+    assert post(collector, b"x", "text/plain")[0] == 415
+    assert post(collector, b"x", headers={"Content-Encoding": "br"})[0] == 415
+    assert post(collector, b"x", path="/v1/metrics")[0] == 404
+    assert collector.stats()["http_unsupported"] == 2
+
+
+def test_full_queue_gives_429_and_resource_exhausted(make_collector: Callable[..., Collector]) -> None:
+    # A long linger keeps the first request's records queued (unacknowledged) while the second
+    # arrives; the queue holds exactly one request's spans.
+    first = rag_request(3, seed=1)
+    spans = sum(len(ss.spans) for rs in first.resource_spans for ss in rs.scope_spans)
+    collector = make_collector(
+        queue={"max_spans": spans}, producer={"linger_ms": 10_000, "delivery_timeout_ms": 60_000}
+    )
+    assert post(collector, first.SerializeToString())[0] == 200
+    status, headers, body = post(collector, rag_request(1, seed=2).SerializeToString())
+    assert status == 429 and headers["retry-after"] == "2"
+    assert status_pb2.Status.FromString(body).code == code_pb2.RESOURCE_EXHAUSTED
+
+    with grpc.insecure_channel(collector.grpc_endpoint or "") as channel:
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        with pytest.raises(grpc.RpcError) as info:
+            export(rag_request(1, seed=3).SerializeToString(), timeout=10)
+    assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert _retry_delay(info.value) == 2
+    stats = collector.stats()
+    assert stats["queue_spans"] == spans and stats["spans_refused_queue_full"] == 14
+    # Shutdown flushes the lingering request: nothing accepted is lost.
+    collector.shutdown()
+    check_records(read_records(collector.settings.kafka, expected=3), first)
+
+
+def _retry_delay(error: grpc.RpcError) -> int:
+    for key, value in error.trailing_metadata() or ():  # type: ignore[attr-defined]
+        if key == "grpc-status-details-bin":
+            for detail in status_pb2.Status.FromString(value).details:
+                info = error_details_pb2.RetryInfo()
+                if detail.Unpack(info):
+                    return info.retry_delay.seconds
+    return -1
+
+
+def test_kafka_down_gives_503_and_unavailable(kafka_broker: Any) -> None:
+    settings = collector_settings(
+        kafka_broker.bootstrap, "spans_down",
+        producer={"confirm": "ack", "delivery_timeout_ms": 2_000, "linger_ms": 0, "ack_timeout_s": 10},
+    )
+    collector = build_collector(settings).start()
+    try:
+        assert post(collector, rag_request(1).SerializeToString())[0] == 200
+        kafka_broker.shutdown()
+        status, headers, _ = post(collector, rag_request(2, seed=1).SerializeToString())
+        assert status == 503 and headers["retry-after"] == "2"
+        with grpc.insecure_channel(collector.grpc_endpoint or "") as channel:
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+            with pytest.raises(grpc.RpcError) as info:
+                export(rag_request(1, seed=3).SerializeToString(), timeout=10)
+        assert info.value.code() == grpc.StatusCode.UNAVAILABLE and _retry_delay(info.value) == 2
+        stats = collector.stats()
+        assert stats["kafka_unavailable"] == 1 and stats["spans_failed"] > 0
+    finally:
+        collector.shutdown(drain_timeout_s=1.0)
+
+
+def test_non_rag_traces_dropped_or_kept_with_pass_all(make_collector: Callable[..., Collector]) -> None:
+    request = rag_request(10, seed=8, plain_every=2)  # 5 RAG traces, 5 plain ones
+    rag_only = make_collector()
+    assert post(rag_only, request.SerializeToString())[0] == 200
+    records = read_records(rag_only.settings.kafka, expected=5)
+    assert len(records) == 5
+    stats = rag_only.stats()
+    assert stats["traces_dropped_non_rag"] == 5 and stats["spans_dropped_non_rag"] == 15
+
+    everything = make_collector(filter={"mode": "all"})
+    assert post(everything, request.SerializeToString())[0] == 200
+    check_records(read_records(everything.settings.kafka, expected=10), request)
+    assert everything.stats()["traces_dropped_non_rag"] == 0
+
+
+def test_late_root_span_kept_early_plain_span_dropped(make_collector: Callable[..., Collector]) -> None:
+    collector = make_collector()
+    request = rag_request(2, seed=6, services=1)
+    web, rag = request.resource_spans[0].scope_spans
+    roots = ExportTraceServiceRequest()
+    roots.resource_spans.add().CopyFrom(request.resource_spans[0])
+    del roots.resource_spans[0].scope_spans[1]
+    first_rag_only = ExportTraceServiceRequest()
+    first_rag_only.resource_spans.add().CopyFrom(request.resource_spans[0])
+    del first_rag_only.resource_spans[0].scope_spans[0]
+    trace_a = rag.spans[0].trace_id
+    kept = [s for s in first_rag_only.resource_spans[0].scope_spans[0].spans if s.trace_id == trace_a]
+    del first_rag_only.resource_spans[0].scope_spans[0].spans[:]
+    first_rag_only.resource_spans[0].scope_spans[0].spans.extend(kept)
+    assert post(collector, first_rag_only.SerializeToString())[0] == 200  # trace A's RAG spans
+    assert post(collector, roots.SerializeToString())[0] == 200  # roots of A (late) and B (early)
+    records = read_records(collector.settings.kafka, expected=2)
+    assert {r.key for r in records} == {trace_a.hex().encode()}
+    assert sum(len(ExportTraceServiceRequest.FromString(r.value).resource_spans[0].scope_spans[0].spans)
+               for r in records) == 5 + 2
+    assert collector.stats()["traces_dropped_non_rag"] == 1
+    assert len(web.spans) == 4
+
+
+def test_start_then_shutdown_twice(kafka_broker: Any) -> None:
+    settings = collector_settings(kafka_broker.bootstrap, "spans_lifecycle")
+    never_started = build_collector(settings)
+    never_started.shutdown()
+    never_started.shutdown()
+    with pytest.raises(RuntimeError):
+        never_started.start()
+
+    collector = build_collector(settings).start()
+    endpoint = collector.http_endpoint
+    assert endpoint and collector.grpc_endpoint
+    collector.shutdown()
+    collector.shutdown()
+    assert collector.http_endpoint is None
+    with pytest.raises(OSError):  # the port is closed: nothing listens any more
+        url = urlsplit(endpoint)
+        http.client.HTTPConnection(url.hostname, url.port, timeout=2).request("POST", "/v1/traces", body=b"")
+
+
+def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    from ragpulse.collector.config import CollectorSettings
+
+    monkeypatch.setenv("RAGPULSE_KAFKA__BOOTSTRAP_SERVERS", "kafka-1:9092,kafka-2:9092")
+    monkeypatch.setenv("RAGPULSE_OTLP__HTTP_PORT", "14318")
+    monkeypatch.setenv("RAGPULSE_FILTER__MODE", "all")
+    settings = CollectorSettings()
+    assert settings.kafka.servers == ["kafka-1:9092", "kafka-2:9092"]
+    assert settings.otlp.http_port == 14318 and settings.filter.mode == "all"
+    monkeypatch.setenv("RAGPULSE_QUEUE__MAX_SPANS", "-1")
+    with pytest.raises(ValidationError, match="max_spans"):
+        CollectorSettings()

@@ -1,0 +1,130 @@
+"""The byte-level per-trace split and RAG classification, checked against protobuf decoding."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from ragpulse.collector.split import MalformedRequest, split_request
+from tests.collector.payloads import rag_request
+
+
+def _by_trace(req: ExportTraceServiceRequest) -> dict[bytes, list[tuple[bytes, bytes, bytes]]]:
+    """trace id → [(resource bytes + schema, scope bytes + schema, span bytes)] in request order."""
+    out: dict[bytes, list[tuple[bytes, bytes, bytes]]] = {}
+    for rs in req.resource_spans:
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                out.setdefault(span.trace_id, []).append(
+                    (
+                        rs.resource.SerializeToString() + rs.schema_url.encode(),
+                        ss.scope.SerializeToString() + ss.schema_url.encode(),
+                        span.SerializeToString(),
+                    )
+                )
+    return out
+
+
+def test_split_equals_protobuf_grouping() -> None:
+    req = rag_request(40, seed=3, plain_every=5, services=3)
+    for ss in (req.resource_spans[1].scope_spans[0],):
+        ss.schema_url = "https://opentelemetry.io/schemas/1.27.0"
+    expected = _by_trace(req)
+    result = split_request(req.SerializeToString())
+    assert result.spans_total == sum(len(v) for v in expected.values())
+    assert result.spans_invalid == 0
+    assert [r.key for r in result.records] == [t.hex().encode() for t in expected]
+    for record in result.records:
+        got = ExportTraceServiceRequest.FromString(record.value)
+        trace_id = bytes.fromhex(record.key.decode())
+        assert _by_trace(got) == {trace_id: expected[trace_id]}
+        assert record.spans == len(expected[trace_id])
+        # No empty resource/scope groups: exactly what otelcol's SplitTraces emits.
+        assert all(ss.spans for rs in got.resource_spans for ss in rs.scope_spans)
+    # every 5th trace is a plain HTTP+DB trace (no span in the OpenInference scope): not RAG
+    plain = {
+        span.trace_id
+        for rs in req.resource_spans
+        for ss in rs.scope_spans
+        for span in ss.spans
+        if span.name == "GET /health"
+    }
+    assert len(plain) == 8
+    assert {r.key for r in result.records if not r.rag} == {t.hex().encode() for t in plain}
+
+
+def test_single_trace_request_is_forwarded_unchanged() -> None:
+    req = rag_request(1, seed=1)
+    body = req.SerializeToString()
+    (record,) = split_request(body).records
+    assert record.value == body and record.rag and record.spans == 7
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "event"),
+    [
+        ("openinference.span.kind", "RETRIEVER", None),
+        ("openinference.span.kind", "CHAIN", None),
+        ("gen_ai.operation.name", "chat", None),
+        ("gen_ai.retrieval.query.text", "where is my parcel", None),
+        ("traceloop.span.kind", "task", None),
+        ("llm.request.type", "chat", None),
+        ("retrieval.documents.0.document.content", "text", None),
+        (None, None, "db.query.result"),
+        (None, None, "gen_ai.content.prompt"),
+    ],
+)
+def test_rag_conventions_are_detected(key: str | None, value: str | None, event: str | None) -> None:
+    req = ExportTraceServiceRequest()
+    span = req.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = random.randbytes(16), random.randbytes(8), "op"
+    span.attributes.add(key="http.method", value=AnyValue(string_value="POST"))
+    if key:
+        span.attributes.append(KeyValue(key=key, value=AnyValue(string_value=value)))
+    if event:
+        span.events.add(name=event, time_unix_nano=1)
+    other = req.resource_spans[0].scope_spans[0].spans.add()
+    other.trace_id, other.span_id, other.name = random.randbytes(16), random.randbytes(8), "GET /x"
+    other.attributes.add(key="http.route", value=AnyValue(string_value="llm.gen_ai.retrieval. in a value"))
+    other.events.add(name="exception")
+    rag, plain = split_request(req.SerializeToString()).records
+    assert rag.rag and not plain.rag
+    assert all(r.rag for r in split_request(req.SerializeToString(), keep_all=True).records)
+
+
+def test_invalid_trace_ids_are_counted_not_exported() -> None:
+    req = rag_request(2, seed=9)
+    bad = req.resource_spans[0].scope_spans[0].spans.add()
+    bad.CopyFrom(req.resource_spans[0].scope_spans[0].spans[0])
+    bad.trace_id = b"\x00" * 16
+    short = req.resource_spans[0].scope_spans[0].spans.add()
+    short.CopyFrom(bad)
+    short.trace_id = b"\x01" * 8
+    missing = req.resource_spans[0].scope_spans[0].spans.add()
+    missing.CopyFrom(bad)
+    missing.ClearField("trace_id")
+    result = split_request(req.SerializeToString())
+    assert result.spans_invalid == 3 and "trace_id" in result.invalid_message
+    assert len(result.records) == 2 and sum(r.spans for r in result.records) == 14
+
+
+def test_fields_in_any_order_are_handled() -> None:
+    # A span whose trace_id is not the first field (hand-built encoders may do this).
+    span = Span(span_id=b"\x02" * 8, name="x")
+    body = span.SerializeToString() + b"\x0a\x10" + b"\x07" * 16
+    scope = b"\x12" + bytes([len(body)]) + body
+    rs = b"\x12" + bytes([len(scope)]) + scope
+    req = b"\x0a" + bytes([len(rs)]) + rs
+    ExportTraceServiceRequest.FromString(req)  # valid protobuf
+    (record,) = split_request(req).records
+    assert record.key == (b"\x07" * 16).hex().encode()
+
+
+def test_truncated_bytes_raise_malformed() -> None:
+    body = rag_request(3).SerializeToString()
+    with pytest.raises(MalformedRequest):
+        split_request(body[:-7])
