@@ -83,6 +83,10 @@ class OffsetTracker:
         if state is None:
             self.assign(topic, partition)
             state = self._parts[(topic, partition)]
+        if state.next_offset is None and state.committed is None:
+            # The first record after an assignment sits at the position the group resumed from
+            # (its committed offset, or the log start): committing that again is a no-op.
+            state.committed = offset
         ref = RecordRef(topic, partition, offset, state.epoch)
         # Offsets only grow within one assignment; a seek backwards (rebalance replay) comes
         # with a new epoch. Be defensive anyway: a smaller offset restarts the bookkeeping.

@@ -549,7 +549,13 @@ class Scorer:
         gone = {(tp.topic, tp.partition) for tp in revoked}
         if not gone:
             return
-        deadline = self._clock() + self.settings.consumer.revoke_drain_timeout_s
+        c = self.settings.consumer
+        # kafka-python 3 runs this listener on the consumer's network loop, so heartbeats stop
+        # while it blocks: wait at most half a session, and not at all when shutting down
+        # (the drain already waited; what is left is replayed by the next owner).
+        budget = 0.0 if self._stop.is_set() else min(c.revoke_drain_timeout_s,
+                                                      c.session_timeout_ms / 2000.0)
+        deadline = self._clock() + budget
 
         def touches(work: _Work) -> bool:
             return any((r.topic, r.partition) in gone for r in work.refs)

@@ -50,7 +50,9 @@ class ConsumerSettings(BaseModel):
     fetch_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
     commit_interval_s: float = Field(1.0, gt=0.0, le=300.0, description="how often offsets are committed")
     revoke_drain_timeout_s: float = Field(
-        10.0, ge=0.0, description="on rebalance, wait this long for in-flight traces of revoked partitions"
+        2.0, ge=0.0,
+        description="on rebalance, wait this long for in-flight traces of revoked partitions "
+        "(capped at half the session timeout: heartbeats pause meanwhile)",
     )
     dead_letter: bool = Field(True, description="send undecodable records to kafka.dlq_topic")
 

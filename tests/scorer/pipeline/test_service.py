@@ -1,0 +1,211 @@
+"""The scorer service end to end on a real tansu broker and real chDB, with a table judge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ragpulse.scorer.evaluator import Evaluator
+from ragpulse.scorer.pipeline import ScorerError, build_scorer
+from ragpulse.scorer.store import ScoreWriter, WriterSettings
+
+from .conftest import METRICS, GatedJudge, committed, end_offsets, produce, table_judge, wait_for
+from .traffic import RagTrace, encode, make_traces, otelcol_records, rotel_records
+
+
+def rows(client: Any, db: str) -> list[tuple]:
+    return client.query(
+        f"SELECT trace_id, metric, value, status, reason, service, sampling_rate "
+        f"FROM `{db}`.scores FINAL ORDER BY trace_id, metric").result_rows
+
+
+def test_otelcol_keyed_records_become_score_rows_and_offsets_are_committed(
+        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    traces = make_traces(20, unscorable_every=5)
+    produce(kafka_broker_module.bootstrap, topic, otelcol_records(traces))
+    settings = make_settings()
+    svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
+    try:
+        wait_for(lambda: svc.stats()["traces_done"] >= 20, what="20 traces written")
+        ends = end_offsets(kafka_broker_module.bootstrap, topic)
+        wait_for(lambda: committed(kafka_broker_module.bootstrap, settings.consumer.group_id) == ends,
+                 what="offsets committed to the end")
+    finally:
+        svc.shutdown()
+    got = rows(chdb_client, rag_schema.database)
+    assert len(got) == 20 * len(METRICS)
+    assert {r[0] for r in got} == {t.trace_id for t in traces}
+    by_key = {(r[0], r[1]): r for r in got}
+    ok = traces[0].trace_id
+    assert by_key[(ok, "faithfulness")][2] == pytest.approx(0.5)  # 1 of 2 statements supported
+    assert by_key[(ok, "context_precision")][2] == pytest.approx(1.0)
+    assert by_key[(ok, "faithfulness")][5] == traces[0].service
+    unscorable = traces[4].trace_id
+    for m in METRICS:
+        _, _, value, status, reason, _, rate = by_key[(unscorable, m)]
+        assert value is None and status == "null" and reason == "no_contexts" and rate == 1.0
+    st = svc.stats()
+    assert st["traces_unscorable"] == 4 and st["traces_scored"] == 16
+    assert st["records_consumed"] == 20 and st["traces_assembled"] == 20
+
+
+def test_rotel_unkeyed_records_with_many_traces_and_a_trace_split_over_records(
+        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    traces = make_traces(30, seed=7)
+    records = rotel_records(traces[:29], per_record=10)
+    # The last trace's children come in one record and its root in another, on another partition.
+    split = traces[29]
+    spans = split.spans()
+    records.append((None, encode([(split.service, [s for s in spans if s.parent_span_id])])))
+    records.append((None, encode([(split.service, [s for s in spans if not s.parent_span_id])])))
+    for i, rec in enumerate(records):
+        produce(kafka_broker_module.bootstrap, topic, [rec], partition=i % 3)
+    settings = make_settings()
+    svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
+    try:
+        wait_for(lambda: svc.stats()["traces_done"] >= 30, what="30 traces written")
+        wait_for(lambda: sum(committed(kafka_broker_module.bootstrap, settings.consumer.group_id)
+                             .values()) == len(records), what="all records committed")
+    finally:
+        svc.shutdown()
+    got = rows(chdb_client, rag_schema.database)
+    assert {r[0] for r in got} == {t.trace_id for t in traces}
+    assert len(got) == 30 * len(METRICS)
+    st = svc.stats()
+    assert st["traces_assembled"] == 30 and st["traces_timed_out"] == 0 and st["spans_consumed"] == 90
+
+
+def test_undecodable_records_go_to_the_dead_letter_topic_with_reason_headers(
+        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    from kafka import KafkaConsumer
+
+    garbage = b"\xff\xfe definitely not protobuf \x00\x01"
+    produce(kafka_broker_module.bootstrap, topic, [(b"k1", garbage)], partition=1)
+    produce(kafka_broker_module.bootstrap, topic, otelcol_records(make_traces(2, seed=3)), partition=1)
+    settings = make_settings()
+    svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
+    try:
+        wait_for(lambda: svc.stats()["records_dead_lettered"] == 1 and svc.stats()["traces_done"] >= 2,
+                 what="dead letter + 2 traces")
+        wait_for(lambda: committed(kafka_broker_module.bootstrap, settings.consumer.group_id).get(1) == 3,
+                 what="partition 1 committed past the dead letter")
+    finally:
+        svc.shutdown()
+    c = KafkaConsumer(settings.kafka.dlq_topic, bootstrap_servers=kafka_broker_module.bootstrap,
+                      auto_offset_reset="earliest", enable_auto_commit=False, group_id=None)
+    dead: list = []
+    try:
+        wait_for(lambda: bool(dead.extend(r for rs in c.poll(timeout_ms=200).values() for r in rs))
+                 or len(dead) >= 1, what="the dead letter")
+        dead.extend(r for rs in c.poll(timeout_ms=500).values() for r in rs)  # and nothing more
+    finally:
+        c.close()
+    assert len(dead) == 1
+    rec = dead[0]
+    headers = {k: v.decode() for k, v in rec.headers}
+    assert rec.value == garbage and rec.key == b"k1"
+    assert headers["ragpulse.dlq.reason"] == "malformed_protobuf"
+    assert headers["ragpulse.dlq.topic"] == topic
+    assert headers["ragpulse.dlq.partition"] == "1" and headers["ragpulse.dlq.offset"] == "0"
+    assert headers["ragpulse.dlq.group"] == settings.consumer.group_id
+    assert len(rows(chdb_client, rag_schema.database)) == 2 * len(METRICS)
+
+
+class FlakyClient:
+    """A real clickhouse-connect client whose inserts fail while ``failing`` is set."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.failing = True
+        self.refused = 0
+
+    def insert(self, *args: Any, **kw: Any) -> Any:
+        if self.failing:
+            self.refused += 1
+            # Code 210 NETWORK_ERROR: classified retryable by the store.
+            raise ConnectionError("Code: 210. DB::NetException: connection refused (injected)")
+        return self._client.insert(*args, **kw)
+
+
+def test_offsets_are_not_committed_until_clickhouse_acknowledges_the_rows(
+        kafka_broker_module, topic, make_settings, chdb_client, rag_schema):
+    flaky = FlakyClient(chdb_client)
+    w = ScoreWriter(flaky, rag_schema.database,
+                    WriterSettings(flush_interval_s=0.05, retry_initial_backoff_s=0.01,
+                                   retry_max_backoff_s=0.05, retry_deadline_s=0.2))
+    w.start()
+    traces = make_traces(6, seed=11)
+    produce(kafka_broker_module.bootstrap, topic, otelcol_records(traces))
+    settings = make_settings(write={"retry_initial_s": 0.05, "retry_max_s": 0.2})
+    group = settings.consumer.group_id
+    svc = build_scorer(settings, judge=table_judge(), writer=w).start()
+    try:
+        wait_for(lambda: svc.stats()["traces_scored"] == 6 and svc.stats()["write_errors"] >= 2,
+                 what="scored traces whose writes fail")
+        # Several commit intervals have passed while every write failed: nothing is committed.
+        assert committed(kafka_broker_module.bootstrap, group) == {}
+        assert svc.stats()["traces_done"] == 0 and svc.stats()["traces_in_flight"] == 6
+        assert chdb_client.query(f"SELECT count() FROM `{rag_schema.database}`.scores").result_rows[0][0] == 0
+        flaky.failing = False
+        wait_for(lambda: svc.stats()["traces_done"] == 6, what="writes recovered")
+        ends = end_offsets(kafka_broker_module.bootstrap, topic)
+        wait_for(lambda: committed(kafka_broker_module.bootstrap, group) == ends, what="commit after ack")
+    finally:
+        svc.shutdown()
+        w.shutdown(5)
+    assert len(rows(chdb_client, rag_schema.database)) == 6 * len(METRICS)
+    assert flaky.refused >= 2
+
+
+def test_backpressure_pauses_partitions_while_in_flight_is_full(
+        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    judge = GatedJudge()
+    produce(kafka_broker_module.bootstrap, topic, otelcol_records(make_traces(8, seed=5)))
+    settings = make_settings(evaluate={"metrics": list(METRICS), "max_in_flight": 2})
+    evaluator = Evaluator(judge, list(METRICS))
+    svc = build_scorer(settings, evaluator=evaluator, writer=writer).start()
+    try:
+        wait_for(lambda: svc.stats()["paused"] == 1 and judge.waiting == 2, what="paused at 2 in flight")
+        st = svc.stats()
+        assert st["traces_in_flight"] == 2 and st["partitions_paused"] >= 1
+        assert committed(kafka_broker_module.bootstrap, settings.consumer.group_id) == {} or \
+            sum(committed(kafka_broker_module.bootstrap, settings.consumer.group_id).values()) < 8
+        judge.open()
+        wait_for(lambda: svc.stats()["traces_done"] == 8, what="all traces after the gate opened")
+        wait_for(lambda: svc.stats()["paused"] == 0, what="resumed")
+    finally:
+        svc.shutdown()
+    assert len(rows(chdb_client, rag_schema.database)) == 8 * len(METRICS)
+
+
+def test_shutdown_drains_buffered_traces_and_commits(
+        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    # A root-less trace would wait max_wait_s (60 s here); shutdown scores it at once.
+    t = make_traces(1, seed=9)[0]
+    rootless = RagTrace(t.trace_id, t.service, t.question, t.contexts, t.answer, t.start_ns,
+                        with_root=False)
+    produce(kafka_broker_module.bootstrap, topic, otelcol_records([rootless]))
+    settings = make_settings(assembly={"grace_s": 0.3, "max_wait_s": 60.0})
+    svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
+    wait_for(lambda: svc.stats()["traces_buffered"] == 1, what="buffered")
+    svc.shutdown()
+    st = svc.stats()
+    assert st["traces_drained"] == 1 and st["traces_done"] == 1
+    assert sum(committed(kafka_broker_module.bootstrap, settings.consumer.group_id).values()) == 1
+    assert {r[0] for r in rows(chdb_client, rag_schema.database)} == {t.trace_id}
+
+
+def test_start_then_shutdown_twice_and_shutdown_without_start(make_settings, writer):
+    settings = make_settings()
+    svc = build_scorer(settings, judge=table_judge(), writer=writer)
+    svc.shutdown()
+    svc.shutdown()
+    with pytest.raises(ScorerError):
+        svc.start()
+    svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
+    with pytest.raises(ScorerError):
+        svc.start()
+    svc.shutdown()
+    svc.shutdown()
+    assert svc.wait(0) and svc.error is None
