@@ -170,7 +170,10 @@ class SpanDecoder:
             lenient = True
             self._records_lenient += 1
         invalid_before = self._spans_invalid
-        spans = self._walk(msg, self._lenient_text if lenient else self._strict_text)
+        if lenient:
+            spans = self._walk(msg, self._lenient_name, self._lenient_text)
+        else:
+            spans = self._walk(msg, str, self._strict_text)
         if not spans and self._spans_invalid > invalid_before:
             self._records_failed += 1
             raise DecodeError(
@@ -189,27 +192,31 @@ class SpanDecoder:
             return s[: self.limits.max_value_chars] + _TRUNCATION_MARK
         return s
 
+    def _lenient_name(self, b: bytes) -> str:
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            self._invalid_utf8_values += 1
+            return b.decode("utf-8", "replace")
+
     def _lenient_text(self, b: bytes) -> str:
         if len(b) > self.limits.max_value_chars * 4:  # cut before decoding a huge value
             b = b[: self.limits.max_value_chars * 4]
-        try:
-            s = b.decode("utf-8")
-        except UnicodeDecodeError:
-            self._invalid_utf8_values += 1
-            s = b.decode("utf-8", "replace")
-        return self._strict_text(s)
+        return self._strict_text(self._lenient_name(b))
 
-    def _walk(self, msg: Any, text: Callable[[Any], str]) -> list[Span]:
+    def _walk(self, msg: Any, name: Callable[[Any], str], text: Callable[[Any], str]) -> list[Span]:
+        """``name`` converts keys and names (never cut: the record size bounds them); ``text``
+        converts string values (cut at ``max_value_chars``)."""
         out: list[Span] = []
         append = out.append
         max_events = self.limits.max_events
         attrs = self._attrs
         for rs in msg.resource_spans:
-            resource = attrs(rs.resource.attributes, text) if rs.HasField("resource") else {}
+            resource = attrs(rs.resource.attributes, name, text) if rs.HasField("resource") else {}
             for ss in rs.scope_spans:
                 scope = ss.scope
-                scope_name = text(scope.name)
-                scope_version = text(scope.version)
+                scope_name = name(scope.name)
+                scope_version = name(scope.version)
                 for s in ss.spans:
                     tid = s.trace_id
                     sid = s.span_id
@@ -218,44 +225,66 @@ class SpanDecoder:
                         continue
                     pid = s.parent_span_id
                     evs = s.events
-                    if len(evs) > max_events:
-                        self._events_dropped += len(evs) - max_events
-                        evs = evs[:max_events]
+                    if evs:
+                        if len(evs) > max_events:
+                            self._events_dropped += len(evs) - max_events
+                            evs = evs[:max_events]
+                        events = tuple(
+                            [SpanEvent(name(e.name), e.time_unix_nano, attrs(e.attributes, name, text)) for e in evs]
+                        )
+                    else:
+                        events = ()
                     status = s.status
+                    # positional: the field order of Span (fastest NamedTuple construction)
                     append(
                         Span(
-                            trace_id=tid.hex(),
-                            span_id=sid.hex(),
-                            parent_span_id=pid.hex() if len(pid) == 8 and pid != _ZERO_SPAN else None,
-                            name=text(s.name),
-                            kind=s.kind,
-                            start_ns=s.start_time_unix_nano,
-                            end_ns=s.end_time_unix_nano,
-                            status_code=status.code,
-                            status_message=text(status.message),
-                            attributes=attrs(s.attributes, text),
-                            events=tuple(
-                                SpanEvent(text(e.name), e.time_unix_nano, attrs(e.attributes, text))
-                                for e in evs
-                            ),
-                            resource=resource,
-                            scope_name=scope_name,
-                            scope_version=scope_version,
+                            tid.hex(),
+                            sid.hex(),
+                            pid.hex() if len(pid) == 8 and pid != _ZERO_SPAN else None,
+                            name(s.name),
+                            s.kind,
+                            s.start_time_unix_nano,
+                            s.end_time_unix_nano,
+                            status.code,
+                            text(status.message),
+                            attrs(s.attributes, name, text),
+                            events,
+                            resource,
+                            scope_name,
+                            scope_version,
                         )
                     )
         return out
 
-    def _attrs(self, kvs: Any, text: Callable[[Any], str]) -> dict[str, AttrValue]:
+    def _attrs(self, kvs: Any, name: Callable[[Any], str], text: Callable[[Any], str]) -> dict[str, AttrValue]:
         n = len(kvs)
         if not n:
             return {}
         if n > self.limits.max_attributes:
             self._attributes_dropped += n - self.limits.max_attributes
             kvs = kvs[: self.limits.max_attributes]
-        value = self._value
-        return {text(kv.key): value(kv.value, text, 0) for kv in kvs}
+        strict = name is str
+        max_chars = self.limits.max_value_chars
+        out: dict[str, AttrValue] = {}
+        # The scalar cases are inlined: this loop runs for every attribute of every span.
+        for kv in kvs:
+            key = kv.key if strict else name(kv.key)
+            v = kv.value
+            which = v.WhichOneof("value")
+            if which == "string_value":
+                sv = v.string_value
+                out[key] = sv if strict and len(sv) <= max_chars else text(sv)
+            elif which == "int_value":
+                out[key] = v.int_value
+            elif which == "double_value":
+                out[key] = v.double_value
+            elif which == "bool_value":
+                out[key] = v.bool_value
+            else:
+                out[key] = self._value(v, name, text, 0)
+        return out
 
-    def _value(self, v: Any, text: Callable[[Any], str], depth: int) -> AttrValue:
+    def _value(self, v: Any, name: Callable[[Any], str], text: Callable[[Any], str], depth: int) -> AttrValue:
         which = v.WhichOneof("value")
         if which == "string_value":
             return text(v.string_value)
@@ -281,8 +310,8 @@ class SpanDecoder:
             self._values_truncated += 1
             items = items[: self.limits.max_array_items]
         if which == "array_value":
-            return tuple(self._value(x, text, depth + 1) for x in items)
-        return {text(kv.key): self._value(kv.value, text, depth + 1) for kv in items}
+            return tuple([self._value(x, name, text, depth + 1) for x in items])
+        return {name(kv.key): self._value(kv.value, name, text, depth + 1) for kv in items}
 
 
 def group_by_trace(spans: Iterable[Span]) -> dict[str, list[Span]]:
