@@ -65,8 +65,11 @@ _TRANSPORT_PARAMS = frozenset({
 })
 _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TRAILING_FORMAT = re.compile(r"\bFORMAT\s+([A-Za-z0-9_]+)\s*;?\s*$", re.IGNORECASE)
+# Bytes, not str: the data after the statement is binary, and str patterns treat \x1c-\x1f as
+# whitespace (a Native block of 28 columns starts with \x1c). Only blanks may follow the format
+# name before the newline that starts the data.
 _INSERT_FORMAT = re.compile(
-    r"^\s*(INSERT\s+INTO\s+.+?)\s+FORMAT\s+([A-Za-z0-9_]+)\s*(?:\r?\n|$)", re.IGNORECASE | re.DOTALL)
+    rb"^\s*(INSERT\s+INTO\s+.+?)\s+FORMAT\s+([A-Za-z0-9_]+)[ \t]*(?:\r?\n|$)", re.IGNORECASE | re.DOTALL)
 _CODE = re.compile(r"Code:\s*(\d+)")
 
 _CONTENT_TYPES = {
@@ -135,17 +138,40 @@ def _decompress(data: bytes, encoding: str) -> bytes:
         return gzip.decompress(data)
     if enc == "deflate":
         return zlib.decompress(data)
+    # Streaming clients (clickhouse-connect inserts) send one compressed frame per block, so
+    # a body is a concatenation of frames: decode until nothing is left.
     if enc == "lz4":
         import lz4.frame
 
-        return lz4.frame.decompress(data)
+        out = []
+        while data:
+            d = lz4.frame.LZ4FrameDecompressor()
+            out.append(d.decompress(data))
+            if not d.eof:
+                raise _HttpError(400, 1, "truncated lz4 frame in request body")
+            data = d.unused_data
+        return b"".join(out)
     if enc == "zstd":
         try:
             import zstandard
         except ImportError as exc:
             raise _HttpError(415, 1, "zstd request bodies need the zstandard package") from exc
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+        out = []
+        while data:
+            z = zstandard.ZstdDecompressor().decompressobj()
+            out.append(z.decompress(data))
+            data = z.unused_data
+        return b"".join(out)
     raise _HttpError(415, 1, f"unsupported Content-Encoding {encoding!r}")
+
+
+def _decode_body(data: bytes, encoding: str) -> bytes:
+    try:
+        return _decompress(data, encoding)
+    except _HttpError:
+        raise
+    except Exception as exc:  # corrupt gzip/lz4/zstd: the client's fault, not a 500
+        raise _HttpError(400, 1, f"cannot decode {encoding} request body: {exc}") from exc
 
 
 def _quote(value: str) -> str:
@@ -286,21 +312,20 @@ class ClickHouseHttpFacade:
         settings = {k: v for k, v in params.items()
                     if k not in _TRANSPORT_PARAMS and not k.startswith("param_")}
         data: bytes | None = None
+        insert: re.Match[bytes] | None = None
         if body:
-            m = _INSERT_FORMAT.match(query) if query else None
-            if m is not None:
-                data = _decompress(body, content_encoding)
+            insert = _INSERT_FORMAT.match(query.encode()) if query else None
+            if insert is not None:
+                data = _decode_body(body, content_encoding)
             else:
-                text = _decompress(body, content_encoding)
-                joined = (query + "\n" if query else "").encode() + text
-                m = _INSERT_FORMAT.match(joined.decode("utf-8", "replace"))
-                if m is not None:
+                joined = (query.encode() + b"\n" if query else b"") + _decode_body(body, content_encoding)
+                insert = _INSERT_FORMAT.match(joined)
+                if insert is not None:
                     # INSERT … FORMAT X<newline><data> in one body: split at the statement's end.
-                    head = len(m.group(0).encode("utf-8"))
-                    query, data = joined[:head].decode(), joined[head:]
+                    data = joined[insert.end():]
                 else:
                     query = joined.decode("utf-8", "replace")
-        if not query.strip():
+        if data is None and not query.strip():
             raise _HttpError(400, 62, "Empty query. (SYNTAX_ERROR)")
         conn = chdb.connect(self.path)
         tmp_path = None
@@ -316,10 +341,8 @@ class ClickHouseHttpFacade:
                 conn.query(f"SET {k} = {_quote(v)}", "TabSeparated")
             if self.settings.readonly:
                 conn.query("SET readonly = 1", "TabSeparated")
-            if data is not None:
-                m = _INSERT_FORMAT.match(query)
-                assert m is not None
-                target, in_fmt = m.group(1), m.group(2)
+            if data is not None and insert is not None:
+                target, in_fmt = insert.group(1).decode("utf-8", "replace"), insert.group(2).decode()
                 with tempfile.NamedTemporaryFile(prefix="ragpulse-ins-", suffix=".bin",
                                                  delete=False) as f:
                     f.write(data)

@@ -1,0 +1,238 @@
+"""The ClickHouse-HTTP facade, driven by the real clickhouse-connect HTTP client and raw HTTP."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import clickhouse_connect
+import pytest
+from clickhouse_connect.driver.exceptions import DatabaseError
+
+from ragpulse.scorer.store import (
+    ClickHouseHttpFacade,
+    FacadeSettings,
+    ScoreWriter,
+    WriterSettings,
+    build_facade,
+    init_schema,
+    read_owner,
+)
+
+from .helpers import rows
+
+
+@pytest.fixture(scope="module")
+def facade(chdb_dir: Path, chdb_client: Any) -> Iterator[ClickHouseHttpFacade]:
+    f = build_facade(str(chdb_dir), FacadeSettings(advertise=False))
+    f.start()
+    yield f
+    f.shutdown()
+
+
+@pytest.fixture
+def http_client(facade: ClickHouseHttpFacade) -> Iterator[Any]:
+    c = clickhouse_connect.get_client(host="127.0.0.1", port=facade.port)
+    yield c
+    c.close()
+
+
+def _raw(url: str, data: bytes | None = None, headers: dict[str, str] | None = None,
+         method: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def test_client_connects_and_gets_typed_results(http_client: Any, chdb_client: Any) -> None:
+    assert http_client.server_version == chdb_client.server_version
+    res = http_client.query(
+        "SELECT toUInt64(42) AS n, 'x''y' AS s, toDateTime64('2026-11-20 12:00:00.250', 3, 'UTC') AS t, "
+        "[1.5, 2.5] AS arr, map('a', toUInt32(1)) AS m, toLowCardinality('lc') AS lc, "
+        "CAST(NULL AS Nullable(Float64)) AS nul, toFixedString('ab', 2) AS fs")
+    assert res.column_names == ("n", "s", "t", "arr", "m", "lc", "nul", "fs")
+    n, s, t, arr, m, lc, nul, fs = res.result_rows[0]
+    assert (n, s, arr, m, lc, nul) == (42, "x'y", [1.5, 2.5], {"a": 1}, "lc", None)
+    assert t.replace(tzinfo=timezone.utc) == datetime(2026, 11, 20, 12, 0, 0, 250000, tzinfo=timezone.utc)
+    assert fs in (b"ab", "ab")
+    assert http_client.command("SELECT 1 + 1") == 2
+
+
+def test_parameters_server_and_client_side(http_client: Any) -> None:
+    hostile = "'; DROP TABLE x; -- \\ \" {y}"
+    assert http_client.query("SELECT {a:String}", parameters={"a": hostile}).result_rows == [(hostile,)]
+    assert http_client.query("SELECT %(a)s", parameters={"a": hostile}).result_rows == [(hostile,)]
+
+
+def test_reads_scores_written_in_process(facade: ClickHouseHttpFacade, http_client: Any,
+                                         rag_schema: Any, chdb_client: Any) -> None:
+    db = rag_schema.database
+    w = ScoreWriter(chdb_client, db, WriterSettings(flush_interval_s=0.01))
+    w.start()
+    w.write(rows(3))
+    w.shutdown()
+    got = http_client.query(
+        f"SELECT metric, count(), avg(value) FROM `{db}`.scores FINAL GROUP BY metric ORDER BY metric"
+    ).result_rows
+    assert got == [("answer_relevancy", 3, None), ("faithfulness", 3, 0.75)]
+    # The database parameter works too, as for a server.
+    c = clickhouse_connect.get_client(host="127.0.0.1", port=facade.port, database=db)
+    assert c.command("SELECT count() FROM scores") == 6
+    df_rows = c.query("SELECT trace_id, ts FROM scores_dedup ORDER BY trace_id LIMIT 1").result_rows
+    assert df_rows[0][0] == f"{0:032x}"
+    c.close()
+
+
+def test_inserts_through_the_facade(http_client: Any, rag_schema: Any, chdb_client: Any) -> None:
+    db = rag_schema.database
+    # The writer works unchanged over an HTTP client (chunked, lz4-compressed Native inserts).
+    w = ScoreWriter(http_client, db, WriterSettings(flush_interval_s=0.01))
+    w.start()
+    try:
+        assert w.write(rows(5), timeout_s=30).rows == 10
+    finally:
+        w.shutdown()
+    assert chdb_client.command(f"SELECT count() FROM `{db}`.scores") == 10
+    assert chdb_client.command(f"SELECT sum(rows) FROM `{db}`.scores_1m") == 10
+    # Uncompressed and gzip-compressed clients too.
+    for compress in (False, "gzip"):
+        c = clickhouse_connect.get_client(host="127.0.0.1", port=http_client.url.rsplit(":", 1)[1],
+                                          compress=compress)
+        c.command(f"CREATE TABLE IF NOT EXISTS `{db}`.t_{compress or 'plain'} (a UInt32, s String) "
+                  "ENGINE = MergeTree ORDER BY a")
+        c.insert(f"t_{compress or 'plain'}", [[1, "x'y"], [2, "\\"]], database=db)
+        assert c.query(f"SELECT * FROM `{db}`.t_{compress or 'plain'} ORDER BY a").result_rows == \
+            [(1, "x'y"), (2, "\\")]
+        c.close()
+
+
+def test_errors_look_like_clickhouse(http_client: Any, facade: ClickHouseHttpFacade) -> None:
+    with pytest.raises(DatabaseError, match="UNKNOWN_DATABASE|Code: 81"):
+        http_client.query("SELECT * FROM no_such_db.t")
+    status, headers, body = _raw(f"{facade.url}/?query=SELECT%20*%20FROM%20system.no_such_table")
+    assert status == 404 and headers["X-ClickHouse-Exception-Code"] == "60"
+    assert body.startswith(b"Code: 60. DB::Exception:")
+    status, headers, _ = _raw(f"{facade.url}/?query=SELEC%201")
+    assert status == 400 and headers["X-ClickHouse-Exception-Code"] == "62"
+
+
+def test_raw_http_surface(facade: ClickHouseHttpFacade) -> None:
+    u = facade.url
+    assert _raw(f"{u}/ping")[2] == b"Ok.\n" and _raw(f"{u}/")[2] == b"Ok.\n"
+    status, headers, body = _raw(f"{u}/?query=SELECT%201%2C%20%27a%27")
+    assert (status, body) == (200, b"1\ta\n")  # TabSeparated by default
+    assert headers["X-ClickHouse-Format"] == "TabSeparated" and "X-ClickHouse-Query-Id" in headers
+    assert "read_rows" in json.loads(headers["X-ClickHouse-Summary"])
+    # Query in the body, a FORMAT clause, default_format, settings and params as URL parameters.
+    _, h, body = _raw(f"{u}/", b"SELECT number FROM numbers(3) FORMAT JSONEachRow")
+    assert body.splitlines() == [b'{"number":"0"}', b'{"number":"1"}', b'{"number":"2"}'] or \
+        body.splitlines() == [b'{"number":0}', b'{"number":1}', b'{"number":2}']
+    assert h["X-ClickHouse-Format"] == "JSONEachRow"
+    _, h, body = _raw(f"{u}/?default_format=JSONCompact&max_threads=1&param_x=7",
+                      b"SELECT {x:UInt8} * 6 AS v")
+    assert json.loads(body)["data"] == [[42]] and h["Content-Type"].startswith("application/json")
+    # URL part first, then the body, as the server concatenates them.
+    _, _, body = _raw(f"{u}/?query=SELECT", b" 5")
+    assert body == b"5\n"
+    # GET is read-only, as on the server.
+    status, _, body = _raw(f"{u}/?query=CREATE%20DATABASE%20nope_ro")
+    assert status != 200 and b"readonly" in body.lower()
+    # Bodies can be compressed.
+    _, _, body = _raw(f"{u}/", gzip.compress(b"SELECT 'zipped'"), {"Content-Encoding": "gzip"})
+    assert body == b"zipped\n"
+    status, h, body = _raw(f"{u}/?query=SELECT%201", b"", {"Content-Encoding": "br"}, "POST")
+    assert status == 200  # an empty body needs no decoding
+    status, _, body = _raw(f"{u}/?compress=1&query=SELECT%201")
+    assert status == 400 and b"not supported" in body
+
+
+def test_body_limit(chdb_dir: Path, chdb_client: Any) -> None:
+    f = build_facade(str(chdb_dir), FacadeSettings(max_body_bytes=1024, advertise=False))
+    f.start()
+    try:
+        status, headers, body = _raw(f"{f.url}/", b"SELECT '" + b"x" * 5000 + b"'")
+        assert status == 413 and b"max_body_bytes" in body
+    finally:
+        f.shutdown()
+
+
+def test_auth(chdb_dir: Path, chdb_client: Any) -> None:
+    f = build_facade(str(chdb_dir), FacadeSettings(username="ops", password="s3cr3t", token="tok",
+                                                    advertise=False))
+    f.start()
+    try:
+        q = f"{f.url}/?query=SELECT%201"
+        assert _raw(q)[0] == 401
+        assert _raw(f"{f.url}/ping")[0] == 200  # health checks need no credentials
+        basic = base64.b64encode(b"ops:s3cr3t").decode()
+        assert _raw(q, headers={"Authorization": f"Basic {basic}"})[2] == b"1\n"
+        wrong = base64.b64encode(b"ops:nope").decode()
+        status, headers, _ = _raw(q, headers={"Authorization": f"Basic {wrong}"})
+        assert status == 401 and headers["X-ClickHouse-Exception-Code"] == "516"
+        assert _raw(q, headers={"Authorization": "Bearer tok"})[2] == b"1\n"
+        assert _raw(q, headers={"X-ClickHouse-User": "ops", "X-ClickHouse-Key": "s3cr3t"})[0] == 200
+        c = clickhouse_connect.get_client(host="127.0.0.1", port=f.port, username="ops", password="s3cr3t")
+        assert c.command("SELECT 3") == 3
+        c.close()
+        with pytest.raises(Exception, match="516|Authentication"):
+            clickhouse_connect.get_client(host="127.0.0.1", port=f.port, username="ops", password="x")
+        assert f.stats()["refused_auth"] >= 3
+    finally:
+        f.shutdown()
+
+
+def test_readonly_facade_refuses_writes(chdb_dir: Path, rag_schema: Any) -> None:
+    f = build_facade(str(chdb_dir), FacadeSettings(readonly=True, advertise=False))
+    f.start()
+    try:
+        c = clickhouse_connect.get_client(host="127.0.0.1", port=f.port)
+        assert c.command(f"SELECT count() FROM `{rag_schema.database}`.scores") == 0
+        with pytest.raises(DatabaseError, match="readonly|READONLY|Code: 164"):
+            c.command(f"DROP TABLE `{rag_schema.database}`.scores")
+        c.close()
+    finally:
+        f.shutdown()
+
+
+def test_lifecycle_and_owner_file(chdb_dir: Path, chdb_client: Any) -> None:
+    f = build_facade(str(chdb_dir))
+    f.shutdown()  # safe without start
+    f.shutdown()
+    with pytest.raises(RuntimeError):
+        f.start()  # refuses new work after shutdown
+    g = build_facade(str(chdb_dir))
+    g.start()
+    url = g.url
+    try:
+        owner = read_owner(str(chdb_dir))
+        assert owner is not None and owner.url == g.url
+        with pytest.raises(RuntimeError):
+            g.start()
+    finally:
+        g.shutdown()
+        g.shutdown()
+    assert read_owner(str(chdb_dir)) is None
+    with pytest.raises(OSError):
+        _raw(f"{url}/ping")
+
+
+def test_schema_init_through_the_facade(http_client: Any, chdb_client: Any) -> None:
+    from ragpulse.scorer.store import SchemaSettings
+
+    s = SchemaSettings(database="rag_h6_http_init")
+    try:
+        assert init_schema(http_client, s).after >= 5
+        assert init_schema(http_client, s).applied == []
+        assert chdb_client.command("SELECT count() FROM rag_h6_http_init.schema_migrations FINAL") >= 5
+    finally:
+        chdb_client.command("DROP DATABASE IF EXISTS rag_h6_http_init SYNC")

@@ -1,0 +1,275 @@
+"""ScoreWriter against real chDB: batching, acknowledgement, retries, backpressure, lifecycle."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+import pytest
+from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
+
+from ragpulse.scorer.store import (
+    PermanentStoreError,
+    RetryableStoreError,
+    ScoreRow,
+    ScoreWriter,
+    WriterClosed,
+    WriterFull,
+    WriterSettings,
+    build_health_writer,
+    is_retryable,
+)
+from ragpulse.scorer.store.rows import HealthRow
+
+from .helpers import T0, FlakyClient, GatedClient, rows
+
+FAST = dict(retry_initial_backoff_s=0.01, retry_max_backoff_s=0.05)
+
+
+def _count(client: Any, db: str, final: bool = True) -> int:
+    return int(client.command(f"SELECT count() FROM `{db}`.scores{' FINAL' if final else ''}"))
+
+
+def test_batches_by_rows(rag_schema: Any, chdb_client: Any) -> None:
+    db = rag_schema.database
+    spy = FlakyClient(chdb_client, 0, RuntimeError())
+    # A long interval: only the row threshold can trigger inserts before shutdown.
+    w = ScoreWriter(spy, db, WriterSettings(batch_rows=4, flush_interval_s=300))
+    w.start()
+    futs = [w.submit(rows(1, start=i)) for i in range(6)]  # 6 submissions x 2 rows
+    acks = [f.result(30) for f in futs]
+    w.shutdown()
+    assert [a.rows for a in acks] == [2] * 6
+    assert spy.batch_sizes == [4, 4, 4]
+    assert _count(chdb_client, db) == 12
+    st = w.stats()
+    assert (st["rows_submitted"], st["rows_written"], st["batches_written"], st["pending_rows"]) \
+        == (12, 12, 3, 0)
+
+
+def test_batches_by_interval(rag_schema: Any, chdb_client: Any) -> None:
+    w = ScoreWriter(chdb_client, rag_schema.database,
+                    WriterSettings(batch_rows=10_000, flush_interval_s=0.05))
+    w.start()
+    try:
+        # Far below batch_rows: only the interval can flush it.
+        assert w.submit(rows(1)).result(30).rows == 2
+    finally:
+        w.shutdown()
+    assert _count(chdb_client, rag_schema.database) == 2
+
+
+def test_ack_only_after_clickhouse_acknowledged(rag_schema: Any, chdb_client: Any) -> None:
+    db = rag_schema.database
+    gated = GatedClient(chdb_client)
+    w = ScoreWriter(gated, db, WriterSettings(flush_interval_s=0.01))
+    w.start()
+    try:
+        fut = w.submit(rows(3))
+        assert gated.entered.wait(30)
+        # The insert is in progress but not acknowledged: the caller must not commit yet.
+        assert not fut.done() and _count(chdb_client, db) == 0
+        assert w.stats()["pending_rows"] == 6
+        gated.gate.set()
+        assert fut.result(30).rows == 6
+        assert _count(chdb_client, db) == 6  # visible the moment the ack arrived
+    finally:
+        gated.gate.set()
+        w.shutdown()
+
+
+def test_retries_retryable_errors_then_acks(rag_schema: Any, chdb_client: Any) -> None:
+    db = rag_schema.database
+    flaky = FlakyClient(chdb_client, 2, OperationalError("connection reset by peer"))
+    w = ScoreWriter(flaky, db, WriterSettings(flush_interval_s=0.01, **FAST))
+    w.start()
+    try:
+        ack = w.write(rows(2), timeout_s=30)
+    finally:
+        w.shutdown()
+    assert ack.rows == 4 and ack.attempts == 3
+    st = w.stats()
+    assert (st["insert_retries"], st["insert_errors"], st["rows_written"]) == (2, 2, 4)
+    assert _count(chdb_client, db, final=False) == 4
+
+
+def test_retried_identical_insert_is_deduplicated(rag_schema: Any, chdb_client: Any) -> None:
+    """The insert succeeded but the ack was lost: the retry must not double the rollup."""
+    db = rag_schema.database
+
+    class LostAck:
+        calls = 0
+
+        def insert(self, table: str, data: Any, **kw: Any) -> Any:
+            LostAck.calls += 1
+            chdb_client.insert(table, data, **kw)
+            if LostAck.calls == 1:
+                raise OperationalError("read timed out")  # after the server wrote it
+
+    w = ScoreWriter(LostAck(), db, WriterSettings(flush_interval_s=0.01, **FAST))
+    w.start()
+    try:
+        assert w.write(rows(3), timeout_s=30).attempts == 2
+    finally:
+        w.shutdown()
+    assert _count(chdb_client, db, final=False) == 6
+    assert chdb_client.command(f"SELECT sum(rows) FROM `{db}`.scores_1m") == 6
+
+
+def test_permanent_error_surfaces_without_retry(rag_schema: Any, chdb_client: Any) -> None:
+    bad = FlakyClient(chdb_client, 99, DatabaseError("Code: 53. DB::Exception: Type mismatch"))
+    w = ScoreWriter(bad, rag_schema.database, WriterSettings(flush_interval_s=0.01, **FAST))
+    w.start()
+    try:
+        with pytest.raises(PermanentStoreError, match="Type mismatch"):
+            w.write(rows(1), timeout_s=30)
+    finally:
+        w.shutdown()
+    assert bad.calls == 1
+    assert w.stats()["rows_failed"] == 2 and w.stats()["insert_retries"] == 0
+
+
+def test_bad_submission_does_not_fail_its_batch_neighbours(rag_schema: Any, chdb_client: Any) -> None:
+    db = rag_schema.database
+    good = rows(2)
+    r = rows(1, start=50)[0]
+    # A row that cannot be serialised (negative UInt32 in the counts map): a permanent error.
+    poison = ScoreRow(**{**{f: getattr(r, f) for f in r.__slots__}, "counts": {"x": -5}})
+    gated = GatedClient(chdb_client)
+    w = ScoreWriter(gated, db, WriterSettings(flush_interval_s=0.01))
+    w.start()
+    try:
+        first = w.submit(rows(1, start=70))  # occupies the thread while the others queue up
+        assert gated.entered.wait(30)
+        f_good, f_bad = w.submit(good), w.submit([poison])
+        gated.gate.set()
+        first.result(30)
+        assert f_good.result(30).rows == 4
+        with pytest.raises(PermanentStoreError):
+            f_bad.result(30)
+    finally:
+        gated.gate.set()
+        w.shutdown()
+    assert _count(chdb_client, db) == 6
+
+
+def test_gives_up_at_the_deadline_with_a_retryable_error(rag_schema: Any, chdb_client: Any) -> None:
+    down = FlakyClient(chdb_client, 10**9, OperationalError("connection refused"))
+    w = ScoreWriter(down, rag_schema.database,
+                    WriterSettings(flush_interval_s=0.01, retry_deadline_s=0.2, **FAST))
+    w.start()
+    try:
+        with pytest.raises(RetryableStoreError, match="deadline"):
+            w.write(rows(1), timeout_s=30)
+    finally:
+        w.shutdown()
+    assert down.calls >= 2 and w.stats()["rows_failed"] == 2
+
+
+def test_backpressure_when_pending_is_full(rag_schema: Any, chdb_client: Any) -> None:
+    gated = GatedClient(chdb_client)
+    w = ScoreWriter(gated, rag_schema.database,
+                    WriterSettings(batch_rows=2, max_pending_rows=4, flush_interval_s=0.01))
+    w.start()
+    try:
+        a = w.submit(rows(1))               # 2 rows, goes into the (held) insert
+        assert gated.entered.wait(30)
+        b = w.submit(rows(1, start=1))      # 2 more: 4 held, the limit
+        with pytest.raises(WriterFull):
+            w.submit(rows(1, start=2))
+        assert isinstance(WriterFull("x"), RetryableStoreError)
+        assert w.stats()["rows_refused"] == 2
+        with pytest.raises(ValueError, match="max_pending_rows"):
+            w.submit(rows(3, start=10))     # can never fit
+        gated.gate.set()
+        a.result(30), b.result(30)
+        # Room again once acknowledged.
+        assert w.submit(rows(1, start=2)).result(30).rows == 2
+    finally:
+        gated.gate.set()
+        w.shutdown()
+
+
+def test_lifecycle(rag_schema: Any, chdb_client: Any) -> None:
+    never = ScoreWriter(chdb_client, rag_schema.database)
+    never.shutdown()
+    never.shutdown()  # safe without start, idempotent
+    with pytest.raises(WriterClosed):
+        never.submit(rows(1))
+    with pytest.raises(RuntimeError):
+        never.start()
+
+    w = ScoreWriter(chdb_client, rag_schema.database, WriterSettings(flush_interval_s=300))
+    with pytest.raises(WriterClosed):
+        w.submit(rows(1))  # not started
+    w.start()
+    fut = w.submit(rows(2))
+    w.shutdown()  # flushes what is pending although the interval has not passed
+    assert fut.result(0).rows == 4
+    w.shutdown()
+    with pytest.raises(WriterClosed):
+        w.submit(rows(1))
+    assert _count(chdb_client, rag_schema.database) == 4
+
+
+def test_shutdown_timeout_abandons_retries(rag_schema: Any, chdb_client: Any) -> None:
+    down = FlakyClient(chdb_client, 10**9, OperationalError("connection refused"))
+    w = ScoreWriter(down, rag_schema.database,
+                    WriterSettings(flush_interval_s=0.01, retry_initial_backoff_s=0.05,
+                                   retry_max_backoff_s=0.1, retry_deadline_s=3600))
+    w.start()
+    fut = w.submit(rows(1))
+    w.shutdown(timeout_s=0.2)
+    with pytest.raises(RetryableStoreError, match="shutdown"):
+        fut.result(0)
+
+
+def test_concurrent_submitters(rag_schema: Any, chdb_client: Any) -> None:
+    w = ScoreWriter(chdb_client, rag_schema.database, WriterSettings(batch_rows=50, flush_interval_s=0.05))
+    w.start()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(4) as ex:
+            futs = list(ex.map(lambda i: w.submit(rows(5, start=i * 5)), range(20)))
+        assert sum(f.result(30).rows for f in futs) == 200
+    finally:
+        w.shutdown()
+    assert _count(chdb_client, rag_schema.database) == 200
+
+
+def test_health_writer(rag_schema: Any, chdb_client: Any) -> None:
+    db = rag_schema.database
+    w = build_health_writer(chdb_client, db, WriterSettings(flush_interval_s=0.01))
+    w.start()
+    try:
+        mk = lambda v, at: HealthRow(T0, "scorer", "h:1", "traces_assembled", "", "counter", v, at)  # noqa: E731
+        w.write([mk(5.0, T0), HealthRow(T0, "scorer", "h:1", "unscorable", "no_answer", "counter", 2, T0)])
+        # Re-flushing the same minute later overwrites it (ReplacingMergeTree on written_at).
+        w.write([mk(9.0, T0.replace(second=30))])
+    finally:
+        w.shutdown()
+    got = chdb_client.query(f"SELECT name, label, value FROM `{db}`.pipeline_health FINAL "
+                            "ORDER BY name").result_rows
+    assert got == [("traces_assembled", "", 9.0), ("unscorable", "no_answer", 2.0)]
+
+
+def test_error_classification() -> None:
+    assert is_retryable(OperationalError("connection refused"))
+    assert is_retryable(ConnectionResetError())
+    assert is_retryable(DatabaseError("Code: 252. DB::Exception: Too many parts"))
+    assert is_retryable(DatabaseError("HTTP 503 ... Code: 202. DB::Exception: Too many simultaneous"))
+    assert not is_retryable(DatabaseError("Code: 60. DB::Exception: Unknown table"))
+    assert not is_retryable(OperationalError("Code: 516. Authentication failed"))
+    assert not is_retryable(TypeError("bad value"))
+
+
+def test_settings_validation() -> None:
+    with pytest.raises(ValueError):
+        WriterSettings(batch_rows=10, max_pending_rows=5)
+    with pytest.raises(ValueError):
+        WriterSettings(flush_interval_s=0)
+    with pytest.raises(ValueError):
+        ScoreWriter(object(), "bad-db")  # type: ignore[arg-type]
+    with pytest.raises(Exception):
+        WriterSettings().batch_rows = 3  # frozen
+
+
