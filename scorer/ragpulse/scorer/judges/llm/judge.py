@@ -26,7 +26,7 @@ from typing import Any
 import openai
 
 from ...embeddings import Embedder, USEEmbedder
-from ...model import ZERO_COST, Cost, Fact, Finding, Reason, Sample
+from ...model import ZERO_COST, Cost, Fact, Finding, Reason, Sample, status_of
 from ...stats import cosine
 from ..base import Needs
 from .limits import AdaptiveRateLimiter, TokenBudget, estimate_prompt_tokens, parse_retry_after
@@ -224,7 +224,8 @@ class LLMJudge:
         await asyncio.gather(decompose_then_assess(dec), *others)
         findings = await self._findings(sample, needs, inputs, results, ledger)
         for f in findings.values():
-            if f.reason is not None and f.reason not in (Reason.NO_STATEMENTS,):
+            # Count judge trouble, not facts undefined for this sample (no contexts, ...).
+            if f.reason is not None and status_of(f.reason) in ("error", "skipped"):
                 self.stats.errors_by_reason[f.reason.value] += 1
                 if f.reason is Reason.BUDGET_EXHAUSTED:
                     self.stats.budget_skipped_findings += 1
@@ -403,6 +404,7 @@ class LLMJudge:
                         self.budget.settle(reservation, None)
                     last = (reason, f"{type(exc).__name__}: {str(exc)[:300]}")
                     if not retryable:
+                        log.debug("%s failed permanently: %s", prompt.ref, last[1])
                         raise _CallError(*last) from None
                     if attempt >= s.max_retries:
                         raise _CallError(last[0], f"{attempt + 1} attempts; {last[1]}") from None
@@ -414,6 +416,7 @@ class LLMJudge:
                                                   f"{attempt + 1} attempts; {last[1]}") from None
                     attempt += 1
                     self.stats.retries += 1
+                    log.debug("retrying %s in %.2fs after %s", prompt.ref, pause, last[1])
                     await self._wait(pause)
                     continue
                 self.limiter.on_success()
