@@ -14,7 +14,7 @@ $(BIN)/ragpulse: pyproject.toml
 install: $(BIN)/ragpulse
 
 demo: install
-	$(BIN)/ragpulse score --input examples/samples.jsonl --output scores.jsonl --judge local
+	$(BIN)/ragpulse up --demo
 
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider
