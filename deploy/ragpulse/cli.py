@@ -37,6 +37,9 @@ def _register() -> None:
     from ragpulse.scorer.pipeline.cli import scorer
 
     app.command("scorer", help="Run the live scorer: Kafka spans in, scores into ClickHouse.")(scorer)
+    from ragpulse.collector.cli import collector
+
+    app.command("collector", help="Run the OTLP collector: traces in, per-trace Kafka records out.")(collector)
     from ragpulse.scorer.store.cli import db
 
     app.add_typer(db, name="db")

@@ -80,7 +80,7 @@ class KafkaExporter:
 
     ``export()`` is thread-safe and called concurrently by the receivers; it blocks only for
     topic metadata (at most ``producer.max_block_ms``) or, with ``confirm="ack"``, until Kafka
-    acknowledged the request's records. ``start()`` raises ``kafka.errors.NoBrokersAvailable``
+    acknowledged the request's records. ``start()`` raises ``kafka.errors.KafkaTimeoutError``
     when the cluster cannot be reached. ``shutdown()`` is idempotent, safe without ``start()``,
     refuses new work at once and flushes what was accepted for up to ``drain_timeout_s``.
     """

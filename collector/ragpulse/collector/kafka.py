@@ -61,6 +61,12 @@ class KafkaSettings(BaseModel):
     request_timeout_ms: int = Field(
         30_000, ge=1_000, le=600_000, description="Per-request timeout for produce/admin calls."
     )
+    bootstrap_timeout_ms: int = Field(
+        10_000,
+        ge=500,
+        le=600_000,
+        description="How long a new client tries to reach the cluster before failing start-up.",
+    )
 
     @field_validator("bootstrap_servers")
     @classmethod
@@ -114,6 +120,7 @@ class KafkaSettings(BaseModel):
             "client_id": self.client_id,
             "security_protocol": self.security_protocol,
             "request_timeout_ms": self.request_timeout_ms,
+            "bootstrap_timeout_ms": self.bootstrap_timeout_ms,
         }
         if self.sasl_mechanism is not None:
             kwargs["sasl_mechanism"] = self.sasl_mechanism
@@ -147,8 +154,8 @@ def ensure_topic(
     partition mapping would move, and tansu does not support CreatePartitions at all (INFRA.md 1.3).
 
     Raises :class:`TopicError` when creation is refused (permanent), and
-    ``kafka.errors.NoBrokersAvailable`` / ``KafkaTimeoutError`` when the cluster is unreachable
-    (retryable). Safe to call concurrently from several processes: losing the creation race is
+    ``kafka.errors.KafkaTimeoutError`` / ``NoBrokersAvailable`` when the cluster is unreachable
+    within ``settings.bootstrap_timeout_ms`` (retryable). Safe to call concurrently from several processes: losing the creation race is
     the same as finding the topic.
     """
     if partitions < 1:

@@ -1,0 +1,71 @@
+"""``ragpulse collector`` as a process: settings validation, endpoints, SIGTERM drains."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from typing import Any
+
+from ragpulse.collector.kafka import KafkaSettings
+from ragpulse.deploy.broker import free_port
+from tests.collector.conftest import read_records
+from tests.collector.payloads import rag_request
+
+CLI = [sys.executable, "-c", "from ragpulse.cli import main; main()", "collector"]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+    env.update(extra)
+    return env
+
+
+def test_invalid_settings_exit_2_with_the_variable_name() -> None:
+    proc = subprocess.run(
+        CLI, env=_env(RAGPULSE_QUEUE__MAX_SPANS="0"), capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2
+    assert "queue.max_spans" in proc.stderr and "RAGPULSE_QUEUE__MAX_SPANS" in proc.stderr
+
+
+def test_unreachable_kafka_exits_1() -> None:
+    port = free_port()
+    proc = subprocess.run(
+        [*CLI, "--kafka", f"127.0.0.1:{port}", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
+        env=_env(RAGPULSE_KAFKA__BOOTSTRAP_TIMEOUT_MS="1000"),
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 1 and "is Kafka reachable" in proc.stderr
+
+
+def test_runs_until_sigterm_then_drains(kafka_broker: Any) -> None:
+    http_port = free_port()
+    proc = subprocess.Popen(
+        [*CLI, "--kafka", kafka_broker.bootstrap, "--topic", "cli_spans", "--http", f"127.0.0.1:{http_port}",
+         "--grpc", "127.0.0.1:0", "--status-interval", "0"],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("OTLP/HTTP") and f"127.0.0.1:{http_port}/v1/traces" in first
+        request = rag_request(5, seed=7)
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{http_port}/v1/traces", data=request.SerializeToString(),
+            headers={"Content-Type": "application/x-protobuf"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.status == 200
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "35 spans acknowledged by Kafka" in out
+    records = read_records(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_spans"), 5)
+    assert len(records) == 5
