@@ -275,3 +275,22 @@ def test_tool_datastore_contexts() -> None:
 )
 def test_split_prompt_heuristics(prompt: str, contexts: list[str], question: str | None) -> None:
     assert split_prompt(prompt) == (contexts, question)
+
+
+def test_langchain_genai_util_roles() -> None:
+    """opentelemetry-util-genai (LangChain) writes roles "Human"/"AI"; they mean user/assistant."""
+    rec = Recorder()
+    with rec.span("chain", {}):
+        with rec.span("retrieval", {"gen_ai.operation.name": "retrieval",
+                                    "gen_ai.retrieval.documents": json.dumps([{"id": "1", "content": DOCS[0]}])}):
+            pass
+        with rec.span("chat m", {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps([{"role": "System", "parts": [{"type": "text", "content": "be brief"}]},
+                                                 {"role": "Human", "parts": [{"type": "text", "content": QUESTION}]}]),
+            "gen_ai.output.messages": json.dumps([{"role": "AI", "parts": [{"type": "text", "content": ANSWER}],
+                                                   "finish_reason": "stop"}], ensure_ascii=False),
+        }):
+            pass
+    ex = _run(rec)
+    assert ex.sample is not None and ex.sample.question == QUESTION and ex.sample.answer == ANSWER

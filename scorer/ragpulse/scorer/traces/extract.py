@@ -277,6 +277,16 @@ def _content_text(c: Any) -> str | None:
 
 Message = tuple[str, str]  # (role, text)
 
+# LangChain's genai util writes its own message types ("Human", "AI"); Gemini says "model".
+_ROLE_ALIASES = {"human": "user", "ai": "assistant", "model": "assistant", "bot": "assistant"}
+
+
+def _role(v: Any, default: str) -> str:
+    if not isinstance(v, str) or not v:
+        return default
+    r = v.lower()
+    return _ROLE_ALIASES.get(r, r)
+
 
 def _messages(obj: Any, default_role: str) -> list[Message]:
     """GenAI JSON messages (``[{role, parts:[...]}]``), older ``[{role, content}]``, or a bare text."""
@@ -298,7 +308,7 @@ def _messages(obj: Any, default_role: str) -> list[Message]:
             continue
         if isinstance(m.get("message"), dict):  # {"index", "message": {...}} choice shape
             m = m["message"]
-        role = m.get("role") if isinstance(m.get("role"), str) else default_role
+        role = _role(m.get("role"), default_role)
         t = _content_text(m.get("parts")) if "parts" in m else None
         if t is None:
             t = _content_text(m.get("content", m.get("text")))
@@ -317,7 +327,7 @@ def _attr_messages(v: AttrValue, default_role: str) -> list[Message]:
 def _oi_messages(attrs: Mapping[str, AttrValue], prefix: str, default_role: str) -> list[Message]:
     out: list[Message] = []
     for m in _indexed(attrs, prefix):
-        role = _text(m.get("message.role")) or default_role
+        role = _role(m.get("message.role"), default_role)
         t = _text(m.get("message.content"))
         if t is None:
             parts = [
@@ -338,7 +348,7 @@ def _flat_messages(attrs: Mapping[str, AttrValue], prefix: str, default_role: st
     for m in _indexed(attrs, prefix):
         t = _content_text(m.get("content")) if isinstance(m.get("content"), str) else None
         if t is not None:
-            out.append((_text(m.get("role")) or default_role, t))
+            out.append((_role(m.get("role"), default_role), t))
     return out
 
 
@@ -421,7 +431,7 @@ def _llm_call(span: Span) -> _LLMCall | None:
             elif ev.name in _LEGACY_INPUT_EVENTS:
                 t = _event_content(ea)
                 if t is not None:
-                    ev_in.append((_text(ea.get("role")) or _LEGACY_INPUT_EVENTS[ev.name], t))
+                    ev_in.append((_role(ea.get("role"), _LEGACY_INPUT_EVENTS[ev.name]), t))
                     ev_src_in = "event:gen_ai.<role>.message"
             elif ev.name == "gen_ai.choice":
                 t = _event_content(ea)
@@ -858,7 +868,7 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
                     sources["contexts"] = "prompt:llm.prompt_template.variables"
             if question is None and (question := _pick(variables, _QUESTION_KEYS)) is not None:
                 sources["question"] = "prompt:llm.prompt_template.variables"
-        users = [t for r, t in final.inputs if r in ("user", "human")]
+        users = [t for r, t in final.inputs if r == "user"]
         others = [t for r, t in final.inputs if r in ("system", "developer")]
         if not contexts and settings.prompt_fallback:
             for t in reversed(users + others):  # last user message first, then system prompts
@@ -888,7 +898,7 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
                 sources["answer"] = f"root:{key}"
                 break
     if answer is None and final is not None:
-        texts = [t for r, t in final.outputs if r in ("assistant", "model", "ai")] or [t for _, t in final.outputs]
+        texts = [t for r, t in final.outputs if r == "assistant"] or [t for _, t in final.outputs]
         if texts:
             answer = texts[-1]
             sources["answer"] = f"llm:{final.source_out}"
