@@ -120,6 +120,12 @@ def test_late_feedback_joins_the_trace(target_kind: str) -> None:
 
     fb = next(s for s in spans if s.name == "ragpulse.feedback")
     assert fb.parent_span_id is not None and fb.trace_id == trace_id
+    # exported alone in a later batch, it must still pass the collector's RAG filter
+    from ragpulse.collector.split import split_request
+
+    alone = [s for s in rec.finished() if s.name == "ragpulse.feedback"]
+    (record,) = split_request(to_record(alone)).records
+    assert record.rag and record.key.decode() == trace_id
     assert ex.meta.feedback_score == 0.0 and ex.meta.feedback_label == "thumbs_down"
     assert ex.meta.feedback_comment == "wrong" and ex.meta.negative_feedback
 

@@ -421,5 +421,9 @@ class RagTracer:
             tid, sid = target
             ctx = SpanContext(int(tid, 16), int(sid, 16), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
         parent = trace.set_span_in_context(NonRecordingSpan(ctx))
-        with self._tracer.start_as_current_span(FEEDBACK_EVENT, context=parent, attributes=attrs) as span:
+        # The span kind also marks the span as RAG traffic: a collector that keeps only traces
+        # with RAG spans (ragpulse's does) would otherwise drop a feedback span that arrives
+        # alone, minutes after its trace.
+        span_attrs = {"openinference.span.kind": "EVALUATOR", **attrs}
+        with self._tracer.start_as_current_span(FEEDBACK_EVENT, context=parent, attributes=span_attrs) as span:
             span.add_event(FEEDBACK_EVENT, attrs)
