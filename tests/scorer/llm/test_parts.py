@@ -301,3 +301,22 @@ async def test_answer_relevancy_with_the_real_multilingual_embedder(server, make
            ).scores[0]
     assert on.value > 0.8 and off.value < 0.4, (on.value, off.value)
     assert QUESTION != GEN_QS[0]
+
+
+async def test_the_judge_implements_the_protocol(make_judge):
+    from ragpulse.scorer.judges.base import Judge
+
+    judge = make_judge()
+    assert isinstance(judge, Judge) and judge.name == "llm" and judge.model == "fake-judge"
+
+
+async def test_saturated_concurrency_respects_the_deadline(server, make_judge):
+    # one slot, held by a request the server answers after 2 s; the second call's deadline
+    # (1 s) passes while it waits for the slot, so it is never sent
+    server.script("context_rating_a", Reply.json({"rating": 2}, delay_s=2.0))
+    server.script("context_rating_b", Reply.json({"rating": 2}, delay_s=2.0))
+    judge = make_judge(max_concurrency=1, request_timeout_s=1.0, deadline_s=1.0, max_retries=0)
+    f = await judge.gather(SAMPLE, Needs(frozenset({Fact.CONTEXT_RATINGS})))
+    assert len(server.requests) == 1
+    fd = f[Fact.CONTEXT_RATINGS]
+    assert fd.value is None and fd.reason is Reason.JUDGE_TIMEOUT

@@ -381,7 +381,13 @@ class LLMJudge:
                         raise _CallError(reason, f"deadline {s.deadline_s}s reached; {detail}")
                     await self._wait(delay)
                     async with self._sem:
-                        timeout = min(s.request_timeout_s, max(0.001, deadline - loop.time()))
+                        left = deadline - loop.time()
+                        if left <= 0:  # the wait for a free slot used up the deadline
+                            self.budget.release(reservation)
+                            reason, detail = last or (Reason.JUDGE_TIMEOUT, "no free slot")
+                            raise _CallError(reason, f"deadline {s.deadline_s}s reached "
+                                                     f"before sending; {detail}")
+                        timeout = min(s.request_timeout_s, left)
                         self.stats.requests += 1
                         t0 = time.perf_counter()
                         completion = await self._race_close(
