@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from .errors import StoreError, StoreLockedError
 from .schema import validate_identifier
 
-__all__ = ["OWNER_FILE", "OwnerInfo", "StoreSettings", "chdb_path", "open_store", "read_owner",
-           "remove_owner", "write_owner"]
+__all__ = ["OWNER_FILE", "OwnerInfo", "StoreSettings", "chdb_path", "lock_holder", "open_store",
+           "read_owner", "remove_owner", "write_owner"]
 
 OWNER_FILE = "ragpulse-owner.json"
 
@@ -89,6 +89,31 @@ def chdb_path(dsn: str) -> str:
     return os.path.realpath(path)
 
 
+def lock_holder(path: str) -> int | None:
+    """The pid holding chDB's lock on ``path`` (its ``status`` file), from ``/proc/locks``.
+
+    chDB (like clickhouse-server) ``flock``s ``<path>/status`` for as long as the engine is open.
+    Asking the kernel is instant, whereas letting a second engine try the lock costs seconds.
+    Returns None when unlocked, or when it cannot tell (no ``/proc/locks``: not Linux).
+    """
+    try:
+        st = os.stat(os.path.join(path, "status"))
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 21762 fe:00:2146997 0 EOF" (blocked waiters carry "->")
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want:
+            try:
+                return int(parts[4])
+            except ValueError:
+                return None
+    return None
+
+
 def write_owner(path: str, url: str, *, pid: int | None = None) -> str:
     """Advertise that this process owns the chDB directory ``path`` and serves it at ``url``.
     Atomic (write + rename). Returns the file's path."""
@@ -152,11 +177,18 @@ def open_store(
             raise StoreLockedError(
                 f"the chDB directory {path} is owned by a running `ragpulse up` (pid {owner.pid}); "
                 f"use --clickhouse {owner.url}")
+        holder = lock_holder(path)
+        if holder is not None and holder != os.getpid():
+            raise StoreLockedError(
+                f"the chDB directory {path} is locked by another process (pid {holder}); chDB "
+                "allows one process per directory and that process advertises no facade URL: "
+                "stop it, or query through it")
         try:
             return clickhouse_connect.get_client(dsn=f"chdb://{path}", **client_kw)
         except Exception as exc:
             text = str(exc)
-            if "Cannot lock file" in text or "Another server instance" in text:
+            if "Cannot lock file" in text or "Another server instance" in text or (
+                    "Error initializing EmbeddedServer" in text and lock_holder(path) is not None):
                 raise StoreLockedError(
                     f"the chDB directory {path} is locked by another process (chDB allows one "
                     "process per directory) that does not advertise a facade URL; stop it, or "

@@ -1,0 +1,42 @@
+"""`ragpulse db init|status` in-process (typer's runner) on the session chDB directory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typer.testing import CliRunner
+
+from ragpulse.scorer.store import SchemaSettings, init_schema
+from ragpulse.scorer.store.cli import db
+
+runner = CliRunner()
+
+
+def test_init_twice_then_status(chdb_dsn: str, chdb_client: Any, rag_database: str) -> None:
+    r = runner.invoke(db, ["init", "--clickhouse", chdb_dsn, "--database", rag_database])
+    assert r.exit_code == 0, r.output
+    assert f"migrated `{rag_database}` from version 0 to 5" in r.output
+    r = runner.invoke(db, ["init", "--clickhouse", chdb_dsn, "--database", rag_database])
+    assert r.exit_code == 0 and "is up to date (version 5)" in r.output
+    r = runner.invoke(db, ["status", "--clickhouse", chdb_dsn, "--database", rag_database])
+    assert r.exit_code == 0 and "schema version 5" in r.output and "scores_1m" in r.output
+
+
+def test_status_reports_pending_migrations(chdb_dsn: str, chdb_client: Any, rag_database: str) -> None:
+    init_schema(chdb_client, SchemaSettings(database=rag_database), target=2)
+    r = runner.invoke(db, ["status", "--clickhouse", chdb_dsn, "--database", rag_database])
+    assert r.exit_code == 3 and "migrations pending" in r.output
+    assert "pipeline_health  absent" in r.output
+
+
+def test_print_sql_and_bad_options() -> None:
+    r = runner.invoke(db, ["init", "--print-sql", "--database", "analytics", "--ttl-days", "7"])
+    assert r.exit_code == 0
+    assert "CREATE TABLE IF NOT EXISTS `analytics`.`scores`" in r.output
+    assert "INTERVAL 7 DAY" in r.output and "{db}" not in r.output
+    r = runner.invoke(db, ["init", "--database", "x;y"])
+    assert r.exit_code == 2 and "invalid schema settings" in r.output
+    r = runner.invoke(db, ["init", "--clickhouse", "mysql://h", "--database", "ok"])
+    assert r.exit_code == 1 and "unsupported ClickHouse DSN" in r.output
+    r = runner.invoke(db, ["init", "--ttl-days", "0"])
+    assert r.exit_code == 2
