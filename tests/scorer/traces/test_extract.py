@@ -294,3 +294,21 @@ def test_langchain_genai_util_roles() -> None:
             pass
     ex = _run(rec)
     assert ex.sample is not None and ex.sample.question == QUESTION and ex.sample.answer == ANSWER
+
+
+def test_root_io_as_a_conversation() -> None:
+    """LangGraph-style root I/O: {"messages": [...]} with LangChain message dicts."""
+    rec = Recorder()
+    state_in = {"messages": [{"type": "system", "content": "be brief"}, {"type": "human", "content": "hi"},
+                             {"type": "ai", "content": "hello"}, {"type": "human", "content": QUESTION}]}
+    state_out = {"messages": state_in["messages"] + [
+        {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"],
+         "kwargs": {"content": ANSWER, "type": "ai"}}]}
+    with rec.span("LangGraph", {"openinference.span.kind": "CHAIN", "input.value": json.dumps(state_in),
+                                "output.value": json.dumps(state_out, ensure_ascii=False)}):
+        with rec.span("retrieve", {"openinference.span.kind": "RETRIEVER", **_oi_docs("retrieval.documents", DOCS)}):
+            pass
+    ex = _run(rec)
+    assert ex.sample is not None
+    assert (ex.sample.question, ex.sample.answer) == (QUESTION, ANSWER)
+    assert ex.meta.sources["question"] == "root:input.value" and ex.meta.sources["answer"] == "root:output.value"

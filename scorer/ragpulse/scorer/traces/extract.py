@@ -235,8 +235,23 @@ def _json_or_text(v: AttrValue, keys: Sequence[str]) -> str | None:
     return t
 
 
-def _indexed(attrs: Mapping[str, AttrValue], prefix: str) -> list[dict[str, AttrValue]]:
-    """Flattened list attributes ``<prefix><i>.<sub>`` as a list of ``{sub: value}`` in index order."""
+def _families(attrs: Mapping[str, AttrValue]) -> set[str]:
+    """The first two dotted components of every key (``llm.input_messages``, ``gen_ai.prompt``):
+    computed once per span so absent flattened lists cost a set lookup, not a scan of all keys."""
+    out = set()
+    for k in attrs:
+        j = k.find(".", k.find(".") + 1)
+        out.add(k if j < 0 else k[:j])
+    return out
+
+
+def _indexed(
+    attrs: Mapping[str, AttrValue], prefix: str, fams: set[str] | None = None
+) -> list[dict[str, AttrValue]]:
+    """Flattened list attributes ``<prefix><i>.<sub>`` as a list of ``{sub: value}`` in index order.
+    ``prefix`` ends with a dot; ``fams`` (from :func:`_families`) skips the scan when absent."""
+    if fams is not None and prefix[:-1] not in fams:
+        return []
     found: dict[int, dict[str, AttrValue]] = {}
     plen = len(prefix)
     for k, v in attrs.items():
@@ -281,6 +296,9 @@ Message = tuple[str, str]  # (role, text)
 _ROLE_ALIASES = {"human": "user", "ai": "assistant", "model": "assistant", "bot": "assistant"}
 
 
+_LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool", "function", "chat"})
+
+
 def _role(v: Any, default: str) -> str:
     if not isinstance(v, str) or not v:
         return default
@@ -308,13 +326,28 @@ def _messages(obj: Any, default_role: str) -> list[Message]:
             continue
         if isinstance(m.get("message"), dict):  # {"index", "message": {...}} choice shape
             m = m["message"]
-        role = _role(m.get("role"), default_role)
+        if "content" not in m and isinstance(m.get("kwargs"), dict):  # LangChain serialized message
+            m = m["kwargs"]
+        # LangChain message dicts carry the role as "type" (human/ai/system/tool); a GenAI part's
+        # "type" ("text") is not a role
+        lc_type = m.get("type") if m.get("type") in _LANGCHAIN_TYPES else None
+        role = _role(m.get("role") or lc_type, default_role)
         t = _content_text(m.get("parts")) if "parts" in m else None
         if t is None:
             t = _content_text(m.get("content", m.get("text")))
         if t is not None:
             out.append((role, t))
     return out
+
+
+def _last_message(v: AttrValue, role: str) -> str | None:
+    """The last ``role`` message of a JSON ``{"messages": [...]}`` value (LangGraph state, chat
+    endpoints): the question or answer of a root span whose I/O is a conversation."""
+    parsed = _structured(v)
+    if not (isinstance(parsed, dict) and isinstance(parsed.get("messages"), list)):
+        return None
+    texts = [t for r, t in _messages(parsed["messages"], "") if r == role]
+    return texts[-1] if texts else None
 
 
 def _attr_messages(v: AttrValue, default_role: str) -> list[Message]:
@@ -324,9 +357,11 @@ def _attr_messages(v: AttrValue, default_role: str) -> list[Message]:
     return _messages(_structured(v), default_role)
 
 
-def _oi_messages(attrs: Mapping[str, AttrValue], prefix: str, default_role: str) -> list[Message]:
+def _oi_messages(
+    attrs: Mapping[str, AttrValue], prefix: str, default_role: str, fams: set[str] | None = None
+) -> list[Message]:
     out: list[Message] = []
-    for m in _indexed(attrs, prefix):
+    for m in _indexed(attrs, prefix, fams):
         role = _role(m.get("message.role"), default_role)
         t = _text(m.get("message.content"))
         if t is None:
@@ -342,10 +377,12 @@ def _oi_messages(attrs: Mapping[str, AttrValue], prefix: str, default_role: str)
     return out
 
 
-def _flat_messages(attrs: Mapping[str, AttrValue], prefix: str, default_role: str) -> list[Message]:
+def _flat_messages(
+    attrs: Mapping[str, AttrValue], prefix: str, default_role: str, fams: set[str] | None = None
+) -> list[Message]:
     """OpenLLMetry legacy ``gen_ai.prompt.<i>.role|content``."""
     out: list[Message] = []
-    for m in _indexed(attrs, prefix):
+    for m in _indexed(attrs, prefix, fams):
         t = _content_text(m.get("content")) if isinstance(m.get("content"), str) else None
         if t is not None:
             out.append((_role(m.get("role"), default_role), t))
@@ -379,22 +416,32 @@ class _LLMCall:
     source_out: str
 
 
+_LLM_FAMILIES = frozenset({
+    "llm.input_messages", "llm.output_messages", "llm.prompts", "llm.choices", "llm.request", "llm.model_name",
+    "gen_ai.input", "gen_ai.output", "gen_ai.prompt", "gen_ai.completion", "gen_ai.system_instructions",
+    "gen_ai.operation", "openinference.span",
+})
+
+
 def _llm_call(span: Span) -> _LLMCall | None:
     a = span.attributes
+    fams = _families(a)
+    if not span.events and fams.isdisjoint(_LLM_FAMILIES):
+        return None
     inputs: list[Message] = []
     outputs: list[Message] = []
     src_in = src_out = ""
     system: list[Message] = []
     # Ordered by how current the convention is; the first that yields messages wins per side.
-    if (m := _oi_messages(a, "llm.input_messages.", "user")):
+    if (m := _oi_messages(a, "llm.input_messages.", "user", fams)):
         inputs, src_in = m, "llm.input_messages"
     elif "gen_ai.input.messages" in a and (m := _attr_messages(a["gen_ai.input.messages"], "user")):
         inputs, src_in = m, "gen_ai.input.messages"
-    elif (m := _flat_messages(a, "gen_ai.prompt.", "user")):
+    elif (m := _flat_messages(a, "gen_ai.prompt.", "user", fams)):
         inputs, src_in = m, "gen_ai.prompt.<i>"
     elif "gen_ai.prompt" in a and (m := _attr_messages(a["gen_ai.prompt"], "user")):
         inputs, src_in = m, "gen_ai.prompt"
-    elif (m := [("user", t) for d in _indexed(a, "llm.prompts.") if (t := _text(d.get("prompt.text")))]):
+    elif (m := [("user", t) for d in _indexed(a, "llm.prompts.", fams) if (t := _text(d.get("prompt.text")))]):
         inputs, src_in = m, "llm.prompts"
     elif isinstance(a.get("llm.prompts"), tuple):
         inputs = [("user", t) for t in a["llm.prompts"] if _text(t)]  # type: ignore[misc]
@@ -402,15 +449,15 @@ def _llm_call(span: Span) -> _LLMCall | None:
     if "gen_ai.system_instructions" in a:
         system = _attr_messages(a["gen_ai.system_instructions"], "system")
 
-    if (m := _oi_messages(a, "llm.output_messages.", "assistant")):
+    if (m := _oi_messages(a, "llm.output_messages.", "assistant", fams)):
         outputs, src_out = m, "llm.output_messages"
     elif "gen_ai.output.messages" in a and (m := _attr_messages(a["gen_ai.output.messages"], "assistant")):
         outputs, src_out = m, "gen_ai.output.messages"
-    elif (m := _flat_messages(a, "gen_ai.completion.", "assistant")):
+    elif (m := _flat_messages(a, "gen_ai.completion.", "assistant", fams)):
         outputs, src_out = m, "gen_ai.completion.<i>"
     elif "gen_ai.completion" in a and (m := _attr_messages(a["gen_ai.completion"], "assistant")):
         outputs, src_out = m, "gen_ai.completion"
-    elif (m := [("assistant", t) for d in _indexed(a, "llm.choices.") if (t := _text(d.get("completion.text")))]):
+    elif (m := [("assistant", t) for d in _indexed(a, "llm.choices.", fams) if (t := _text(d.get("completion.text")))]):
         outputs, src_out = m, "llm.choices"
 
     if span.events and (not inputs or not outputs):
@@ -487,8 +534,8 @@ def _doc_texts(items: Any) -> list[str]:
     return out
 
 
-def _oi_documents(attrs: Mapping[str, AttrValue], prefix: str) -> list[str]:
-    docs = [t for d in _indexed(attrs, prefix) if (t := _text(d.get("document.content")))]
+def _oi_documents(attrs: Mapping[str, AttrValue], prefix: str, fams: set[str] | None = None) -> list[str]:
+    docs = [t for d in _indexed(attrs, prefix, fams) if (t := _text(d.get("document.content")))]
     if not docs:
         whole = attrs.get(prefix[:-1])  # a structured array under the un-flattened name
         if isinstance(whole, tuple):
@@ -512,7 +559,7 @@ def _is_retrieval(span: Span) -> bool:
 def _retrieved(span: Span) -> tuple[list[str], str]:
     """The documents of one retrieval span in rank order, and which attribute held them."""
     a = span.attributes
-    if (docs := _oi_documents(a, "retrieval.documents.")):
+    if (docs := _oi_documents(a, "retrieval.documents.", _families(a))):
         return docs, "retrieval.documents"
     if "gen_ai.retrieval.documents" in a and (docs := _doc_texts(_structured(a["gen_ai.retrieval.documents"]))):
         return docs, "gen_ai.retrieval.documents"
@@ -675,6 +722,12 @@ def _root(spans: Sequence[Span]) -> Span:
     return min(roots or spans, key=lambda s: (s.start_ns, -s.end_ns))
 
 
+def _unique(spans: list[Span]) -> list[Span]:
+    """Spans in order without repeats (by identity: spans hold dicts and are not hashable)."""
+    seen: set[int] = set()
+    return [s for s in spans if not (id(s) in seen or seen.add(id(s)))]  # type: ignore[func-returns-value]
+
+
 def _first_attr(spans: Iterable[Span], keys: Sequence[str], conv=_version) -> str | None:  # type: ignore[no-untyped-def]
     spans = list(spans)
     for key in keys:
@@ -800,6 +853,8 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     question = None
     if root_is_io:
         question = _json_or_text(root.attributes.get("input.value"), _QUESTION_KEYS)
+        if question is None:
+            question = _last_message(root.attributes.get("input.value"), "user")
         if question is not None:
             sources["question"] = "root:input.value"
         else:
@@ -894,7 +949,8 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     if root_is_io:
         for key in ("output.value", "traceloop.entity.output", "gen_ai.task.output",
                     "ai.observability.record_root.output", "confident.trace.output"):
-            if (answer := _json_or_text(root.attributes.get(key), _ANSWER_KEYS)) is not None:
+            v = root.attributes.get(key)
+            if (answer := _json_or_text(v, _ANSWER_KEYS) or _last_message(v, "assistant")) is not None:
                 sources["answer"] = f"root:{key}"
                 break
     if answer is None and final is not None:
@@ -906,7 +962,7 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     # metadata ------------------------------------------------------------------------------
     llm_spans = [final.span] + [c.span for c in calls if c is not final] if final else []
     retr_spans = [s for s, _, _ in retrievals] + [r for r, _, _ in rerankers]
-    others_first = llm_spans + [root] + ordered
+    others_first = _unique(llm_spans + [root] + ordered)
     errors = [s for s in ordered if s.is_error]
     err = root if root.is_error else (errors[0] if errors else None)
     score, label, comment = _feedback(ordered)
@@ -925,7 +981,9 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
             others_first,
             (PROMPT_VERSION, "llm.prompt_template.version", "traceloop.prompt.version", "traceloop.entity.version"),
         ),
-        retriever_version=_first_attr(retr_spans + [root] + ordered, (RETRIEVER_VERSION, "retriever.version")),
+        retriever_version=_first_attr(
+            _unique(retr_spans + [root] + ordered), (RETRIEVER_VERSION, "retriever.version")
+        ),
         start_ns=min(s.start_ns for s in ordered),
         end_ns=max(s.end_ns for s in ordered),
         span_count=len(ordered),
