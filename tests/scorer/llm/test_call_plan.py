@@ -188,6 +188,7 @@ async def test_aspect_strictness_is_the_number_of_votes(server, make_judge):
     assert sorted(findings[Fact.ASPECTS].value["polite"]) == [0, 1, 1]
     seeds = sorted(r.body["seed"] for r in server.requests)
     assert seeds == [42, 43, 44]
+    assert {r.body["temperature"] for r in server.requests} == {0.7}  # vote_temperature
     assert "polite: Is the submission polite?" in server.requests[0].messages[-1]["content"]
 
 
@@ -195,9 +196,10 @@ async def test_self_consistency_takes_the_majority_per_verdict(server, make_judg
     votes = [[1, 0, 1], [1, 1, 0], [0, 0, 1]]
     server.script("assess", *[Reply.json({"context_useful": [
         {"context": i, "useful": u} for i, u in enumerate(v + [0, 0], 1)]}) for v in votes])
-    judge = make_judge(votes=3, temperature=0.7)
+    judge = make_judge(votes=3, vote_temperature=0.9)
     f = await judge.gather(SAMPLE, Needs(frozenset({Fact.CONTEXT_USEFUL})))
     assert f[Fact.CONTEXT_USEFUL].value == [1, 0, 1, 0, 0]
+    assert [r.body["temperature"] for r in server.requests] == [0.9] * 3
     assert f[Fact.CONTEXT_USEFUL].cost.llm_calls == pytest.approx(3)
 
 

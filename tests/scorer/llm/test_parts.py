@@ -236,7 +236,8 @@ async def test_truncation_is_visible_in_the_findings(server, make_judge):
 # --- settings and wiring --------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw", [
-    {"votes": 3},  # at temperature 0
+    {"votes": 0},
+    {"vote_temperature": 0.0},  # votes at temperature 0 could not disagree
     {"base_url": "ftp://x"},
     {"deadline_s": 1.0, "request_timeout_s": 5.0},
     {"api_version": "2024-10-21"},  # Azure without an endpoint

@@ -257,10 +257,11 @@ class LLMJudge:
 
         return list(await asyncio.gather(*(one(v) for v in range(spec.votes))))
 
-    def _cache_key(self, prompt: Prompt, spec: CallSpec, seed: int | None) -> str:
+    def _cache_key(self, prompt: Prompt, spec: CallSpec, seed: int | None,
+                   temperature: float) -> str:
         s = self.settings
         payload = json.dumps([prompt.ref, s.model, spec.tasks, spec.items, spec.params, seed,
-                              s.temperature, s.json_mode], sort_keys=True, ensure_ascii=False)
+                              temperature, s.json_mode], sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
     async def _call(self, prompt: Prompt, spec: CallSpec, vote: int) -> _CallResult:
@@ -268,7 +269,8 @@ class LLMJudge:
         when the call as a whole failed (no reply, refusal, budget)."""
         s = self.settings
         seed = None if s.seed is None else s.seed + vote
-        key = self._cache_key(prompt, spec, seed)
+        temperature = s.vote_temperature if spec.votes > 1 else s.temperature
+        key = self._cache_key(prompt, spec, seed, temperature)
         if s.cache_size and (hit := self._cache.get(key)) is not None:
             self._cache.move_to_end(key)
             self.stats.cache_hits += 1
@@ -276,7 +278,7 @@ class LLMJudge:
         self.stats.cache_misses += 1
 
         messages = prompt.render(spec.tasks, spec.items, nonce=new_nonce(), params=spec.params)
-        reply = await self._request(messages, prompt, seed, s.max_output_tokens)
+        reply = await self._request(messages, prompt, seed, temperature, s.max_output_tokens)
         cost = self._cost(reply)
         values, errors = self._parse(reply, spec, cost)
         if errors:
@@ -290,7 +292,7 @@ class LLMJudge:
             # A truncated reply gets room to finish; anything else the same limit.
             max_tokens = s.max_output_tokens * (2 if reply.finish_reason == "length" else 1)
             try:
-                reply2 = await self._request(repair, prompt, seed, max_tokens)
+                reply2 = await self._request(repair, prompt, seed, temperature, max_tokens)
             except _CallError as exc:
                 raise _CallError(exc.reason, exc.detail, cost=cost + exc.cost) from None
             cost = cost + self._cost(reply2)
@@ -347,7 +349,7 @@ class LLMJudge:
         raise _Closed
 
     async def _request(self, messages: list[dict[str, str]], prompt: Prompt, seed: int | None,
-                       max_tokens: int) -> _Reply:
+                       temperature: float, max_tokens: int) -> _Reply:
         s = self.settings
         loop = asyncio.get_running_loop()
         deadline = loop.time() + s.deadline_s
@@ -355,7 +357,7 @@ class LLMJudge:
         kwargs: dict[str, Any] = {
             "model": s.model,
             "messages": messages,
-            "temperature": s.temperature,
+            "temperature": temperature,
             s.max_tokens_param: max_tokens,
             "extra_headers": {"X-Ragpulse-Prompt": prompt.ref},
         }

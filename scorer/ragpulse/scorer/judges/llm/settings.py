@@ -41,8 +41,11 @@ class LLMJudgeSettings(BaseModel):
     deterministic at temperature 0 up to their own nondeterminism."""
     votes: int = Field(1, ge=1, le=15)
     """Self-consistency: independent samples per verdict call, strict majority per verdict
-    (a tie counts as 0). More than 1 needs ``temperature > 0``: identical samples add cost, not
-    information."""
+    (a tie counts as 0). Voted requests use ``vote_temperature``."""
+    vote_temperature: float = Field(0.7, gt=0.0, le=2.0)
+    """Temperature of every request of a voted call (``votes > 1``, or an aspect criterion with
+    ``strictness > 1``): at temperature 0 the samples could not disagree, so votes would add
+    cost and no information."""
     n_questions: int = Field(3, ge=1, le=10)
     """Questions the decompose call generates for answer relevancy."""
     max_concurrency: int = Field(8, ge=1, le=1024)
@@ -96,8 +99,6 @@ class LLMJudgeSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> LLMJudgeSettings:
-        if self.votes > 1 and self.temperature == 0.0:
-            raise ValueError("votes > 1 needs temperature > 0 (identical samples cannot disagree)")
         if self.deadline_s < self.request_timeout_s:
             raise ValueError("deadline_s must be at least request_timeout_s")
         if self.backoff_max_s < self.backoff_initial_s:
