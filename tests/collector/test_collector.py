@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from ragpulse.collector.kafka import partition_for_key
 from ragpulse.collector.service import Collector, build_collector
 from tests.collector.conftest import collector_settings, read_records
 from tests.collector.payloads import rag_request
@@ -134,7 +135,10 @@ def test_one_request_many_traces_split_per_trace(make_collector: Callable[..., C
     request = rag_request(12, seed=5)
     status, _, body = post(collector, request.SerializeToString())
     assert status == 200 and ExportTraceServiceResponse.FromString(body) == ExportTraceServiceResponse()
-    check_records(read_records(collector.settings.kafka, expected=12), request)
+    records = read_records(collector.settings.kafka, expected=12)
+    check_records(records, request)
+    # Same partition as otelcol's kafka exporter would pick (sarama-compatible FNV-1a).
+    assert all(r.partition == partition_for_key(r.key, 3) for r in records)
 
 
 def test_records_are_lz4_compressed(make_collector: Callable[..., Collector]) -> None:

@@ -88,3 +88,15 @@ def test_broker_lifecycle_frees_port_and_is_idempotent() -> None:
         sock.bind(("127.0.0.1", port))
     with TansuBroker(port=port) as again:
         assert again.bootstrap == f"127.0.0.1:{port}" and again.running
+
+
+def test_partition_for_key_matches_sarama_fnv1a() -> None:
+    from ragpulse.collector.kafka import partition_for_key
+
+    # FNV-1a 32 reference values (http://www.isthe.com/chongo/tech/comp/fnv/): "" → 0x811c9dc5,
+    # "a" → 0xe40c292c, "foobar" → 0xbf9cf968. As int32 these are negative, so abs() applies.
+    assert partition_for_key(b"", 1 << 31) == (1 << 32) - 0x811C9DC5
+    assert partition_for_key(b"a", 1000) == ((1 << 32) - 0xE40C292C) % 1000
+    assert partition_for_key(b"foobar", 7) == ((1 << 32) - 0xBF9CF968) % 7
+    keys = [f"{i:032x}".encode() for i in range(600)]
+    assert {partition_for_key(k, 6) for k in keys} == set(range(6))

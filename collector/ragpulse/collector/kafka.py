@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-__all__ = ["KafkaSettings", "TopicError", "ensure_topic"]
+__all__ = ["KafkaSettings", "TopicError", "ensure_topic", "partition_for_key"]
 
 log = logging.getLogger(__name__)
 
@@ -204,3 +204,20 @@ def _partition_count(admin: Any, topic: str) -> int | None:
         if described.get("topic") == topic and not described.get("error_code"):
             return len(described.get("partitions") or [])
     return None
+
+
+def partition_for_key(key: bytes, partitions: int) -> int:
+    """The partition the OpenTelemetry Collector's kafka exporter picks for a keyed record.
+
+    otelcol-contrib's franz-go client uses ``StickyKeyPartitioner(SaramaCompatHasher(fnv32a))``
+    (``internal/kafka/client.go``): FNV-1a 32 of the key, as a signed int32, Go's truncated
+    remainder, then the absolute value. Using the same function here keeps every span of a
+    trace on one partition even when this collector and otelcol feed the same topic (Kafka's
+    Java default, murmur2, would spread them over two partitions).
+    """
+    h = 0x811C9DC5
+    for byte in key:
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    if h >= 0x80000000:
+        h -= 0x100000000
+    return abs(h) % partitions

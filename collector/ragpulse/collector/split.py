@@ -197,6 +197,8 @@ def _split(buf: bytes, keep_all: bool) -> SplitResult:
     # per resource (resource | scope_spans... | schema_url), per scope (scope | spans... | schema_url).
     resource_heads: list[tuple[list[bytes], list[bytes]]] = []
     scope_heads: list[list[tuple[list[bytes], list[bytes]]]] = []
+    total = invalid = 0
+    check_rag = not keep_all
     for number, wire, rs_start, rs_end, _ in _fields(buf, 0, len(buf)):
         if number != 1 or wire != 2:
             continue  # ExportTraceServiceRequest has only resource_spans; pdata drops unknowns too
@@ -212,21 +214,47 @@ def _split(buf: bytes, keep_all: bool) -> SplitResult:
             si = len(scopes)
             shead: tuple[list[bytes], list[bytes]] = ([], [])
             scopes.append(shead)
-            for snum, swire, sp_start, sp_end, sframe in _fields(buf, ss_start, ss_end):
-                if snum != 2 or swire != 2:
-                    shead[snum > 2].append(buf[sframe:sp_end])  # scope, schema_url, unknowns
+            # The hot loop (one iteration per span) parses frames inline: a span is tag 0x12
+            # (field 2, LEN) with a one- or two-byte length for all but very large spans.
+            pos = ss_start
+            while pos < ss_end:
+                if buf[pos] != 0x12:
+                    snum, _, _, fend, sframe = next(_fields(buf, pos, ss_end))
+                    shead[snum > 2].append(buf[sframe:fend])  # scope, schema_url, unknowns
+                    pos = fend
                     continue
-                result.spans_total += 1
-                trace_id = _span_trace_id(buf, sp_start, sp_end)
-                if trace_id is None or len(trace_id) != 16 or trace_id == _ZERO_TRACE:
-                    result.spans_invalid += 1
+                sframe = pos
+                b = buf[pos + 1]
+                if b < 0x80:
+                    length, sp_start = b, pos + 2
+                else:
+                    b2 = buf[pos + 2]
+                    if b2 < 0x80:
+                        length, sp_start = (b & 0x7F) | (b2 << 7), pos + 3
+                    else:
+                        length, sp_start = _varint(buf, pos + 1)
+                sp_end = pos = sp_start + length
+                if sp_end > ss_end:
+                    raise MalformedRequest("span overruns its scope")
+                total += 1
+                if length >= 18 and buf[sp_start] == 0x0A and buf[sp_start + 1] == 0x10:
+                    trace_id = buf[sp_start + 2 : sp_start + 18]
+                else:
+                    trace_id = _span_trace_id(buf, sp_start, sp_end)
+                    if trace_id is None or len(trace_id) != 16:
+                        invalid += 1
+                        continue
+                if trace_id == _ZERO_TRACE:
+                    invalid += 1
                     continue
                 spans = traces.get(trace_id)
                 if spans is None:
                     spans = traces[trace_id] = []
                 spans.append((ri, si, sframe, sp_end))
-                if not keep_all and trace_id not in rag and _is_rag_span(buf, sp_start, sp_end):
+                if check_rag and trace_id not in rag and _is_rag_span(buf, sp_start, sp_end):
                     rag.add(trace_id)
+    result.spans_total = total
+    result.spans_invalid = invalid
     if result.spans_invalid:
         result.invalid_message = (
             f"{result.spans_invalid} span(s) without a valid 16-byte non-zero trace_id"
