@@ -115,6 +115,9 @@ class FakeOpenAIServer:
         self._script: dict[str, deque[Reply]] = {}
         self._records: list[Recorded] = []
         self._stopping = threading.Event()
+        self._in_flight = 0
+        self.max_in_flight = 0
+        """Most requests the server was handling at once (to check a client's concurrency)."""
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -157,7 +160,14 @@ class FakeOpenAIServer:
                 return
 
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
-                server._serve(self)
+                with server._lock:
+                    server._in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server._in_flight)
+                try:
+                    server._serve(self)
+                finally:
+                    with server._lock:
+                        server._in_flight -= 1
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _H)
         self._httpd.daemon_threads = True

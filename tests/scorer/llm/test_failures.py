@@ -12,6 +12,7 @@ from ragpulse.scorer import Evaluator, Fact, Reason
 from ragpulse.scorer.judges.base import Needs
 from tests.fakes.openai_server import Reply
 
+from .conftest import content_aware
 from .test_call_plan import ASSESS, DECOMPOSE, EMBEDDER, SAMPLE
 
 USEFUL = Needs(frozenset({Fact.CONTEXT_USEFUL}))
@@ -206,3 +207,34 @@ async def test_the_api_key_never_shows(make_judge):
     judge = make_judge()
     assert "sk-test-secret" not in repr(judge.settings)
     assert "sk-test-secret" not in json.dumps(judge.settings.model_dump(mode="json"))
+
+
+async def test_concurrency_is_bounded_across_samples(server, make_judge):
+    slow = lambda rec: Reply(**{**vars(content_aware(rec)), "delay_s": 0.05})  # noqa: E731
+    server.handler = slow
+    judge = make_judge(embedder=EMBEDDER, max_concurrency=2)
+    ev = Evaluator(judge, ["faithfulness", "context_relevance"], max_concurrency=8)
+    samples = [SAMPLE.model_copy(update={"id": str(i), "answer": f"Delhi has {i} hotels."})
+               for i in range(6)]
+    results = [r async for r in ev.evaluate_many(samples)]
+    assert len(results) == 6 and all(s.status == "ok" for r in results for s in r.scores)
+    assert len(server.requests) == 6 * 4  # decompose, assess, two ratings per sample
+    assert server.max_in_flight <= 2
+
+
+async def test_connection_errors_are_retried_then_reported(make_judge):
+    from ragpulse.scorer.judges.llm import LLMJudge, LLMJudgeSettings
+
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as gone:
+        url = gone.base_url  # a port that was just free and is closed again below
+    judge = LLMJudge(LLMJudgeSettings(base_url=url, api_key="k", max_retries=2,
+                                      backoff_initial_s=0.01, backoff_max_s=0.02))
+    try:
+        f = await judge.gather(SAMPLE, USEFUL)
+    finally:
+        await judge.aclose()
+    assert f[Fact.CONTEXT_USEFUL].reason is Reason.JUDGE_ERROR
+    assert "APIConnectionError" in f[Fact.CONTEXT_USEFUL].detail
+    assert judge.stats.requests == 3 and judge.stats.retries == 2
