@@ -7,12 +7,13 @@ tokens per sample, per metric and in total, in English (HaluEval) and Japanese (
 How, without calling any model:
 
 * **ragas** runs for real, in its own venv (``bench/.venv-ragas``, see
-  ``bench/requirements-ragas.txt``): its ``metrics.collections`` metrics score every sample through
-  ``llm_factory("gpt-4o-mini", client=AsyncOpenAI(base_url=<loopback>))``, i.e. through ragas'
-  own prompt classes *and* instructor's JSON mode, against :class:`RecordingServer`, a
-  content-aware OpenAI-compatible server on 127.0.0.1 that records every request body and
-  answers with well-formed JSON. So both the call count and the exact wire messages are
-  observed, not inferred. Stage-two prompts (faithfulness NLI) see the statements the server
+  ``bench/requirements-ragas.txt``), twice: its ``metrics.collections`` metrics through
+  ``llm_factory("gpt-4o-mini", client=AsyncOpenAI(base_url=<loopback>))`` (ragas' own prompt
+  classes *and* instructor's JSON mode), and its legacy ``ragas.metrics`` classes, the ones
+  ``ragas.evaluate()`` runs, through ``LangchainLLMWrapper(ChatOpenAI(base_url=<loopback>))``.
+  Both talk to :class:`RecordingServer`, a content-aware OpenAI-compatible server on 127.0.0.1
+  that records every request body and answers with well-formed JSON. So both the call count and
+  the exact wire messages are observed, not inferred. Stage-two prompts (faithfulness NLI) see the statements the server
   returned for stage one: the same deterministic statement split
   (``ragpulse.scorer.segment.split_statements``) that the ragpulse side is given, so both sides
   judge equal inputs.
@@ -385,19 +386,19 @@ def _json_after(text: str, marker: str, *, last: bool = False) -> Any:
 
 
 def ragas_responder(statements_by_answer: Mapping[str, Sequence[str]]) -> Responder:
-    """Answers the four metrics' ragas prompts (instructor JSON mode) with well-formed JSON.
+    """Answers the four metrics' ragas prompts, both generations, with well-formed JSON.
 
-    The output model is read from the JSON schema instructor puts in the system message, the
-    input from the ``input: {...}`` block ragas' ``BasePrompt.to_string`` ends with. Statement
-    generation returns the deterministic split of the answer; every verdict is 1 (verdicts do
-    not change input tokens). Unknown output models raise ``ValueError``.
+    The output model is read from the JSON schema both ``BasePrompt.to_string`` (collections)
+    and ``PydanticPrompt.to_string`` (legacy) put in the prompt, the input from the
+    ``input: {...}`` block both end with. Statement generation returns the deterministic split
+    of the answer; every verdict is 1 (verdicts do not change input tokens). Unknown output
+    models raise ``ValueError``.
     """
 
     def respond(body: dict[str, Any]) -> str:
         msgs = body.get("messages") or []
-        system = next((m["content"] for m in msgs if m.get("role") == "system"), "")
         user = "\n".join(m["content"] for m in msgs if m.get("role") == "user")
-        schema = _json_after(system, "json_schema:")
+        schema = _json_after(user, "as specified in JSON Schema:\n")
         data = _json_after(user, "\ninput: ", last=True)
         title = schema.get("title")
         if title == "StatementGeneratorOutput":
@@ -408,9 +409,9 @@ def ragas_responder(statements_by_answer: Mapping[str, Sequence[str]]) -> Respon
         elif title == "NLIStatementOutput":
             out = {"statements": [{"statement": s, "reason": "bench", "verdict": 1}
                                   for s in data["statements"]]}
-        elif title == "AnswerRelevanceOutput":
+        elif title in ("AnswerRelevanceOutput", "ResponseRelevanceOutput"):
             out = {"question": "What does the response answer?", "noncommittal": 0}
-        elif title == "ContextPrecisionOutput":
+        elif title in ("ContextPrecisionOutput", "Verification"):
             out = {"reason": "bench", "verdict": 1}
         else:
             raise ValueError(f"unexpected ragas output model {title!r}")
@@ -419,12 +420,23 @@ def ragas_responder(statements_by_answer: Mapping[str, Sequence[str]]) -> Respon
     return respond
 
 
-def render_ragas(samples: Sequence[BenchSample]) -> list[dict[str, Any]]:
-    """Score ``samples`` with ragas' four collections metrics against a recording server.
+RAGAS_APIS = ("collections", "legacy")
+"""``collections``: ragas 0.4's ``ragas.metrics.collections`` classes with ``llm_factory``
+(instructor). ``legacy``: the ``ragas.metrics`` classes ``ragas.evaluate()`` runs, with a
+``LangchainLLMWrapper(ChatOpenAI)``."""
+
+
+def render_ragas(samples: Sequence[BenchSample], api: str = "collections") -> list[dict[str, Any]]:
+    """Score ``samples`` with ragas' four metrics (``api`` in :data:`RAGAS_APIS`) against a
+    recording server, one metric at a time so every request is attributed to its metric.
 
     Returns one record per request ragas sent: ``{"sample", "metric", "messages",
-    "response_format"}``. Blocks until done; raises if ragas fails on any sample.
+    "response_format", "n"}``. Blocks until done; raises if ragas fails on any sample.
     """
+    if api == "legacy":
+        return _render_ragas_legacy(samples)
+    if api != "collections":
+        raise ValueError(f"api must be one of {RAGAS_APIS}, got {api!r}")
     os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")  # no analytics calls
     import numpy as np
     from openai import AsyncOpenAI
@@ -479,11 +491,79 @@ def render_ragas(samples: Sequence[BenchSample]) -> list[dict[str, Any]]:
         for rec in server.records:
             sid, metric_name = rec.tag.split("\t")
             records.append({"sample": sid, "metric": metric_name, "messages": rec.messages,
-                            "response_format": rec.body.get("response_format")})
+                            "response_format": rec.body.get("response_format"),
+                            "n": rec.body.get("n") or 1})
     return records
 
 
-def run_ragas_worker(samples: Sequence[BenchSample], python: Path) -> list[dict[str, Any]]:
+def _render_ragas_legacy(samples: Sequence[BenchSample]) -> list[dict[str, Any]]:
+    """The legacy half of :func:`render_ragas`: what ``ragas.evaluate()`` sends per sample
+    (it calls each metric's ``single_turn_ascore``, as done here one metric at a time)."""
+    os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+    import warnings
+
+    import numpy as np
+    from langchain_openai import ChatOpenAI
+    from ragas.dataset_schema import SingleTurnSample
+    from ragas.embeddings.base import BaseRagasEmbeddings
+    from ragas.llms import LangchainLLMWrapper
+    from ragas.metrics import (
+        ContextUtilization,
+        Faithfulness,
+        LLMContextPrecisionWithoutReference,
+        ResponseRelevancy,
+    )
+
+    class HashEmbeddings(BaseRagasEmbeddings):
+        """Deterministic local vectors (embeddings are no LLM calls)."""
+
+        def embed_query(self, text: str) -> list[float]:
+            return np.random.default_rng(abs(hash(text)) % (2**32)).standard_normal(16).tolist()
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [self.embed_query(t) for t in texts]
+
+        async def aembed_query(self, text: str) -> list[float]:
+            return self.embed_query(text)
+
+        async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+            return self.embed_documents(texts)
+
+    by_answer = {s.answer: s.statements for s in samples}
+    records: list[dict[str, Any]] = []
+    with warnings.catch_warnings(), RecordingServer(ragas_responder(by_answer)) as server:
+        warnings.simplefilter("ignore", DeprecationWarning)  # ragas flags its own legacy API
+        chat = ChatOpenAI(model="gpt-4o-mini", base_url=server.base_url, api_key="bench",
+                          max_retries=0)
+        llm = LangchainLLMWrapper(chat)
+        metrics = {
+            "faithfulness": Faithfulness(llm=llm),
+            "answer_relevancy": ResponseRelevancy(llm=llm, embeddings=HashEmbeddings()),
+            "context_precision": LLMContextPrecisionWithoutReference(llm=llm),
+            "context_utilization": ContextUtilization(llm=llm),
+        }
+
+        async def run() -> None:
+            for s in samples:
+                sample = SingleTurnSample(user_input=s.question, response=s.answer,
+                                          retrieved_contexts=list(s.contexts))
+                for name, metric in metrics.items():
+                    server.tag = f"{s.id}\t{name}"
+                    await metric.single_turn_ascore(sample)
+
+        asyncio.run(run())
+        if server.errors:
+            raise RuntimeError(f"ragas sent requests the bench could not answer: {server.errors[:3]}")
+        for rec in server.records:
+            sid, metric_name = rec.tag.split("\t")
+            records.append({"sample": sid, "metric": metric_name, "messages": rec.messages,
+                            "response_format": rec.body.get("response_format"),
+                            "n": rec.body.get("n") or 1})
+    return records
+
+
+def run_ragas_worker(samples: Sequence[BenchSample], python: Path,
+                     api: str = "collections") -> list[dict[str, Any]]:
     """Run :func:`render_ragas` in the ragas venv (a subprocess of ``python``). Blocking."""
     if not python.exists():
         raise FileNotFoundError(
@@ -495,7 +575,7 @@ def run_ragas_worker(samples: Sequence[BenchSample], python: Path) -> list[dict[
         src.write_text("".join(json.dumps(s.to_json(), ensure_ascii=False) + "\n"
                                for s in samples), encoding="utf-8")
         proc = subprocess.run([str(python), str(Path(__file__).resolve()), "_ragas-worker",
-                               "--in", str(src), "--out", str(dst)],
+                               "--api", api, "--in", str(src), "--out", str(dst)],
                               capture_output=True, text=True, timeout=1800)
         if proc.returncode != 0:
             raise RuntimeError(f"ragas worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -571,19 +651,21 @@ def _fmt(x: float | None, digits: int = 0) -> str:
     return f"{x:,.{digits}f}" if digits else f"{round(x):,}"
 
 
-def markdown_table(results: Mapping[str, Mapping[str, SideCost]]) -> str:
-    """``results[lang][side]`` with sides ``"ragas"`` and ``"ragpulse"``."""
+def markdown_table(results: Mapping[str, Mapping[str, SideCost]],
+                   sides: Sequence[tuple[str, str]] = (("ragas", "ragas"),
+                                                        ("ragpulse", "ragpulse"))) -> str:
+    """``results[lang][side]``; ``sides`` lists ``(key, column label)`` in column order."""
     langs = list(results)
     head = "| metric | " + " | ".join(
-        f"{lang}: ragas calls | {lang}: ragas input tok | {lang}: ragpulse calls | "
-        f"{lang}: ragpulse input tok" for lang in langs) + " |"
-    sep = "|---|" + "---:|" * (4 * len(langs))
+        f"{lang}: {label} calls | {lang}: {label} input tok"
+        for lang in langs for _, label in sides) + " |"
+    sep = "|---|" + "---:|" * (2 * len(sides) * len(langs))
     lines = [head, sep]
 
     def row(label: str, get: Callable[[SideCost], tuple[float | None, float | None]]) -> str:
         cells = []
         for lang in langs:
-            for side in ("ragas", "ragpulse"):
+            for side, _ in sides:
                 sc = results[lang].get(side)
                 c, t = get(sc) if sc is not None else (None, None)
                 cells += [_fmt(c, 2) if c is not None and c != round(c) else _fmt(c), _fmt(t)]
@@ -612,31 +694,6 @@ def replace_section(doc: str, section: str, title: str = SECTION_TITLE) -> str:
                len(lines))
     tail = "".join(lines[end:])
     return "".join(lines[:start]) + section + ("\n" + tail if tail else "")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd")
-    w = sub.add_parser("_ragas-worker", help="internal: render ragas requests (ragas venv)")
-    w.add_argument("--in", dest="src", type=Path, required=True)
-    w.add_argument("--out", dest="dst", type=Path, required=True)
-    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    ap.add_argument("--n", type=int, default=50, help="samples per language")
-    ap.add_argument("--ragas-python", type=Path,
-                    default=REPO / "bench" / ".venv-ragas" / "bin" / "python")
-    ap.add_argument("--docs", default=str(REPO / "docs" / "benchmarks.md"),
-                    help="Markdown file whose cost section is replaced ('' to skip)")
-    ap.add_argument("--json", type=Path, default=None, help="also write the raw numbers here")
-    args = ap.parse_args(argv)
-
-    if args.cmd == "_ragas-worker":
-        samples = [BenchSample.from_json(json.loads(line))
-                   for line in args.src.read_text(encoding="utf-8").splitlines() if line]
-        with args.dst.open("w", encoding="utf-8") as fh:
-            for rec in render_ragas(samples):
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        return 0
-    return run_benchmark(args)
 
 
 # --------------------------------------------------------------------------------------------
@@ -856,11 +913,13 @@ def run_benchmark(args: argparse.Namespace) -> int:
     extra: dict[str, dict[str, Any]] = {}
     for lang, samples in sets.items():
         t0 = time.perf_counter()
-        records = run_ragas_worker(samples, args.ragas_python)
+        records = run_ragas_worker(samples, args.ragas_python, "collections")
         ragas = summarize_ragas(records, counter, len(samples))
+        legacy_records = run_ragas_worker(samples, args.ragas_python, "legacy")
+        legacy = summarize_ragas(legacy_records, counter, len(samples))
         rendered = render_ragpulse(samples, counter)
         live = live_ragpulse(samples, counter)
-        results[lang] = {"ragas": ragas, "ragpulse": live.cost}
+        results[lang] = {"ragas": ragas, "ragas_legacy": legacy, "ragpulse": live.cost}
         extra[lang] = {
             "samples": len(samples), **context_stats(samples, counter),
             "ragpulse_rendered_calls": rendered.total_calls,
@@ -872,6 +931,8 @@ def run_benchmark(args: argparse.Namespace) -> int:
             "context_tokens": sum(counter.text(c) for s in samples for c in s.contexts)
             / len(samples),
             "ragas_requests_received": len(records),
+            "ragas_legacy_requests_received": len(legacy_records),
+            "ragas_legacy_n_per_request": sorted({int(r["n"]) for r in legacy_records}),
             "seconds": time.perf_counter() - t0,
         }
         print(f"[{lang}] {len(samples)} samples measured in {extra[lang]['seconds']:.1f} s",
@@ -901,20 +962,31 @@ def render_section(results: Mapping[str, Mapping[str, SideCost]],
     lines = [
         SECTION_TITLE,
         "",
-        f"Four card metrics (faithfulness, answer_relevancy, context_precision, "
-        f"context_utilization), five contexts per sample, {args.n} samples per language. "
-        f"Numbers are means per sample. Tokenizer for both sides: {ENCODING_LABEL}; a request "
-        f"counts as OpenAI counts chat prompts (3 tokens per message + role + content, + 3).",
+        f"The four card metrics (faithfulness, answer_relevancy, context_precision, "
+        f"context_utilization) on samples with five contexts, {args.n} samples per language; "
+        f"numbers are means per sample. Target (issue 2, item 4): at most {TARGET_CALLS} calls "
+        f"and {TARGET_INPUT_TOKENS:,} input tokens per sample. One tokenizer for every "
+        f"request: {ENCODING_LABEL}; a request counts as OpenAI counts chat prompts "
+        f"(3 tokens per message + role + content, + 3).",
         "",
-        f"Command: `.venv/bin/python bench/cost.py --data ../shared/data --n {args.n}` "
-        f"(ragas {ragas_ver} in `bench/.venv-ragas`, from `bench/requirements-ragas.txt`).",
+        f"Command: `.venv/bin/python bench/cost.py --data ../shared/data --n {args.n}`, with "
+        f"ragas {ragas_ver} in its own venv: `python3 -m venv bench/.venv-ragas && "
+        f"bench/.venv-ragas/bin/pip install -r bench/requirements-ragas.txt`.",
         "",
-        markdown_table(results),
+        "ragas 0.4 `metrics.collections` (its current API) vs ragpulse `LLMJudge`:",
+        "",
+        markdown_table(results, (("ragas", "ragas"), ("ragpulse", "ragpulse"))),
+        "",
+        "ragas 0.4.3 legacy `ragas.metrics` classes, what `ragas.evaluate()` runs "
+        "(answer relevancy asks for its 3 questions with `n=3` in one request):",
+        "",
+        markdown_table(results, (("ragas_legacy", "ragas legacy"),)),
         "",
     ]
     for lang, r in results.items():
-        e, ra, rp = extra[lang], r["ragas"], r["ragpulse"]
-        prompts = ", ".join(f"`{k}` {v:,.0f}" for k, v in sorted(e["ragpulse_tokens_by_prompt"].items()))
+        e, ra, rl, rp = extra[lang], r["ragas"], r["ragas_legacy"], r["ragpulse"]
+        prompts = ", ".join(f"`{k}` {v:,.0f}"
+                            for k, v in sorted(e["ragpulse_tokens_by_prompt"].items()))
         lines.append(
             f"- **{lang_names.get(lang, lang)}**: {e['samples']} samples, "
             f"{e['tokens_per_context']:.0f} tokens per context ({e['context_tokens']:,.0f} for "
@@ -922,36 +994,74 @@ def render_section(results: Mapping[str, Mapping[str, SideCost]],
             f"({e['statements_per_answer']:.2f} statements). ragpulse {verdict(rp)}: "
             f"{ra.total_calls / rp.total_calls:.1f}x fewer calls and "
             f"{ra.total_tokens / rp.total_tokens:.1f}x fewer input tokens than ragas "
-            f"({ra.distinct_tokens / rp.total_tokens:.1f}x against ragas' 10-call floor). "
-            f"Where ragpulse's tokens go, per sample: {prompts}. Requests the servers received: "
-            f"ragpulse {e['ragpulse_requests_received']}, ragas {e['ragas_requests_received']}; "
-            f"`render_requests` gives {e['ragpulse_rendered_calls']:.2f} calls and "
-            f"{e['ragpulse_rendered_tokens']:,.0f} tokens per sample (its nonces differ from the "
-            f"live run's, hence a few tokens of difference).")
+            f"collections ({ra.distinct_tokens / rp.total_tokens:.1f}x against its 10-call "
+            f"floor), {rl.total_tokens / rp.total_tokens:.1f}x fewer than ragas legacy. "
+            f"Where ragpulse's tokens go, per sample: {prompts}; the five contexts appear once "
+            f"(in `assess`), in ragas 11 times (NLI, then each context for precision and again "
+            f"for utilization). Requests the servers received: ragpulse "
+            f"{e['ragpulse_requests_received']}, ragas {e['ragas_requests_received']}, ragas "
+            f"legacy {e['ragas_legacy_requests_received']}; `render_requests` gives "
+            f"{e['ragpulse_rendered_calls']:.2f} calls and {e['ragpulse_rendered_tokens']:,.0f} "
+            f"tokens per sample (random nonces: a few tokens off the live run).")
     lines += [
         "",
-        "How it was measured. Neither side called a model. ragas ran for real (its "
-        "`metrics.collections` classes: `Faithfulness`, `AnswerRelevancy` with strictness 3, "
+        "How it was measured. No model was called. ragas ran for real, in its own venv: the "
+        "collections classes (`Faithfulness`, `AnswerRelevancy` with strictness 3, "
         "`ContextPrecisionWithoutReference`, `ContextUtilization`) through "
-        "`llm_factory(\"gpt-4o-mini\", client=AsyncOpenAI(base_url=...))`, so its prompts went "
-        "through its own `BasePrompt.to_string` (instruction, JSON schema, few-shot example) and "
-        "instructor's JSON mode (which adds a system message carrying the schema again) to an "
-        "OpenAI-compatible server on 127.0.0.1 that recorded each request and answered with "
-        "well-formed JSON. ragpulse's `LLMJudge` ran through the `Evaluator` against the same "
-        "kind of server; its per-metric numbers are the judge's own cost shares (one call "
-        "serves several metrics, so the shares are fractional) and its totals are what the "
-        "server received. Both sides' stage-two prompts judge the same statements: the "
-        "server answered statement extraction with the answer's deterministic split "
-        "(`ragpulse.scorer.segment.split_statements`) on both sides. Input tokens only: "
-        "outputs were canned, so completion tokens are not comparable and not reported.",
+        "`llm_factory(\"gpt-4o-mini\", client=AsyncOpenAI(base_url=...))`, so each prompt went "
+        "through ragas' `BasePrompt.to_string` (instruction, JSON schema, few-shot example) and "
+        "instructor's JSON mode (a system message repeating the schema); the legacy classes "
+        "(`Faithfulness`, `ResponseRelevancy`, `LLMContextPrecisionWithoutReference`, "
+        "`ContextUtilization`) through `LangchainLLMWrapper(ChatOpenAI(base_url=...))` and "
+        "`single_turn_ascore`, as `evaluate()` calls them. Both went to an OpenAI-compatible "
+        "server on 127.0.0.1 that recorded every request and answered with well-formed JSON; "
+        "the calls counted are the requests it received. ragpulse's `LLMJudge` ran through "
+        "the `Evaluator` against the same server; its per-metric numbers are the judge's own "
+        "cost shares (one call serves several metrics, so they are fractional and add up to "
+        "the totals the server received). Both sides' second-stage prompts judge the same "
+        "statements: the server answered statement extraction with the answer's "
+        "deterministic split (`ragpulse.scorer.segment.split_statements`) on both sides, and "
+        "ragpulse's `render_requests` was given the same statements. Input tokens only: the "
+        "replies were canned, so completion tokens are not comparable and not reported.",
         "",
-        "ragas has no reference-free context precision that asks only \"is this context useful "
-        "for the question\": without a reference, `ContextPrecisionWithoutReference` judges each "
-        "context against the response, with exactly the prompt `ContextUtilization` sends, so "
-        "the row \"requests repeated across metrics sent once\" shows ragas at its cheapest for "
-        "these four metrics: 2 + 3 + 5 = 10 calls per sample.",
+        "Reading the ragas rows. ragas has no reference-free context precision that asks only "
+        "\"is this context useful for the question\": without a reference, "
+        "`ContextPrecisionWithoutReference` judges each context against the response with "
+        "exactly the prompt `ContextUtilization` sends, so the row \"requests repeated across "
+        "metrics sent once\" is ragas at its cheapest for these four metrics (collections: "
+        "2 + 3 + 5 = 10 calls; compare the issue's \"10 calls, about 11.2k input tokens\"). "
+        "HaluEval and JSQuAD answers "
+        "are short (about one statement), which keeps faithfulness cheap on both sides; "
+        "longer answers add statements to ragas' two faithfulness prompts and to ragpulse's "
+        "two calls alike.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd")
+    w = sub.add_parser("_ragas-worker", help="internal: render ragas requests (ragas venv)")
+    w.add_argument("--in", dest="src", type=Path, required=True)
+    w.add_argument("--out", dest="dst", type=Path, required=True)
+    w.add_argument("--api", choices=RAGAS_APIS, default="collections")
+    ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--n", type=int, default=50, help="samples per language")
+    ap.add_argument("--ragas-python", type=Path,
+                    default=REPO / "bench" / ".venv-ragas" / "bin" / "python")
+    ap.add_argument("--docs", default=str(REPO / "docs" / "benchmarks.md"),
+                    help="Markdown file whose cost section is replaced ('' to skip)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the raw numbers here")
+    args = ap.parse_args(argv)
+
+    if args.cmd == "_ragas-worker":
+        samples = [BenchSample.from_json(json.loads(line))
+                   for line in args.src.read_text(encoding="utf-8").splitlines() if line]
+        with args.dst.open("w", encoding="utf-8") as fh:
+            for rec in render_ragas(samples, args.api):
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        return 0
+    return run_benchmark(args)
 
 
 if __name__ == "__main__":

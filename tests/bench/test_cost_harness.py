@@ -154,7 +154,10 @@ def _ragas_request(title: str, schema_extra: dict, data: dict) -> dict:
     system = ("\nAs a genius expert, your task is to understand the content and provide\n"
               "the parsed objects in json that match the following json_schema:\n\n\n"
               f"{json.dumps(schema, indent=2)}\n\nMake sure to return an instance of the JSON")
-    user = ("Instruction.\n--------EXAMPLES-----------\nExample 1\nInput: {\n  \"answer\": \"x\"\n}"
+    user = ("Instruction.\nPlease return the output in a JSON format that complies with the "
+            "following schema as specified in JSON Schema:\n"
+            f"{json.dumps(schema)}Do not use single quotes in your response but double quotes."
+            "\n--------EXAMPLES-----------\nExample 1\nInput: {\n  \"answer\": \"x\"\n}"
             "\n-----------------------------\n\nNow perform the same with the following input\n"
             f"input: {json.dumps(data, indent=4, ensure_ascii=False)}\nOutput: ")
     return {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
@@ -169,6 +172,9 @@ def test_ragas_responder_returns_the_shared_statements_and_one_verdict_per_state
                                             {"context": "c", "statements": ["a", "b", "c"]})))
     assert [v["statement"] for v in out["statements"]] == ["a", "b", "c"]
     out = json.loads(respond(_ragas_request("ContextPrecisionOutput", {},
+                                            {"question": "q", "context": "c", "answer": "a"})))
+    assert out["verdict"] == 1
+    out = json.loads(respond(_ragas_request("Verification", {},  # the legacy prompt's model
                                             {"question": "q", "context": "c", "answer": "a"})))
     assert out["verdict"] == 1
     with pytest.raises(ValueError, match="unexpected ragas output model"):
@@ -282,3 +288,28 @@ def test_llm_judge_makes_two_calls_per_sample_against_the_recording_server():
     assert sum(live.cost.calls.values()) == pytest.approx(2.0)
     assert live.score_tokens == pytest.approx(live.server_tokens)
     assert set(live.by_prompt) == {"decompose@1", "assess@1"}
+
+
+# ---------------------------------------------------------------------------------- ragas itself
+
+_RAGAS_PY = REPO / "bench" / ".venv-ragas" / "bin" / "python"
+
+
+@pytest.mark.skipif(not _RAGAS_PY.exists(),
+                    reason="bench/.venv-ragas not created (bench/requirements-ragas.txt)")
+@pytest.mark.parametrize(("api", "per_metric"), [
+    ("collections", {"faithfulness": 2, "answer_relevancy": 3, "context_precision": 5,
+                     "context_utilization": 5}),
+    ("legacy", {"faithfulness": 2, "answer_relevancy": 1, "context_precision": 5,
+                "context_utilization": 5}),
+])
+def test_ragas_worker_records_every_request_ragas_sends(api, per_metric):
+    s = _ragpulse_sample()
+    records = cost.run_ragas_worker([s], _RAGAS_PY, api)
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r["metric"]] = counts.get(r["metric"], 0) + 1
+    assert counts == per_metric
+    # the NLI prompt judges exactly the statements both sides share, against all five contexts
+    nli = [r for r in records if r["metric"] == "faithfulness"][1]["messages"][-1]["content"]
+    assert all(st in nli for st in s.statements) and all(c in nli for c in s.contexts)
