@@ -95,8 +95,9 @@ class LocalJudge:
         self._executor = ThreadPoolExecutor(
             max_workers=self.settings.workers, thread_name_prefix="ragpulse-local-judge"
         )
-        self._admit: asyncio.Semaphore | None = None
+        self._admit: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._closed = False
+        self._count_lock = threading.Lock()
         self.samples = 0
         self.errors = 0
         self.too_large = 0
@@ -143,10 +144,11 @@ class LocalJudge:
             raise RuntimeError("LocalJudge.gather after aclose")
         if not needs.facts:
             return {}
-        if self._admit is None:  # created lazily: it must belong to the running loop
-            self._admit = asyncio.Semaphore(self.settings.max_pending)
-        async with self._admit:
-            loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        if self._admit is None or self._admit[0] is not loop:
+            # created lazily: a semaphore belongs to the loop it first waits on
+            self._admit = (loop, asyncio.Semaphore(self.settings.max_pending))
+        async with self._admit[1]:
             return await loop.run_in_executor(self._executor, self.judge, sample, needs)
 
     # ------------------------------------------------------------------ blocking core
@@ -154,12 +156,12 @@ class LocalJudge:
     def judge(self, sample: Sample, needs: Needs) -> dict[Fact, Finding]:
         """Blocking, thread-safe: the findings for ``needs`` on ``sample``. Never raises for model
         or input trouble (those become findings with a reason)."""
-        self.samples += 1
+        self._count("samples")
         s = self.settings
         size = len(sample.question) + len(sample.answer) + sum(len(c) for c in sample.contexts)
         size += len(sample.reference or "")
         if size > s.max_chars or len(sample.contexts) > s.max_contexts:
-            self.too_large += 1
+            self._count("too_large")
             detail = (f"{size} chars, {len(sample.contexts)} contexts; limits {s.max_chars} "
                       f"chars, {s.max_contexts} contexts")
             return {f: Finding(f, None, Reason.INPUT_TOO_LARGE, model=self.model, detail=detail)
@@ -175,12 +177,16 @@ class LocalJudge:
             try:
                 out[fact] = compute(self, a)
             except Exception as e:  # one bad fact must not lose the sample's other facts
-                self.errors += 1
+                self._count("errors")
                 log.warning("local judge: %s failed on sample %s", fact.value, sample.id,
                             exc_info=True)
                 out[fact] = Finding(fact, None, Reason.JUDGE_ERROR, model=self.model,
                                     detail=f"{type(e).__name__}: {e}")
         return out
+
+    def _count(self, name: str) -> None:
+        with self._count_lock:  # worker threads update the counters concurrently
+            setattr(self, name, getattr(self, name) + 1)
 
     def _ok(self, fact: Fact, value: Any, **extra: Any) -> Finding:
         return Finding(fact, value, prompt_version=_VERSIONS.get(fact), model=self.model, extra=extra)

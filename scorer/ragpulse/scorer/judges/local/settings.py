@@ -67,13 +67,13 @@ class LocalJudgeSettings(BaseModel):
     lexical_weight: float = Field(default=0.7, ge=0.0, le=1.0)
     """Weight of IDF-weighted question coverage in a sentence's relevance; the rest is its
     calibrated embedding cosine with the question."""
-    useful_threshold: float = Field(default=0.35, ge=0.0, le=1.0)
-    used_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
-    needed_sentence_threshold: float = Field(default=0.35, ge=0.0, le=1.0)
-    rating_lexical: tuple[float, float] = (0.3, 0.45)
+    useful_threshold: float = Field(default=0.4, ge=0.0, le=1.0)
+    used_threshold: float = Field(default=0.33, ge=0.0, le=1.0)
+    needed_sentence_threshold: float = Field(default=0.4, ge=0.0, le=1.0)
+    rating_lexical: tuple[float, float] = (0.2, 0.45)
     """Cuts on the best sentence's IDF-weighted question coverage: below the first 0, from the
     second on 2, between 1."""
-    rating_semantic: tuple[float, float] = (0.35, 0.5)
+    rating_semantic: tuple[float, float] = (0.25, 0.45)
     """Cuts on the best sentence's blended (lexical + embedding) relevance."""
 
     # --- reference metrics ------------------------------------------------------------------

@@ -39,6 +39,12 @@ _INTERROGATIVE = re.compile(
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af々ー]+")
 _HIRAGANA = re.compile(r"[\u3040-\u309fー]+")
 _LATIN = re.compile(r"[^\W_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
+_KANA = re.compile(r"[\u3040-\u30ff]")
+# Chinese function characters (particles, copula, prepositions, demonstratives). Chinese has no
+# kana to tell grammar from content, so in kana-free text they split Han runs like spaces do
+# ("长城是在明朝修建的" -> 长城 / 明朝修建). Japanese text keeps them: there they are
+# parts of content words (平和, 存在, 目的).
+_ZH_FUNCTION = re.compile(r"[的了是在和与與及或也都就而被把对對从從于於之其这這那个個着著过過吗嗎呢吧啊]")
 _SUFFIXES = ("ings", "ing", "ies", "ed", "es", "s")
 
 
@@ -64,6 +70,8 @@ def content_units(text: str, *, question: bool = False) -> frozenset[str]:
         w = w.strip("'’")
         if w and w not in _STOP and (len(w) > 1 or w.isdigit()):
             out.add(w if w.isdigit() else _stem(w))
+    if not _KANA.search(t):
+        t = _ZH_FUNCTION.sub(" ", t)
     for run in _CJK_RUN.findall(t):
         if len(run) == 1:
             if not _HIRAGANA.fullmatch(run):

@@ -1,0 +1,30 @@
+"""Fixtures of the local judge tests: the real multilingual USE model and the shipped support
+detector, loaded once per session (loading USE takes about 1.5 s)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from ragpulse.scorer.embeddings import USEEmbedder
+from ragpulse.scorer.judges.local import LocalJudge, LocalJudgeSettings
+
+
+@pytest.fixture(scope="session")
+def use_embedder() -> USEEmbedder:
+    return USEEmbedder(threads=1).warm()
+
+
+@pytest.fixture(scope="session")
+def support_detector(use_embedder: USEEmbedder):  # noqa: ANN201
+    from ragpulse.scorer.judges.local.support import SupportDetector
+
+    return SupportDetector(embedder=use_embedder)
+
+
+@pytest.fixture
+async def local_judge(use_embedder: USEEmbedder, support_detector) -> AsyncIterator[LocalJudge]:  # noqa: ANN001
+    judge = LocalJudge(LocalJudgeSettings(), embedder=use_embedder, detector=support_detector)
+    yield judge
+    await judge.aclose()
