@@ -71,39 +71,84 @@ def _oi_llm(rec: Recorder, *, with_template: bool = False) -> None:
 
 def openinference(rec: Recorder) -> None:
     """LangChain through openinference-instrumentation-langchain."""
-    with rec.span("RetrievalQA", {"openinference.span.kind": "CHAIN", "input.value": QUESTION,
-                                  "input.mime_type": "text/plain", "output.value": ANSWER}):
-        with rec.span("VectorStoreRetriever", {"openinference.span.kind": "RETRIEVER", "input.value": QUESTION,
-                                               **_oi_docs("retrieval.documents", DOCS)}):
+    with rec.span(
+        "RetrievalQA",
+        {
+            "openinference.span.kind": "CHAIN",
+            "input.value": QUESTION,
+            "input.mime_type": "text/plain",
+            "output.value": ANSWER,
+        },
+    ):
+        with rec.span(
+            "VectorStoreRetriever",
+            {
+                "openinference.span.kind": "RETRIEVER",
+                "input.value": QUESTION,
+                **_oi_docs("retrieval.documents", DOCS),
+            },
+        ):
             pass
         _oi_llm(rec)
 
 
 def openinference_json_io(rec: Recorder) -> None:
     """LangChain create_retrieval_chain: root I/O are JSON objects (mime application/json)."""
-    with rec.span("RunnableSequence", {
-        "openinference.span.kind": "CHAIN",
-        "input.value": json.dumps({"input": QUESTION}), "input.mime_type": "application/json",
-        "output.value": json.dumps({"input": QUESTION, "answer": ANSWER}, ensure_ascii=False),
-        "output.mime_type": "application/json",
-    }):
-        with rec.span("VectorStoreRetriever", {"openinference.span.kind": "RETRIEVER", "input.value": QUESTION,
-                                               **_oi_docs("retrieval.documents", DOCS)}):
+    with rec.span(
+        "RunnableSequence",
+        {
+            "openinference.span.kind": "CHAIN",
+            "input.value": json.dumps({"input": QUESTION}),
+            "input.mime_type": "application/json",
+            "output.value": json.dumps({"input": QUESTION, "answer": ANSWER}, ensure_ascii=False),
+            "output.mime_type": "application/json",
+        },
+    ):
+        with rec.span(
+            "VectorStoreRetriever",
+            {
+                "openinference.span.kind": "RETRIEVER",
+                "input.value": QUESTION,
+                **_oi_docs("retrieval.documents", DOCS),
+            },
+        ):
             pass
         _oi_llm(rec)
 
 
 def openinference_reranker(rec: Recorder) -> None:
     """Retriever returns extra candidates; the RERANKER output is what the LLM saw."""
-    candidates = ["Unrelated: the Eiffel Tower is in Paris.", DOCS[2], DOCS[0], "Noise about tea.", DOCS[1]]
-    with rec.span("query", {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER}):
-        with rec.span("retrieve", {"openinference.span.kind": "RETRIEVER", "input.value": QUESTION,
-                                   **_oi_docs("retrieval.documents", candidates)}):
+    candidates = [
+        "Unrelated: the Eiffel Tower is in Paris.",
+        DOCS[2],
+        DOCS[0],
+        "Noise about tea.",
+        DOCS[1],
+    ]
+    with rec.span(
+        "query",
+        {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER},
+    ):
+        with rec.span(
+            "retrieve",
+            {
+                "openinference.span.kind": "RETRIEVER",
+                "input.value": QUESTION,
+                **_oi_docs("retrieval.documents", candidates),
+            },
+        ):
             pass
-        with rec.span("rerank", {"openinference.span.kind": "RERANKER", "reranker.query": QUESTION,
-                                 "reranker.model_name": "bge-reranker", "reranker.top_k": 3,
-                                 **_oi_docs("reranker.input_documents", candidates),
-                                 **_oi_docs("reranker.output_documents", DOCS)}):
+        with rec.span(
+            "rerank",
+            {
+                "openinference.span.kind": "RERANKER",
+                "reranker.query": QUESTION,
+                "reranker.model_name": "bge-reranker",
+                "reranker.top_k": 3,
+                **_oi_docs("reranker.input_documents", candidates),
+                **_oi_docs("reranker.output_documents", DOCS),
+            },
+        ):
             pass
         _oi_llm(rec)
 
@@ -111,36 +156,68 @@ def openinference_reranker(rec: Recorder) -> None:
 def openinference_legacy(rec: Recorder) -> None:
     """Older OpenInference completions: llm.prompts / llm.choices; the root has no output."""
     with rec.span("query", {"openinference.span.kind": "CHAIN", "input.value": QUESTION}):
-        with rec.span("retrieve", {"openinference.span.kind": "RETRIEVER", "input.value": QUESTION,
-                                   **_oi_docs("retrieval.documents", DOCS)}):
+        with rec.span(
+            "retrieve",
+            {
+                "openinference.span.kind": "RETRIEVER",
+                "input.value": QUESTION,
+                **_oi_docs("retrieval.documents", DOCS),
+            },
+        ):
             pass
-        with rec.span("OpenAI", {"openinference.span.kind": "LLM", "llm.model_name": MODEL,
-                                 "llm.prompts.0.prompt.text": f"{SYSTEM_WITH_CONTEXT}\n\nQuestion: {QUESTION}",
-                                 "llm.choices.0.completion.text": ANSWER}):
+        with rec.span(
+            "OpenAI",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.model_name": MODEL,
+                "llm.prompts.0.prompt.text": f"{SYSTEM_WITH_CONTEXT}\n\nQuestion: {QUESTION}",
+                "llm.choices.0.completion.text": ANSWER,
+            },
+        ):
             pass
 
 
 def _http_root(rec: Recorder):  # type: ignore[no-untyped-def]
-    return rec.span("POST /ask", {"http.request.method": "POST", "url.path": "/ask"}, kind=SpanKind.SERVER)
+    return rec.span(
+        "POST /ask", {"http.request.method": "POST", "url.path": "/ask"}, kind=SpanKind.SERVER
+    )
 
 
 def genai_attributes(rec: Recorder) -> None:
     """OTel GenAI (>= 1.37, content opt-in): retrieval span + chat span with JSON messages."""
     with _http_root(rec):
-        docs = [{"id": f"doc-{i}", "score": 0.9 - i * 0.1, "content": d} for i, d in enumerate(DOCS)]
-        with rec.span("retrieval kb", {"gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": "kb",
-                                       "gen_ai.retrieval.query.text": QUESTION, "gen_ai.request.top_k": 3,
-                                       "gen_ai.retrieval.documents": json.dumps(docs, ensure_ascii=False)},
-                      kind=SpanKind.CLIENT):
+        docs = [
+            {"id": f"doc-{i}", "score": 0.9 - i * 0.1, "content": d} for i, d in enumerate(DOCS)
+        ]
+        with rec.span(
+            "retrieval kb",
+            {
+                "gen_ai.operation.name": "retrieval",
+                "gen_ai.data_source.id": "kb",
+                "gen_ai.retrieval.query.text": QUESTION,
+                "gen_ai.request.top_k": 3,
+                "gen_ai.retrieval.documents": json.dumps(docs, ensure_ascii=False),
+            },
+            kind=SpanKind.CLIENT,
+        ):
             pass
-        with rec.span(f"chat {MODEL}", {
-            "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": MODEL,
-            "gen_ai.response.model": MODEL + "-2024-07-18",
-            "gen_ai.system_instructions": json.dumps([{"type": "text", "content": SYSTEM}]),
-            "gen_ai.input.messages": _genai_msgs(("user", f"Context:\n{CONTEXT_BLOCK}\n\nQuestion: {QUESTION}")),
-            "gen_ai.output.messages": _genai_msgs(("assistant", ANSWER), finish="stop"),
-            "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 14,
-        }, kind=SpanKind.CLIENT):
+        with rec.span(
+            f"chat {MODEL}",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "openai",
+                "gen_ai.request.model": MODEL,
+                "gen_ai.response.model": MODEL + "-2024-07-18",
+                "gen_ai.system_instructions": json.dumps([{"type": "text", "content": SYSTEM}]),
+                "gen_ai.input.messages": _genai_msgs(
+                    ("user", f"Context:\n{CONTEXT_BLOCK}\n\nQuestion: {QUESTION}")
+                ),
+                "gen_ai.output.messages": _genai_msgs(("assistant", ANSWER), finish="stop"),
+                "gen_ai.usage.input_tokens": 120,
+                "gen_ai.usage.output_tokens": 14,
+            },
+            kind=SpanKind.CLIENT,
+        ):
             pass
 
 
@@ -148,32 +225,62 @@ def genai_events(rec: Recorder) -> None:
     """OTel GenAI content on the ``gen_ai.client.inference.operation.details`` event."""
     with _http_root(rec):
         docs = [{"id": f"doc-{i}", "score": 0.5, "content": d} for i, d in enumerate(DOCS)]
-        with rec.span("retrieval kb", {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.query.text": QUESTION,
-                                       "gen_ai.retrieval.documents": json.dumps(docs, ensure_ascii=False)},
-                      kind=SpanKind.CLIENT):
+        with rec.span(
+            "retrieval kb",
+            {
+                "gen_ai.operation.name": "retrieval",
+                "gen_ai.retrieval.query.text": QUESTION,
+                "gen_ai.retrieval.documents": json.dumps(docs, ensure_ascii=False),
+            },
+            kind=SpanKind.CLIENT,
+        ):
             pass
-        with rec.span(f"chat {MODEL}", {"gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL},
-                      kind=SpanKind.CLIENT) as s:
-            rec.event(s, "gen_ai.client.inference.operation.details", {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.input.messages": _genai_msgs(("system", SYSTEM), ("user", QUESTION)),
-                "gen_ai.output.messages": _genai_msgs(("assistant", ANSWER), finish="stop"),
-            })
+        with rec.span(
+            f"chat {MODEL}",
+            {"gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL},
+            kind=SpanKind.CLIENT,
+        ) as s:
+            rec.event(
+                s,
+                "gen_ai.client.inference.operation.details",
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.input.messages": _genai_msgs(("system", SYSTEM), ("user", QUESTION)),
+                    "gen_ai.output.messages": _genai_msgs(("assistant", ANSWER), finish="stop"),
+                },
+            )
 
 
 def genai_legacy_attributes(rec: Recorder) -> None:
     """Pre-1.37 GenAI: ``gen_ai.system`` and the deprecated ``gen_ai.prompt``/``gen_ai.completion``."""
     with _http_root(rec):
-        docs = [{"id": f"doc-{i}", "content": d} for i, d in enumerate(DOCS)]  # no score: langchain genai
-        with rec.span("retrieval", {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.query.text": QUESTION,
-                                    "gen_ai.retrieval.documents": json.dumps(docs, ensure_ascii=False)}):
+        docs = [
+            {"id": f"doc-{i}", "content": d} for i, d in enumerate(DOCS)
+        ]  # no score: langchain genai
+        with rec.span(
+            "retrieval",
+            {
+                "gen_ai.operation.name": "retrieval",
+                "gen_ai.retrieval.query.text": QUESTION,
+                "gen_ai.retrieval.documents": json.dumps(docs, ensure_ascii=False),
+            },
+        ):
             pass
-        with rec.span(f"chat {MODEL}", {
-            "gen_ai.system": "openai", "gen_ai.request.model": MODEL,
-            "gen_ai.prompt": json.dumps([{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]),
-            "gen_ai.completion": json.dumps([{"role": "assistant", "content": ANSWER}], ensure_ascii=False),
-            "gen_ai.usage.prompt_tokens": 120, "gen_ai.usage.completion_tokens": 14,
-        }):
+        with rec.span(
+            f"chat {MODEL}",
+            {
+                "gen_ai.system": "openai",
+                "gen_ai.request.model": MODEL,
+                "gen_ai.prompt": json.dumps(
+                    [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+                ),
+                "gen_ai.completion": json.dumps(
+                    [{"role": "assistant", "content": ANSWER}], ensure_ascii=False
+                ),
+                "gen_ai.usage.prompt_tokens": 120,
+                "gen_ai.usage.completion_tokens": 14,
+            },
+        ):
             pass
 
 
@@ -181,108 +288,211 @@ def genai_legacy_events(rec: Recorder) -> None:
     """Pre-1.37 GenAI events on the span: gen_ai.system.message / gen_ai.user.message / gen_ai.choice."""
     with _http_root(rec):
         docs = [{"id": f"doc-{i}", "content": d} for i, d in enumerate(DOCS)]
-        with rec.span("retrieval", {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.query.text": QUESTION,
-                                    "gen_ai.retrieval.documents": json.dumps(docs, ensure_ascii=False)}):
+        with rec.span(
+            "retrieval",
+            {
+                "gen_ai.operation.name": "retrieval",
+                "gen_ai.retrieval.query.text": QUESTION,
+                "gen_ai.retrieval.documents": json.dumps(docs, ensure_ascii=False),
+            },
+        ):
             pass
-        with rec.span(f"chat {MODEL}", {"gen_ai.system": "openai", "gen_ai.operation.name": "chat",
-                                        "gen_ai.request.model": MODEL}) as s:
+        with rec.span(
+            f"chat {MODEL}",
+            {
+                "gen_ai.system": "openai",
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": MODEL,
+            },
+        ) as s:
             rec.event(s, "gen_ai.system.message", {"gen_ai.system": "openai", "content": SYSTEM})
             rec.event(s, "gen_ai.user.message", {"gen_ai.system": "openai", "content": QUESTION})
-            rec.event(s, "gen_ai.choice", {"gen_ai.system": "openai", "index": 0, "finish_reason": "stop",
-                                           "message": json.dumps({"role": "assistant", "content": ANSWER},
-                                                                 ensure_ascii=False)})
+            rec.event(
+                s,
+                "gen_ai.choice",
+                {
+                    "gen_ai.system": "openai",
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": json.dumps(
+                        {"role": "assistant", "content": ANSWER}, ensure_ascii=False
+                    ),
+                },
+            )
 
 
 def _traceloop_retriever(rec: Recorder) -> None:
-    out = {"documents": [{"page_content": d, "metadata": {"source": f"kb/{i}.md"}} for i, d in enumerate(DOCS)],
-           "count": len(DOCS)}
-    with rec.span("vector_db_retrieve VectorStoreRetriever", {
-        "traceloop.span.kind": "task", "traceloop.entity.name": "VectorStoreRetriever",
-        "gen_ai.operation.name": "vector_db_retrieve",
-        "traceloop.entity.input": json.dumps({"query": QUESTION, "tags": [], "metadata": {}}),
-        "traceloop.entity.output": json.dumps(out, ensure_ascii=False),
-    }):
+    out = {
+        "documents": [
+            {"page_content": d, "metadata": {"source": f"kb/{i}.md"}} for i, d in enumerate(DOCS)
+        ],
+        "count": len(DOCS),
+    }
+    with rec.span(
+        "vector_db_retrieve VectorStoreRetriever",
+        {
+            "traceloop.span.kind": "task",
+            "traceloop.entity.name": "VectorStoreRetriever",
+            "gen_ai.operation.name": "vector_db_retrieve",
+            "traceloop.entity.input": json.dumps({"query": QUESTION, "tags": [], "metadata": {}}),
+            "traceloop.entity.output": json.dumps(out, ensure_ascii=False),
+        },
+    ):
         pass
 
 
 def openllmetry(rec: Recorder) -> None:
     """OpenLLMetry after the 2026 gen_ai migration: workflow root, vector_db_retrieve task, gen_ai messages."""
-    with rec.span("rag_pipeline.workflow", {
-        "traceloop.span.kind": "workflow", "traceloop.workflow.name": "rag_pipeline",
-        "traceloop.entity.name": "rag_pipeline", "traceloop.entity.version": 2,
-        "traceloop.entity.input": json.dumps({"args": [QUESTION], "kwargs": {}}),
-        "traceloop.entity.output": json.dumps(ANSWER, ensure_ascii=False),
-    }):
+    with rec.span(
+        "rag_pipeline.workflow",
+        {
+            "traceloop.span.kind": "workflow",
+            "traceloop.workflow.name": "rag_pipeline",
+            "traceloop.entity.name": "rag_pipeline",
+            "traceloop.entity.version": 2,
+            "traceloop.entity.input": json.dumps({"args": [QUESTION], "kwargs": {}}),
+            "traceloop.entity.output": json.dumps(ANSWER, ensure_ascii=False),
+        },
+    ):
         _traceloop_retriever(rec)
-        with rec.span("openai.chat", {
-            "llm.request.type": "chat", "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
-            "gen_ai.request.model": MODEL,
-            "gen_ai.input.messages": _genai_msgs(("system", SYSTEM_WITH_CONTEXT), ("user", QUESTION)),
-            "gen_ai.output.messages": _genai_msgs(("assistant", ANSWER), finish="stop"),
-            "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 14,
-        }, kind=SpanKind.CLIENT):
+        with rec.span(
+            "openai.chat",
+            {
+                "llm.request.type": "chat",
+                "gen_ai.operation.name": "chat",
+                "gen_ai.provider.name": "openai",
+                "gen_ai.request.model": MODEL,
+                "gen_ai.input.messages": _genai_msgs(
+                    ("system", SYSTEM_WITH_CONTEXT), ("user", QUESTION)
+                ),
+                "gen_ai.output.messages": _genai_msgs(("assistant", ANSWER), finish="stop"),
+                "gen_ai.usage.input_tokens": 120,
+                "gen_ai.usage.output_tokens": 14,
+            },
+            kind=SpanKind.CLIENT,
+        ):
             pass
 
 
 def openllmetry_legacy(rec: Recorder) -> None:
     """OpenLLMetry's flattened gen_ai.prompt.<i>/gen_ai.completion.<i>; the workflow has no output."""
-    with rec.span("rag_pipeline.workflow", {
-        "traceloop.span.kind": "workflow", "traceloop.workflow.name": "rag_pipeline",
-        "traceloop.entity.input": json.dumps({"args": [], "kwargs": {"question": QUESTION}}),
-    }):
+    with rec.span(
+        "rag_pipeline.workflow",
+        {
+            "traceloop.span.kind": "workflow",
+            "traceloop.workflow.name": "rag_pipeline",
+            "traceloop.entity.input": json.dumps({"args": [], "kwargs": {"question": QUESTION}}),
+        },
+    ):
         _traceloop_retriever(rec)
-        with rec.span("openai.chat", {
-            "llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": MODEL,
-            "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": SYSTEM_WITH_CONTEXT,
-            "gen_ai.prompt.1.role": "user", "gen_ai.prompt.1.content": QUESTION,
-            "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": ANSWER,
-            "gen_ai.completion.0.finish_reason": "stop",
-            "gen_ai.usage.prompt_tokens": 120, "gen_ai.usage.completion_tokens": 14, "llm.usage.total_tokens": 134,
-        }, kind=SpanKind.CLIENT):
+        with rec.span(
+            "openai.chat",
+            {
+                "llm.request.type": "chat",
+                "gen_ai.system": "openai",
+                "gen_ai.request.model": MODEL,
+                "gen_ai.prompt.0.role": "system",
+                "gen_ai.prompt.0.content": SYSTEM_WITH_CONTEXT,
+                "gen_ai.prompt.1.role": "user",
+                "gen_ai.prompt.1.content": QUESTION,
+                "gen_ai.completion.0.role": "assistant",
+                "gen_ai.completion.0.content": ANSWER,
+                "gen_ai.completion.0.finish_reason": "stop",
+                "gen_ai.usage.prompt_tokens": 120,
+                "gen_ai.usage.completion_tokens": 14,
+                "llm.usage.total_tokens": 134,
+            },
+            kind=SpanKind.CLIENT,
+        ):
             pass
 
 
 def db_query_result_events(rec: Recorder) -> None:
     """A vector-DB client span (OpenLLMetry chroma) with one db.query.result event per document."""
     with _http_root(rec):
-        with rec.span("chroma.query", {"db.system": "chroma", "db.operation": "query",
-                                       "db.vector.query.top_k": 3}, kind=SpanKind.CLIENT) as s:
+        with rec.span(
+            "chroma.query",
+            {"db.system": "chroma", "db.operation": "query", "db.vector.query.top_k": 3},
+            kind=SpanKind.CLIENT,
+        ) as s:
             for i, d in enumerate(DOCS):
-                rec.event(s, "db.query.result", {"db.query.result.id": f"doc-{i}", "db.query.result.distance": 0.1 * i,
-                                                 "db.query.result.document": d})
-        with rec.span("openai.chat", {
-            "llm.request.type": "chat", "gen_ai.system": "openai", "gen_ai.request.model": MODEL,
-            "gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": SYSTEM_WITH_CONTEXT,
-            "gen_ai.prompt.1.role": "user", "gen_ai.prompt.1.content": QUESTION,
-            "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": ANSWER,
-        }, kind=SpanKind.CLIENT):
+                rec.event(
+                    s,
+                    "db.query.result",
+                    {
+                        "db.query.result.id": f"doc-{i}",
+                        "db.query.result.distance": 0.1 * i,
+                        "db.query.result.document": d,
+                    },
+                )
+        with rec.span(
+            "openai.chat",
+            {
+                "llm.request.type": "chat",
+                "gen_ai.system": "openai",
+                "gen_ai.request.model": MODEL,
+                "gen_ai.prompt.0.role": "system",
+                "gen_ai.prompt.0.content": SYSTEM_WITH_CONTEXT,
+                "gen_ai.prompt.1.role": "user",
+                "gen_ai.prompt.1.content": QUESTION,
+                "gen_ai.completion.0.role": "assistant",
+                "gen_ai.completion.0.content": ANSWER,
+            },
+            kind=SpanKind.CLIENT,
+        ):
             pass
 
 
 def trulens(rec: Recorder) -> None:
-    with rec.span("record_root", {"ai.observability.span_type": "record_root",
-                                  "ai.observability.record_root.input": QUESTION,
-                                  "ai.observability.record_root.output": ANSWER}):
-        with rec.span("retrieve", {"ai.observability.span_type": "retrieval",
-                                   "ai.observability.retrieval.query_text": QUESTION,
-                                   "ai.observability.retrieval.retrieved_contexts": list(DOCS)}):
-            pass
+    with (
+        rec.span(
+            "record_root",
+            {
+                "ai.observability.span_type": "record_root",
+                "ai.observability.record_root.input": QUESTION,
+                "ai.observability.record_root.output": ANSWER,
+            },
+        ),
+        rec.span(
+            "retrieve",
+            {
+                "ai.observability.span_type": "retrieval",
+                "ai.observability.retrieval.query_text": QUESTION,
+                "ai.observability.retrieval.retrieved_contexts": list(DOCS),
+            },
+        ),
+    ):
+        pass
 
 
 def prompt_fallback_variables(rec: Recorder) -> None:
     """OpenInference with retrieval content hidden: contexts only in llm.prompt_template.variables."""
-    with rec.span("query", {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER}):
-        with rec.span("retrieve", {"openinference.span.kind": "RETRIEVER",
-                                   "retrieval.documents.0.document.id": "doc-0",
-                                   "retrieval.documents.0.document.score": 0.9}):
+    with rec.span(
+        "query",
+        {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER},
+    ):
+        with rec.span(
+            "retrieve",
+            {
+                "openinference.span.kind": "RETRIEVER",
+                "retrieval.documents.0.document.id": "doc-0",
+                "retrieval.documents.0.document.score": 0.9,
+            },
+        ):
             pass
-        with rec.span("llm", {
-            "openinference.span.kind": "LLM", "llm.model_name": MODEL,
-            "llm.prompt_template.template": "Context:\n{context}\n\nQuestion: {question}",
-            "llm.prompt_template.variables": json.dumps({"context": CONTEXT_BLOCK, "question": QUESTION},
-                                                        ensure_ascii=False),
-            "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": ANSWER,
-        }):
+        with rec.span(
+            "llm",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.model_name": MODEL,
+                "llm.prompt_template.template": "Context:\n{context}\n\nQuestion: {question}",
+                "llm.prompt_template.variables": json.dumps(
+                    {"context": CONTEXT_BLOCK, "question": QUESTION}, ensure_ascii=False
+                ),
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": ANSWER,
+            },
+        ):
             pass
 
 
@@ -291,15 +501,23 @@ def prompt_fallback_message(rec: Recorder) -> None:
     contexts sit in the system instructions, the question is the user message."""
     with _http_root(rec):
         docs = [{"id": f"doc-{i}", "score": 0.9 - i * 0.1} for i in range(len(DOCS))]
-        with rec.span("retrieval kb", {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.documents": json.dumps(docs)}):
+        with rec.span(
+            "retrieval kb",
+            {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.documents": json.dumps(docs)},
+        ):
             pass
-        with rec.span(f"chat {MODEL}", {
-            "gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL,
-            "gen_ai.system_instructions": json.dumps([{"type": "text", "content": SYSTEM_WITH_CONTEXT}],
-                                                     ensure_ascii=False),
-            "gen_ai.input.messages": _genai_msgs(("user", QUESTION)),
-            "gen_ai.output.messages": _genai_msgs(("assistant", ANSWER)),
-        }):
+        with rec.span(
+            f"chat {MODEL}",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": MODEL,
+                "gen_ai.system_instructions": json.dumps(
+                    [{"type": "text", "content": SYSTEM_WITH_CONTEXT}], ensure_ascii=False
+                ),
+                "gen_ai.input.messages": _genai_msgs(("user", QUESTION)),
+                "gen_ai.output.messages": _genai_msgs(("assistant", ANSWER)),
+            },
+        ):
             pass
 
 
@@ -311,44 +529,88 @@ def prompt_fallback_llamaindex(rec: Recorder) -> None:
         "Given the context information and not prior knowledge, answer the query.\n"
         f"Query: {QUESTION}\nAnswer: "
     )
-    with rec.span("OpenAI.chat", {"openinference.span.kind": "LLM", "llm.model_name": MODEL,
-                                  "llm.input_messages.0.message.role": "user",
-                                  "llm.input_messages.0.message.content": prompt,
-                                  "llm.output_messages.0.message.role": "assistant",
-                                  "llm.output_messages.0.message.content": ANSWER}):
+    with rec.span(
+        "OpenAI.chat",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.model_name": MODEL,
+            "llm.input_messages.0.message.role": "user",
+            "llm.input_messages.0.message.content": prompt,
+            "llm.output_messages.0.message.role": "assistant",
+            "llm.output_messages.0.message.content": ANSWER,
+        },
+    ):
         pass
 
 
 WRITERS: dict[str, Callable[[Recorder], None]] = {
     f.__name__: f
     for f in (
-        openinference, openinference_json_io, openinference_reranker, openinference_legacy,
-        genai_attributes, genai_events, genai_legacy_attributes, genai_legacy_events,
-        openllmetry, openllmetry_legacy, db_query_result_events, trulens,
-        prompt_fallback_variables, prompt_fallback_message, prompt_fallback_llamaindex,
+        openinference,
+        openinference_json_io,
+        openinference_reranker,
+        openinference_legacy,
+        genai_attributes,
+        genai_events,
+        genai_legacy_attributes,
+        genai_legacy_events,
+        openllmetry,
+        openllmetry_legacy,
+        db_query_result_events,
+        trulens,
+        prompt_fallback_variables,
+        prompt_fallback_message,
+        prompt_fallback_llamaindex,
     )
 }
 
 # where each writer's text must come from: proves the intended path was taken, not a lucky fallback
 EXPECTED_SOURCES: dict[str, dict[str, str]] = {
-    "openinference": {"question": "root:input.value", "contexts": "retrieval.documents", "answer": "root:output.value"},
-    "openinference_json_io": {"question": "root:input.value", "contexts": "retrieval.documents",
-                              "answer": "root:output.value"},
+    "openinference": {
+        "question": "root:input.value",
+        "contexts": "retrieval.documents",
+        "answer": "root:output.value",
+    },
+    "openinference_json_io": {
+        "question": "root:input.value",
+        "contexts": "retrieval.documents",
+        "answer": "root:output.value",
+    },
     "openinference_reranker": {"contexts": "reranker.output_documents"},
     "openinference_legacy": {"answer": "llm:llm.choices"},
-    "genai_attributes": {"question": "retrieval:query", "contexts": "gen_ai.retrieval.documents",
-                         "answer": "llm:gen_ai.output.messages"},
+    "genai_attributes": {
+        "question": "retrieval:query",
+        "contexts": "gen_ai.retrieval.documents",
+        "answer": "llm:gen_ai.output.messages",
+    },
     "genai_events": {"answer": "llm:event:gen_ai.client.inference.operation.details"},
     "genai_legacy_attributes": {"answer": "llm:gen_ai.completion"},
     "genai_legacy_events": {"answer": "llm:event:gen_ai.choice"},
-    "openllmetry": {"question": "root:traceloop.entity.input", "contexts": "traceloop.entity.output",
-                    "answer": "root:traceloop.entity.output"},
-    "openllmetry_legacy": {"question": "root:traceloop.entity.input", "answer": "llm:gen_ai.completion.<i>"},
-    "db_query_result_events": {"question": "llm:gen_ai.prompt.<i>", "contexts": "event:db.query.result"},
-    "trulens": {"question": "root:ai.observability.record_root.input",
-                "contexts": "ai.observability.retrieval.retrieved_contexts"},
+    "openllmetry": {
+        "question": "root:traceloop.entity.input",
+        "contexts": "traceloop.entity.output",
+        "answer": "root:traceloop.entity.output",
+    },
+    "openllmetry_legacy": {
+        "question": "root:traceloop.entity.input",
+        "answer": "llm:gen_ai.completion.<i>",
+    },
+    "db_query_result_events": {
+        "question": "llm:gen_ai.prompt.<i>",
+        "contexts": "event:db.query.result",
+    },
+    "trulens": {
+        "question": "root:ai.observability.record_root.input",
+        "contexts": "ai.observability.retrieval.retrieved_contexts",
+    },
     "prompt_fallback_variables": {"contexts": "prompt:llm.prompt_template.variables"},
-    "prompt_fallback_message": {"contexts": "prompt:gen_ai.input.messages", "question": "llm:gen_ai.input.messages"},
-    "prompt_fallback_llamaindex": {"contexts": "prompt:llm.input_messages", "question": "prompt:llm.input_messages",
-                                   "answer": "llm:llm.output_messages"},
+    "prompt_fallback_message": {
+        "contexts": "prompt:gen_ai.input.messages",
+        "question": "llm:gen_ai.input.messages",
+    },
+    "prompt_fallback_llamaindex": {
+        "contexts": "prompt:llm.input_messages",
+        "question": "prompt:llm.input_messages",
+        "answer": "llm:llm.output_messages",
+    },
 }

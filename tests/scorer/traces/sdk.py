@@ -16,7 +16,6 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
-
 from ragpulse.scorer.traces import Span, SpanDecoder, group_by_trace
 
 T0 = 1_763_000_000_000_000_000
@@ -25,7 +24,9 @@ T0 = 1_763_000_000_000_000_000
 class Recorder:
     """One service's TracerProvider exporting into memory, with a deterministic clock."""
 
-    def __init__(self, service: str = "rag-app", env: str = "prod", clock: Iterator[int] | None = None) -> None:
+    def __init__(
+        self, service: str = "rag-app", env: str = "prod", clock: Iterator[int] | None = None
+    ) -> None:
         self.exporter = InMemorySpanExporter()
         attrs = {"service.name": service, "deployment.environment.name": env}
         self.provider = TracerProvider(resource=Resource.create(attrs))
@@ -37,8 +38,14 @@ class Recorder:
         return next(self.clock)
 
     @contextmanager
-    def span(self, name: str, attrs: dict[str, Any] | None = None, kind: SpanKind = SpanKind.INTERNAL,
-             error: str | None = None, **kw: Any) -> Iterator[Any]:
+    def span(
+        self,
+        name: str,
+        attrs: dict[str, Any] | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        error: str | None = None,
+        **kw: Any,
+    ) -> Iterator[Any]:
         with self.tracer.start_as_current_span(
             name, kind=kind, attributes=attrs, start_time=self.now(), end_on_exit=False, **kw
         ) as s:

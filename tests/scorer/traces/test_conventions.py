@@ -7,7 +7,6 @@ bytes → SpanDecoder → group by trace → extract.
 from __future__ import annotations
 
 import pytest
-
 from ragpulse.scorer.traces import SpanDecoder, extract, group_by_trace
 
 from .conventions import ANSWER, DOCS, EXPECTED_SOURCES, MODEL, QUESTION, WRITERS
@@ -43,7 +42,10 @@ def test_every_convention_in_one_unkeyed_record() -> None:
     for rec, (name, write) in zip(recs, sorted(WRITERS.items())):
         write(rec)
         finished = rec.finished()
-        expected_service[format(finished[0].context.trace_id, "032x")] = (name, rec.provider.resource.attributes["service.name"])
+        expected_service[format(finished[0].context.trace_id, "032x")] = (
+            name,
+            rec.provider.resource.attributes["service.name"],
+        )
         spans.extend(finished)
     record = to_record(spans)
     decoder = SpanDecoder()
@@ -55,7 +57,11 @@ def test_every_convention_in_one_unkeyed_record() -> None:
     for trace_id, trace_spans in traces.items():
         ex = extract(trace_spans)
         assert ex.sample is not None, expected_service[trace_id]
-        assert (ex.sample.question, ex.sample.contexts, ex.sample.answer) == (QUESTION, DOCS, ANSWER)
+        assert (ex.sample.question, ex.sample.contexts, ex.sample.answer) == (
+            QUESTION,
+            DOCS,
+            ANSWER,
+        )
         assert ex.meta.service == expected_service[trace_id][1]
 
 

@@ -3,25 +3,37 @@
 from __future__ import annotations
 
 import pytest
+from google.protobuf.message import DecodeError as ProtobufDecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.trace import SpanKind
-
-from ragpulse.scorer.traces import DecodeError, DecodeLimits, SpanDecoder, StatusCode, group_by_trace
+from ragpulse.scorer.traces import (
+    DecodeError,
+    DecodeLimits,
+    SpanDecoder,
+    StatusCode,
+    group_by_trace,
+)
 
 from .sdk import Recorder, decode_traces, one_trace, to_record
 
 
-def _raw_span(trace_id: bytes = b"\x01" * 16, span_id: bytes = b"\x02" * 8, name: str = "s",
-              attrs: dict[str, AnyValue] | None = None) -> trace_pb2.TracesData:
+def _raw_span(
+    trace_id: bytes = b"\x01" * 16,
+    span_id: bytes = b"\x02" * 8,
+    name: str = "s",
+    attrs: dict[str, AnyValue] | None = None,
+) -> trace_pb2.TracesData:
     td = trace_pb2.TracesData()
     rs = td.resource_spans.add()
     rs.resource.attributes.append(KeyValue(key="service.name", value=AnyValue(string_value="raw")))
     ss = rs.scope_spans.add()
     ss.scope.name, ss.scope.version = "raw-scope", "9"
-    s = ss.spans.add(trace_id=trace_id, span_id=span_id, name=name, start_time_unix_nano=1, end_time_unix_nano=2)
+    s = ss.spans.add(
+        trace_id=trace_id, span_id=span_id, name=name, start_time_unix_nano=1, end_time_unix_nano=2
+    )
     for k, v in (attrs or {}).items():
         s.attributes.append(KeyValue(key=k, value=v))
     return td
@@ -29,42 +41,97 @@ def _raw_span(trace_id: bytes = b"\x01" * 16, span_id: bytes = b"\x02" * 8, name
 
 def test_sdk_span_fields_round_trip() -> None:
     rec = Recorder(service="checkout", env="staging")
-    with rec.span("root", {"s": "text", "b": True, "i": 7, "f": 0.25, "ls": ["a", "b"], "li": [1, 2],
-                           "lf": [0.5], "lb": [True, False]}, kind=SpanKind.SERVER) as root:
-        rec.event(root, "db.query.result", {"db.query.result.document": "日本語", "db.query.result.score": 0.7})
+    with rec.span(
+        "root",
+        {
+            "s": "text",
+            "b": True,
+            "i": 7,
+            "f": 0.25,
+            "ls": ["a", "b"],
+            "li": [1, 2],
+            "lf": [0.5],
+            "lb": [True, False],
+        },
+        kind=SpanKind.SERVER,
+    ) as root:
+        rec.event(
+            root,
+            "db.query.result",
+            {"db.query.result.document": "日本語", "db.query.result.score": 0.7},
+        )
         with rec.span("child", error="boom"):
             pass
     spans = {s.name: s for s in one_trace(to_record(rec.finished()))}
 
     root_s, child = spans["root"], spans["child"]
-    assert root_s.attributes == {"s": "text", "b": True, "i": 7, "f": 0.25, "ls": ("a", "b"), "li": (1, 2),
-                                 "lf": (0.5,), "lb": (True, False)}
+    assert root_s.attributes == {
+        "s": "text",
+        "b": True,
+        "i": 7,
+        "f": 0.25,
+        "ls": ("a", "b"),
+        "li": (1, 2),
+        "lf": (0.5,),
+        "lb": (True, False),
+    }
     assert root_s.kind == SpanKind.SERVER.value + 1  # OTLP numbers kinds from 1 (INTERNAL)
     assert root_s.parent_span_id is None and child.parent_span_id == root_s.span_id
-    assert len(root_s.trace_id) == 32 and len(root_s.span_id) == 16 and root_s.trace_id == root_s.trace_id.lower()
+    assert (
+        len(root_s.trace_id) == 32
+        and len(root_s.span_id) == 16
+        and root_s.trace_id == root_s.trace_id.lower()
+    )
     assert root_s.start_ns < child.start_ns < child.end_ns < root_s.end_ns
     (ev,) = root_s.events
     assert ev.name == "db.query.result" and ev.attributes["db.query.result.document"] == "日本語"
     assert ev.time_ns > root_s.start_ns
-    assert child.status_code == StatusCode.ERROR and child.status_message == "boom" and child.is_error
+    assert (
+        child.status_code == StatusCode.ERROR and child.status_message == "boom" and child.is_error
+    )
     assert root_s.service_name == "checkout" and root_s.environment == "staging"
     assert root_s.resource is child.resource  # one dict per ResourceSpans, shared
     assert root_s.scope_name == "tests.writer" and root_s.scope_version == "1.0"
 
 
 def test_kvlist_bytes_nested_arrays_and_empty_values() -> None:
-    kv = AnyValue(kvlist_value=KeyValueList(values=[
-        KeyValue(key="role", value=AnyValue(string_value="user")),
-        KeyValue(key="parts", value=AnyValue(array_value=ArrayValue(values=[
-            AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key="content", value=AnyValue(string_value="hi"))]))
-        ]))),
-    ]))
+    kv = AnyValue(
+        kvlist_value=KeyValueList(
+            values=[
+                KeyValue(key="role", value=AnyValue(string_value="user")),
+                KeyValue(
+                    key="parts",
+                    value=AnyValue(
+                        array_value=ArrayValue(
+                            values=[
+                                AnyValue(
+                                    kvlist_value=KeyValueList(
+                                        values=[
+                                            KeyValue(
+                                                key="content", value=AnyValue(string_value="hi")
+                                            )
+                                        ]
+                                    )
+                                )
+                            ]
+                        )
+                    ),
+                ),
+            ]
+        )
+    )
     td = _raw_span(attrs={"msg": kv, "raw": AnyValue(bytes_value=b"\x00\xff"), "empty": AnyValue()})
 
     (span,) = SpanDecoder().decode(td.SerializeToString())
 
-    assert span.attributes == {"msg": {"role": "user", "parts": ({"content": "hi"},)}, "raw": b"\x00\xff", "empty": None}
-    assert span.service_name == "raw" and span.scope_name == "raw-scope" and span.scope_version == "9"
+    assert span.attributes == {
+        "msg": {"role": "user", "parts": ({"content": "hi"},)},
+        "raw": b"\x00\xff",
+        "empty": None,
+    }
+    assert (
+        span.service_name == "raw" and span.scope_name == "raw-scope" and span.scope_version == "9"
+    )
 
 
 def test_many_traces_many_resources_in_one_record() -> None:
@@ -73,9 +140,8 @@ def test_many_traces_many_resources_in_one_record() -> None:
     for service in ("a", "b"):
         rec = Recorder(service=service)
         for _ in range(3):
-            with rec.span("root"):
-                with rec.span("child"):
-                    pass
+            with rec.span("root"), rec.span("child"):
+                pass
         finished = rec.finished()
         ids |= {format(s.context.trace_id, "032x") for s in finished}
         spans += finished
@@ -139,9 +205,11 @@ def test_empty_record_is_no_spans() -> None:
 
 def test_invalid_utf8_is_replaced_and_counted_not_fatal() -> None:
     td = _raw_span(name="NAME", attrs={"input.value": AnyValue(string_value="QQQQ ok")})
-    td.resource_spans[0].scope_spans[0].spans.add(trace_id=b"\x01" * 16, span_id=b"\x05" * 8, name="fine")
+    td.resource_spans[0].scope_spans[0].spans.add(
+        trace_id=b"\x01" * 16, span_id=b"\x05" * 8, name="fine"
+    )
     data = td.SerializeToString().replace(b"QQQQ", b"Q\xc3\x28Q").replace(b"NAME", b"N\xffME")
-    with pytest.raises(Exception):  # the strict schema really rejects these bytes
+    with pytest.raises(ProtobufDecodeError):  # the strict schema really rejects these bytes
         trace_pb2.TracesData().ParseFromString(data)
     decoder = SpanDecoder()
 
@@ -155,10 +223,21 @@ def test_invalid_utf8_is_replaced_and_counted_not_fatal() -> None:
 
 
 def test_caps_cut_and_count() -> None:
-    limits = DecodeLimits(max_attributes=3, max_events=2, max_value_chars=16, max_array_items=2, max_depth=2)
+    limits = DecodeLimits(
+        max_attributes=3, max_events=2, max_value_chars=16, max_array_items=2, max_depth=2
+    )
     rec = Recorder()
-    deep = AnyValue(array_value=ArrayValue(values=[AnyValue(array_value=ArrayValue(values=[
-        AnyValue(array_value=ArrayValue(values=[AnyValue(int_value=1)]))]))]))
+    deep = AnyValue(
+        array_value=ArrayValue(
+            values=[
+                AnyValue(
+                    array_value=ArrayValue(
+                        values=[AnyValue(array_value=ArrayValue(values=[AnyValue(int_value=1)]))]
+                    )
+                )
+            ]
+        )
+    )
     with rec.span("s", {"a": "x" * 100, "b": [1, 2, 3, 4], "c": 1, "d": 2, "e": 3}) as s:
         for i in range(5):
             rec.event(s, f"e{i}", {})
@@ -187,9 +266,8 @@ def test_limits_validate() -> None:
 def test_group_by_trace_keeps_order() -> None:
     rec = Recorder()
     for _ in range(2):
-        with rec.span("r"):
-            with rec.span("c"):
-                pass
+        with rec.span("r"), rec.span("c"):
+            pass
     spans = SpanDecoder().decode(to_record(rec.finished()))
     groups = group_by_trace(spans)
     assert list(groups) == list(dict.fromkeys(s.trace_id for s in spans))

@@ -6,7 +6,6 @@ import json
 
 import pytest
 from opentelemetry.trace import SpanKind
-
 from ragpulse.scorer.model import Reason
 from ragpulse.scorer.traces import ExtractionSettings, Span, SpanEvent, extract, split_prompt
 
@@ -25,25 +24,47 @@ def test_no_spans() -> None:
 
 def test_no_contexts_reason_and_optional() -> None:
     rec = Recorder()
-    with rec.span("chat", {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER}):
-        with rec.span("llm", {"openinference.span.kind": "LLM", "llm.input_messages.0.message.role": "user",
-                              "llm.input_messages.0.message.content": QUESTION}):
-            pass
+    with (
+        rec.span(
+            "chat",
+            {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER},
+        ),
+        rec.span(
+            "llm",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": QUESTION,
+            },
+        ),
+    ):
+        pass
     spans = one_trace(to_record(rec.finished()))
 
     ex = extract(spans)
     relaxed = extract(spans, ExtractionSettings(require_contexts=False))
 
     assert ex.reason == Reason.NO_CONTEXTS.value and ex.sample is None
-    assert relaxed.sample is not None and relaxed.sample.contexts == () and relaxed.sample.answer == ANSWER
+    assert (
+        relaxed.sample is not None
+        and relaxed.sample.contexts == ()
+        and relaxed.sample.answer == ANSWER
+    )
 
 
 def test_no_answer_when_the_llm_failed() -> None:
     rec = Recorder()
-    with rec.span("query", {"openinference.span.kind": "CHAIN", "input.value": QUESTION}, error="upstream 500"):
-        with rec.span("retrieve", {"openinference.span.kind": "RETRIEVER", **_oi_docs("retrieval.documents", DOCS)}):
+    with rec.span(
+        "query", {"openinference.span.kind": "CHAIN", "input.value": QUESTION}, error="upstream 500"
+    ):
+        with rec.span(
+            "retrieve",
+            {"openinference.span.kind": "RETRIEVER", **_oi_docs("retrieval.documents", DOCS)},
+        ):
             pass
-        with rec.span("llm", {"openinference.span.kind": "LLM", "llm.model_name": "m"}, error="rate limited"):
+        with rec.span(
+            "llm", {"openinference.span.kind": "LLM", "llm.model_name": "m"}, error="rate limited"
+        ):
             pass
 
     ex = _run(rec)
@@ -55,32 +76,64 @@ def test_no_answer_when_the_llm_failed() -> None:
 def test_no_question() -> None:
     rec = Recorder()
     with rec.span("job", {}):
-        with rec.span("retrieve", {"openinference.span.kind": "RETRIEVER", **_oi_docs("retrieval.documents", DOCS)}):
+        with rec.span(
+            "retrieve",
+            {"openinference.span.kind": "RETRIEVER", **_oi_docs("retrieval.documents", DOCS)},
+        ):
             pass
-        with rec.span("llm", {"openinference.span.kind": "LLM", "llm.output_messages.0.message.role": "assistant",
-                              "llm.output_messages.0.message.content": ANSWER}):
+        with rec.span(
+            "llm",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": ANSWER,
+            },
+        ):
             pass
     assert _run(rec).reason == Reason.NO_QUESTION.value
 
 
 def test_attributes_of_unexpected_types_are_skipped() -> None:
     rec = Recorder()
-    with rec.span("query", {"openinference.span.kind": "CHAIN", "input.value": 42, "output.value": ["not", "text"]}):
-        with rec.span("retrieve", {
-            "openinference.span.kind": "RETRIEVER", "input.value": QUESTION,
-            "retrieval.documents.0.document.content": DOCS[0],
-            "retrieval.documents.1.document.content": 7,            # not text: skipped
-            "retrieval.documents.x.document.content": "bad index",  # not an index: ignored
-            "retrieval.documents.2.document.content": DOCS[1],
-        }):
+    with rec.span(
+        "query",
+        {"openinference.span.kind": "CHAIN", "input.value": 42, "output.value": ["not", "text"]},
+    ):
+        with rec.span(
+            "retrieve",
+            {
+                "openinference.span.kind": "RETRIEVER",
+                "input.value": QUESTION,
+                "retrieval.documents.0.document.content": DOCS[0],
+                "retrieval.documents.1.document.content": 7,  # not text: skipped
+                "retrieval.documents.x.document.content": "bad index",  # not an index: ignored
+                "retrieval.documents.2.document.content": DOCS[1],
+            },
+        ):
             pass
-        with rec.span("retrieve2", {"gen_ai.operation.name": "retrieval",
-                                    "gen_ai.retrieval.documents": "{not json"}):
+        with rec.span(
+            "retrieve2",
+            {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.documents": "{not json"},
+        ):
             pass
-        with rec.span("llm", {"openinference.span.kind": "LLM",
-                              "llm.output_messages.0.message.content": [1, 2],  # array: no text
-                              "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
-                                  {"type": "tool_call", "name": "x"}, {"type": "text", "content": ANSWER}]}])}):
+        with rec.span(
+            "llm",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.output_messages.0.message.content": [1, 2],  # array: no text
+                "gen_ai.output.messages": json.dumps(
+                    [
+                        {
+                            "role": "assistant",
+                            "parts": [
+                                {"type": "tool_call", "name": "x"},
+                                {"type": "text", "content": ANSWER},
+                            ],
+                        }
+                    ]
+                ),
+            },
+        ):
             pass
 
     ex = _run(rec)
@@ -93,18 +146,44 @@ def test_attributes_of_unexpected_types_are_skipped() -> None:
 
 def test_structured_kvlist_values_work_like_json() -> None:
     """Backends with structured attributes send gen_ai messages as arrays of kvlists, not JSON."""
-    common = dict(trace_id="ab" * 16, resource={"service.name": "s"})
+    common = {"trace_id": "ab" * 16, "resource": {"service.name": "s"}}
     spans = [
         Span(span_id="01" * 8, parent_span_id=None, name="root", start_ns=1, end_ns=10, **common),
-        Span(span_id="02" * 8, parent_span_id="01" * 8, name="retrieval", start_ns=2, end_ns=3,
-             attributes={"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.query.text": QUESTION,
-                         "gen_ai.retrieval.documents": tuple({"id": str(i), "content": d} for i, d in enumerate(DOCS))},
-             **common),
-        Span(span_id="03" * 8, parent_span_id="01" * 8, name="chat", start_ns=4, end_ns=9,
-             attributes={"gen_ai.operation.name": "chat"},
-             events=(SpanEvent("gen_ai.client.inference.operation.details", 8, {
-                 "gen_ai.output.messages": ({"role": "assistant", "parts": ({"type": "text", "content": ANSWER},)},),
-             }),), **common),
+        Span(
+            span_id="02" * 8,
+            parent_span_id="01" * 8,
+            name="retrieval",
+            start_ns=2,
+            end_ns=3,
+            attributes={
+                "gen_ai.operation.name": "retrieval",
+                "gen_ai.retrieval.query.text": QUESTION,
+                "gen_ai.retrieval.documents": tuple(
+                    {"id": str(i), "content": d} for i, d in enumerate(DOCS)
+                ),
+            },
+            **common,
+        ),
+        Span(
+            span_id="03" * 8,
+            parent_span_id="01" * 8,
+            name="chat",
+            start_ns=4,
+            end_ns=9,
+            attributes={"gen_ai.operation.name": "chat"},
+            events=(
+                SpanEvent(
+                    "gen_ai.client.inference.operation.details",
+                    8,
+                    {
+                        "gen_ai.output.messages": (
+                            {"role": "assistant", "parts": ({"type": "text", "content": ANSWER},)},
+                        ),
+                    },
+                ),
+            ),
+            **common,
+        ),
     ]
     ex = extract(spans)
     assert ex.sample is not None
@@ -114,14 +193,29 @@ def test_structured_kvlist_values_work_like_json() -> None:
 def test_retrievers_ordered_by_start_time_and_deduplicated() -> None:
     rec = Recorder()
     clock = rec.clock
-    with rec.span("query", {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER}):
+    with rec.span(
+        "query",
+        {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER},
+    ):
         # the second retriever is created (and exported) first but started later
         first_start = next(clock)
-        second = rec.tracer.start_span("retrieve-b", start_time=next(clock), attributes={
-            "openinference.span.kind": "RETRIEVER", **_oi_docs("retrieval.documents", [DOCS[1], DOCS[2]])})
+        second = rec.tracer.start_span(
+            "retrieve-b",
+            start_time=next(clock),
+            attributes={
+                "openinference.span.kind": "RETRIEVER",
+                **_oi_docs("retrieval.documents", [DOCS[1], DOCS[2]]),
+            },
+        )
         second.end(end_time=next(clock))
-        first = rec.tracer.start_span("retrieve-a", start_time=first_start, attributes={
-            "openinference.span.kind": "RETRIEVER", **_oi_docs("retrieval.documents", [DOCS[0], DOCS[1] + "  "])})
+        first = rec.tracer.start_span(
+            "retrieve-a",
+            start_time=first_start,
+            attributes={
+                "openinference.span.kind": "RETRIEVER",
+                **_oi_docs("retrieval.documents", [DOCS[0], DOCS[1] + "  "]),
+            },
+        )
         first.end(end_time=next(clock))
     spans = one_trace(to_record(rec.finished()))
     assert [s.name for s in spans].index("retrieve-b") < [s.name for s in spans].index("retrieve-a")
@@ -140,14 +234,30 @@ def test_max_contexts() -> None:
 
 def test_reranker_without_inputs_supersedes_earlier_retrievers_only() -> None:
     rec = Recorder()
-    with rec.span("query", {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER}):
-        with rec.span("retrieve", {"openinference.span.kind": "RETRIEVER",
-                                   **_oi_docs("retrieval.documents", ["candidate a", "candidate b"])}):
+    with rec.span(
+        "query",
+        {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER},
+    ):
+        with rec.span(
+            "retrieve",
+            {
+                "openinference.span.kind": "RETRIEVER",
+                **_oi_docs("retrieval.documents", ["candidate a", "candidate b"]),
+            },
+        ):
             pass
-        with rec.span("rerank", {"openinference.span.kind": "RERANKER", **_oi_docs("reranker.output_documents", DOCS[:2])}):
+        with rec.span(
+            "rerank",
+            {
+                "openinference.span.kind": "RERANKER",
+                **_oi_docs("reranker.output_documents", DOCS[:2]),
+            },
+        ):
             pass
-        with rec.span("web-search", {"openinference.span.kind": "RETRIEVER",
-                                     **_oi_docs("retrieval.documents", [DOCS[2]])}):
+        with rec.span(
+            "web-search",
+            {"openinference.span.kind": "RETRIEVER", **_oi_docs("retrieval.documents", [DOCS[2]])},
+        ):
             pass
     ex = _run(rec)
     assert ex.sample is not None and ex.sample.contexts == DOCS
@@ -166,16 +276,38 @@ def test_orphans_stand_in_for_a_missing_root() -> None:
 
 def test_metadata() -> None:
     rec = Recorder(service="support-bot", env="staging")
-    with rec.span("query", {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER,
-                            "session.id": "sess-1", "user.id": "u-9", "ragpulse.prompt.version": "p-7"}):
-        with rec.span("retrieve", {"openinference.span.kind": "RETRIEVER", "ragpulse.retriever.version": "bm25-v2",
-                                   **_oi_docs("retrieval.documents", DOCS)}):
+    with rec.span(
+        "query",
+        {
+            "openinference.span.kind": "CHAIN",
+            "input.value": QUESTION,
+            "output.value": ANSWER,
+            "session.id": "sess-1",
+            "user.id": "u-9",
+            "ragpulse.prompt.version": "p-7",
+        },
+    ):
+        with rec.span(
+            "retrieve",
+            {
+                "openinference.span.kind": "RETRIEVER",
+                "ragpulse.retriever.version": "bm25-v2",
+                **_oi_docs("retrieval.documents", DOCS),
+            },
+        ):
             pass
         for _ in range(2):  # a rewrite call and the answer call: tokens add up
-            with rec.span("llm", {"openinference.span.kind": "LLM", "llm.model_name": "claude-x",
-                                  "llm.prompt_template.version": "template-3",
-                                  "llm.token_count.prompt": 100, "llm.token_count.completion": 10,
-                                  "llm.output_messages.0.message.content": "x"}):
+            with rec.span(
+                "llm",
+                {
+                    "openinference.span.kind": "LLM",
+                    "llm.model_name": "claude-x",
+                    "llm.prompt_template.version": "template-3",
+                    "llm.token_count.prompt": 100,
+                    "llm.token_count.completion": 10,
+                    "llm.output_messages.0.message.content": "x",
+                },
+            ):
                 pass
     ex = _run(rec)
     m = ex.meta
@@ -195,11 +327,26 @@ def test_versions_from_other_conventions() -> None:
     WRITERS["openinference"](rec)
     assert _run(rec).meta.prompt_version == "qa-v3"  # llm.prompt_template.version
     rec = Recorder()
-    with rec.span("q", {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER,
-                        "retriever.version": 3}):
-        with rec.span("llm", {"openinference.span.kind": "LLM", "traceloop.prompt.version": 5,
-                              "llm.output_messages.0.message.content": "x"}):
-            pass
+    with (
+        rec.span(
+            "q",
+            {
+                "openinference.span.kind": "CHAIN",
+                "input.value": QUESTION,
+                "output.value": ANSWER,
+                "retriever.version": 3,
+            },
+        ),
+        rec.span(
+            "llm",
+            {
+                "openinference.span.kind": "LLM",
+                "traceloop.prompt.version": 5,
+                "llm.output_messages.0.message.content": "x",
+            },
+        ),
+    ):
+        pass
     m = _run(rec, ExtractionSettings(require_contexts=False)).meta
     assert (m.prompt_version, m.retriever_version) == ("5", "3")
 
@@ -215,10 +362,19 @@ def test_versions_from_other_conventions() -> None:
         ({"ragpulse.feedback.score": [1]}, None, None, None, False),  # wrong type: ignored
     ],
 )
-def test_feedback(attrs: dict, event: dict | None, score: float | None, label: str | None, negative: bool) -> None:
+def test_feedback(
+    attrs: dict, event: dict | None, score: float | None, label: str | None, negative: bool
+) -> None:
     rec = Recorder()
-    with rec.span("query", {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER,
-                            **attrs}) as root:
+    with rec.span(
+        "query",
+        {
+            "openinference.span.kind": "CHAIN",
+            "input.value": QUESTION,
+            "output.value": ANSWER,
+            **attrs,
+        },
+    ) as root:
         if event is not None:
             rec.event(root, "ragpulse.feedback", event)
     m = _run(rec, ExtractionSettings(require_contexts=False)).meta
@@ -228,14 +384,25 @@ def test_feedback(attrs: dict, event: dict | None, score: float | None, label: s
 def test_latest_feedback_wins() -> None:
     """A thumbs-up recorded on the request, then a later thumbs-down span in the same trace."""
     rec = Recorder()
-    with rec.span("query", {"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER,
-                            "ragpulse.feedback.score": 1.0}) as root:
+    with rec.span(
+        "query",
+        {
+            "openinference.span.kind": "CHAIN",
+            "input.value": QUESTION,
+            "output.value": ANSWER,
+            "ragpulse.feedback.score": 1.0,
+        },
+    ) as root:
         pass
     ctx = root.get_span_context()
     from opentelemetry import trace
 
-    late = rec.tracer.start_span("ragpulse.feedback", context=trace.set_span_in_context(trace.NonRecordingSpan(ctx)),
-                                 start_time=rec.now(), attributes={"ragpulse.feedback.label": "bad"})
+    late = rec.tracer.start_span(
+        "ragpulse.feedback",
+        context=trace.set_span_in_context(trace.NonRecordingSpan(ctx)),
+        start_time=rec.now(),
+        attributes={"ragpulse.feedback.label": "bad"},
+    )
     late.end(end_time=rec.now())
     m = _run(rec, ExtractionSettings(require_contexts=False)).meta
     assert (m.feedback_score, m.feedback_label, m.negative_feedback) == (None, "bad", True)
@@ -245,13 +412,29 @@ def test_tool_datastore_contexts() -> None:
     """Agentic RAG: retrieval through an execute_tool span on a datastore tool."""
     rec = Recorder()
     with rec.span("invoke_agent", {"gen_ai.operation.name": "invoke_agent"}):
-        with rec.span("execute_tool search_kb", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.type": "datastore",
-                                                 "gen_ai.tool.call.result": json.dumps(list(DOCS), ensure_ascii=False)},
-                      kind=SpanKind.INTERNAL):
+        with rec.span(
+            "execute_tool search_kb",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.type": "datastore",
+                "gen_ai.tool.call.result": json.dumps(list(DOCS), ensure_ascii=False),
+            },
+            kind=SpanKind.INTERNAL,
+        ):
             pass
-        with rec.span("chat m", {"gen_ai.operation.name": "chat",
-                                 "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": QUESTION}]}]),
-                                 "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}], ensure_ascii=False)}):
+        with rec.span(
+            "chat m",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "parts": [{"type": "text", "content": QUESTION}]}]
+                ),
+                "gen_ai.output.messages": json.dumps(
+                    [{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}],
+                    ensure_ascii=False,
+                ),
+            },
+        ):
             pass
     ex = _run(rec)
     assert ex.sample is not None
@@ -262,14 +445,30 @@ def test_tool_datastore_contexts() -> None:
 @pytest.mark.parametrize(
     ("prompt", "contexts", "question"),
     [
-        ("Use the following pieces of retrieved context to answer the question.\nQuestion: Q? \n"
-         "Context: alpha.\n\nbeta. \nAnswer:", ["alpha.", "beta."], "Q?"),
-        ("<context>\n<document id=1>a b</document>\n<document id=2>c</document>\n</context>\nQuestion: Q?",
-         ["a b", "c"], "Q?"),
-        ("## Context\n[1] first doc\nspans lines\n[2] second doc\n\n## Question\nQ?", ["first doc\nspans lines", "second doc"], "Q?"),
+        (
+            (
+                "Use the following pieces of retrieved context to answer the question.\nQuestion: Q? \n"
+                "Context: alpha.\n\nbeta. \nAnswer:"
+            ),
+            ["alpha.", "beta."],
+            "Q?",
+        ),
+        (
+            "<context>\n<document id=1>a b</document>\n<document id=2>c</document>\n</context>\nQuestion: Q?",
+            ["a b", "c"],
+            "Q?",
+        ),
+        (
+            "## Context\n[1] first doc\nspans lines\n[2] second doc\n\n## Question\nQ?",
+            ["first doc\nspans lines", "second doc"],
+            "Q?",
+        ),
         ("Documents:\nDocument 1: one\nDocument 2: two\nQuery: Q?", ["one", "two"], "Q?"),
-        ("Context information is below.\n-----\na\n-----\nb\n-----\nGiven the context information, answer.\nQuery: Q?",
-         ["a", "b"], "Q?"),
+        (
+            "Context information is below.\n-----\na\n-----\nb\n-----\nGiven the context information, answer.\nQuery: Q?",
+            ["a", "b"],
+            "Q?",
+        ),
         ("Just chat with me about the context of this war.", [], None),
     ],
 )
@@ -281,16 +480,36 @@ def test_langchain_genai_util_roles() -> None:
     """opentelemetry-util-genai (LangChain) writes roles "Human"/"AI"; they mean user/assistant."""
     rec = Recorder()
     with rec.span("chain", {}):
-        with rec.span("retrieval", {"gen_ai.operation.name": "retrieval",
-                                    "gen_ai.retrieval.documents": json.dumps([{"id": "1", "content": DOCS[0]}])}):
+        with rec.span(
+            "retrieval",
+            {
+                "gen_ai.operation.name": "retrieval",
+                "gen_ai.retrieval.documents": json.dumps([{"id": "1", "content": DOCS[0]}]),
+            },
+        ):
             pass
-        with rec.span("chat m", {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.input.messages": json.dumps([{"role": "System", "parts": [{"type": "text", "content": "be brief"}]},
-                                                 {"role": "Human", "parts": [{"type": "text", "content": QUESTION}]}]),
-            "gen_ai.output.messages": json.dumps([{"role": "AI", "parts": [{"type": "text", "content": ANSWER}],
-                                                   "finish_reason": "stop"}], ensure_ascii=False),
-        }):
+        with rec.span(
+            "chat m",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": json.dumps(
+                    [
+                        {"role": "System", "parts": [{"type": "text", "content": "be brief"}]},
+                        {"role": "Human", "parts": [{"type": "text", "content": QUESTION}]},
+                    ]
+                ),
+                "gen_ai.output.messages": json.dumps(
+                    [
+                        {
+                            "role": "AI",
+                            "parts": [{"type": "text", "content": ANSWER}],
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    ensure_ascii=False,
+                ),
+            },
+        ):
             pass
     ex = _run(rec)
     assert ex.sample is not None and ex.sample.question == QUESTION and ex.sample.answer == ANSWER
@@ -299,16 +518,44 @@ def test_langchain_genai_util_roles() -> None:
 def test_root_io_as_a_conversation() -> None:
     """LangGraph-style root I/O: {"messages": [...]} with LangChain message dicts."""
     rec = Recorder()
-    state_in = {"messages": [{"type": "system", "content": "be brief"}, {"type": "human", "content": "hi"},
-                             {"type": "ai", "content": "hello"}, {"type": "human", "content": QUESTION}]}
-    state_out = {"messages": state_in["messages"] + [
-        {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"],
-         "kwargs": {"content": ANSWER, "type": "ai"}}]}
-    with rec.span("LangGraph", {"openinference.span.kind": "CHAIN", "input.value": json.dumps(state_in),
-                                "output.value": json.dumps(state_out, ensure_ascii=False)}):
-        with rec.span("retrieve", {"openinference.span.kind": "RETRIEVER", **_oi_docs("retrieval.documents", DOCS)}):
-            pass
+    state_in = {
+        "messages": [
+            {"type": "system", "content": "be brief"},
+            {"type": "human", "content": "hi"},
+            {"type": "ai", "content": "hello"},
+            {"type": "human", "content": QUESTION},
+        ]
+    }
+    state_out = {
+        "messages": state_in["messages"]
+        + [
+            {
+                "lc": 1,
+                "type": "constructor",
+                "id": ["langchain", "schema", "messages", "AIMessage"],
+                "kwargs": {"content": ANSWER, "type": "ai"},
+            }
+        ]
+    }
+    with (
+        rec.span(
+            "LangGraph",
+            {
+                "openinference.span.kind": "CHAIN",
+                "input.value": json.dumps(state_in),
+                "output.value": json.dumps(state_out, ensure_ascii=False),
+            },
+        ),
+        rec.span(
+            "retrieve",
+            {"openinference.span.kind": "RETRIEVER", **_oi_docs("retrieval.documents", DOCS)},
+        ),
+    ):
+        pass
     ex = _run(rec)
     assert ex.sample is not None
     assert (ex.sample.question, ex.sample.answer) == (QUESTION, ANSWER)
-    assert ex.meta.sources["question"] == "root:input.value" and ex.meta.sources["answer"] == "root:output.value"
+    assert (
+        ex.meta.sources["question"] == "root:input.value"
+        and ex.meta.sources["answer"] == "root:output.value"
+    )

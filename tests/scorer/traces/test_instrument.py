@@ -11,19 +11,32 @@ from .sdk import Recorder, decode_traces, one_trace, to_record
 
 
 def _interaction(rag: RagTracer, *, rerank: bool = False) -> str:
-    candidates = [Document(d, id=f"doc-{i}", score=0.9 - i / 10, metadata={"source": f"kb/{i}.md"})
-                  for i, d in enumerate(DOCS)]
-    with rag.query(QUESTION, session_id="s-1", user_id="u-1", prompt_version="qa-v3",
-                   retriever_version="hybrid-2") as q:
+    candidates = [
+        Document(d, id=f"doc-{i}", score=0.9 - i / 10, metadata={"source": f"kb/{i}.md"})
+        for i, d in enumerate(DOCS)
+    ]
+    with rag.query(
+        QUESTION,
+        session_id="s-1",
+        user_id="u-1",
+        prompt_version="qa-v3",
+        retriever_version="hybrid-2",
+    ) as q:
         with rag.retrieve(QUESTION, data_source="kb", top_k=3) as r:
             got = r.set_documents(candidates + ["extra candidate"] if rerank else candidates)
         if rerank:
             with rag.rerank(QUESTION, got, model="bge", top_k=3) as rr:
                 rr.set_output_documents(candidates)
         messages = [{"role": "system", "content": SYSTEM}, ("user", QUESTION)]
-        with rag.llm("gpt-4o-mini", provider="openai", messages=messages,
-                     template_variables={"question": QUESTION}) as call:
-            call.set_output(ANSWER, prompt_tokens=120, completion_tokens=14, response_model="gpt-4o-mini-2024")
+        with rag.llm(
+            "gpt-4o-mini",
+            provider="openai",
+            messages=messages,
+            template_variables={"question": QUESTION},
+        ) as call:
+            call.set_output(
+                ANSWER, prompt_tokens=120, completion_tokens=14, response_model="gpt-4o-mini-2024"
+            )
         q.set_answer(ANSWER)
         return q.trace_id
 
@@ -38,11 +51,19 @@ def test_helper_spans_extract_to_the_sample(genai: bool) -> None:
 
     assert ex.sample is not None and ex.sample.id == trace_id
     assert (ex.sample.question, ex.sample.contexts, ex.sample.answer) == (QUESTION, DOCS, ANSWER)
-    assert ex.meta.sources == {"question": "root:input.value", "contexts": "retrieval.documents",
-                               "answer": "root:output.value"}
+    assert ex.meta.sources == {
+        "question": "root:input.value",
+        "contexts": "retrieval.documents",
+        "answer": "root:output.value",
+    }
     m = ex.meta
     assert (m.model, m.prompt_version, m.retriever_version) == ("gpt-4o-mini", "qa-v3", "hybrid-2")
-    assert (m.prompt_tokens, m.completion_tokens, m.session_id, m.user_id) == (120, 14, "s-1", "u-1")
+    assert (m.prompt_tokens, m.completion_tokens, m.session_id, m.user_id) == (
+        120,
+        14,
+        "s-1",
+        "u-1",
+    )
     kinds = {s.name: s.attributes.get("openinference.span.kind") for s in spans}
     assert sorted(kinds.values()) == ["CHAIN", "LLM", "RETRIEVER"]
     assert all(s.status_code == StatusCode.OK for s in spans)
@@ -54,8 +75,10 @@ def test_genai_attributes_alone_are_complete() -> None:
     rec = Recorder()
     _interaction(RagTracer(rec.provider, genai=True))
     spans = one_trace(to_record(rec.finished()))
-    genai_only = [s._replace(attributes={k: v for k, v in s.attributes.items() if k.startswith("gen_ai.")})
-                  for s in spans]
+    genai_only = [
+        s._replace(attributes={k: v for k, v in s.attributes.items() if k.startswith("gen_ai.")})
+        for s in spans
+    ]
 
     ex = extract(genai_only)
 
@@ -78,12 +101,11 @@ def test_reranker_output_is_what_counts() -> None:
 def test_exception_sets_error_status_and_forces_sampling() -> None:
     rec = Recorder()
     rag = RagTracer(rec.provider)
-    with pytest.raises(TimeoutError):
-        with rag.query(QUESTION) as q:
-            with rag.retrieve(QUESTION) as r:
-                r.set_documents(DOCS)
-            with rag.llm("m", messages=[("user", QUESTION)]):
-                raise TimeoutError("model timed out")
+    with pytest.raises(TimeoutError), rag.query(QUESTION) as q:
+        with rag.retrieve(QUESTION) as r:
+            r.set_documents(DOCS)
+        with rag.llm("m", messages=[("user", QUESTION)]):
+            raise TimeoutError("model timed out")
     spans = one_trace(to_record(rec.finished()))
     ex = extract(spans)
 
@@ -114,7 +136,9 @@ def test_late_feedback_joins_the_trace(target_kind: str) -> None:
     rag.feedback(target, score=0.0, label="thumbs_down", comment="wrong")
 
     traces = decode_traces(to_record(rec.finished()))
-    trace_id = format(target.span_context.trace_id if target_kind == "handle" else ctx.trace_id, "032x")
+    trace_id = format(
+        target.span_context.trace_id if target_kind == "handle" else ctx.trace_id, "032x"
+    )
     spans = traces[trace_id]
     ex = extract(spans)
 

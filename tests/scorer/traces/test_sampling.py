@@ -7,7 +7,6 @@ import random
 
 import pytest
 from pydantic import ValidationError
-
 from ragpulse.scorer.traces import (
     AttributeRule,
     Sampler,
@@ -63,7 +62,10 @@ def test_rate_law_of_large_numbers(rate: float) -> None:
     kept = sum(sampler.decide_for(t, "svc").keep for t in _ids(n, seed=11))
     sigma = math.sqrt(rate * (1 - rate) / n)
     assert abs(kept / n - rate) < 5 * sigma, (kept / n, rate, sigma)
-    assert sampler.stats()["traces_sampled"] == kept and sampler.stats()["traces_unsampled"] == n - kept
+    assert (
+        sampler.stats()["traces_sampled"] == kept
+        and sampler.stats()["traces_unsampled"] == n - kept
+    )
 
 
 def test_rate_zero_and_one() -> None:
@@ -73,7 +75,11 @@ def test_rate_zero_and_one() -> None:
 
 
 def test_service_rates_exact_then_glob_then_default() -> None:
-    sampler = Sampler(SamplingSettings(default_rate=0.2, service_rates={"checkout-*": 0.5, "checkout-eu": 0.9, "x?": 0.0}))
+    sampler = Sampler(
+        SamplingSettings(
+            default_rate=0.2, service_rates={"checkout-*": 0.5, "checkout-eu": 0.9, "x?": 0.0}
+        )
+    )
     assert sampler.rate_for("checkout-eu") == 0.9
     assert sampler.rate_for("checkout-us") == 0.5
     assert sampler.rate_for("xy") == 0.0
@@ -92,7 +98,9 @@ def test_always_score_error_and_negative_feedback_with_rate_one() -> None:
     assert (err.keep, err.rate, err.rule) == (True, 1.0, "error")
     assert (neg.keep, neg.rate, neg.rule) == (True, 1.0, "negative_feedback")
     assert sampler.stats()["traces_forced"] == {"error": 1, "negative_feedback": 1}
-    off = Sampler(SamplingSettings(default_rate=0.0, always_on_error=False, always_on_negative_feedback=False))
+    off = Sampler(
+        SamplingSettings(default_rate=0.0, always_on_error=False, always_on_negative_feedback=False)
+    )
     assert not off.decide_for(tid, "s", error=True, negative_feedback=True).keep
 
 
@@ -105,13 +113,23 @@ def test_attribute_rules_on_real_spans() -> None:
     def decide(*rules: AttributeRule):  # type: ignore[no-untyped-def]
         return Sampler(SamplingSettings(default_rate=0.0, always_rules=rules)).decide(ex, spans)
 
-    assert decide(AttributeRule(attribute="llm.model_name", equals="gpt-4o-mini")).rule == "llm.model_name"
-    assert decide(AttributeRule(name="boil", attribute="input.value", matches=r"boil\w+")).rule == "boil"
+    assert (
+        decide(AttributeRule(attribute="llm.model_name", equals="gpt-4o-mini")).rule
+        == "llm.model_name"
+    )
+    assert (
+        decide(AttributeRule(name="boil", attribute="input.value", matches=r"boil\w+")).rule
+        == "boil"
+    )
     assert decide(AttributeRule(attribute="llm.token_count.prompt", equals=120)).keep
-    assert decide(AttributeRule(attribute="service.name", equals="vip-svc")).keep  # resource attribute
+    assert decide(
+        AttributeRule(attribute="service.name", equals="vip-svc")
+    ).keep  # resource attribute
     assert decide(AttributeRule(attribute="openinference.span.kind")).keep  # exists
     assert not decide(AttributeRule(attribute="llm.model_name", equals="other")).keep
-    assert not decide(AttributeRule(attribute="llm.token_count.prompt", equals="120")).keep  # types differ
+    assert not decide(
+        AttributeRule(attribute="llm.token_count.prompt", equals="120")
+    ).keep  # types differ
     assert not decide(AttributeRule(attribute="missing.attr")).keep
 
 

@@ -2,7 +2,8 @@
 metadata from one trace, and decide deterministically which traces get judged.
 
 The instrumentation helper for apps without a framework lives in
-:mod:`ragpulse.scorer.traces.instrument` (``from ragpulse.scorer.traces.instrument import RagTracer``);
+:mod:`ragpulse.scorer.traces.instrument`
+(``from ragpulse.scorer.traces.instrument import RagTracer``);
 it is not imported here so the scorer does not pay for it.
 """
 

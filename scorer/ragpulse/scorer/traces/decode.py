@@ -71,17 +71,21 @@ class DecodeLimits(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_record_bytes: int = Field(64 * 1024 * 1024, ge=1, description="larger records are refused")
-    max_attributes: int = Field(512, ge=1, description="per span, event or resource; the rest dropped")
+    max_attributes: int = Field(
+        512, ge=1, description="per span, event or resource; the rest dropped"
+    )
     max_events: int = Field(256, ge=0, description="per span; the rest dropped")
     max_value_chars: int = Field(
         256 * 1024, ge=16, description="string values (characters) and bytes values are cut here"
     )
     max_array_items: int = Field(4096, ge=1, description="array/kvlist items kept per value")
-    max_depth: int = Field(8, ge=1, description="array/kvlist nesting kept; deeper values become None")
+    max_depth: int = Field(
+        8, ge=1, description="array/kvlist nesting kept; deeper values become None"
+    )
 
 
 def _bytes_schema_classes() -> tuple[type[Any], Any]:
-    """``TracesData`` from a private descriptor pool in which every ``string`` field is ``bytes``."""
+    """``TracesData`` from a private descriptor pool whose ``string`` fields are ``bytes``."""
     pool = descriptor_pool.DescriptorPool()
 
     def bytesify(msg: descriptor_pb2.DescriptorProto) -> None:
@@ -166,7 +170,9 @@ class SpanDecoder:
                 msg.ParseFromString(data)
             except _ProtobufDecodeError as exc:
                 self._records_failed += 1
-                raise DecodeError(DecodeError.MALFORMED, str(exc) or "not an OTLP TracesData") from None
+                raise DecodeError(
+                    DecodeError.MALFORMED, str(exc) or "not an OTLP TracesData"
+                ) from None
             lenient = True
             self._records_lenient += 1
         invalid_before = self._spans_invalid
@@ -230,7 +236,12 @@ class SpanDecoder:
                             self._events_dropped += len(evs) - max_events
                             evs = evs[:max_events]
                         events = tuple(
-                            [SpanEvent(name(e.name), e.time_unix_nano, attrs(e.attributes, name, text)) for e in evs]
+                            [
+                                SpanEvent(
+                                    name(e.name), e.time_unix_nano, attrs(e.attributes, name, text)
+                                )
+                                for e in evs
+                            ]
                         )
                     else:
                         events = ()
@@ -256,7 +267,9 @@ class SpanDecoder:
                     )
         return out
 
-    def _attrs(self, kvs: Any, name: Callable[[Any], str], text: Callable[[Any], str]) -> dict[str, AttrValue]:
+    def _attrs(
+        self, kvs: Any, name: Callable[[Any], str], text: Callable[[Any], str]
+    ) -> dict[str, AttrValue]:
         n = len(kvs)
         if not n:
             return {}
@@ -284,7 +297,9 @@ class SpanDecoder:
                 out[key] = self._value(v, name, text, 0)
         return out
 
-    def _value(self, v: Any, name: Callable[[Any], str], text: Callable[[Any], str], depth: int) -> AttrValue:
+    def _value(
+        self, v: Any, name: Callable[[Any], str], text: Callable[[Any], str], depth: int
+    ) -> AttrValue:
         which = v.WhichOneof("value")
         if which == "string_value":
             return text(v.string_value)

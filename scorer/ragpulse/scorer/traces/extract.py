@@ -40,12 +40,12 @@ from ..model import Sample
 from .span import AttrValue, Span
 
 __all__ = [
+    "NEGATIVE_FEEDBACK_LABELS",
     "Extraction",
     "ExtractionSettings",
     "TraceMeta",
     "extract",
     "split_prompt",
-    "NEGATIVE_FEEDBACK_LABELS",
 ]
 
 # -- attribute names this module defines (documented in docs/instrumentation.md) ------------------
@@ -57,19 +57,65 @@ FEEDBACK_LABEL = "ragpulse.feedback.label"
 FEEDBACK_COMMENT = "ragpulse.feedback.comment"
 
 NEGATIVE_FEEDBACK_LABELS = frozenset(
-    {"negative", "thumbs_down", "thumbsdown", "thumbs-down", "down", "bad", "dislike", "incorrect",
-     "unhelpful", "wrong", "-1", "👎"}
+    {
+        "negative",
+        "thumbs_down",
+        "thumbsdown",
+        "thumbs-down",
+        "down",
+        "bad",
+        "dislike",
+        "incorrect",
+        "unhelpful",
+        "wrong",
+        "-1",
+        "👎",
+    }
 )
 _NEGATIVE_FEEDBACK_BELOW = 0.5
 
-_QUESTION_KEYS = ("question", "query", "query_str", "input", "user_input", "user_question", "q",
-                  "prompt", "message", "text")
-_ANSWER_KEYS = ("answer", "output", "output_text", "result", "response", "text", "content",
-                "completion")
-_CONTEXT_KEYS = ("context", "contexts", "context_str", "documents", "docs", "retrieved_context",
-                 "retrieved_contexts", "sources", "knowledge")
-_DOC_TEXT_KEYS = ("content", "page_content", "text", "document", "document.content", "chunk",
-                  "pageContent")
+_QUESTION_KEYS = (
+    "question",
+    "query",
+    "query_str",
+    "input",
+    "user_input",
+    "user_question",
+    "q",
+    "prompt",
+    "message",
+    "text",
+)
+_ANSWER_KEYS = (
+    "answer",
+    "output",
+    "output_text",
+    "result",
+    "response",
+    "text",
+    "content",
+    "completion",
+)
+_CONTEXT_KEYS = (
+    "context",
+    "contexts",
+    "context_str",
+    "documents",
+    "docs",
+    "retrieved_context",
+    "retrieved_contexts",
+    "sources",
+    "knowledge",
+)
+_DOC_TEXT_KEYS = (
+    "content",
+    "page_content",
+    "text",
+    "document",
+    "document.content",
+    "chunk",
+    "pageContent",
+)
 
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
 _RETRIEVAL_OPERATIONS = frozenset({"retrieval", "vector_db_retrieve", "retrieve"})
@@ -85,7 +131,8 @@ class ExtractionSettings(BaseModel):
         True, description="a trace without any context is not a RAG interaction: no sample"
     )
     prompt_fallback: bool = Field(
-        True, description="recover contexts from the final LLM prompt when retrieval spans have none"
+        True,
+        description="recover contexts from the final LLM prompt when retrieval spans have none",
     )
     max_contexts: int = Field(64, ge=1, description="contexts kept per trace, in rank order")
 
@@ -189,7 +236,7 @@ def _structured(v: Any) -> Any:
     """A JSON-ish Python value from a JSON string or a structured OTLP value (tuples → lists)."""
     if isinstance(v, str):
         s = v.lstrip()
-        if not s or s[0] not in "[{\"":
+        if not s or s[0] not in '[{"':
             return None
         try:
             return json.loads(s)
@@ -211,7 +258,7 @@ def _structured_item(v: Any) -> Any:
 
 
 def _pick(obj: Any, keys: Sequence[str]) -> str | None:
-    """Text from a parsed JSON value: itself if a string, else the first known key that holds text."""
+    """Text from a parsed JSON value: itself if a string, else the first known key holding text."""
     if isinstance(obj, str):
         return obj if obj.strip() else None
     if isinstance(obj, dict):
@@ -263,7 +310,8 @@ def _indexed(
 
 
 def _content_text(c: Any) -> str | None:
-    """Text of a message content: a string, a list of parts (``{"type": "text", "content"|"text"}``),
+    """Text of a message content: a string, a list of parts
+    (``{"type": "text", "content"|"text"}``),
     or a JSON string of such a list (OpenLLMetry serializes multimodal content that way)."""
     if isinstance(c, str):
         s = c.lstrip()
@@ -279,7 +327,11 @@ def _content_text(c: Any) -> str | None:
         for p in c:
             if isinstance(p, str):
                 texts.append(p)
-            elif isinstance(p, dict) and p.get("type", "text") in ("text", "input_text", "output_text"):
+            elif isinstance(p, dict) and p.get("type", "text") in (
+                "text",
+                "input_text",
+                "output_text",
+            ):
                 t = p.get("content", p.get("text"))
                 if isinstance(t, str):
                     texts.append(t)
@@ -307,7 +359,7 @@ def _role(v: Any, default: str) -> str:
 
 
 def _messages(obj: Any, default_role: str) -> list[Message]:
-    """GenAI JSON messages (``[{role, parts:[...]}]``), older ``[{role, content}]``, or a bare text."""
+    """GenAI JSON messages (``[{role, parts:[...]}]``), older ``[{role, content}]``, bare text."""
     if isinstance(obj, dict) and isinstance(obj.get("messages"), list):
         obj = obj["messages"]
     if isinstance(obj, dict):
@@ -416,11 +468,23 @@ class _LLMCall:
     source_out: str
 
 
-_LLM_FAMILIES = frozenset({
-    "llm.input_messages", "llm.output_messages", "llm.prompts", "llm.choices", "llm.request", "llm.model_name",
-    "gen_ai.input", "gen_ai.output", "gen_ai.prompt", "gen_ai.completion", "gen_ai.system_instructions",
-    "gen_ai.operation", "openinference.span",
-})
+_LLM_FAMILIES = frozenset(
+    {
+        "llm.input_messages",
+        "llm.output_messages",
+        "llm.prompts",
+        "llm.choices",
+        "llm.request",
+        "llm.model_name",
+        "gen_ai.input",
+        "gen_ai.output",
+        "gen_ai.prompt",
+        "gen_ai.completion",
+        "gen_ai.system_instructions",
+        "gen_ai.operation",
+        "openinference.span",
+    }
+)
 
 
 def _llm_call(span: Span) -> _LLMCall | None:
@@ -433,15 +497,17 @@ def _llm_call(span: Span) -> _LLMCall | None:
     src_in = src_out = ""
     system: list[Message] = []
     # Ordered by how current the convention is; the first that yields messages wins per side.
-    if (m := _oi_messages(a, "llm.input_messages.", "user", fams)):
+    if m := _oi_messages(a, "llm.input_messages.", "user", fams):
         inputs, src_in = m, "llm.input_messages"
     elif "gen_ai.input.messages" in a and (m := _attr_messages(a["gen_ai.input.messages"], "user")):
         inputs, src_in = m, "gen_ai.input.messages"
-    elif (m := _flat_messages(a, "gen_ai.prompt.", "user", fams)):
+    elif m := _flat_messages(a, "gen_ai.prompt.", "user", fams):
         inputs, src_in = m, "gen_ai.prompt.<i>"
     elif "gen_ai.prompt" in a and (m := _attr_messages(a["gen_ai.prompt"], "user")):
         inputs, src_in = m, "gen_ai.prompt"
-    elif (m := [("user", t) for d in _indexed(a, "llm.prompts.", fams) if (t := _text(d.get("prompt.text")))]):
+    elif m := [
+        ("user", t) for d in _indexed(a, "llm.prompts.", fams) if (t := _text(d.get("prompt.text")))
+    ]:
         inputs, src_in = m, "llm.prompts"
     elif isinstance(a.get("llm.prompts"), tuple):
         inputs = [("user", t) for t in a["llm.prompts"] if _text(t)]  # type: ignore[misc]
@@ -449,15 +515,21 @@ def _llm_call(span: Span) -> _LLMCall | None:
     if "gen_ai.system_instructions" in a:
         system = _attr_messages(a["gen_ai.system_instructions"], "system")
 
-    if (m := _oi_messages(a, "llm.output_messages.", "assistant", fams)):
+    if m := _oi_messages(a, "llm.output_messages.", "assistant", fams):
         outputs, src_out = m, "llm.output_messages"
-    elif "gen_ai.output.messages" in a and (m := _attr_messages(a["gen_ai.output.messages"], "assistant")):
+    elif "gen_ai.output.messages" in a and (
+        m := _attr_messages(a["gen_ai.output.messages"], "assistant")
+    ):
         outputs, src_out = m, "gen_ai.output.messages"
-    elif (m := _flat_messages(a, "gen_ai.completion.", "assistant", fams)):
+    elif m := _flat_messages(a, "gen_ai.completion.", "assistant", fams):
         outputs, src_out = m, "gen_ai.completion.<i>"
     elif "gen_ai.completion" in a and (m := _attr_messages(a["gen_ai.completion"], "assistant")):
         outputs, src_out = m, "gen_ai.completion"
-    elif (m := [("assistant", t) for d in _indexed(a, "llm.choices.", fams) if (t := _text(d.get("completion.text")))]):
+    elif m := [
+        ("assistant", t)
+        for d in _indexed(a, "llm.choices.", fams)
+        if (t := _text(d.get("completion.text")))
+    ]:
         outputs, src_out = m, "llm.choices"
 
     if span.events and (not inputs or not outputs):
@@ -513,7 +585,7 @@ def _llm_call(span: Span) -> _LLMCall | None:
 
 
 def _doc_texts(items: Any) -> list[str]:
-    """Texts of a document list: strings, or dicts with a content-like key (``metadata`` ignored)."""
+    """Texts of a document list: strings, or dicts with a content-like key (metadata ignored)."""
     if isinstance(items, dict):
         items = items.get("documents", items.get("docs", items.get("results")))
     if isinstance(items, str):
@@ -534,7 +606,9 @@ def _doc_texts(items: Any) -> list[str]:
     return out
 
 
-def _oi_documents(attrs: Mapping[str, AttrValue], prefix: str, fams: set[str] | None = None) -> list[str]:
+def _oi_documents(
+    attrs: Mapping[str, AttrValue], prefix: str, fams: set[str] | None = None
+) -> list[str]:
     docs = [t for d in _indexed(attrs, prefix, fams) if (t := _text(d.get("document.content")))]
     if not docs:
         whole = attrs.get(prefix[:-1])  # a structured array under the un-flattened name
@@ -547,9 +621,15 @@ def _is_retrieval(span: Span) -> bool:
     a = span.attributes
     if a.get(_OI_KIND) == "RETRIEVER" or a.get("gen_ai.operation.name") in _RETRIEVAL_OPERATIONS:
         return True
-    if span.name.startswith("vector_db_retrieve") or a.get("ai.observability.span_type") == "retrieval":
+    if (
+        span.name.startswith("vector_db_retrieve")
+        or a.get("ai.observability.span_type") == "retrieval"
+    ):
         return True
-    if a.get("gen_ai.operation.name") == "execute_tool" and a.get("gen_ai.tool.type") == "datastore":
+    if (
+        a.get("gen_ai.operation.name") == "execute_tool"
+        and a.get("gen_ai.tool.type") == "datastore"
+    ):
         return True
     if "confident.span.retrieval_context" in a or "gen_ai.retrieval.documents" in a:
         return True
@@ -559,9 +639,11 @@ def _is_retrieval(span: Span) -> bool:
 def _retrieved(span: Span) -> tuple[list[str], str]:
     """The documents of one retrieval span in rank order, and which attribute held them."""
     a = span.attributes
-    if (docs := _oi_documents(a, "retrieval.documents.", _families(a))):
+    if docs := _oi_documents(a, "retrieval.documents.", _families(a)):
         return docs, "retrieval.documents"
-    if "gen_ai.retrieval.documents" in a and (docs := _doc_texts(_structured(a["gen_ai.retrieval.documents"]))):
+    if "gen_ai.retrieval.documents" in a and (
+        docs := _doc_texts(_structured(a["gen_ai.retrieval.documents"]))
+    ):
         return docs, "gen_ai.retrieval.documents"
     for key in ("traceloop.entity.output", "gen_ai.task.output"):
         if key in a and (docs := _doc_texts(_structured(a[key]))):
@@ -579,22 +661,31 @@ def _retrieved(span: Span) -> tuple[list[str], str]:
                 docs.append(t)
     if docs:
         return docs, "event:db.query.result"
-    for key in ("ai.observability.retrieval.retrieved_contexts", "confident.span.retrieval_context"):
+    for key in (
+        "ai.observability.retrieval.retrieved_contexts",
+        "confident.span.retrieval_context",
+    ):
         v = a.get(key)
-        if v is not None and (docs := _doc_texts(_structured(v) if not isinstance(v, str) or v[:1] == "[" else v)):
+        if v is not None and (
+            docs := _doc_texts(_structured(v) if not isinstance(v, str) or v[:1] == "[" else v)
+        ):
             return docs, key
     if a.get("gen_ai.operation.name") == "execute_tool":
         v = a.get("gen_ai.tool.call.result")
         parsed = _structured(v)
-        if (docs := _doc_texts(parsed if parsed is not None else _text(v))):
+        if docs := _doc_texts(parsed if parsed is not None else _text(v)):
             return docs, "gen_ai.tool.call.result"
     return [], ""
 
 
 def _retrieval_query(span: Span) -> str | None:
     a = span.attributes
-    for key in ("input.value", "gen_ai.retrieval.query.text", "reranker.query",
-                "ai.observability.retrieval.query_text"):
+    for key in (
+        "input.value",
+        "gen_ai.retrieval.query.text",
+        "reranker.query",
+        "ai.observability.retrieval.query_text",
+    ):
         if (t := _json_or_text(a.get(key), _QUESTION_KEYS)) is not None:
             return t
     for key in ("traceloop.entity.input", "gen_ai.task.input"):
@@ -608,35 +699,46 @@ def _retrieval_query(span: Span) -> str | None:
 
 # -- prompt fallback ---------------------------------------------------------------------------
 
-_TAG_BLOCK = re.compile(r"<(context|contexts|documents|sources|retrieved_context)\b[^>]*>(.*?)</\1\s*>", re.S | re.I)
-_DOC_TAG = re.compile(r"<(document|doc|source|passage|chunk)\b[^>]*>(.*?)</\1\s*>", re.S | re.I)
+_TAG_BLOCK = re.compile(
+    r"<(context|contexts|documents|sources|retrieved_context)\b[^>]*>(.*?)</\1\s*>",
+    re.DOTALL | re.IGNORECASE,
+)
+_DOC_TAG = re.compile(
+    r"<(document|doc|source|passage|chunk)\b[^>]*>(.*?)</\1\s*>", re.DOTALL | re.IGNORECASE
+)
 _CONTEXT_LABEL = re.compile(
     r"^[ \t]*(?:#+[ \t]*)?(?:\*\*)?(?:retrieved[ \t]+)?"
     r"(?:context(?:s|[ \t]+information)?|documents|sources|passages)(?:\*\*)?"
-    r"(?:[ \t]*:(?:\*\*)?|[ \t]+(?:is|are)[ \t]+(?:below|as[ \t]+follows)[ \t]*[.:]?[ \t]*$|[ \t]*$)",
-    re.I | re.M,
+    r"(?:[ \t]*:(?:\*\*)?"
+    r"|[ \t]+(?:is|are)[ \t]+(?:below|as[ \t]+follows)[ \t]*[.:]?[ \t]*$"
+    r"|[ \t]*$)",
+    re.IGNORECASE | re.MULTILINE,
 )
 _QUESTION_LABEL = re.compile(
     r"^[ \t]*(?:(?:#+[ \t]*)?(?:\*\*)?(?:user[ \t]+)?(?:question|query)(?:\*\*)?[ \t]*:(?:\*\*)?"
     r"|#+[ \t]*(?:user[ \t]+)?(?:question|query)[ \t]*$)",
-    re.I | re.M,
+    re.IGNORECASE | re.MULTILINE,
 )
 _SECTION_END = re.compile(
-    r"^[ \t]*(?:(?:#+[ \t]*)?(?:\*\*)?(?:(?:user[ \t]+)?(?:question|query)|answer|response|instructions?|"
-    r"context(?:s|[ \t]+information)?|documents|sources)(?:\*\*)?[ \t]*:|given[ \t]+the[ \t]+context\b|#+[ \t]+\S)",
-    re.I | re.M,
+    r"^[ \t]*(?:(?:#+[ \t]*)?(?:\*\*)?"
+    r"(?:(?:user[ \t]+)?(?:question|query)|answer|response|instructions?|"
+    r"context(?:s|[ \t]+information)?|documents|sources)(?:\*\*)?[ \t]*:"
+    r"|given[ \t]+the[ \t]+context\b|#+[ \t]+\S)",
+    re.IGNORECASE | re.MULTILINE,
 )
-_SEPARATOR_LINE = re.compile(r"^[ \t]*(?:-{3,}|={3,}|\*{3,}|_{3,})[ \t]*$", re.M)
+_SEPARATOR_LINE = re.compile(r"^[ \t]*(?:-{3,}|={3,}|\*{3,}|_{3,})[ \t]*$", re.MULTILINE)
 _NUMBERED_DOC = re.compile(
-    r"^[ \t]*(?:\[\d+\]|(?:document|doc|source|passage|context|chunk)[ \t]*#?\d+[ \t]*[:.)\]-])[ \t]*",
-    re.I | re.M,
+    r"^[ \t]*(?:\[\d+\]"
+    r"|(?:document|doc|source|passage|context|chunk)[ \t]*#?\d+[ \t]*[:.)\]-])[ \t]*",
+    re.IGNORECASE | re.MULTILINE,
 )
 _BLANK_LINES = re.compile(r"\n[ \t]*\n")
 
 
 def _split_block(block: str) -> list[str]:
     """One context block → documents: explicit tags, then numbered markers, then separator lines,
-    then blank lines (``"\\n\\n".join(docs)`` is how LangChain and LlamaIndex fill ``{context}``)."""
+    then blank lines (``"\\n\\n".join(docs)`` is how LangChain and LlamaIndex fill
+    ``{context}``)."""
     tagged = [m.group(2).strip() for m in _DOC_TAG.finditer(block)]
     if tagged:
         return [t for t in tagged if t]
@@ -684,7 +786,9 @@ def split_prompt(text: str) -> tuple[list[str], str | None]:
         if sec is not None:
             body = sec.strip()
             # trim the frame LlamaIndex puts around {context_str}
-            body = re.sub(r"^(?:[ \t]*(?:-{3,}|={3,})[ \t]*\n)+|(?:\n[ \t]*(?:-{3,}|={3,})[ \t]*)+$", "", body).strip()
+            body = re.sub(
+                r"^(?:[ \t]*(?:-{3,}|={3,})[ \t]*\n)+|(?:\n[ \t]*(?:-{3,}|={3,})[ \t]*)+$", "", body
+            ).strip()
             if body:
                 contexts = _split_block(body)
     question = None
@@ -758,7 +862,9 @@ def _feedback(spans: Sequence[Span]) -> tuple[float | None, str | None, str | No
     label_keys = (FEEDBACK_LABEL, "user.feedback.label", "feedback.label")
     comment_keys = (FEEDBACK_COMMENT, "user.feedback.comment", "feedback.comment")
 
-    def read(attrs: Mapping[str, AttrValue], bare: bool) -> tuple[float | None, str | None, str | None]:
+    def read(
+        attrs: Mapping[str, AttrValue], bare: bool
+    ) -> tuple[float | None, str | None, str | None]:
         sk = score_keys + (("score", "value") if bare else ())
         lk = label_keys + (("label",) if bare else ())
         ck = comment_keys + (("comment",) if bare else ())
@@ -769,13 +875,14 @@ def _feedback(spans: Sequence[Span]) -> tuple[float | None, str | None, str | No
 
     for s in spans:
         score, label, comment = read(s.attributes, False)
-        if score is not None or label is not None:
-            if best is None or s.end_ns >= best[0]:
-                best = (s.end_ns, score, label, comment)
+        if (score is not None or label is not None) and (best is None or s.end_ns >= best[0]):
+            best = (s.end_ns, score, label, comment)
         for e in s.events:
             if e.name in (FEEDBACK_EVENT, "user.feedback", "feedback"):
                 score, label, comment = read(e.attributes, True)
-                if (score is not None or label is not None) and (best is None or e.time_ns >= best[0]):
+                if (score is not None or label is not None) and (
+                    best is None or e.time_ns >= best[0]
+                ):
                     best = (e.time_ns, score, label, comment)
     return (best[1], best[2], best[3]) if best else (None, None, None)
 
@@ -842,12 +949,17 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
 
     calls = [c for s in ordered if (c := _llm_call(s)) is not None]
     with_output = [c for c in calls if c.outputs]
-    final = max(with_output, key=lambda c: (c.span.end_ns, c.span.start_ns)) if with_output else (
-        max(calls, key=lambda c: (c.span.end_ns, c.span.start_ns)) if calls else None
+    final = (
+        max(with_output, key=lambda c: (c.span.end_ns, c.span.start_ns))
+        if with_output
+        else (max(calls, key=lambda c: (c.span.end_ns, c.span.start_ns)) if calls else None)
     )
-    root_is_io = root.attributes.get(_OI_KIND) not in ("LLM", "RETRIEVER", "RERANKER", "EMBEDDING") and (
-        final is None or final.span is not root
-    )
+    root_is_io = root.attributes.get(_OI_KIND) not in (
+        "LLM",
+        "RETRIEVER",
+        "RERANKER",
+        "EMBEDDING",
+    ) and (final is None or final.span is not root)
 
     # question ------------------------------------------------------------------------------
     question = None
@@ -861,7 +973,9 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
             for key in ("traceloop.entity.input", "gen_ai.task.input"):
                 parsed = _structured(root.attributes.get(key))
                 if isinstance(parsed, dict):
-                    question = _pick(parsed.get("kwargs"), _QUESTION_KEYS) or _pick(parsed, _QUESTION_KEYS)
+                    question = _pick(parsed.get("kwargs"), _QUESTION_KEYS) or _pick(
+                        parsed, _QUESTION_KEYS
+                    )
                     args = parsed.get("args")
                     if question is None and isinstance(args, list) and len(args) == 1:
                         question = _pick(args[0], _QUESTION_KEYS)
@@ -870,7 +984,9 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
                     break
         if question is None:
             for key in ("ai.observability.record_root.input", "confident.trace.input"):
-                if (question := _json_or_text(root.attributes.get(key), _QUESTION_KEYS)) is not None:
+                if (
+                    question := _json_or_text(root.attributes.get(key), _QUESTION_KEYS)
+                ) is not None:
                     sources["question"] = f"root:{key}"
                     break
 
@@ -881,7 +997,9 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         if s.attributes.get(_OI_KIND) == "RERANKER":
             outs = _oi_documents(s.attributes, "reranker.output_documents.")
             if outs:
-                rerankers.append((s, _oi_documents(s.attributes, "reranker.input_documents."), outs))
+                rerankers.append(
+                    (s, _oi_documents(s.attributes, "reranker.input_documents."), outs)
+                )
         elif _is_retrieval(s):
             docs, src = _retrieved(s)
             retrievals.append((s, docs, src))
@@ -891,7 +1009,8 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         if not docs:
             continue
         superseded = any(
-            (set(docs) <= set(inputs)) if inputs else r.start_ns >= s.start_ns for r, inputs, _ in rerankers
+            (set(docs) <= set(inputs)) if inputs else r.start_ns >= s.start_ns
+            for r, inputs, _ in rerankers
         )
         if not superseded:
             ranked.append((s.start_ns, docs, src))
@@ -947,10 +1066,17 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     # answer --------------------------------------------------------------------------------
     answer = None
     if root_is_io:
-        for key in ("output.value", "traceloop.entity.output", "gen_ai.task.output",
-                    "ai.observability.record_root.output", "confident.trace.output"):
+        for key in (
+            "output.value",
+            "traceloop.entity.output",
+            "gen_ai.task.output",
+            "ai.observability.record_root.output",
+            "confident.trace.output",
+        ):
             v = root.attributes.get(key)
-            if (answer := _json_or_text(v, _ANSWER_KEYS) or _last_message(v, "assistant")) is not None:
+            if (
+                answer := _json_or_text(v, _ANSWER_KEYS) or _last_message(v, "assistant")
+            ) is not None:
                 sources["answer"] = f"root:{key}"
                 break
     if answer is None and final is not None:
@@ -973,13 +1099,24 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         environment=svc_span.environment or "",
         model=_first_attr(
             llm_spans or ordered,
-            ("llm.model_name", "gen_ai.request.model", "gen_ai.response.model",
-             "llm.request.model_name", "llm.response.model_name"),
+            (
+                "llm.model_name",
+                "gen_ai.request.model",
+                "gen_ai.response.model",
+                "llm.request.model_name",
+                "llm.response.model_name",
+            ),
             _text,
-        ) or "",
+        )
+        or "",
         prompt_version=_first_attr(
             others_first,
-            (PROMPT_VERSION, "llm.prompt_template.version", "traceloop.prompt.version", "traceloop.entity.version"),
+            (
+                PROMPT_VERSION,
+                "llm.prompt_template.version",
+                "traceloop.prompt.version",
+                "traceloop.entity.version",
+            ),
         ),
         retriever_version=_first_attr(
             _unique(retr_spans + [root] + ordered), (RETRIEVER_VERSION, "retriever.version")
@@ -992,9 +1129,17 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         feedback_score=score,
         feedback_label=label,
         feedback_comment=comment,
-        prompt_tokens=_tokens(calls, ("llm.token_count.prompt", "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")),
+        prompt_tokens=_tokens(
+            calls,
+            ("llm.token_count.prompt", "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
+        ),
         completion_tokens=_tokens(
-            calls, ("llm.token_count.completion", "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+            calls,
+            (
+                "llm.token_count.completion",
+                "gen_ai.usage.output_tokens",
+                "gen_ai.usage.completion_tokens",
+            ),
         ),
         session_id=_first_attr(ordered, ("session.id", "gen_ai.conversation.id"), _text),
         user_id=_first_attr(ordered, ("user.id", "enduser.id"), _text),
@@ -1008,6 +1153,11 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         return Extraction(trace_id, None, "no_answer", meta)
     if not contexts and settings.require_contexts:
         return Extraction(trace_id, None, "no_contexts", meta)
-    sample = Sample(id=trace_id, question=question.strip(), contexts=tuple(contexts),
-                    answer=answer.strip(), metadata=meta.as_dict())
+    sample = Sample(
+        id=trace_id,
+        question=question.strip(),
+        contexts=tuple(contexts),
+        answer=answer.strip(),
+        metadata=meta.as_dict(),
+    )
     return Extraction(trace_id, sample, None, meta)

@@ -34,7 +34,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import (
@@ -47,7 +47,14 @@ from opentelemetry.trace import (
     TracerProvider,
 )
 
-from .extract import FEEDBACK_COMMENT, FEEDBACK_EVENT, FEEDBACK_LABEL, FEEDBACK_SCORE, PROMPT_VERSION, RETRIEVER_VERSION
+from .extract import (
+    FEEDBACK_COMMENT,
+    FEEDBACK_EVENT,
+    FEEDBACK_LABEL,
+    FEEDBACK_SCORE,
+    PROMPT_VERSION,
+    RETRIEVER_VERSION,
+)
 
 __all__ = ["Document", "LLMSpan", "QuerySpan", "RagTracer", "RerankSpan", "RetrievalSpan"]
 
@@ -57,7 +64,7 @@ _SCOPE_VERSION = "0.1.0"
 
 @dataclass(frozen=True)
 class Document:
-    """One retrieved chunk. ``metadata`` is serialized as JSON (OpenInference ``document.metadata``)."""
+    """One retrieved chunk; ``metadata`` becomes JSON (OpenInference ``document.metadata``)."""
 
     content: str
     id: str | None = None
@@ -65,8 +72,8 @@ class Document:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
-DocumentLike = Union[Document, str, Mapping[str, Any]]
-MessageLike = Union[Mapping[str, Any], tuple[str, str]]
+DocumentLike = Document | str | Mapping[str, Any]
+MessageLike = Mapping[str, Any] | tuple[str, str]
 
 
 def _document(d: DocumentLike) -> Document:
@@ -136,9 +143,13 @@ class QuerySpan(_Handle):
             self.span.set_attribute("output.value", answer)
             self.span.set_attribute("output.mime_type", "text/plain")
 
-    def feedback(self, score: float | None = None, label: str | None = None, comment: str | None = None) -> None:
+    def feedback(
+        self, score: float | None = None, label: str | None = None, comment: str | None = None
+    ) -> None:
         """Feedback known while the query is still open, as a ``ragpulse.feedback`` event."""
-        self.span.add_event(FEEDBACK_EVENT, _feedback_attrs(score, label, comment, self._rt.capture_content))
+        self.span.add_event(
+            FEEDBACK_EVENT, _feedback_attrs(score, label, comment, self._rt.capture_content)
+        )
 
 
 class RetrievalSpan(_Handle):
@@ -156,7 +167,9 @@ class RetrievalSpan(_Handle):
             if d.score is not None:
                 self.span.set_attribute(p + "score", d.score)
             if d.metadata:
-                self.span.set_attribute(p + "metadata", json.dumps(dict(d.metadata), ensure_ascii=False, default=str))
+                self.span.set_attribute(
+                    p + "metadata", json.dumps(dict(d.metadata), ensure_ascii=False, default=str)
+                )
         if rt.genai:
             payload = []
             for i, d in enumerate(docs):
@@ -166,7 +179,9 @@ class RetrievalSpan(_Handle):
                 if rt.capture_content:
                     item["content"] = d.content
                 payload.append(item)
-            self.span.set_attribute("gen_ai.retrieval.documents", json.dumps(payload, ensure_ascii=False))
+            self.span.set_attribute(
+                "gen_ai.retrieval.documents", json.dumps(payload, ensure_ascii=False)
+            )
         return docs
 
 
@@ -190,7 +205,12 @@ class LLMSpan(_Handle):
         for i, (role, content) in enumerate(msgs):
             self.span.set_attribute(f"llm.input_messages.{i}.message.role", role)
             self.span.set_attribute(f"llm.input_messages.{i}.message.content", content)
-        self.span.set_attribute("input.value", json.dumps({"messages": [{"role": r, "content": c} for r, c in msgs]}, ensure_ascii=False))
+        self.span.set_attribute(
+            "input.value",
+            json.dumps(
+                {"messages": [{"role": r, "content": c} for r, c in msgs]}, ensure_ascii=False
+            ),
+        )
         self.span.set_attribute("input.mime_type", "application/json")
         if rt.genai:
             self.span.set_attribute("gen_ai.input.messages", _genai_messages(msgs))
@@ -211,7 +231,9 @@ class LLMSpan(_Handle):
             self.span.set_attribute("output.value", text)
             self.span.set_attribute("output.mime_type", "text/plain")
             if rt.genai:
-                self.span.set_attribute("gen_ai.output.messages", _genai_messages([("assistant", text)], finish_reason))
+                self.span.set_attribute(
+                    "gen_ai.output.messages", _genai_messages([("assistant", text)], finish_reason)
+                )
         if rt.genai:
             if finish_reason is not None:
                 self.span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
@@ -225,7 +247,9 @@ class LLMSpan(_Handle):
         if completion_tokens is not None:
             self.span.set_attribute("llm.token_count.completion", int(completion_tokens))
         if prompt_tokens is not None and completion_tokens is not None:
-            self.span.set_attribute("llm.token_count.total", int(prompt_tokens) + int(completion_tokens))
+            self.span.set_attribute(
+                "llm.token_count.total", int(prompt_tokens) + int(completion_tokens)
+            )
         if self._rt.genai:
             if prompt_tokens is not None:
                 self.span.set_attribute("gen_ai.usage.input_tokens", int(prompt_tokens))
@@ -233,7 +257,9 @@ class LLMSpan(_Handle):
                 self.span.set_attribute("gen_ai.usage.output_tokens", int(completion_tokens))
 
 
-def _set_oi_documents(span: trace.Span, prefix: str, docs: Sequence[Document], content: bool) -> None:
+def _set_oi_documents(
+    span: trace.Span, prefix: str, docs: Sequence[Document], content: bool
+) -> None:
     for i, d in enumerate(docs):
         p = f"{prefix}.{i}.document."
         if d.id is not None:
@@ -244,7 +270,9 @@ def _set_oi_documents(span: trace.Span, prefix: str, docs: Sequence[Document], c
             span.set_attribute(p + "score", d.score)
 
 
-def _feedback_attrs(score: float | None, label: str | None, comment: str | None, content: bool) -> dict[str, Any]:
+def _feedback_attrs(
+    score: float | None, label: str | None, comment: str | None, content: bool
+) -> dict[str, Any]:
     if score is None and label is None:
         raise ValueError("feedback needs a score (0..1, 1 = good) or a label")
     if score is not None and not 0.0 <= float(score) <= 1.0:
@@ -278,7 +306,9 @@ class RagTracer:
         self._tracer = trace.get_tracer(_SCOPE, _SCOPE_VERSION, tracer_provider=tracer_provider)
 
     @contextmanager
-    def _span(self, name: str, kind: SpanKind, attrs: dict[str, Any], handle: type[_Handle]) -> Iterator[Any]:
+    def _span(
+        self, name: str, kind: SpanKind, attrs: dict[str, Any], handle: type[_Handle]
+    ) -> Iterator[Any]:
         attrs = {k: v for k, v in attrs.items() if v is not None}
         with self._tracer.start_as_current_span(name, kind=kind, attributes=attrs) as span:
             yield handle(span, self)
@@ -302,7 +332,9 @@ class RagTracer:
             "user.id": user_id,
             PROMPT_VERSION: prompt_version,
             RETRIEVER_VERSION: retriever_version,
-            "metadata": json.dumps(dict(metadata), ensure_ascii=False, default=str) if metadata else None,
+            "metadata": json.dumps(dict(metadata), ensure_ascii=False, default=str)
+            if metadata
+            else None,
         }
         if self.capture_content:
             attrs["input.value"] = question
@@ -319,17 +351,27 @@ class RagTracer:
         name: str | None = None,
     ) -> Any:
         """Open a retriever span; yields a :class:`RetrievalSpan` (call ``set_documents``)."""
-        attrs: dict[str, Any] = {"openinference.span.kind": "RETRIEVER", RETRIEVER_VERSION: retriever_version}
+        attrs: dict[str, Any] = {
+            "openinference.span.kind": "RETRIEVER",
+            RETRIEVER_VERSION: retriever_version,
+        }
         if self.capture_content:
             attrs["input.value"] = query
         if self.genai:
-            attrs.update({"gen_ai.operation.name": "retrieval", "gen_ai.data_source.id": data_source,
-                          "gen_ai.request.top_k": top_k})
+            attrs.update(
+                {
+                    "gen_ai.operation.name": "retrieval",
+                    "gen_ai.data_source.id": data_source,
+                    "gen_ai.request.top_k": top_k,
+                }
+            )
             if self.capture_content:
                 attrs["gen_ai.retrieval.query.text"] = query
         if name is None:
             name = f"retrieval {data_source}" if self.genai and data_source else "retrieve"
-        return self._span(name, SpanKind.CLIENT if self.genai else SpanKind.INTERNAL, attrs, RetrievalSpan)
+        return self._span(
+            name, SpanKind.CLIENT if self.genai else SpanKind.INTERNAL, attrs, RetrievalSpan
+        )
 
     def rerank(
         self,
@@ -341,8 +383,11 @@ class RagTracer:
         name: str = "rerank",
     ) -> Any:
         """Open a reranker span; yields a :class:`RerankSpan` (call ``set_output_documents``)."""
-        attrs: dict[str, Any] = {"openinference.span.kind": "RERANKER", "reranker.model_name": model,
-                                 "reranker.top_k": top_k}
+        attrs: dict[str, Any] = {
+            "openinference.span.kind": "RERANKER",
+            "reranker.model_name": model,
+            "reranker.top_k": top_k,
+        }
         if self.capture_content:
             attrs["reranker.query"] = query
         cm = self._span(name, SpanKind.INTERNAL, attrs, RerankSpan)
@@ -374,15 +419,24 @@ class RagTracer:
             "llm.model_name": model,
             "llm.provider": provider,
             "llm.prompt_template.version": prompt_version,
-            "llm.invocation_parameters": json.dumps(dict(invocation_parameters)) if invocation_parameters else None,
+            "llm.invocation_parameters": json.dumps(dict(invocation_parameters))
+            if invocation_parameters
+            else None,
         }
         if self.capture_content:
             attrs["llm.prompt_template.template"] = prompt_template
             if template_variables:
-                attrs["llm.prompt_template.variables"] = json.dumps(dict(template_variables), ensure_ascii=False, default=str)
+                attrs["llm.prompt_template.variables"] = json.dumps(
+                    dict(template_variables), ensure_ascii=False, default=str
+                )
         if self.genai:
-            attrs.update({"gen_ai.operation.name": "chat", "gen_ai.request.model": model,
-                          "gen_ai.provider.name": provider})
+            attrs.update(
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.request.model": model,
+                    "gen_ai.provider.name": provider,
+                }
+            )
         if name is None:
             name = f"chat {model}" if self.genai else "llm"
         cm = self._span(name, SpanKind.CLIENT if self.genai else SpanKind.INTERNAL, attrs, LLMSpan)
@@ -419,11 +473,18 @@ class RagTracer:
             ctx = target
         else:
             tid, sid = target
-            ctx = SpanContext(int(tid, 16), int(sid, 16), is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+            ctx = SpanContext(
+                int(tid, 16),
+                int(sid, 16),
+                is_remote=True,
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            )
         parent = trace.set_span_in_context(NonRecordingSpan(ctx))
         # The span kind also marks the span as RAG traffic: a collector that keeps only traces
         # with RAG spans (ragpulse's does) would otherwise drop a feedback span that arrives
         # alone, minutes after its trace.
         span_attrs = {"openinference.span.kind": "EVALUATOR", **attrs}
-        with self._tracer.start_as_current_span(FEEDBACK_EVENT, context=parent, attributes=span_attrs) as span:
+        with self._tracer.start_as_current_span(
+            FEEDBACK_EVENT, context=parent, attributes=span_attrs
+        ) as span:
             span.add_event(FEEDBACK_EVENT, attrs)

@@ -93,11 +93,15 @@ class SamplingSettings(BaseModel):
     default_rate: float = Field(1.0, ge=0.0, le=1.0, description="share of traces judged")
     service_rates: dict[str, float] = Field(
         default_factory=dict,
-        description="per service.name, exact names first, then glob patterns in order; else default_rate",
+        description="per service.name: exact names, then glob patterns in order; else default_rate",
     )
     always_on_error: bool = Field(True, description="judge every trace with a span in ERROR status")
-    always_on_negative_feedback: bool = Field(True, description="judge every trace with negative feedback")
-    always_rules: tuple[AttributeRule, ...] = Field(default=(), description="attribute matchers that force judging")
+    always_on_negative_feedback: bool = Field(
+        True, description="judge every trace with negative feedback"
+    )
+    always_rules: tuple[AttributeRule, ...] = Field(
+        default=(), description="attribute matchers that force judging"
+    )
 
     @field_validator("service_rates")
     @classmethod
@@ -151,9 +155,13 @@ class Sampler:
             return rate
         rate = self._cache.get(service)
         if rate is None:
-            rate = next((r for pat, r in self._globs if fnmatch.fnmatchcase(service, pat)), self.settings.default_rate)
+            rate = next(
+                (r for pat, r in self._globs if fnmatch.fnmatchcase(service, pat)),
+                self.settings.default_rate,
+            )
             if len(self._cache) >= self._CACHE_MAX:
-                self._cache.clear()  # services are few; a flood of distinct names must not grow memory
+                # services are few; a flood of distinct names must not grow memory
+                self._cache.clear()
             self._cache[service] = rate
         return rate
 

@@ -23,7 +23,10 @@ __all__ = [
     "StatusCode",
 ]
 
-AttrValue = Union[str, bool, int, float, bytes, tuple["AttrValue", ...], dict[str, "AttrValue"], None]
+# Union, not "|": the recursive string references must stay resolvable by typing tools
+AttrValue = Union[  # noqa: UP007
+    str, bool, int, float, bytes, tuple["AttrValue", ...], dict[str, "AttrValue"], None
+]
 """An OTLP ``AnyValue``: arrays become tuples, kvlists become dicts, an empty value ``None``."""
 
 Attributes = Mapping[str, AttrValue]
@@ -94,7 +97,7 @@ class Span(NamedTuple):
 
     @property
     def environment(self) -> str | None:
-        """``deployment.environment.name`` (semconv >= 1.27) or the older ``deployment.environment``."""
+        """``deployment.environment.name`` (semconv >= 1.27), else ``deployment.environment``."""
         for key in ("deployment.environment.name", "deployment.environment"):
             v = self.resource.get(key)
             if isinstance(v, str) and v:
