@@ -100,3 +100,15 @@ def test_partition_for_key_matches_sarama_fnv1a() -> None:
     assert partition_for_key(b"foobar", 7) == ((1 << 32) - 0xBF9CF968) % 7
     keys = [f"{i:032x}".encode() for i in range(600)]
     assert {partition_for_key(k, 6) for k in keys} == set(range(6))
+
+
+def test_partitions_for_keys_vectorized_equals_scalar() -> None:
+    import random
+
+    from ragpulse.collector.kafka import partition_for_key, partitions_for_keys
+
+    rng = random.Random(4)
+    keys = [rng.randbytes(16).hex().encode() for _ in range(500)]
+    for n in (1, 3, 6, 7, 64):
+        assert partitions_for_keys(keys, n) == [partition_for_key(k, n) for k in keys]
+    assert partitions_for_keys([b"a", b"foobar"], 7) == [partition_for_key(b"a", 7), partition_for_key(b"foobar", 7)]

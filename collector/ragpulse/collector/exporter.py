@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ragpulse.collector.config import CollectorSettings
-from ragpulse.collector.kafka import ensure_topic, partition_for_key
+from ragpulse.collector.kafka import ensure_topic, partitions_for_keys
 from ragpulse.collector.split import TraceRecord
 
 __all__ = [
@@ -209,14 +209,9 @@ class KafkaExporter:
         sent = 0
         try:
             # Partition as otelcol does (FNV-1a, sarama-compatible), not kafka-python's murmur2.
-            partitions = len(producer.partitions_for(self._topic))
-            for rec in keep:
-                fut = producer.send(
-                    self._topic,
-                    key=rec.key,
-                    value=rec.value,
-                    partition=partition_for_key(rec.key, partitions),
-                )
+            targets = partitions_for_keys([r.key for r in keep], len(producer.partitions_for(self._topic)))
+            for rec, partition in zip(keep, targets):
+                fut = producer.send(self._topic, key=rec.key, value=rec.value, partition=partition)
                 sent += 1
                 fut.add_callback(self._on_ack, rec.spans, len(rec.value))
                 fut.add_errback(self._on_error, rec.spans, len(rec.value))

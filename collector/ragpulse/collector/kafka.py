@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-__all__ = ["KafkaSettings", "TopicError", "ensure_topic", "partition_for_key"]
+__all__ = ["KafkaSettings", "TopicError", "ensure_topic", "partition_for_key", "partitions_for_keys"]
 
 log = logging.getLogger(__name__)
 
@@ -221,3 +221,25 @@ def partition_for_key(key: bytes, partitions: int) -> int:
     if h >= 0x80000000:
         h -= 0x100000000
     return abs(h) % partitions
+
+
+def partitions_for_keys(keys: list[bytes], partitions: int) -> list[int]:
+    """:func:`partition_for_key` for many keys at once.
+
+    Trace-id keys all have 32 bytes, so FNV-1a runs column by column over a ``(n, 32)`` numpy
+    array: 32 vectorized steps instead of ``32 * n`` Python operations (the per-key loop was
+    ~6 % of the collector's CPU). Other key shapes fall back to the scalar function.
+    """
+    n = len(keys)
+    if n < 8 or any(len(k) != 32 for k in keys):
+        return [partition_for_key(k, partitions) for k in keys]
+    import numpy as np
+
+    data = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(n, 32).astype(np.uint32)
+    h = np.full(n, 0x811C9DC5, dtype=np.uint32)
+    prime = np.uint32(0x01000193)
+    for column in data.T:
+        h ^= column
+        h *= prime  # uint32 arithmetic wraps modulo 2**32, as Go's does
+    signed = h.view(np.int32).astype(np.int64)
+    return (np.abs(signed) % partitions).tolist()
