@@ -10,11 +10,12 @@ it is not imported here so the scorer does not pay for it.
 from .decode import DecodeError, DecodeLimits, SpanDecoder, group_by_trace
 from .extract import Extraction, ExtractionSettings, TraceMeta, extract, split_prompt
 from .sampling import AttributeRule, Sampler, SamplingDecision, SamplingSettings, hash_fraction
-from .span import AttrValue, Span, SpanEvent, SpanKind, StatusCode
+from .span import Attributes, AttrValue, Span, SpanEvent, SpanKind, StatusCode
 
 __all__ = [
     "AttrValue",
     "AttributeRule",
+    "Attributes",
     "DecodeError",
     "DecodeLimits",
     "Extraction",

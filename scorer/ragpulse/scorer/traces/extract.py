@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -832,8 +832,12 @@ def _unique(spans: list[Span]) -> list[Span]:
     return [s for s in spans if not (id(s) in seen or seen.add(id(s)))]  # type: ignore[func-returns-value]
 
 
-def _first_attr(spans: Iterable[Span], keys: Sequence[str], conv=_version) -> str | None:  # type: ignore[no-untyped-def]
-    spans = list(spans)
+def _first_attr(
+    spans: Sequence[Span],
+    keys: Sequence[str],
+    conv: Callable[[AttrValue], str | None] = _version,
+) -> str | None:
+    """The first key (in priority order) found on any span (in order) or its resource."""
     for key in keys:
         for s in spans:
             v = conv(s.attr(key))
