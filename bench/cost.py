@@ -13,10 +13,12 @@ How, without calling any model:
   ``ragas.evaluate()`` runs, through ``LangchainLLMWrapper(ChatOpenAI(base_url=<loopback>))``.
   Both talk to :class:`RecordingServer`, a content-aware OpenAI-compatible server on 127.0.0.1
   that records every request body and answers with well-formed JSON. So both the call count and
-  the exact wire messages are observed, not inferred. Stage-two prompts (faithfulness NLI) see the statements the server
-  returned for stage one: the same deterministic statement split
+  the exact wire messages are observed, not inferred. Stage-two prompts (faithfulness NLI) see
+  the statements the server returned for stage one: the same deterministic statement split
   (``ragpulse.scorer.segment.split_statements``) that the ragpulse side is given, so both sides
-  judge equal inputs.
+  judge equal inputs. (The server is this module's own, not ``tests/fakes/openai_server.py``:
+  it must run in the ragas venv too, so it is stdlib-only, and it reports ``usage`` in this
+  benchmark's tokenizer, so the judge's own cost accounting uses the same numbers.)
 * **ragpulse** renders its requests through ``ragpulse.scorer.judges.llm.render_requests`` and,
   to prove the count, runs ``LLMJudge`` through the :class:`~ragpulse.scorer.evaluator.Evaluator`
   against the same kind of recording server and counts what arrives.
@@ -53,7 +55,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -292,7 +294,7 @@ class RecordingServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
+            def log_message(self, format: str, *args: Any) -> None:
                 return None
 
             def _reply(self, status: int, payload: dict[str, Any]) -> None:
@@ -303,7 +305,7 @@ class RecordingServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 if not self.path.rstrip("/").endswith("/chat/completions"):
@@ -361,8 +363,9 @@ class RecordingServer:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> RecordingServer:
-        return self.start()
+    def __enter__(self) -> Self:
+        self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
@@ -461,7 +464,6 @@ def render_ragas(samples: Sequence[BenchSample], api: str = "collections") -> li
             return self.embed_text(text)
 
     by_answer = {s.answer: s.statements for s in samples}
-    records: list[dict[str, Any]] = []
     with RecordingServer(ragas_responder(by_answer)) as server:
         client = AsyncOpenAI(base_url=server.base_url, api_key="bench", max_retries=0)
         llm = llm_factory("gpt-4o-mini", client=client)
@@ -486,14 +488,20 @@ def render_ragas(samples: Sequence[BenchSample], api: str = "collections") -> li
             await client.close()
 
         asyncio.run(run())
-        if server.errors:
-            raise RuntimeError(f"ragas sent requests the bench could not answer: {server.errors[:3]}")
-        for rec in server.records:
-            sid, metric_name = rec.tag.split("\t")
-            records.append({"sample": sid, "metric": metric_name, "messages": rec.messages,
-                            "response_format": rec.body.get("response_format"),
-                            "n": rec.body.get("n") or 1})
-    return records
+    return _ragas_records(server)
+
+
+def _ragas_records(server: RecordingServer) -> list[dict[str, Any]]:
+    """The server's records as worker output; raises if any request could not be answered."""
+    if server.errors:
+        raise RuntimeError(f"ragas sent requests the bench could not answer: {server.errors[:3]}")
+    out = []
+    for rec in server.records:
+        sid, metric_name = rec.tag.split("\t")
+        out.append({"sample": sid, "metric": metric_name, "messages": rec.messages,
+                    "response_format": rec.body.get("response_format"),
+                    "n": rec.body.get("n") or 1})
+    return out
 
 
 def _render_ragas_legacy(samples: Sequence[BenchSample]) -> list[dict[str, Any]]:
@@ -530,7 +538,6 @@ def _render_ragas_legacy(samples: Sequence[BenchSample]) -> list[dict[str, Any]]
             return self.embed_documents(texts)
 
     by_answer = {s.answer: s.statements for s in samples}
-    records: list[dict[str, Any]] = []
     with warnings.catch_warnings(), RecordingServer(ragas_responder(by_answer)) as server:
         warnings.simplefilter("ignore", DeprecationWarning)  # ragas flags its own legacy API
         chat = ChatOpenAI(model="gpt-4o-mini", base_url=server.base_url, api_key="bench",
@@ -552,14 +559,7 @@ def _render_ragas_legacy(samples: Sequence[BenchSample]) -> list[dict[str, Any]]
                     await metric.single_turn_ascore(sample)
 
         asyncio.run(run())
-        if server.errors:
-            raise RuntimeError(f"ragas sent requests the bench could not answer: {server.errors[:3]}")
-        for rec in server.records:
-            sid, metric_name = rec.tag.split("\t")
-            records.append({"sample": sid, "metric": metric_name, "messages": rec.messages,
-                            "response_format": rec.body.get("response_format"),
-                            "n": rec.body.get("n") or 1})
-    return records
+    return _ragas_records(server)
 
 
 def run_ragas_worker(samples: Sequence[BenchSample], python: Path,
@@ -576,7 +576,7 @@ def run_ragas_worker(samples: Sequence[BenchSample], python: Path,
                                for s in samples), encoding="utf-8")
         proc = subprocess.run([str(python), str(Path(__file__).resolve()), "_ragas-worker",
                                "--api", api, "--in", str(src), "--out", str(dst)],
-                              capture_output=True, text=True, timeout=1800)
+                              capture_output=True, text=True, timeout=1800, check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"ragas worker failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
         return [json.loads(line) for line in dst.read_text(encoding="utf-8").splitlines() if line]
@@ -584,7 +584,7 @@ def run_ragas_worker(samples: Sequence[BenchSample], python: Path,
 
 def ragas_version(python: Path) -> str:
     proc = subprocess.run([str(python), "-c", "import ragas; print(ragas.__version__)"],
-                          capture_output=True, text=True, timeout=300,
+                          capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "RAGAS_DO_NOT_TRACK": "true"})
     return proc.stdout.strip() or "unknown"
 
@@ -962,23 +962,23 @@ def render_section(results: Mapping[str, Mapping[str, SideCost]],
     lines = [
         SECTION_TITLE,
         "",
-        f"The four card metrics (faithfulness, answer_relevancy, context_precision, "
+        (f"The four card metrics (faithfulness, answer_relevancy, context_precision, "
         f"context_utilization) on samples with five contexts, {args.n} samples per language; "
         f"numbers are means per sample. Target (issue 2, item 4): at most {TARGET_CALLS} calls "
         f"and {TARGET_INPUT_TOKENS:,} input tokens per sample. One tokenizer for every "
         f"request: {ENCODING_LABEL}; a request counts as OpenAI counts chat prompts "
-        f"(3 tokens per message + role + content, + 3).",
+        f"(3 tokens per message + role + content, + 3)."),
         "",
-        f"Command: `.venv/bin/python bench/cost.py --data ../shared/data --n {args.n}`, with "
+        (f"Command: `.venv/bin/python bench/cost.py --data ../shared/data --n {args.n}`, with "
         f"ragas {ragas_ver} in its own venv: `python3 -m venv bench/.venv-ragas && "
-        f"bench/.venv-ragas/bin/pip install -r bench/requirements-ragas.txt`.",
+        f"bench/.venv-ragas/bin/pip install -r bench/requirements-ragas.txt`."),
         "",
         "ragas 0.4 `metrics.collections` (its current API) vs ragpulse `LLMJudge`:",
         "",
         markdown_table(results, (("ragas", "ragas"), ("ragpulse", "ragpulse"))),
         "",
-        "ragas 0.4.3 legacy `ragas.metrics` classes, what `ragas.evaluate()` runs "
-        "(answer relevancy asks for its 3 questions with `n=3` in one request):",
+        ("ragas 0.4.3 legacy `ragas.metrics` classes, what `ragas.evaluate()` runs "
+        "(answer relevancy asks for its 3 questions with `n=3` in one request):"),
         "",
         markdown_table(results, (("ragas_legacy", "ragas legacy"),)),
         "",
@@ -1005,7 +1005,7 @@ def render_section(results: Mapping[str, Mapping[str, SideCost]],
             f"tokens per sample (random nonces: a few tokens off the live run).")
     lines += [
         "",
-        "How it was measured. No model was called. ragas ran for real, in its own venv: the "
+        ("How it was measured. No model was called. ragas ran for real, in its own venv: the "
         "collections classes (`Faithfulness`, `AnswerRelevancy` with strictness 3, "
         "`ContextPrecisionWithoutReference`, `ContextUtilization`) through "
         "`llm_factory(\"gpt-4o-mini\", client=AsyncOpenAI(base_url=...))`, so each prompt went "
@@ -1022,9 +1022,9 @@ def render_section(results: Mapping[str, Mapping[str, SideCost]],
         "statements: the server answered statement extraction with the answer's "
         "deterministic split (`ragpulse.scorer.segment.split_statements`) on both sides, and "
         "ragpulse's `render_requests` was given the same statements. Input tokens only: the "
-        "replies were canned, so completion tokens are not comparable and not reported.",
+        "replies were canned, so completion tokens are not comparable and not reported."),
         "",
-        "Reading the ragas rows. ragas has no reference-free context precision that asks only "
+        ("Reading the ragas rows. ragas has no reference-free context precision that asks only "
         "\"is this context useful for the question\": without a reference, "
         "`ContextPrecisionWithoutReference` judges each context against the response with "
         "exactly the prompt `ContextUtilization` sends, so the row \"requests repeated across "
@@ -1033,7 +1033,7 @@ def render_section(results: Mapping[str, Mapping[str, SideCost]],
         "HaluEval and JSQuAD answers "
         "are short (about one statement), which keeps faithfulness cheap on both sides; "
         "longer answers add statements to ragas' two faithfulness prompts and to ragpulse's "
-        "two calls alike.",
+        "two calls alike."),
     ]
     return "\n".join(lines) + "\n"
 
