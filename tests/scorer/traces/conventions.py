@@ -543,6 +543,76 @@ def prompt_fallback_llamaindex(rec: Recorder) -> None:
         pass
 
 
+def openinference_multimodal(rec: Recorder) -> None:
+    """OpenInference LLM messages as content parts (message.contents.<j>.message_content.*)."""
+    with rec.span(
+        "query",
+        {"openinference.span.kind": "CHAIN", "input.value": QUESTION},
+    ):
+        with rec.span(
+            "retrieve",
+            {"openinference.span.kind": "RETRIEVER", **_oi_docs("retrieval.documents", DOCS)},
+        ):
+            pass
+        p = "llm.output_messages.0.message."
+        with rec.span(
+            "llm",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.model_name": MODEL,
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.contents.0.message_content.type": "text",
+                "llm.input_messages.0.message.contents.0.message_content.text": QUESTION,
+                "llm.input_messages.0.message.contents.1.message_content.type": "image",
+                "llm.input_messages.0.message.contents.1.message_content.image.image.url": "x.png",
+                p + "role": "assistant",
+                p + "contents.0.message_content.type": "text",
+                p + "contents.0.message_content.text": ANSWER,
+            },
+        ):
+            pass
+
+
+def openlit_events(rec: Recorder) -> None:
+    """OpenLIT: gen_ai.retrieval.* on the retriever (content, no score) and the pre-1.37 content
+    events gen_ai.content.prompt / gen_ai.content.completion on the chat span."""
+    with _http_root(rec):
+        docs = [{"content": d, "id": f"doc-{i}"} for i, d in enumerate(DOCS)]
+        with rec.span(
+            "langchain.retrieve",
+            {
+                "gen_ai.operation.name": "retrieve",
+                "gen_ai.retrieval.query.text": QUESTION,
+                "gen_ai.retrieval.documents": json.dumps(docs, ensure_ascii=False),
+            },
+        ):
+            pass
+        with rec.span(
+            f"chat {MODEL}", {"gen_ai.operation.name": "chat", "gen_ai.request.model": MODEL}
+        ) as s:
+            rec.event(s, "gen_ai.content.prompt", {"gen_ai.prompt": f"user: {QUESTION}"})
+            rec.event(s, "gen_ai.content.completion", {"gen_ai.completion": ANSWER})
+
+
+def confident(rec: Recorder) -> None:
+    """Confident AI (deepeval) trace attributes."""
+    with rec.span(
+        "llm_app",
+        {
+            "confident.span.type": "agent",
+            "confident.trace.input": QUESTION,
+            "confident.trace.output": ANSWER,
+        },
+    ):
+        with rec.span(
+            "retriever",
+            {"confident.span.type": "retriever", "confident.span.retrieval_context": list(DOCS)},
+        ):
+            pass
+        with rec.span("llm", {"confident.span.type": "llm", "gen_ai.request.model": MODEL}):
+            pass
+
+
 WRITERS: dict[str, Callable[[Recorder], None]] = {
     f.__name__: f
     for f in (
@@ -558,6 +628,9 @@ WRITERS: dict[str, Callable[[Recorder], None]] = {
         openllmetry_legacy,
         db_query_result_events,
         trulens,
+        openinference_multimodal,
+        openlit_events,
+        confident,
         prompt_fallback_variables,
         prompt_fallback_message,
         prompt_fallback_llamaindex,
@@ -566,6 +639,16 @@ WRITERS: dict[str, Callable[[Recorder], None]] = {
 
 # where each writer's text must come from: proves the intended path was taken, not a lucky fallback
 EXPECTED_SOURCES: dict[str, dict[str, str]] = {
+    "openinference_multimodal": {"answer": "llm:llm.output_messages"},
+    "openlit_events": {
+        "question": "retrieval:query",
+        "answer": "llm:event:gen_ai.content.completion",
+    },
+    "confident": {
+        "question": "root:confident.trace.input",
+        "contexts": "confident.span.retrieval_context",
+        "answer": "root:confident.trace.output",
+    },
     "openinference": {
         "question": "root:input.value",
         "contexts": "retrieval.documents",
