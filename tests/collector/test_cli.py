@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from typing import Any
 
@@ -69,3 +70,43 @@ def test_runs_until_sigterm_then_drains(kafka_broker: Any) -> None:
     assert "35 spans acknowledged by Kafka" in out
     records = read_records(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_spans"), 5)
     assert len(records) == 5
+
+
+def test_workers_share_the_ports_and_drain(kafka_broker: Any) -> None:
+    http_port, grpc_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [*CLI, "--kafka", kafka_broker.bootstrap, "--topic", "cli_workers", "--http", f"127.0.0.1:{http_port}",
+         "--grpc", f"127.0.0.1:{grpc_port}", "--workers", "2", "--status-interval", "0"],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("OTLP/HTTP")
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            (child,) = f.read().split()
+        # Wait until the worker listens too: a connection is then served by either process.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with open("/proc/net/tcp") as f:
+                listeners = sum(1 for line in f if f":{http_port:04X} " in line and line.split()[3] == "0A")
+            if listeners == 2:
+                break
+            time.sleep(0.1)
+        assert listeners == 2
+        for seed in range(8):  # a new connection per request: the kernel spreads them
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{http_port}/v1/traces", data=rag_request(2, seed=seed).SerializeToString(),
+                headers={"Content-Type": "application/x-protobuf"},
+            )
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                assert resp.status == 200
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert not os.path.exists(f"/proc/{child}"), "the worker exits with its parent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    records = read_records(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_workers"), 16)
+    assert len(records) == 16

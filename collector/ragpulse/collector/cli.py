@@ -8,8 +8,12 @@ SIGINT/SIGTERM, then stops accepting, drains requests in progress and flushes Ka
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import signal
+import subprocess
+import sys
 import threading
 from typing import Annotated, Any
 
@@ -37,7 +41,9 @@ def collector(
     partitions: Annotated[int | None, typer.Option("--partitions", min=1, help="Partitions if the topic is created.")] = None,
     queue_max_spans: Annotated[int | None, typer.Option("--queue-max-spans", min=1, help="Spans in flight before 429.")] = None,
     confirm: Annotated[str | None, typer.Option("--confirm", help="Answer after 'enqueue' (default) or Kafka 'ack'.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, max=64, help="Processes sharing the ports (SO_REUSEPORT); needs fixed ports.")] = None,
     status_interval_s: Annotated[float, typer.Option("--status-interval", min=0, help="Seconds between status lines; 0: none.")] = 10.0,
+    worker: Annotated[bool, typer.Option("--worker", hidden=True, help="Internal: run as a spawned worker.")] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
 ) -> None:
     """Receive OTLP traces, keep RAG traces and produce them to Kafka, one record per trace."""
@@ -66,6 +72,8 @@ def collector(
         overrides["producer"]["confirm"] = confirm
     if queue_max_spans is not None:
         overrides["queue"]["max_spans"] = queue_max_spans
+    if workers is not None:
+        overrides["otlp"]["workers"] = workers
     try:
         # Flags are init arguments: pydantic-settings merges them over RAGPULSE_* per field.
         settings = CollectorSettings(**{k: v for k, v in overrides.items() if v})
@@ -93,10 +101,18 @@ def collector(
         stop.set()
 
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    if worker:
+        # A spawned worker: serve until the parent's SIGTERM (or its death, see _spawn_workers).
+        stop.wait()
+        service.shutdown()
+        return
+    children = _spawn_workers(settings.otlp.workers - 1)
     typer.echo(f"OTLP/HTTP  {service.http_endpoint or 'off'}")
     typer.echo(f"OTLP/gRPC  {service.grpc_endpoint or 'off'}")
     typer.echo(f"Kafka      {settings.kafka.bootstrap_servers} topic {settings.kafka.topic} "
                f"({'all traces' if settings.filter.mode == 'all' else 'RAG traces'})")
+    if children:
+        typer.echo(f"workers    {len(children) + 1} processes (status lines count this process only)")
     try:
         while not stop.wait(status_interval_s or None):
             s = service.stats()
@@ -107,8 +123,39 @@ def collector(
             )
     finally:
         typer.echo("draining ...")
+        for child in children:
+            child.send_signal(signal.SIGTERM)
         service.shutdown()
+        for child in children:
+            try:
+                child.wait(timeout=settings.producer.ack_timeout_s + 30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         s = service.stats()
         typer.echo(f"stopped: {s['spans_acked']} spans acknowledged by Kafka, {s['spans_failed']} failed")
+
+
+def _spawn_workers(count: int) -> list[subprocess.Popen[bytes]]:
+    """Start ``count`` more collector processes with this process's arguments and environment.
+
+    They bind the same ports with SO_REUSEPORT. Each asks the kernel to SIGTERM it when this
+    process dies (PR_SET_PDEATHSIG), so a killed parent leaves no orphan holding the ports.
+    """
+    if count <= 0:
+        return []
+    args = sys.argv[1:]
+    if args[:1] != ["collector"]:
+        args = ["collector", *args]
+
+    def _die_with_parent() -> None:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    cmd = [sys.executable, "-c", "from ragpulse.cli import main; main()", *args, "--worker"]
+    return [
+        subprocess.Popen(cmd, env=dict(os.environ), stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        for _ in range(count)
+    ]

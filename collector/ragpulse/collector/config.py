@@ -54,6 +54,13 @@ class OtlpSettings(_Frozen):
     retry_after_s: int = Field(
         2, ge=1, le=300, description="Retry-After sent with 429/503 (seconds)."
     )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Collector processes serving the same ports (SO_REUSEPORT, the kernel spreads "
+        "connections). Python runs one core per process; each worker has its own queue and producer.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> OtlpSettings:
@@ -61,6 +68,10 @@ class OtlpSettings(_Frozen):
             raise ValueError("enable at least one of http_enabled, grpc_enabled")
         if self.max_decompressed_bytes < self.max_body_bytes:
             raise ValueError("max_decompressed_bytes must be >= max_body_bytes")
+        if self.workers > 1 and (
+            (self.http_enabled and self.http_port == 0) or (self.grpc_enabled and self.grpc_port == 0)
+        ):
+            raise ValueError("workers > 1 need fixed ports: every worker binds the same ones")
         return self
 
 

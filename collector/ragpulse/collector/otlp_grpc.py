@@ -82,7 +82,9 @@ class GrpcReceiver:
             options=[
                 # Applies to the decompressed message, so it also bounds grpc-encoding: gzip.
                 ("grpc.max_receive_message_length", s.max_body_bytes),
-                ("grpc.so_reuseport", 0),  # a second collector on the same port must fail, not share
+                # Shared only between the workers of one collector; otherwise a second collector
+                # on the same port must fail to start instead of silently splitting the traffic.
+                ("grpc.so_reuseport", 1 if s.workers > 1 else 0),
             ],
         )
         handler = grpc.method_handlers_generic_handler(

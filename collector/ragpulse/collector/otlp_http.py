@@ -86,6 +86,12 @@ class _Server(ThreadingHTTPServer):
         self.receiver = receiver
         super().__init__(address, _Handler)
 
+    def server_bind(self) -> None:
+        if self.receiver._settings.workers > 1:
+            # Several worker processes listen on one port; the kernel balances connections.
+            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        super().server_bind()
+
     def process_request(self, request: Any, client_address: Any) -> None:
         # Bound the handler threads: beyond the cap, answer 503 from the accept thread and close.
         if not self.receiver._enter_connection(request):
