@@ -12,6 +12,7 @@ so an insert never fails on a hostile string.
 from __future__ import annotations
 
 import math
+import re
 from operator import attrgetter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 DEFAULT_EXCERPT_CHARS = 1000
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 def safe_text(value: Any, limit: int | None = None) -> str:
@@ -41,6 +43,8 @@ def safe_text(value: Any, limit: int | None = None) -> str:
     """
     if value is None:
         return ""
+    if type(value) is str and value.isascii():  # the common case: nothing to repair
+        return value if limit is None or len(value) <= limit else value[:limit]
     if isinstance(value, (bytes, bytearray, memoryview)):
         s = bytes(value).decode("utf-8", "replace")
     else:
@@ -68,7 +72,7 @@ def _hex_id(value: Any, length: int, what: str) -> str:
     s = str(value or "").strip().lower()
     if what == "trace_id" and not s:
         raise ValueError("trace_id is required")
-    if s and (len(s) != length or any(c not in "0123456789abcdef" for c in s)):
+    if s and (len(s) != length or not _HEX.fullmatch(s)):
         raise ValueError(f"{what} {value!r} must be {length} hex characters")
     return s
 
