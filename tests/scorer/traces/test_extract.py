@@ -559,3 +559,27 @@ def test_root_io_as_a_conversation() -> None:
         ex.meta.sources["question"] == "root:input.value"
         and ex.meta.sources["answer"] == "root:output.value"
     )
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "Context:\n" + "\n---" * 60_000 + "x",
+        "<context>" + "<document>" * 60_000,
+        "Context:\n" + "<doc>a</doc" * 60_000,
+        "Context:\n" + "\n \n" * 60_000 + "Question: q",
+    ],
+)
+def test_split_prompt_stays_linear_on_hostile_text(prompt: str) -> None:
+    """Prompts carry user text: a quadratic pattern would stall the scorer (the timeout fails it)."""
+    contexts, _ = split_prompt(prompt)
+    assert isinstance(contexts, list)
+
+
+def test_unclosed_and_mixed_case_tags() -> None:
+    """A prompt cut by an attribute length limit loses its closing tags: keep what is there."""
+    assert split_prompt("<context>\n<document>a</document>\n<document>b") == (["a", "b"], None)
+    assert split_prompt("<CONTEXT>\n<Doc id=1>x</DOC></CONTEXT>") == (["x"], None)
+    assert split_prompt("<context> only open") == (["only open"], None)
+    assert split_prompt("<context></context>") == ([], None)

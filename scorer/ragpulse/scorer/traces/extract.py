@@ -699,13 +699,40 @@ def _retrieval_query(span: Span) -> str | None:
 
 # -- prompt fallback ---------------------------------------------------------------------------
 
-_TAG_BLOCK = re.compile(
-    r"<(context|contexts|documents|sources|retrieved_context)\b[^>]*>(.*?)</\1\s*>",
-    re.DOTALL | re.IGNORECASE,
+# Prompt text is partly user-controlled, so nothing here may backtrack super-linearly: tags are
+# found by an opening-tag pattern plus str.find for the closing tag, separators line by line.
+_BLOCK_OPEN = re.compile(
+    r"<(context|contexts|documents|sources|retrieved_context)\b[^>\n]*>", re.IGNORECASE
 )
-_DOC_TAG = re.compile(
-    r"<(document|doc|source|passage|chunk)\b[^>]*>(.*?)</\1\s*>", re.DOTALL | re.IGNORECASE
-)
+_DOC_OPEN = re.compile(r"<(document|doc|source|passage|chunk)\b[^>\n]*>", re.IGNORECASE)
+
+
+def _tagged(text: str, opening: re.Pattern[str], first_only: bool) -> list[str]:
+    """Inner texts of ``<tag ...>...</tag>`` pairs, scanning left to right in linear time; an
+    unclosed last tag runs to the end of the text."""
+    out: list[str] = []
+    lower = None
+    pos = 0
+    while (m := opening.search(text, pos)) is not None:
+        if lower is None:
+            lower = text.lower()
+        close = lower.find(f"</{m.group(1).lower()}", m.end())
+        if close < 0:  # unclosed: most often a prompt cut by an attribute length limit
+            out.append(text[m.end() :])
+            break
+        out.append(text[m.end() : close])
+        if first_only:
+            break
+        end = text.find(">", close)
+        pos = end + 1 if end >= 0 else len(text)
+    return out
+
+
+def _tag_block(text: str) -> str | None:
+    found = _tagged(text, _BLOCK_OPEN, first_only=True)
+    return found[0] if found else None
+
+
 _CONTEXT_LABEL = re.compile(
     r"^[ \t]*(?:#+[ \t]*)?(?:\*\*)?(?:retrieved[ \t]+)?"
     r"(?:context(?:s|[ \t]+information)?|documents|sources|passages)(?:\*\*)?"
@@ -735,11 +762,16 @@ _NUMBERED_DOC = re.compile(
 _BLANK_LINES = re.compile(r"\n[ \t]*\n")
 
 
+def _is_separator(line: str) -> bool:
+    t = line.strip()
+    return len(t) >= 3 and t[0] in "-=*_" and t == t[0] * len(t)
+
+
 def _split_block(block: str) -> list[str]:
     """One context block → documents: explicit tags, then numbered markers, then separator lines,
     then blank lines (``"\\n\\n".join(docs)`` is how LangChain and LlamaIndex fill
     ``{context}``)."""
-    tagged = [m.group(2).strip() for m in _DOC_TAG.finditer(block)]
+    tagged = [t.strip() for t in _tagged(block, _DOC_OPEN, first_only=False)]
     if tagged:
         return [t for t in tagged if t]
     starts = [m for m in _NUMBERED_DOC.finditer(block)]
@@ -778,17 +810,19 @@ def split_prompt(text: str) -> tuple[list[str], str | None]:
     The question is a ``Question:``/``Query:`` section. Returns ``([], None)`` when nothing matches.
     """
     contexts: list[str] = []
-    m = _TAG_BLOCK.search(text)
-    if m is not None:
-        contexts = _split_block(m.group(2).strip())
+    block = _tag_block(text)
+    if block is not None:
+        contexts = _split_block(block.strip())
     else:
         sec = _labeled_section(text, _CONTEXT_LABEL)
         if sec is not None:
-            body = sec.strip()
             # trim the frame LlamaIndex puts around {context_str}
-            body = re.sub(
-                r"^(?:[ \t]*(?:-{3,}|={3,})[ \t]*\n)+|(?:\n[ \t]*(?:-{3,}|={3,})[ \t]*)+$", "", body
-            ).strip()
+            lines = sec.strip().split("\n")
+            while lines and _is_separator(lines[0]):
+                lines.pop(0)
+            while lines and _is_separator(lines[-1]):
+                lines.pop()
+            body = "\n".join(lines).strip()
             if body:
                 contexts = _split_block(body)
     question = None
@@ -808,8 +842,8 @@ def _contexts_from_variables(variables: Mapping[str, Any]) -> list[str]:
     for key in _CONTEXT_KEYS:
         v = variables.get(key)
         if isinstance(v, str) and v.strip():
-            inner = _TAG_BLOCK.search(v)
-            return _split_block(inner.group(2).strip() if inner else v.strip())
+            inner = _tag_block(v)
+            return _split_block(inner.strip() if inner is not None else v.strip())
         if isinstance(v, list) and (docs := _doc_texts(v)):
             return docs
     return []
