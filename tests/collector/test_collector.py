@@ -378,6 +378,9 @@ def test_start_then_shutdown_twice(kafka_broker: Any) -> None:
         never_started.start()
 
     collector = build_collector(settings).start()
+    from ragpulse.collector.telemetry import COUNTERS
+
+    assert set(collector.stats()) == set(COUNTERS)  # every counter is declared and documented
     endpoint = collector.http_endpoint
     assert endpoint and collector.grpc_endpoint
     collector.shutdown()

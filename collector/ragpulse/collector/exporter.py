@@ -41,6 +41,26 @@ log = logging.getLogger(__name__)
 _RECORD_OVERHEAD = 64
 
 
+class _EveryFewSeconds:
+    """A log line at most once per ``interval_s``, with how many were suppressed. Thread-safe."""
+
+    def __init__(self, interval_s: float = 10.0) -> None:
+        self._interval_s = interval_s
+        self._next = 0.0
+        self._suppressed = 0
+        self._lock = threading.Lock()
+
+    def warning(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next:
+                self._suppressed += 1
+                return
+            suppressed, self._suppressed = self._suppressed, 0
+            self._next = now + self._interval_s
+        log.warning(message + " (%d similar suppressed)", *args, suppressed)
+
+
 class ExportRefused(Exception):
     """Retryable refusal of a whole request; nothing of it was accepted."""
 
@@ -106,6 +126,7 @@ class KafkaExporter:
         self._failing_since: float | None = None
         self._last_probe = 0.0
         self._last_error = ""
+        self._refusals = _EveryFewSeconds()
         self._stats = {
             "records_sent": 0,
             "records_acked": 0,
@@ -192,6 +213,7 @@ class KafkaExporter:
             if self._failing_since is not None:
                 if now - self._last_probe < self._retry_after_s:
                     self._stats["spans_refused_unavailable"] += spans
+                    self._refusals.warning("export: Kafka unavailable, refusing with 503: %s", self._last_error)
                     raise ExportUnavailable(f"Kafka unavailable: {self._last_error}", self._retry_after_s)
                 self._last_probe = now  # let this request through as a probe
             # A request larger than the whole queue is still taken when the queue is empty (it is
@@ -199,6 +221,10 @@ class KafkaExporter:
             over = self._queued_spans + spans > self._max_spans or self._queued_bytes + size > self._max_bytes
             if over and (self._queued_spans or self._queued_bytes):
                 self._stats["spans_refused_queue_full"] += spans
+                self._refusals.warning(
+                    "export: queue full (%d spans, %d bytes), refusing with 429",
+                    self._queued_spans, self._queued_bytes,
+                )
                 raise QueueFull(
                     f"export queue full ({self._queued_spans} spans, {self._queued_bytes} bytes queued)",
                     self._retry_after_s,

@@ -1,0 +1,45 @@
+"""Every counter the collector reports in ``Collector.stats()``, declared once with its meaning.
+
+Counters only grow; gauges (marked) are current values. Stage names are verbs: receive (the
+OTLP receivers and :mod:`~ragpulse.collector.ingest`), export (:mod:`~ragpulse.collector.exporter`).
+A test checks that ``stats()`` reports exactly these names.
+"""
+
+from __future__ import annotations
+
+__all__ = ["COUNTERS"]
+
+COUNTERS: dict[str, str] = {
+    # receive: transport
+    "http_requests": "OTLP/HTTP requests handled (any outcome).",
+    "http_connections_refused": "HTTP connections answered 503 at once: max_concurrent_requests reached or shutting down.",
+    "http_too_large": "HTTP requests answered 413: body or decompressed body over its limit.",
+    "http_unsupported": "HTTP requests answered 415: content type or encoding not supported.",
+    "grpc_requests": "OTLP/gRPC Export calls handled (any outcome).",
+    # receive: decode, split, filter
+    "requests_received": "Requests whose body was read, over both transports.",
+    "requests_malformed": "Requests answered 400 / INVALID_ARGUMENT (undecodable protobuf, JSON or gzip).",
+    "requests_refused": "Requests refused as a whole with 429/503 (queue full, Kafka unavailable, shutting down).",
+    "bytes_received": "Request body bytes as received (compressed size for gzip).",
+    "spans_received": "Spans in decodable requests.",
+    "spans_accepted": "Spans queued for Kafka (the client got 200 for them).",
+    "spans_rejected": "Spans refused individually and reported as partial success (bad trace id, trace over the record limit).",
+    "spans_refused": "Spans of requests refused as a whole (the client retries them).",
+    "spans_dropped_non_rag": "Spans of traces without a RAG span (filter mode 'rag'): dropped on purpose.",
+    "traces_dropped_non_rag": "Per-request trace groups dropped by the RAG filter.",
+    "traces_exported": "Per-trace records handed to the producer.",
+    "recent_rag_traces": "Gauge: RAG trace ids remembered for late spans (bounded by filter.remember_traces).",
+    # export
+    "records_sent": "Records handed to the Kafka producer.",
+    "records_acked": "Records acknowledged by Kafka (acks=all by default).",
+    "records_failed": "Records the producer gave up on (delivery timeout, broker errors, closed at shutdown).",
+    "records_rejected": "Records over producer.max_request_size, never sent (their spans are in spans_rejected).",
+    "spans_acked": "Spans in acknowledged records: what was delivered.",
+    "spans_failed": "Spans in failed records: accepted but lost.",
+    "spans_refused_queue_full": "Spans refused with 429 / RESOURCE_EXHAUSTED because the queue was full.",
+    "spans_refused_unavailable": "Spans refused with 503 / UNAVAILABLE (Kafka failing, metadata timeout, shutdown).",
+    "bytes_acked": "Record value bytes acknowledged by Kafka (before compression).",
+    "queue_spans": "Gauge: spans accepted and not yet acknowledged or failed.",
+    "queue_bytes": "Gauge: record bytes accepted and not yet acknowledged or failed.",
+    "kafka_unavailable": "Gauge: 1 while recent delivery failures make the collector answer 503.",
+}
