@@ -147,6 +147,13 @@ def test_raw_http_surface(facade: ClickHouseHttpFacade) -> None:
     # GET is read-only, as on the server.
     status, _, body = _raw(f"{u}/?query=CREATE%20DATABASE%20nope_ro")
     assert status != 200 and b"readonly" in body.lower()
+    status, _, _ = _raw(f"{u}/?query=CREATE%20DATABASE%20nope_ro", method="HEAD")
+    assert status != 200  # HEAD is read-only too
+    # Settings as URL parameters reach the engine; a result cap stops runaway results.
+    _, _, body = _raw(f"{u}/?max_threads=3", b"SELECT getSetting('max_threads')")
+    assert body.strip() == b"3"
+    status, _, body = _raw(f"{u}/?max_result_rows=5", b"SELECT number FROM numbers(100)")
+    assert status != 200 and b"Limit for result exceeded" in body
     # Bodies can be compressed.
     _, _, body = _raw(f"{u}/", gzip.compress(b"SELECT 'zipped'"), {"Content-Encoding": "gzip"})
     assert body == b"zipped\n"
@@ -156,12 +163,16 @@ def test_raw_http_surface(facade: ClickHouseHttpFacade) -> None:
     assert status == 400 and b"not supported" in body
 
 
-def test_body_limit(chdb_dir: Path, chdb_client: Any) -> None:
-    f = build_facade(str(chdb_dir), FacadeSettings(max_body_bytes=1024, advertise=False))
+def test_body_and_result_limits(chdb_dir: Path, chdb_client: Any) -> None:
+    f = build_facade(str(chdb_dir), FacadeSettings(max_body_bytes=1024, max_result_bytes=4096,
+                                                    advertise=False))
     f.start()
     try:
         status, headers, body = _raw(f"{f.url}/", b"SELECT '" + b"x" * 5000 + b"'")
         assert status == 413 and b"max_body_bytes" in body
+        status, _, body = _raw(f"{f.url}/", b"SELECT number FROM numbers(1000000)")
+        assert status == 500 and b"Limit for result exceeded" in body
+        assert _raw(f"{f.url}/ping")[0] == 200  # the facade is fine afterwards
     finally:
         f.shutdown()
 
@@ -236,3 +247,18 @@ def test_schema_init_through_the_facade(http_client: Any, chdb_client: Any) -> N
         assert chdb_client.command("SELECT count() FROM rag_h6_http_init.schema_migrations FINAL") >= 5
     finally:
         chdb_client.command("DROP DATABASE IF EXISTS rag_h6_http_init SYNC")
+
+
+def test_dataframes_arrow_and_streams(http_client: Any, rag_schema: Any) -> None:
+    pd = pytest.importorskip("pandas")
+    pa = pytest.importorskip("pyarrow")
+    db = rag_schema.database
+    http_client.command(f"CREATE TABLE `{db}`.frames (a UInt32, s String) ENGINE = MergeTree ORDER BY a")
+    http_client.insert_df("frames", pd.DataFrame({"a": [1, 2], "s": ["x", "y"]}), database=db)
+    http_client.insert_arrow("frames", pa.table({"a": pa.array([3], pa.uint32()), "s": ["z"]}),
+                             database=db)
+    df = http_client.query_df(f"SELECT * FROM `{db}`.frames ORDER BY a")
+    assert df["a"].tolist() == [1, 2, 3] and df["s"].tolist() == ["x", "y", "z"]
+    assert http_client.query_arrow(f"SELECT sum(a) AS t FROM `{db}`.frames").column("t").to_pylist() == [6]
+    with http_client.query_row_block_stream("SELECT number FROM numbers(100000)") as stream:
+        assert sum(len(block) for block in stream) == 100_000

@@ -190,6 +190,23 @@ def test_backpressure_when_pending_is_full(rag_schema: Any, chdb_client: Any) ->
         w.shutdown()
 
 
+def test_flush_waits_for_the_batch_in_flight(rag_schema: Any, chdb_client: Any) -> None:
+    gated = GatedClient(chdb_client)
+    w = ScoreWriter(gated, rag_schema.database, WriterSettings(flush_interval_s=0.01))
+    w.start()
+    try:
+        fut = w.submit(rows(1))
+        assert gated.entered.wait(30)
+        with pytest.raises(concurrent.futures.TimeoutError):
+            w.flush(timeout_s=0.05)  # the held insert is pending: flush must not return early
+        gated.gate.set()
+        w.flush(timeout_s=30)
+        assert fut.done() and fut.result().rows == 2
+    finally:
+        gated.gate.set()
+        w.shutdown()
+
+
 def test_lifecycle(rag_schema: Any, chdb_client: Any) -> None:
     never = ScoreWriter(chdb_client, rag_schema.database)
     never.shutdown()

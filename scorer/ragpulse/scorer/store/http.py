@@ -60,7 +60,7 @@ _TRANSPORT_PARAMS = frozenset({
     "enable_http_compression", "http_zlib_compression_level", "http_native_compression_disable_checksumming_on_decompress",
     "wait_end_of_query", "buffer_size", "send_progress_in_http_headers",
     "http_headers_progress_interval_ms", "client_protocol_version", "role", "stacktrace",
-    "http_response_buffer_size", "max_result_bytes", "max_result_rows", "cancel_http_readonly_queries_on_client_close",
+    "http_response_buffer_size", "cancel_http_readonly_queries_on_client_close",
     "output_format_write_statistics",
 })
 _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -303,8 +303,9 @@ class ClickHouseHttpFacade:
     # -- execution ---------------------------------------------------------------------------
 
     def execute(self, query: str, body: bytes, params: dict[str, str],
-                content_encoding: str) -> tuple[bytes, str, dict[str, Any]]:
-        """Run one request's statement. Returns (result bytes, format, summary)."""
+                content_encoding: str, *, readonly: bool = False) -> tuple[bytes, str, dict[str, Any]]:
+        """Run one request's statement on a fresh chDB connection. Blocks (chDB releases the GIL
+        while it works). Returns (result bytes, format, summary); raises ``_HttpError``."""
         import chdb
 
         fmt = params.get("default_format") or "TabSeparated"
@@ -335,12 +336,18 @@ class ClickHouseHttpFacade:
                 if not _SETTING_NAME.match(db):
                     raise _HttpError(404, 81, f"Database {db} does not exist. (UNKNOWN_DATABASE)")
                 conn.query(f"USE `{db}`", "TabSeparated")
+            ro = settings.pop("readonly", "0")
             for k, v in settings.items():
                 if not _SETTING_NAME.match(k):
                     raise _HttpError(400, 115, f"Unknown setting {k!r}. (UNKNOWN_SETTING)")
                 conn.query(f"SET {k} = {_quote(v)}", "TabSeparated")
-            if self.settings.readonly:
-                conn.query("SET readonly = 1", "TabSeparated")
+            if "max_result_bytes" not in settings:
+                # Stop a runaway result inside the engine, before it is materialized here.
+                conn.query(f"SET max_result_bytes = {self.settings.max_result_bytes}, "
+                           "result_overflow_mode = 'throw'", "TabSeparated")
+            # Last: a read-only connection refuses further SETs.
+            if readonly or self.settings.readonly or ro not in ("", "0"):
+                conn.query(f"SET readonly = {2 if ro == '2' else 1}", "TabSeparated")
             if data is not None and insert is not None:
                 target, in_fmt = insert.group(1).decode("utf-8", "replace"), insert.group(2).decode()
                 with tempfile.NamedTemporaryFile(prefix="ragpulse-ins-", suffix=".bin",
@@ -476,11 +483,11 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _HttpError(503, 202, "Too many simultaneous queries. Maximum: "
                                  f"{f.settings.max_concurrent_queries}. (TOO_MANY_SIMULTANEOUS_QUERIES)")
             try:
-                if self.command == "GET":
-                    params = {**params, "readonly": "1"}  # the server treats GET as readonly
                 t0 = time.perf_counter()
+                # The server treats GET (and so HEAD) as read-only.
                 out, fmt, summary = f.execute(query, body, params,
-                                              self.headers.get("Content-Encoding", ""))
+                                              self.headers.get("Content-Encoding", ""),
+                                              readonly=self.command in ("GET", "HEAD"))
                 summary["elapsed_ns"] = str(int((time.perf_counter() - t0) * 1e9))
             finally:
                 f._slots.release()

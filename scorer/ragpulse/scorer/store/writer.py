@@ -150,6 +150,7 @@ class BatchWriter(Generic[R]):
         self._rng = rng or random.Random()
         self._cond = threading.Condition()
         self._queue: deque[_Submission[R]] = deque()
+        self._inflight: list[_Submission[R]] = []  # the batch being inserted
         self._queued_rows = 0
         self._held_rows = 0  # queued + in the batch being inserted: what the bound applies to
         self._flush_requested = False
@@ -176,7 +177,8 @@ class BatchWriter(Generic[R]):
     def shutdown(self, timeout_s: float | None = None) -> None:
         """Refuse new rows, flush pending ones, stop. Blocks up to ``timeout_s`` (None: until the
         flush finishes, itself bounded by ``retry_deadline_s`` per batch); after the timeout,
-        retries are abandoned and the still-pending futures fail with RetryableStoreError."""
+        retries are abandoned and the still-pending futures fail with RetryableStoreError. An
+        insert call already in progress is not interrupted (the client's own timeout bounds it)."""
         with self._cond:
             self._accepting = False
             self._stopping = True
@@ -237,9 +239,10 @@ class BatchWriter(Generic[R]):
         return fut.result(timeout_s)
 
     def flush(self, timeout_s: float | None = None) -> None:
-        """Insert everything queued now and block until it is acknowledged or failed."""
+        """Insert everything pending now and block until it is acknowledged or failed (up to
+        ``timeout_s``; raises ``concurrent.futures.TimeoutError`` after it)."""
         with self._cond:
-            futures = [s.future for s in self._queue]
+            futures = [s.future for s in self._inflight] + [s.future for s in self._queue]
             self._flush_requested = True
             self._cond.notify_all()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -271,6 +274,7 @@ class BatchWriter(Generic[R]):
             batch.append(s)
             n += len(s.rows)
         self._queued_rows -= n
+        self._inflight = batch
         if not self._queue:
             self._flush_requested = False
         return batch
@@ -290,7 +294,11 @@ class BatchWriter(Generic[R]):
                 self._insert(batch)
             except BaseException as exc:  # never leave a future hanging
                 log.exception("write: unexpected failure")
-                self._settle(batch, 0, exc=PermanentStoreError(f"writer failure: {exc!r}"))
+                self._settle([s for s in batch if not s.future.done()], 0,
+                             exc=PermanentStoreError(f"writer failure: {exc!r}"))
+            finally:
+                with self._cond:
+                    self._inflight = []
 
     def _token(self, columns: list[list[Any]]) -> str:
         """A deduplication token naming the batch: a hash of its rows' identity columns (the
