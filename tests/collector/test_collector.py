@@ -91,19 +91,35 @@ def _rag_app(provider: TracerProvider, n: int) -> None:
         pass
 
 
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_sdk_exporter_to_kafka(make_collector: Callable[..., Collector], protocol: str) -> None:
+@pytest.mark.parametrize(
+    ("protocol", "batch", "gzip_"),
+    [("http", False, False), ("grpc", False, False), ("http", True, True), ("grpc", True, True)],
+)
+def test_sdk_exporter_to_kafka(make_collector: Callable[..., Collector], protocol: str, batch: bool, gzip_: bool) -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.exporter import Compression as GrpcCompression
+    from opentelemetry.exporter.otlp.proto.http import Compression as HttpCompression
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     collector = make_collector()
     if protocol == "http":
-        exporter: Any = HttpSpanExporter(endpoint=collector.http_endpoint, timeout=10)
+        exporter: Any = HttpSpanExporter(
+            endpoint=collector.http_endpoint, timeout=10,
+            compression=HttpCompression.Gzip if gzip_ else HttpCompression.NoCompression,
+        )
     else:
-        exporter = GrpcSpanExporter(endpoint=collector.grpc_endpoint, insecure=True, timeout=10)
+        exporter = GrpcSpanExporter(
+            endpoint=collector.grpc_endpoint, insecure=True, timeout=10,
+            compression=GrpcCompression.Gzip if gzip_ else GrpcCompression.NoCompression,
+        )
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "rag-api", "deployment.environment.name": "test"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    # One export per finished span, as SimpleSpanProcessor does: the root span of each trace
-    # arrives in a later request than its RAG spans and is kept through the recent-trace LRU.
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # SimpleSpanProcessor: one export per finished span, so each trace's root span arrives in a
+    # later request than its RAG spans and is kept through the recent-trace LRU.
+    # BatchSpanProcessor: every span in one request, split into one record per trace.
+    provider.add_span_processor(
+        BatchSpanProcessor(exporter, schedule_delay_millis=60_000) if batch else SimpleSpanProcessor(exporter)
+    )
     _rag_app(provider, 3)
     provider.shutdown()
 
@@ -115,9 +131,11 @@ def test_sdk_exporter_to_kafka(make_collector: Callable[..., Collector], protoco
             keep = [s for s in ss.spans if s.name != "GET /health"]
             del ss.spans[:]
             ss.spans.extend(keep)
-    records = read_records(collector.settings.kafka, expected=9)
-    # SimpleSpanProcessor sends span by span: 9 records (3 per trace), all keyed by trace id.
-    assert len(records) == 9
+    expected_records = 3 if batch else 9
+    records = read_records(collector.settings.kafka, expected=expected_records)
+    assert len(records) == expected_records
+    if batch:
+        check_records(records, rag_sent)
     merged: dict[str, dict[bytes, Any]] = {}
     for r in records:
         for key, spans in traces_of(ExportTraceServiceRequest.FromString(r.value)).items():
@@ -127,7 +145,7 @@ def test_sdk_exporter_to_kafka(make_collector: Callable[..., Collector], protoco
     stats = collector.stats()
     assert stats["spans_received"] == 10 and stats["spans_accepted"] == 9
     assert stats["spans_dropped_non_rag"] == 1 and stats["traces_dropped_non_rag"] == 1
-    assert stats[f"{protocol}_requests"] == 10
+    assert stats[f"{protocol}_requests"] == (1 if batch else 10)
 
 
 def test_one_request_many_traces_split_per_trace(make_collector: Callable[..., Collector]) -> None:
