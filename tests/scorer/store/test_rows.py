@@ -109,7 +109,8 @@ def test_hostile_strings_round_trip(rag_schema: Any, chdb_client: Any) -> None:
         f"FROM `{db}`.scores WHERE trace_id != {{big:String}} ORDER BY trace_id",
         parameters={"big": trace_id(99)}).result_rows
     assert len(got) == len(HOSTILE)
-    for (tid, service, metric, q, a, judge, key, expl), text in zip(got, HOSTILE):
+    for (tid, service, metric, q, a, judge, key, expl), text in zip(got, HOSTILE, strict=True):
+        assert len(tid) == 32
         want = safe_text(text)
         assert (service, metric, q, judge, key, expl) == (want,) * 6
         assert a.startswith("raw \ufffd( invalid utf-8 ")

@@ -6,6 +6,7 @@ import concurrent.futures
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
 from ragpulse.scorer.store import (
@@ -286,7 +287,7 @@ def test_settings_validation() -> None:
         WriterSettings(flush_interval_s=0)
     with pytest.raises(ValueError):
         ScoreWriter(object(), "bad-db")  # type: ignore[arg-type]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         WriterSettings().batch_rows = 3  # frozen
 
 

@@ -40,7 +40,6 @@ import threading
 import time
 import uuid
 import zlib
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -57,7 +56,8 @@ log = logging.getLogger(__name__)
 _TRANSPORT_PARAMS = frozenset({
     "query", "database", "default_format", "user", "password", "quota_key", "query_id",
     "session_id", "session_timeout", "session_check", "compress", "decompress",
-    "enable_http_compression", "http_zlib_compression_level", "http_native_compression_disable_checksumming_on_decompress",
+    "enable_http_compression", "http_zlib_compression_level",
+    "http_native_compression_disable_checksumming_on_decompress",
     "wait_end_of_query", "buffer_size", "send_progress_in_http_headers",
     "http_headers_progress_interval_ms", "client_protocol_version", "role", "stacktrace",
     "http_response_buffer_size", "cancel_http_readonly_queries_on_client_close",
