@@ -346,3 +346,11 @@ async def test_gather_never_blocks_the_event_loop(use_embedder: USEEmbedder,
     assert threading.get_ident() not in gated.threads  # inference never ran on the loop thread
     assert ticks > 0
     assert all(s.status == "ok" for r in results for s in r.scores)
+
+
+async def test_the_judge_factory_builds_it_with_explicit_threads() -> None:
+    from ragpulse.scorer.judges.factory import build_judge
+
+    judge = build_judge("local", threads=2)
+    assert isinstance(judge, LocalJudge) and judge.settings.threads == 2
+    await judge.aclose()

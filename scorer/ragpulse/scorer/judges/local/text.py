@@ -114,15 +114,17 @@ def weighted_coverage(weights: dict[str, float], other: frozenset[str] | set[str
 
 # Non-committal answers: refusals and "don't know" in the three languages the judge covers.
 # Anchored loosely (anywhere in a short answer) because they are often wrapped in politeness.
+_I = r"\bi(?:\s+am|['’]m|\s+do|\s+really|\s+simply)?"
 _NONCOMMITTAL = re.compile(
-    r"\b(?:i\s+(?:do\s*n[o']?t|don['’]t|really\s+don['’]t)\s+know|i\s+(?:am\s+not|['’]m\s+not)\s+sure"
-    r"|i\s+(?:can\s*not|can['’]t|am\s+unable\s+to|['’]m\s+unable\s+to|am\s+not\s+able\s+to)"
-    r"\s+(?:answer|say|tell|determine|find|provide|help)"
-    r"|(?:there\s+is\s+)?no\s+(?:information|answer|data)\s+(?:is\s+)?(?:available|provided|given)"
-    r"|(?:the\s+)?(?:context|document|text)s?\s+(?:does|do)\s+not\s+(?:contain|mention|provide|say)"
-    r"|not\s+(?:enough|sufficient)\s+information|no\s+idea|cannot\s+be\s+determined)\b"
+    rf"{_I}\s+(?:not|n['’]t|do\s+not|don['’]t)\s+(?:know|sure|have\s+(?:enough\s+)?information)\b"
+    rf"|{_I}\s+(?:can\s*not|can['’]t|unable\s+to|not\s+able\s+to)\s+"
+    r"(?:answer|say|tell|determine|find|provide|help|be\s+sure)\b"
+    r"|\bno\s+(?:information|answer|data)\s+(?:is\s+)?(?:available|provided|given)\b"
+    r"|\b(?:context|document|text|passage)s?\s+(?:does|do|did)(?:\s+not|n['’]t)\s+"
+    r"(?:contain|mention|provide|say|specify)\b"
+    r"|\bnot\s+(?:enough|sufficient)\s+information\b|\bno\s+idea\b|\bcannot\s+be\s+determined\b"
     r"|わかりません|分かりません|わからない|分からない|分かりかね|わかりかね|存じません"
-    r"|答えられません|回答できません|お答えできません|判断できません|不明です|情報がありません"
+    r"|答えられません|回答できません|お答えできません|判断できません|情報がありません"
     r"|記載がありません|記載されていません"
     r"|不知道|不清楚|无法回答|無法回答|无法确定|無法確定|不能回答|没有相关信息|沒有相關資訊|无可奉告",
     re.IGNORECASE,
