@@ -65,6 +65,9 @@ def test_advertised_owner_is_named_or_followed(tmp_path: Path, foreign_pid: int,
             open_store(f"chdb://{other}")
         msg = str(ei.value)
         assert f"pid {foreign_pid}" in msg and f"use --clickhouse {facade.url}" in msg
+        via_settings = open_store(StoreSettings(dsn=facade.url, connect_timeout_s=5))
+        assert via_settings.command("SELECT 8") == 8
+        via_settings.close()
         followed = open_store(f"chdb://{other}", follow_owner=True)
         assert followed.command("SELECT 7") == 7 and followed.url.startswith(facade.url)
         followed.close()

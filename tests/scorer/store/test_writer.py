@@ -291,3 +291,36 @@ def test_settings_validation() -> None:
         WriterSettings().batch_rows = 3  # frozen
 
 
+
+
+def test_health_sampler_minutes_and_restarts(rag_schema: Any, chdb_client: Any) -> None:
+    from datetime import timedelta
+
+    from ragpulse.scorer.store import HealthSampler
+
+    now = [T0.replace(second=10)]
+    s = HealthSampler("scorer", "h:1", gauges=("consumer_lag",), clock=lambda: now[0])
+    w = build_health_writer(chdb_client, rag_schema.database, WriterSettings(flush_interval_s=0.01))
+    w.start()
+    try:
+        w.write(s.sample({"traces_assembled": 5, "consumer_lag": 40, "unscorable": {"no_answer": 1}}))
+        now[0] = T0.replace(second=50)
+        w.write(s.sample({"traces_assembled": 12, "consumer_lag": 7, "unscorable": {"no_answer": 2}}))
+        now[0] = T0 + timedelta(minutes=1, seconds=5)
+        w.write(s.sample({"traces_assembled": 20, "consumer_lag": 3, "unscorable": {"no_answer": 2}}))
+        now[0] = T0 + timedelta(minutes=2, seconds=5)
+        w.write(s.sample({"traces_assembled": 4}))  # the component restarted: counts from zero
+    finally:
+        w.shutdown()
+    got = chdb_client.query(
+        f"SELECT toMinute(minute), name, label, kind, value FROM `{rag_schema.database}`.pipeline_health "
+        "FINAL ORDER BY minute, name").result_rows
+    assert got == [
+        (0, "consumer_lag", "", "gauge", 7.0),
+        (0, "traces_assembled", "", "counter", 12.0),
+        (0, "unscorable", "no_answer", "counter", 2.0),
+        (1, "consumer_lag", "", "gauge", 3.0),
+        (1, "traces_assembled", "", "counter", 8.0),
+        (1, "unscorable", "no_answer", "counter", 0.0),
+        (2, "traces_assembled", "", "counter", 4.0),
+    ]

@@ -15,6 +15,7 @@ from .errors import (
     WriterFull,
     is_retryable,
 )
+from .health import HealthSampler
 from .http import ClickHouseHttpFacade, FacadeSettings, build_facade
 from .rows import HealthRow, ScoreRow, TraceMeta, columns_of, rows_from_scores, safe_text
 from .schema import (
@@ -40,6 +41,7 @@ __all__ = [
     "ClickHouseHttpFacade",
     "FacadeSettings",
     "HealthRow",
+    "HealthSampler",
     "MigrationReport",
     "OwnerInfo",
     "PermanentStoreError",

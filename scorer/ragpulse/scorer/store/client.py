@@ -149,14 +149,15 @@ def remove_owner(path: str, *, pid: int | None = None) -> None:
 
 
 def open_store(
-    dsn: str,
+    dsn: str | StoreSettings,
     *,
     username: str | None = None,
     password: str | None = None,
     follow_owner: bool = False,
     **client_kw: Any,
 ) -> Any:
-    """A clickhouse-connect client for ``dsn``. Blocks while connecting.
+    """A clickhouse-connect client for ``dsn`` (a DSN string or :class:`StoreSettings`).
+    Blocks while connecting.
 
     For ``chdb://`` DSNs: if another live process advertises ownership of the directory, raises
     :class:`StoreLockedError` naming its facade URL, or (``follow_owner=True``) returns a client
@@ -166,6 +167,15 @@ def open_store(
     """
     import clickhouse_connect
 
+    if isinstance(dsn, StoreSettings):
+        st = dsn
+        dsn = st.dsn
+        username = username or st.username
+        if password is None and st.password is not None:
+            password = st.password.get_secret_value()
+        if urlsplit(dsn).scheme.lower() != "chdb":
+            client_kw.setdefault("connect_timeout", st.connect_timeout_s)
+            client_kw.setdefault("send_receive_timeout", st.send_receive_timeout_s)
     parts = urlsplit(dsn)
     scheme = parts.scheme.lower()
     if scheme == "chdb":
