@@ -216,6 +216,12 @@ class Extraction:
 # -- small tolerant readers -------------------------------------------------------------------
 
 
+def _str(v: Any) -> str | None:
+    """``v`` if it is a string: attribute values may be dicts (kvlists), which are unhashable and
+    must never reach a set membership test."""
+    return v if isinstance(v, str) else None
+
+
 def _text(v: AttrValue) -> str | None:
     """A non-blank string, else ``None`` (ints, tuples, blank strings are not text)."""
     if isinstance(v, str) and v.strip():
@@ -240,7 +246,7 @@ def _structured(v: Any) -> Any:
             return None
         try:
             return json.loads(s)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: hostile nesting ("[[[[...")
             return None
     if isinstance(v, tuple):
         return [_structured_item(x) for x in v]
@@ -309,7 +315,7 @@ def _indexed(
     return [found[i] for i in sorted(found)]
 
 
-def _content_text(c: Any) -> str | None:
+def _content_text(c: Any, depth: int = 0) -> str | None:
     """Text of a message content: a string, a list of parts
     (``{"type": "text", "content"|"text"}``),
     or a JSON string of such a list (OpenLLMetry serializes multimodal content that way)."""
@@ -318,7 +324,7 @@ def _content_text(c: Any) -> str | None:
         if s[:1] == "[":
             parsed = _structured(c)
             if isinstance(parsed, list):
-                t = _content_text(parsed)
+                t = _content_text(parsed, depth + 1)
                 if t is not None:
                     return t
         return c if c.strip() else None
@@ -337,8 +343,8 @@ def _content_text(c: Any) -> str | None:
                     texts.append(t)
         joined = "\n".join(t for t in texts if t)
         return joined if joined.strip() else None
-    if isinstance(c, dict):
-        return _content_text(c.get("content", c.get("text")))
+    if isinstance(c, dict) and depth < 8:  # {"content": {"content": ...}} nests without bound
+        return _content_text(c.get("content", c.get("text")), depth + 1)
     return None
 
 
@@ -382,7 +388,8 @@ def _messages(obj: Any, default_role: str) -> list[Message]:
             m = m["kwargs"]
         # LangChain message dicts carry the role as "type" (human/ai/system/tool); a GenAI part's
         # "type" ("text") is not a role
-        lc_type = m.get("type") if m.get("type") in _LANGCHAIN_TYPES else None
+        lc_type = _str(m.get("type"))
+        lc_type = lc_type if lc_type in _LANGCHAIN_TYPES else None
         role = _role(m.get("role") or lc_type, default_role)
         t = _content_text(m.get("parts")) if "parts" in m else None
         if t is None:
@@ -573,7 +580,7 @@ def _llm_call(span: Span) -> _LLMCall | None:
     kind = a.get(_OI_KIND)
     is_llm = (
         kind == "LLM"
-        or a.get("gen_ai.operation.name") in _LLM_OPERATIONS
+        or _str(a.get("gen_ai.operation.name")) in _LLM_OPERATIONS
         or a.get("llm.request.type") in ("chat", "completion")
     )
     if not (inputs or outputs or is_llm):
@@ -619,7 +626,10 @@ def _oi_documents(
 
 def _is_retrieval(span: Span) -> bool:
     a = span.attributes
-    if a.get(_OI_KIND) == "RETRIEVER" or a.get("gen_ai.operation.name") in _RETRIEVAL_OPERATIONS:
+    if (
+        a.get(_OI_KIND) == "RETRIEVER"
+        or _str(a.get("gen_ai.operation.name")) in _RETRIEVAL_OPERATIONS
+    ):
         return True
     if (
         span.name.startswith("vector_db_retrieve")
