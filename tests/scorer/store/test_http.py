@@ -262,3 +262,20 @@ def test_dataframes_arrow_and_streams(http_client: Any, rag_schema: Any) -> None
     assert http_client.query_arrow(f"SELECT sum(a) AS t FROM `{db}`.frames").column("t").to_pylist() == [6]
     with http_client.query_row_block_stream("SELECT number FROM numbers(100000)") as stream:
         assert sum(len(block) for block in stream) == 100_000
+
+
+def test_busy_facade_refuses_with_503(chdb_dir: Path, chdb_client: Any) -> None:
+    f = build_facade(str(chdb_dir), FacadeSettings(max_concurrent_queries=1, advertise=False))
+    f.start()
+    try:
+        assert f._slots.acquire(blocking=False)  # a query in progress holds the only slot
+        status, headers, body = _raw(f"{f.url}/?query=SELECT%201")
+        assert status == 503 and headers["X-ClickHouse-Exception-Code"] == "202"
+        from ragpulse.scorer.store import is_retryable
+
+        assert is_retryable(DatabaseError(body.decode()))  # clients will retry it
+        f._slots.release()
+        assert _raw(f"{f.url}/?query=SELECT%201")[2] == b"1\n"
+        assert f.stats()["refused_busy"] == 1
+    finally:
+        f.shutdown()

@@ -324,3 +324,14 @@ def test_health_sampler_minutes_and_restarts(rag_schema: Any, chdb_client: Any) 
         (1, "unscorable", "no_answer", "counter", 0.0),
         (2, "traces_assembled", "", "counter", 4.0),
     ]
+
+
+def test_real_engine_error_is_permanent(chdb_client: Any) -> None:
+    w = ScoreWriter(chdb_client, "rag_h6_does_not_exist", WriterSettings(flush_interval_s=0.01, **FAST))
+    w.start()
+    try:
+        with pytest.raises(PermanentStoreError, match="rag_h6_does_not_exist"):
+            w.write(rows(1), timeout_s=30)
+    finally:
+        w.shutdown()
+    assert w.stats()["insert_retries"] == 0
