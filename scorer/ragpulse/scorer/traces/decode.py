@@ -279,10 +279,17 @@ class SpanDecoder:
         strict = name is str
         max_chars = self.limits.max_value_chars
         out: dict[str, AttrValue] = {}
-        # The scalar cases are inlined: this loop runs for every attribute of every span.
+        # The scalar cases are inlined: this loop runs for every attribute of every span. Most
+        # values are non-empty strings; reading string_value first (it is "" when another
+        # member is set) saves the WhichOneof call for them.
         for kv in kvs:
             key = kv.key if strict else name(kv.key)
             v = kv.value
+            if strict:
+                sv = v.string_value
+                if sv:
+                    out[key] = sv if len(sv) <= max_chars else text(sv)
+                    continue
             which = v.WhichOneof("value")
             if which == "string_value":
                 sv = v.string_value
