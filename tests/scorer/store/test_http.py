@@ -184,6 +184,7 @@ def test_auth(chdb_dir: Path, chdb_client: Any) -> None:
     try:
         q = f"{f.url}/?query=SELECT%201"
         assert _raw(q)[0] == 401
+        assert _raw(f"{f.url}/", b"SELECT 1" + b" " * 100_000)[0] == 401  # body never buffered
         assert _raw(f"{f.url}/ping")[0] == 200  # health checks need no credentials
         basic = base64.b64encode(b"ops:s3cr3t").decode()
         assert _raw(q, headers={"Authorization": f"Basic {basic}"})[2] == b"1\n"

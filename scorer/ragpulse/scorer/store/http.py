@@ -230,13 +230,22 @@ class ClickHouseHttpFacade:
             row = self._anchor.query("SELECT version(), timezone()", "TabSeparated").bytes()
             self._version, self._timezone = row.decode().strip().split("\t")
             handler = type("Handler", (_Handler,), {"facade": self})
-            server = ThreadingHTTPServer((self.settings.host, self.settings.port), handler)
+            try:
+                server = ThreadingHTTPServer((self.settings.host, self.settings.port), handler)
+            except BaseException:
+                self._anchor.close()
+                self._anchor = None
+                raise
             server.daemon_threads = True
             self._server = server
             self._thread = threading.Thread(
                 target=server.serve_forever, kwargs={"poll_interval": 0.2},
                 name="ragpulse-ch-http", daemon=True)
             self._thread.start()
+        if self.settings.host not in ("127.0.0.1", "::1", "localhost") \
+                and not self.settings.auth_required:
+            log.warning("the ClickHouse facade listens on %s without authentication: anyone who "
+                        "can reach it can read and change every table", self.url)
         if self.settings.advertise:
             write_owner(self.path, self.url)
         log.info("ClickHouse HTTP facade for %s on %s", self.path, self.url)
@@ -463,18 +472,20 @@ class _Handler(BaseHTTPRequestHandler):
         query_id = params.get("query_id") or str(uuid.uuid4())
         base = {"X-ClickHouse-Query-Id": query_id, "X-ClickHouse-Timezone": f._timezone,
                 "X-ClickHouse-Server-Display-Name": "ragpulse"}
+        body_read = False
         try:
-            body = self._read_body(f.settings.max_body_bytes)
-            if url.path == "/ping":
-                self._reply(200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"}, head)
-                return
-            if url.path not in ("/", ""):
+            if url.path not in ("/", "", "/ping"):
                 raise _HttpError(404, 1, f"no handler for {url.path}")
             query = params.get("query", "")
-            if self.command in ("GET", "HEAD") and not query:
+            if url.path == "/ping" or (self.command in ("GET", "HEAD") and not query):
+                self._read_body(f.settings.max_body_bytes)  # drained for keep-alive
+                body_read = True
                 self._reply(200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"}, head)
                 return
+            # Authenticate before reading the body: a stranger's upload is never buffered.
             f.check_auth(self.headers, params)
+            body = self._read_body(f.settings.max_body_bytes)
+            body_read = True
             if params.get("compress") == "1" or params.get("decompress") == "1":
                 raise _HttpError(400, 48, "compress=1/decompress=1 (native framing) is not "
                                  "supported by the ragpulse facade; use Content-Encoding. (NOT_IMPLEMENTED)")
@@ -498,6 +509,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, out, headers, head)
         except _HttpError as e:
             f._count("errors")
+            if not body_read:
+                self.close_connection = True  # the unread body would desync keep-alive
             msg = str(e)
             if not msg.startswith("Code:"):
                 msg = f"Code: {e.code}. DB::Exception: {msg}"
