@@ -1,0 +1,242 @@
+"""Alert rules: Grafana unified-alerting rules (provisioning file and API bodies) and a local
+evaluator that runs them the way Grafana does, for ``ragpulse status`` and the tests.
+
+Every rule is ``A`` (ClickHouse SQL, table format: string columns are labels, one numeric column
+is the value, one row per alert instance) → ``B`` reduce (last, non-numbers dropped) → ``C``
+threshold. Minimum sample counts live in the SQL (``HAVING``): a segment with too few samples
+returns no row, so it cannot fire and, with ``noDataState: OK``, neither can an empty range.
+Alert queries use no template variables (alerting has no dashboard) and no ``$__interval``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from .macros import QueryContext, expand
+from .queries import HEALTH, drift_sql
+from .settings import DashboardsSettings
+
+__all__ = ["AlertInstance", "RuleSpec", "evaluate", "evaluate_all", "grafana_rule", "rule_specs"]
+
+Op = Literal["gt", "lt"]
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    uid: str
+    title: str
+    sql: str
+    range_s: int
+    """``relativeTimeRange.from``: how far back query A looks."""
+    op: Op
+    threshold: float
+    summary: str
+    severity: str = "warning"
+    no_data: str = "OK"
+    pending_for: str | None = None
+
+
+@dataclass(frozen=True)
+class AlertInstance:
+    """One row of a rule's query after reduce and threshold."""
+
+    rule: str
+    labels: dict[str, str]
+    value: float | None
+    firing: bool
+
+
+@dataclass
+class RuleResult:
+    rule: RuleSpec
+    instances: list[AlertInstance] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def firing(self) -> list[AlertInstance]:
+        return [i for i in self.instances if i.firing]
+
+
+def _q(v: str) -> str:
+    return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def rule_specs(s: DashboardsSettings) -> list[RuleSpec]:
+    """The rules, from the settings. Pure."""
+    a, db = s.alerts, s.database
+    fm = _q(a.faithfulness_metric)
+    w, day = a.drop_window_s, 86400
+    return [
+        RuleSpec(
+            uid="ragpulse-faithfulness-low",
+            title=f"Faithfulness below {a.faithfulness_min}",
+            range_s=a.faithfulness_window_s, op="lt", threshold=a.faithfulness_min,
+            summary=(f"{{{{ $labels.service }}}}: mean {a.faithfulness_metric} over "
+                     f"{a.faithfulness_window_s // 60} min is {{{{ $values.B }}}} "
+                     f"(< {a.faithfulness_min}, at least {a.faithfulness_min_samples} samples)"),
+            severity="critical",
+            sql=f"""SELECT service, sum(weighted_value_sum) / sum(weight_sum) AS value
+FROM `{db}`.`scores_1m`
+WHERE $__timeFilter(minute) AND metric = {fm}
+GROUP BY service
+HAVING sum(n_ok) >= {a.faithfulness_min_samples} AND sum(weight_sum) > 0
+ORDER BY service"""),
+        RuleSpec(
+            uid="ragpulse-faithfulness-drop",
+            title=f"Faithfulness {int(a.drop_fraction * 100)}% below its baseline",
+            range_s=a.baseline_days * day + w, op="lt", threshold=-a.drop_fraction,
+            summary=(f"{{{{ $labels.service }}}}: {a.faithfulness_metric} over the last "
+                     f"{w // 60} min is {{{{ $values.B }}}} relative to the same hours of the "
+                     f"previous {a.baseline_days} days"),
+            sql=f"""SELECT service, r_mean / b_mean - 1 AS value
+FROM (
+  SELECT service,
+    sumIf(weighted_value_sum, recent) / sumIf(weight_sum, recent) AS r_mean,
+    sumIf(n_ok, recent) AS r_n,
+    sumIf(weighted_value_sum, base) / sumIf(weight_sum, base) AS b_mean,
+    sumIf(n_ok, base) AS b_n
+  FROM (
+    SELECT service, weighted_value_sum, weight_sum, n_ok,
+      toInt64(toUnixTimestamp($__toTime)) - toInt64(toUnixTimestamp(minute)) AS age,
+      age > 0 AND age <= {w} AS recent,
+      intDiv(age, {day}) BETWEEN 1 AND {a.baseline_days}
+        AND age % {day} > 0 AND age % {day} <= {w} AS base
+    FROM `{db}`.`scores_1m`
+    WHERE $__timeFilter(minute) AND metric = {fm}
+  )
+  GROUP BY service
+)
+WHERE r_n >= {a.drop_min_samples} AND b_n >= {a.baseline_min_samples} AND b_mean > 0
+ORDER BY service"""),
+        RuleSpec(
+            uid="ragpulse-null-rate",
+            title=f"Null/error score share above {a.null_rate_max}",
+            range_s=a.null_rate_window_s, op="gt", threshold=a.null_rate_max,
+            summary=("{{ $labels.service }} / {{ $labels.metric }}: {{ $values.B }} of the "
+                     "scores have no value (null or judge error)"),
+            sql=f"""SELECT service, metric, (sum(n_null) + sum(n_error)) / sum(rows) AS value
+FROM `{db}`.`scores_1m`
+WHERE $__timeFilter(minute)
+GROUP BY service, metric
+HAVING sum(rows) >= {a.null_rate_min_rows}
+ORDER BY service, metric"""),
+        RuleSpec(
+            uid="ragpulse-pipeline-stalled",
+            title=f"No scores for {a.stalled_after_min} minutes",
+            range_s=day, op="gt", threshold=float(a.stalled_after_min), severity="critical",
+            no_data="Alerting",
+            summary="the last score was written {{ $values.B }} minutes ago",
+            # An empty day gives max(minute) = epoch, i.e. a huge value: stalled.
+            sql=f"""SELECT (toInt64(toUnixTimestamp($__toTime)) - toInt64(toUnixTimestamp(max(minute))) - 60) / 60
+  AS value
+FROM `{db}`.`scores_1m`
+WHERE $__timeFilter(minute)"""),
+        RuleSpec(
+            uid="ragpulse-lag-growing",
+            title="Consumer lag growing",
+            range_s=a.lag_window_s, op="gt", threshold=a.lag_growth_per_min,
+            summary="consumer lag is {{ $values.B }} records/min and rising",
+            sql=f"""SELECT if(count() >= 3 AND argMax(lag, minute) >= {a.lag_min},
+  60 * simpleLinearRegression(toFloat64(toUnixTimestamp(minute)), lag).1, 0) AS value
+FROM (
+  SELECT minute, sum(value) AS lag
+  FROM `{db}`.`pipeline_health` FINAL
+  WHERE $__timeFilter(minute) AND kind = 'gauge' AND name = {_q(HEALTH['lag'][0])}
+  GROUP BY minute
+)"""),
+        RuleSpec(
+            uid="ragpulse-judge-budget",
+            title="Judge token budget exhausted",
+            range_s=a.budget_window_s, op="gt", threshold=0.0,
+            summary="{{ $labels.service }}: {{ $values.B }} scores skipped for budget_exhausted",
+            sql=f"""SELECT service, toFloat64(count()) AS value
+FROM `{db}`.`scores_dedup`
+WHERE $__timeFilter(ts) AND reason = 'budget_exhausted'
+GROUP BY service
+ORDER BY service"""),
+        RuleSpec(
+            uid="ragpulse-drift",
+            title="Quality drift (slow slide vs trailing baseline)",
+            range_s=(s.drift.baseline_days + 1) * day + s.drift.window_hours * 3600,
+            op="lt", threshold=round(s.drift.z_critical, 4),
+            summary=("{{ $labels.metric }} / {{ $labels." + s.drift.segment_by[0] + " }}: "
+                     f"the last {s.drift.window_hours} h are significantly below the same hours "
+                     f"of the previous {s.drift.baseline_days} days (z {{{{ $values.B }}}})"),
+            sql=drift_sql(s, latest_only=True, metrics=s.drift.metrics, with_filters=False)),
+    ]
+
+
+def grafana_rule(spec: RuleSpec, s: DashboardsSettings) -> dict[str, Any]:
+    """The rule as ``POST /api/v1/provisioning/alert-rules`` takes it (and, minus ``orgID``/
+    ``folderUID``/``ruleGroup``, as a rule of a provisioning file group)."""
+    return {
+        "uid": spec.uid,
+        "title": spec.title,
+        "orgID": 1,
+        "folderUID": s.folder_uid,
+        "ruleGroup": s.alerts.group,
+        "condition": "C",
+        "data": [
+            {"refId": "A", "datasourceUid": s.datasource_uid,
+             "relativeTimeRange": {"from": spec.range_s, "to": 0},
+             "model": {"refId": "A", "datasource": {"type": "grafana-clickhouse-datasource",
+                                                    "uid": s.datasource_uid},
+                       "editorType": "sql", "queryType": "table", "format": 1,
+                       "rawSql": spec.sql, "intervalMs": 60000, "maxDataPoints": 43200}},
+            {"refId": "B", "datasourceUid": "__expr__", "relativeTimeRange": {"from": 0, "to": 0},
+             "model": {"refId": "B", "type": "reduce", "expression": "A", "reducer": "last",
+                       "settings": {"mode": "dropNN"},
+                       "datasource": {"type": "__expr__", "uid": "__expr__"}}},
+            {"refId": "C", "datasourceUid": "__expr__", "relativeTimeRange": {"from": 0, "to": 0},
+             "model": {"refId": "C", "type": "threshold", "expression": "B",
+                       "conditions": [{"evaluator": {"type": spec.op, "params": [spec.threshold]}}],
+                       "datasource": {"type": "__expr__", "uid": "__expr__"}}},
+        ],
+        "noDataState": spec.no_data,
+        "execErrState": "Error",
+        "for": spec.pending_for or s.alerts.pending_for,
+        "labels": {**s.alerts.labels, "severity": spec.severity, "source": "ragpulse"},
+        "annotations": {"summary": spec.summary},
+        "isPaused": False,
+    }
+
+
+def evaluate(client: Any, spec: RuleSpec, now: datetime) -> RuleResult:
+    """Run one rule as Grafana would at ``now``: query A over ``[now - range, now]``, reduce each
+    row to its number (``last``, dropping non-numbers), compare with the threshold.
+
+    Blocks on the query. Never raises for a query failure: the result carries ``error``, as
+    Grafana's ``execErrState: Error`` would. Thread-safe if the client is.
+    """
+    ctx = QueryContext(now - timedelta(seconds=spec.range_s), now, 60.0, {})
+    result = RuleResult(spec)
+    try:
+        res = client.query(expand(spec.sql, ctx))
+    except Exception as exc:  # surfaced per rule, like execErrState
+        result.error = f"{type(exc).__name__}: {exc}"
+        return result
+    names = list(res.column_names)
+    for row in res.result_rows:
+        labels, value = {}, None
+        for name, v in zip(names, row):
+            if isinstance(v, str):
+                labels[name] = v
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                value = float(v)
+        if value is not None and not math.isfinite(value):
+            value = None  # dropNN
+        firing = value is not None and (value > spec.threshold if spec.op == "gt"
+                                        else value < spec.threshold)
+        result.instances.append(AlertInstance(spec.uid, labels, value, firing))
+    if not res.result_rows and spec.no_data == "Alerting":
+        result.instances.append(AlertInstance(spec.uid, {}, None, True))
+    return result
+
+
+def evaluate_all(client: Any, s: DashboardsSettings, now: datetime,
+                 only: Sequence[str] | None = None) -> list[RuleResult]:
+    return [evaluate(client, r, now) for r in rule_specs(s) if only is None or r.uid in only]

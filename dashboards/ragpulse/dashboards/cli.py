@@ -1,0 +1,218 @@
+"""``ragpulse dashboards export|push``, ``ragpulse report`` and ``ragpulse status``.
+
+Settings come from ``--settings FILE`` (YAML or JSON with the fields of
+:class:`~ragpulse.dashboards.settings.DashboardsSettings`, thresholds under ``alerts:``, the drift
+test under ``drift:``), overridden by the few flags below. ``report``/``status`` read through
+``ragpulse up``'s facade when it owns the chDB directory (``open_store(..., follow_owner=True)``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from pydantic import ValidationError
+
+from .settings import DashboardsSettings
+
+__all__ = ["dashboards", "report", "status"]
+
+dashboards = typer.Typer(
+    name="dashboards",
+    help="Grafana dashboards and alert rules: export provisioning files or push them to Grafana.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+_SETTINGS_HELP = "YAML/JSON file with dashboard settings (thresholds under alerts:, drift:)."
+_DSN_HELP = ("chdb:///path or http(s)://host:port (a ClickHouse server or the facade of "
+             "`ragpulse up`); default: DATA_DIR/chdb, followed to its owner's facade")
+
+
+def _fail(msg: str, code: int = 1) -> typer.Exit:
+    typer.echo(f"error: {msg}", err=True)
+    return typer.Exit(code)
+
+
+def load_settings(path: Path | None, **overrides: Any) -> DashboardsSettings:
+    """Settings from ``path`` (optional) with non-None ``overrides``. Raises ``typer.Exit(2)``
+    with a readable message on invalid settings."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        import yaml
+
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise _fail(f"cannot read settings {path}: {exc}", 2) from None
+        if not isinstance(loaded, dict):
+            raise _fail(f"settings {path} must be a mapping", 2)
+        data.update(loaded)
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return DashboardsSettings(**data)
+    except ValidationError as exc:
+        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise _fail(f"invalid dashboard settings: {msgs}", 2) from None
+
+
+@dashboards.command("export")
+def export_cmd(
+    directory: Annotated[Path, typer.Argument(help="Output directory (created if missing).")],
+    settings: Annotated[Optional[Path], typer.Option("--settings", help=_SETTINGS_HELP)] = None,  # noqa: UP007
+    database: Annotated[Optional[str], typer.Option(help="ClickHouse database.")] = None,  # noqa: UP007
+    datasource_uid: Annotated[Optional[str], typer.Option(help="Grafana datasource uid.")] = None,  # noqa: UP007
+    trace_url: Annotated[Optional[str], typer.Option(
+        "--trace-url", help="Tracing-UI link template with {trace_id}.")] = None,  # noqa: UP007
+) -> None:
+    """Write provisioning-ready files: datasource, dashboard provider and JSON, alert rules, an
+    example contact point."""
+    from .provisioning import export
+
+    s = load_settings(settings, database=database, datasource_uid=datasource_uid,
+                      trace_url_template=trace_url)
+    try:
+        written = export(directory, s)
+    except OSError as exc:
+        raise _fail(f"cannot write {directory}: {exc}") from None
+    for p in written:
+        typer.echo(str(p))
+
+
+@dashboards.command("push")
+def push_cmd(
+    grafana_url: Annotated[str, typer.Option("--grafana-url", envvar="GRAFANA_URL",
+                                             help="Grafana root URL, e.g. http://grafana:3000")],
+    token: Annotated[Optional[str], typer.Option(  # noqa: UP007
+        "--token", envvar="GRAFANA_TOKEN", show_envvar=True,
+        help="Service-account token (or user:password in the URL).")] = None,
+    settings: Annotated[Optional[Path], typer.Option("--settings", help=_SETTINGS_HELP)] = None,  # noqa: UP007
+    database: Annotated[Optional[str], typer.Option(help="ClickHouse database.")] = None,  # noqa: UP007
+    datasource_uid: Annotated[Optional[str], typer.Option(help="Grafana datasource uid.")] = None,  # noqa: UP007
+    trace_url: Annotated[Optional[str], typer.Option(
+        "--trace-url", help="Tracing-UI link template with {trace_id}.")] = None,  # noqa: UP007
+    timeout: Annotated[float, typer.Option(help="Seconds per HTTP request.", min=0.1)] = 10.0,
+) -> None:
+    """Create or update the folder, dashboard and alert rules in Grafana (idempotent)."""
+    from .push import GrafanaPushError, push
+
+    s = load_settings(settings, database=database, datasource_uid=datasource_uid,
+                      trace_url_template=trace_url)
+    try:
+        rep = push(grafana_url, s, token=token, timeout_s=timeout)
+    except GrafanaPushError as exc:
+        raise _fail(str(exc), 1 if exc.permanent else 75) from None
+    for line in rep.lines():
+        typer.echo(line)
+
+
+def _client(clickhouse: str | None, data_dir: Path) -> tuple[Any, str]:
+    from ragpulse.scorer.store import open_store
+    from ragpulse.scorer.store.errors import StoreError
+
+    dsn = clickhouse or f"chdb://{(data_dir / 'chdb').resolve()}"
+    try:
+        return open_store(dsn, follow_owner=True), dsn
+    except (StoreError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+
+
+def _until(value: str | None) -> datetime:
+    if not value:
+        return datetime.now(timezone.utc)
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise _fail(f"--until {value!r} is not an ISO time", 2) from None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+def _range(since: str, until: str | None) -> tuple[datetime, datetime]:
+    from .frames import since as parse_since
+
+    t1 = _until(until)
+    try:
+        return t1 - parse_since(since), t1
+    except ValueError as exc:
+        raise _fail(f"--since: {exc}", 2) from None
+
+
+_DATA_DIR = typer.Option("--data-dir", help="Where `ragpulse up` keeps chDB (DATA_DIR/chdb).")
+
+
+def report(
+    since: Annotated[str, typer.Option("--since", help="Range ending now (or --until): 30m, 24h, 7d.")] = "24h",
+    out: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
+    clickhouse: Annotated[Optional[str], typer.Option(  # noqa: UP007
+        "--clickhouse", envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP)] = None,
+    data_dir: Annotated[Path, _DATA_DIR] = Path(".ragpulse"),
+    database: Annotated[Optional[str], typer.Option(  # noqa: UP007
+        envvar="RAGPULSE_CLICKHOUSE__DATABASE", help="ClickHouse database.")] = None,
+    service: Annotated[Optional[list[str]], typer.Option(  # noqa: UP007
+        "--service", help="Only these services (repeatable).")] = None,
+    until: Annotated[Optional[str], typer.Option(  # noqa: UP007
+        "--until", help="End of the range (ISO time, UTC); default now.")] = None,
+    settings: Annotated[Optional[Path], typer.Option("--settings", help=_SETTINGS_HELP)] = None,  # noqa: UP007
+) -> None:
+    """Render the dashboard's panels and the alert rules into one self-contained HTML file."""
+    from .report import build_report
+
+    s = load_settings(settings, database=database)
+    t0, t1 = _range(since, until)
+    client, dsn = _client(clickhouse, data_dir)
+    try:
+        text = build_report(client, s, t0, t1, selection={"service": service} if service else None,
+                            source=_redact(dsn))
+    finally:
+        client.close()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(out.suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        raise _fail(f"cannot write {out}: {exc}") from None
+    typer.echo(f"wrote {out} ({len(text) // 1024} KiB, {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC)")
+
+
+def status(
+    since: Annotated[str, typer.Option("--since", help="Range for the trend: 30m, 24h, 7d.")] = "24h",
+    clickhouse: Annotated[Optional[str], typer.Option(  # noqa: UP007
+        "--clickhouse", envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP)] = None,
+    data_dir: Annotated[Path, _DATA_DIR] = Path(".ragpulse"),
+    database: Annotated[Optional[str], typer.Option(  # noqa: UP007
+        envvar="RAGPULSE_CLICKHOUSE__DATABASE", help="ClickHouse database.")] = None,
+    until: Annotated[Optional[str], typer.Option(  # noqa: UP007
+        "--until", help="End of the range (ISO time, UTC); default now.")] = None,
+    settings: Annotated[Optional[Path], typer.Option("--settings", help=_SETTINGS_HELP)] = None,  # noqa: UP007
+) -> None:
+    """Per metric and service: last value, 95% band, samples, trend; and the alerts firing.
+    Exit code 3 when an alert fires (scriptable health check)."""
+    from rich.console import Console
+
+    from .status import collect, render
+
+    s = load_settings(settings, database=database)
+    t0, t1 = _range(since, until)
+    client, dsn = _client(clickhouse, data_dir)
+    try:
+        lines, results, errors = collect(client, s, t0, t1)
+    finally:
+        client.close()
+    console = Console(width=max(100, Console().width))
+    render(console, lines, results, errors,
+           f"ragpulse status · {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC · {_redact(dsn)}")
+    if any(r.firing for r in results):
+        raise typer.Exit(3)
+
+
+def _redact(dsn: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    p = urlsplit(dsn)
+    if p.password:
+        p = p._replace(netloc=p.netloc.replace(f":{p.password}@", ":***@"))
+    return urlunsplit(p)
+

@@ -1,0 +1,310 @@
+"""Every panel and alert query, written once, in the plugin's SQL dialect (macros + variables).
+
+The Grafana JSON, the alert rules, ``ragpulse report`` and ``ragpulse status`` all take their SQL
+from here, so the offline report shows exactly what Grafana would, and the tests that run these
+queries on chDB prove the dashboards too.
+
+Read paths (docs/dashboards.md explains the choice):
+
+* quality time series, counts, cost: the per-minute rollup ``scores_1m`` (cheap at any range).
+  Its means are sampling-weighted (``weighted_value_sum / weight_sum``); the band is a
+  conservative 95 % interval of that mean, ``m ± 1.96·sqrt(m(1-m)/n)`` (for values in [0, 1] the
+  variance is at most m(1-m)), so a dip on 3 samples draws a wide band and one on 3,000 a thin one.
+* distributions, worst traces, error reasons, drift: the replay-exact ``scores_dedup`` view
+  (``scores FINAL``), because they need single values or variances the rollup does not keep.
+* pipeline health: ``pipeline_health FINAL`` (a re-flushed minute replaces the earlier one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .settings import SEGMENT_DIMENSIONS, DashboardsSettings
+
+__all__ = [
+    "FORMAT_TABLE",
+    "FORMAT_TIME_SERIES",
+    "HEALTH",
+    "PanelSpec",
+    "Section",
+    "drift_sql",
+    "panels",
+    "sections",
+]
+
+FORMAT_TIME_SERIES = 0
+FORMAT_TABLE = 1
+
+PanelKind = Literal["timeseries", "table", "histogram", "stat"]
+
+# pipeline_health names this package reads (written by the collector and the scorer; see
+# ragpulse.scorer.pipeline.telemetry and the collector's counters).
+HEALTH = {
+    "spans": ("spans_received", "spans_accepted", "spans_refused", "spans_rejected"),
+    "traces": ("traces_assembled", "traces_evicted", "traces_timed_out", "traces_scored",
+               "traces_sampled_out"),
+    "lag": ("consumer_lag", "commit_lag"),
+    "unscorable": "traces_unscorable",
+    "dead_letter": ("records_dead_lettered", "dead_letter_errors"),
+}
+
+
+@dataclass(frozen=True)
+class PanelSpec:
+    """One panel: what it shows, its SQL (plugin macros + template variables) and format."""
+
+    key: str
+    title: str
+    kind: PanelKind
+    sql: str
+    format: int
+    unit: str = "short"
+    description: str = ""
+    width: int = 12
+    height: int = 8
+    min: float | None = None
+    max: float | None = None
+    band: bool = False
+    """Quality panels: ``ci_low``/``ci_high`` dashed, ``samples`` as bars on the right axis."""
+    trace_link: bool = False
+    thresholds: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    panels: tuple[PanelSpec, ...] = field(default_factory=tuple)
+
+
+def _q(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _in(values: tuple[str, ...]) -> str:
+    return "(" + ", ".join(_q(v) for v in values) + ")"
+
+
+def filters(dims: tuple[str, ...] = SEGMENT_DIMENSIONS) -> str:
+    """The drill-down filter: one ``$__conditionalAll`` per template variable."""
+    return "\n  AND ".join(f"$__conditionalAll({d} IN (${{{d}:singlequote}}), ${d})" for d in dims)
+
+
+def _quality(s: DashboardsSettings, metric: str) -> PanelSpec:
+    db = s.database
+    sql = f"""SELECT $__timeInterval(minute) AS time, service,
+  sum(weighted_value_sum) / sum(weight_sum) AS mean,
+  greatest(0, mean - 1.96 * sqrt(greatest(0, mean * (1 - mean)) / sum(n_ok))) AS ci_low,
+  least(1, mean + 1.96 * sqrt(greatest(0, mean * (1 - mean)) / sum(n_ok))) AS ci_high,
+  sum(n_ok) AS samples
+FROM `{db}`.`scores_1m`
+WHERE $__timeFilter(minute) AND metric = {_q(metric)}
+  AND {filters()}
+GROUP BY time, service
+HAVING sum(weight_sum) > 0
+ORDER BY time, service"""
+    return PanelSpec(
+        key=f"quality_{metric}", title=f"{metric}: mean by service", kind="timeseries", sql=sql,
+        format=FORMAT_TIME_SERIES, unit="percentunit", min=0, max=1, band=True,
+        description=(f"Sampling-weighted mean {metric} per service and interval, with a "
+                     "conservative 95% band (dashed) and the number of scored samples (bars, "
+                     "right axis): a dip on 3 samples is not a dip on 3,000."))
+
+
+def _histogram(s: DashboardsSettings, metric: str) -> PanelSpec:
+    sql = f"""SELECT assumeNotNull(value) AS value
+FROM `{s.database}`.`scores_dedup`
+WHERE $__timeFilter(ts) AND metric = {_q(metric)} AND status = 'ok'
+  AND {filters()}
+ORDER BY ts DESC
+LIMIT {s.histogram_row_limit}"""
+    return PanelSpec(
+        key=f"histogram_{metric}", title=f"{metric}: distribution", kind="histogram", sql=sql,
+        format=FORMAT_TABLE, unit="none", min=0, max=1, width=8,
+        description=f"Distribution of single {metric} scores (the latest "
+                    f"{s.histogram_row_limit} in range).")
+
+
+def drift_sql(s: DashboardsSettings, *, latest_only: bool, metrics: tuple[str, ...] | None = None,
+              with_filters: bool = True) -> str:
+    """The drift statistic: per hour ``t``, metric and segment, a Welch z of the recent window's
+    mean against the same hours of the previous days (see :class:`DriftSettings`).
+
+    ``latest_only=False``: a time series (``time``, ``segment``, ``z``) for the panel.
+    ``latest_only=True``: one row per metric and segment for the hour of ``$__toTime``, with the
+    alert value: ``z`` when the decrease is at least ``min_effect`` and both windows have
+    ``min_samples``, else 0 (the alert fires when it is below ``z_critical``).
+    """
+    d = s.drift
+    w, days = d.window_hours, d.baseline_days
+    seg = ", ".join(d.segment_by)
+    seg_label = " || ' / ' || ".join(d.segment_by)
+    metric_filter = f" AND metric IN {_in(metrics)}" if metrics else ""
+    dims = filters() if with_filters else "1=1"
+    t_from = "toStartOfHour($__toTime)" if latest_only else "toStartOfHour($__fromTime)"
+    t_to = "toStartOfHour($__toTime)"
+    inner = f"""SELECT t, metric, {seg},
+    sumIf(n, role = 0) AS r_n, sumIf(s, role = 0) / r_n AS r_mean,
+    greatest(0, (sumIf(ss, role = 0) - r_n * r_mean * r_mean) / (r_n - 1)) AS r_var,
+    sumIf(n, role = 1) AS b_n, sumIf(s, role = 1) / b_n AS b_mean,
+    greatest(0, (sumIf(ss, role = 1) - b_n * b_mean * b_mean) / (b_n - 1)) AS b_var,
+    (r_mean - b_mean) / sqrt(r_var / r_n + b_var / b_n + 1e-12) AS z,
+    r_mean - b_mean AS delta
+  FROM (
+    SELECT metric, {seg}, n, s, ss,
+      arrayJoin(arrayConcat(
+        arrayMap(i -> (toUInt8(0), hour + toIntervalHour(i)), range({w})),
+        arrayMap(k -> (toUInt8(1), hour + toIntervalHour(k % {w}) + toIntervalDay(1 + intDiv(k, {w}))),
+                 range({days * w})))) AS rt,
+      rt.1 AS role, rt.2 AS t
+    FROM (
+      SELECT toStartOfHour(ts) AS hour, metric, {seg},
+        count() AS n, sum(assumeNotNull(value)) AS s, sum(assumeNotNull(value) * assumeNotNull(value)) AS ss
+      FROM `{s.database}`.`scores_dedup`
+      WHERE ts >= {t_from} - toIntervalDay({days}) - toIntervalHour({w})
+        AND ts < {t_to} + toIntervalHour(1)
+        AND status = 'ok'{metric_filter}
+        AND {dims}
+      GROUP BY hour, metric, {seg}
+    )
+  )
+  WHERE t >= {t_from} AND t <= {t_to}
+  GROUP BY t, metric, {seg}
+  HAVING r_n >= {d.min_samples} AND b_n >= {d.min_samples}"""
+    if latest_only:
+        return f"""SELECT metric, {seg},
+  if(delta <= -{d.min_effect}, z, 0) AS value
+FROM (
+  {inner}
+)
+ORDER BY metric, {seg}"""
+    return f"""SELECT t AS time, metric || ' / ' || {seg_label} AS segment, z
+FROM (
+  {inner}
+)
+ORDER BY time, segment"""
+
+
+def sections(s: DashboardsSettings) -> tuple[Section, ...]:
+    """The dashboard, section by section (each becomes a Grafana row and a report section)."""
+    db = s.database
+    f = filters()
+    quality = Section("Quality overview", tuple(_quality(s, m) for m in s.metrics) + (
+        PanelSpec(
+            key="null_rate", title="Null / error / skipped share by metric", kind="timeseries",
+            format=FORMAT_TIME_SERIES, unit="percentunit", min=0, max=1,
+            description="Share of score rows without a value: null (undefined for the sample), "
+                        "error (the judge failed), skipped (budget, size).",
+            sql=f"""SELECT $__timeInterval(minute) AS time, metric,
+  sum(n_null) / sum(rows) AS null_share,
+  sum(n_error) / sum(rows) AS error_share,
+  sum(n_skipped) / sum(rows) AS skipped_share
+FROM `{db}`.`scores_1m`
+WHERE $__timeFilter(minute)
+  AND {f}
+GROUP BY time, metric
+HAVING sum(rows) > 0
+ORDER BY time, metric"""),
+    ))
+    drift = Section("Drift", (
+        PanelSpec(
+            key="drift", title="Drift z (recent window vs same hours of previous days)",
+            kind="timeseries", format=FORMAT_TIME_SERIES, unit="none",
+            thresholds=(round(s.drift.z_critical, 2),), width=24,
+            description=(f"Welch z of the last {s.drift.window_hours} h mean against the same hours "
+                         f"of the previous {s.drift.baseline_days} days, per metric and "
+                         f"{', '.join(s.drift.segment_by)}. Below {s.drift.z_critical:.2f} "
+                         f"(p < {s.drift.alpha}) with a decrease of at least "
+                         f"{s.drift.min_effect} the drift alert fires."),
+            sql=drift_sql(s, latest_only=False)),
+    ))
+    distributions = Section("Distributions and worst traces", tuple(
+        _histogram(s, m) for m in s.metrics) + (
+        PanelSpec(
+            key="worst_traces", title="Worst recent traces", kind="table", format=FORMAT_TABLE,
+            width=24, height=10, trace_link=True,
+            description="Lowest scores in range; the trace id links to the tracing UI.",
+            sql=f"""SELECT ts AS time, trace_id, service, metric, round(assumeNotNull(value), 3) AS value,
+  environment, model, prompt_version, retriever_version, explanation
+FROM `{db}`.`scores_dedup`
+WHERE $__timeFilter(ts) AND status = 'ok'
+  AND $__conditionalAll(metric IN (${{metric:singlequote}}), $metric)
+  AND {f}
+ORDER BY value ASC, ts DESC
+LIMIT {s.worst_traces_limit}"""),
+    ))
+    judge = Section("Judge cost and throughput", (
+        PanelSpec(
+            key="judge_calls", title="Judge LLM calls and tokens", kind="timeseries",
+            format=FORMAT_TIME_SERIES, unit="short",
+            sql=f"""SELECT $__timeInterval(minute) AS time, judge,
+  sum(llm_calls) AS llm_calls, sum(prompt_tokens) AS prompt_tokens,
+  sum(completion_tokens) AS completion_tokens
+FROM `{db}`.`scores_1m`
+WHERE $__timeFilter(minute)
+  AND {f}
+GROUP BY time, judge
+ORDER BY time, judge"""),
+        PanelSpec(
+            key="judge_throughput", title="Scores per second and judge latency per score",
+            kind="timeseries", format=FORMAT_TIME_SERIES, unit="short",
+            sql=f"""SELECT $__timeInterval(minute) AS time, judge,
+  sum(rows) / $__interval_s AS scores_per_s,
+  sum(judge_latency_ms_sum) / sum(rows) AS latency_ms_per_score
+FROM `{db}`.`scores_1m`
+WHERE $__timeFilter(minute)
+  AND {f}
+GROUP BY time, judge
+HAVING sum(rows) > 0
+ORDER BY time, judge"""),
+        PanelSpec(
+            key="judge_errors", title="Scores without a value, by reason", kind="timeseries",
+            format=FORMAT_TIME_SERIES, unit="short", width=24,
+            description="Judge errors (timeouts, unparseable output…), budget and size skips.",
+            sql=f"""SELECT $__timeInterval(ts) AS time, reason, toFloat64(count()) AS scores
+FROM `{db}`.`scores_dedup`
+WHERE $__timeFilter(ts) AND status IN ('error', 'skipped')
+  AND {f}
+GROUP BY time, reason
+ORDER BY time, reason"""),
+    ))
+
+    def health(key: str, title: str, names: tuple[str, ...] | str, kind: str, by: str,
+               unit: str = "short", width: int = 12) -> PanelSpec:
+        names_t = (names,) if isinstance(names, str) else names
+        if kind == "gauge":
+            # Gauges: the last value per instance and minute, summed over instances.
+            sql = f"""SELECT $__timeInterval(minute) AS time, {by} AS series, max(v) AS value
+FROM (
+  SELECT minute, {by}, sum(value) AS v
+  FROM `{db}`.`pipeline_health` FINAL
+  WHERE $__timeFilter(minute) AND kind = 'gauge' AND name IN {_in(names_t)}
+  GROUP BY minute, {by}
+)
+GROUP BY time, series
+ORDER BY time, series"""
+        else:
+            sql = f"""SELECT $__timeInterval(minute) AS time, {by} AS series, sum(value) AS value
+FROM `{db}`.`pipeline_health` FINAL
+WHERE $__timeFilter(minute) AND kind = 'counter' AND name IN {_in(names_t)}
+GROUP BY time, series
+ORDER BY time, series"""
+        return PanelSpec(key=key, title=title, kind="timeseries", format=FORMAT_TIME_SERIES,
+                         sql=sql, unit=unit, width=width)
+
+    pipeline = Section("Pipeline health", (
+        health("health_spans", "Spans received / accepted / refused", HEALTH["spans"],
+               "counter", "name"),
+        health("health_traces", "Traces assembled / evicted / scored", HEALTH["traces"],
+               "counter", "name"),
+        health("health_lag", "Consumer lag (records)", HEALTH["lag"], "gauge", "name"),
+        health("health_unscorable", "Unscorable traces by reason", HEALTH["unscorable"],
+               "counter", "label"),
+        health("health_dead_letter", "Dead-lettered records", HEALTH["dead_letter"], "counter",
+               "name", width=24),
+    ))
+    return (quality, drift, distributions, judge, pipeline)
+
+
+def panels(s: DashboardsSettings) -> list[PanelSpec]:
+    return [p for sec in sections(s) for p in sec.panels]

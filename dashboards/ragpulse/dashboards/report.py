@@ -1,0 +1,325 @@
+"""``ragpulse report``: the dashboard's panels, rendered from ClickHouse into one self-contained
+HTML file with inline SVG charts (no scripts, no CDN, no network: it opens from a mail
+attachment or an air-gapped laptop).
+
+The panels run the very SQL of the Grafana dashboard (:mod:`.queries`, expanded by
+:mod:`.macros`), and the alert summary runs the alert rules (:mod:`.alerts`), so the report and
+Grafana cannot disagree.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .alerts import RuleResult, evaluate_all
+from .frames import Frame, Series, context, run_panel
+from .queries import sections
+from .settings import DashboardsSettings
+
+__all__ = ["build_report", "render_html"]
+
+PALETTE = ("#3274d9", "#e0752d", "#56a64b", "#a352cc", "#d44a3a", "#1f9e89", "#8f3bb8",
+           "#c9a400", "#5c6e91", "#e05f9e")
+W, H = 640, 230
+PAD_L, PAD_R, PAD_T, PAD_B = 52, 14, 10, 26
+
+
+def esc(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+@dataclass(frozen=True)
+class Scale:
+    lo: float
+    hi: float
+    a: float
+    b: float
+
+    def __call__(self, v: float) -> float:
+        if self.hi == self.lo:
+            return (self.a + self.b) / 2
+        return self.a + (v - self.lo) / (self.hi - self.lo) * (self.b - self.a)
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.ceil(lo / step) * step
+    out, v = [], start
+    while v <= hi + step * 1e-9:
+        out.append(round(v, 10))
+        v += step
+    return out
+
+
+def _fmt(v: float, unit: str) -> str:
+    if unit == "percentunit":
+        return f"{v * 100:.0f}%"
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:.1f}M"
+    if a >= 1e3:
+        return f"{v / 1e3:.1f}k"
+    if a >= 10 or v == int(v):
+        return f"{v:.0f}"
+    return f"{v:.2f}"
+
+
+def _time_label(t: datetime, span_s: float) -> str:
+    return t.strftime("%m-%d %H:%M" if span_s > 2 * 86400 else "%H:%M")
+
+
+def _path(points: Sequence[tuple[float, float]]) -> str:
+    return " ".join(("M" if i == 0 else "L") + f"{x:.1f},{y:.1f}" for i, (x, y) in enumerate(points))
+
+
+def _segments(pts: list[tuple[datetime, float]], gap_s: float) -> list[list[tuple[datetime, float]]]:
+    """Split where consecutive points are further apart than ``gap_s`` (no line across gaps)."""
+    out: list[list[tuple[datetime, float]]] = []
+    for p in pts:
+        if out and (p[0] - out[-1][-1][0]).total_seconds() <= gap_s:
+            out[-1].append(p)
+        else:
+            out.append([p])
+    return out
+
+
+def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
+                   thresholds: Sequence[float] = ()) -> str:
+    """A line chart of a time-series frame; with ``panel.band`` the ``ci_*`` series become a
+    shaded band per label set and ``samples`` a bar strip under the chart."""
+    p = frame.panel
+    lines = [s for s in frame.series if not (p.band and s.value in ("ci_low", "ci_high", "samples"))]
+    bands = {s.labels: s for s in frame.series if p.band and s.value == "ci_low"}
+    highs = {s.labels: s for s in frame.series if p.band and s.value == "ci_high"}
+    samples = [s for s in frame.series if p.band and s.value == "samples"]
+    vals = [v for s in frame.series if s.value != "samples" for _, v in s.points] + list(thresholds)
+    lo = p.min if p.min is not None else min(vals + [0.0])
+    hi = p.max if p.max is not None else max(vals + [1e-9])
+    if hi <= lo:
+        hi = lo + 1
+    strip = 46 if samples else 0
+    height = H + strip
+    x = Scale(t0.timestamp(), t1.timestamp(), PAD_L, W - PAD_R)
+    y = Scale(lo, hi, H - PAD_B, PAD_T)
+    span = (t1 - t0).total_seconds()
+    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
+           f'viewBox="0 0 {W} {height}" preserveAspectRatio="xMinYMin meet" role="img" '
+           f'aria-label="{esc(p.title)}">',
+           f'<rect x="0" y="0" width="{W}" height="{height}" fill="#ffffff"/>']
+    for tv in _nice_ticks(lo, hi):
+        yy = y(tv)
+        out.append(f'<line x1="{PAD_L}" y1="{yy:.1f}" x2="{W - PAD_R}" y2="{yy:.1f}" stroke="#e4e7eb"/>')
+        out.append(f'<text x="{PAD_L - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">'
+                   f'{esc(_fmt(tv, p.unit))}</text>')
+    for i in range(7):
+        tt = t0.timestamp() + span * i / 6
+        xx = x(tt)
+        label = _time_label(datetime.fromtimestamp(tt, timezone.utc), span)
+        out.append(f'<line x1="{xx:.1f}" y1="{PAD_T}" x2="{xx:.1f}" y2="{H - PAD_B}" stroke="#f0f2f4"/>')
+        out.append(f'<text x="{xx:.1f}" y="{H - 8}" text-anchor="middle" class="tick">{esc(label)}</text>')
+    colors: dict[tuple[str, ...], str] = {}
+
+    def color(labels: tuple[str, ...], value: str) -> str:
+        key = labels if p.band else (value, *labels)
+        if key not in colors:
+            colors[key] = PALETTE[len(colors) % len(PALETTE)]
+        return colors[key]
+
+    # Break lines only at real gaps: 2.5 steps of the series' own resolution (drift is hourly
+    # even when the interval is a minute).
+    steps = sorted((b[0] - a[0]).total_seconds() for x_ in frame.series
+                   for a, b in zip(x_.points, x_.points[1:]))
+    gap = 2.5 * max(interval_s, steps[len(steps) // 2] if steps else 0.0)
+    for labels, low in bands.items():
+        high = highs.get(labels)
+        if high is None:
+            continue
+        hmap = dict(high.points)
+        pts = [(t, lv, hmap[t]) for t, lv in low.points if t in hmap]
+        for seg in _segments([(t, 0.0) for t, _, _ in pts], gap):
+            ts = {t for t, _ in seg}
+            sp = [q for q in pts if q[0] in ts]
+            poly = [(x(t.timestamp()), y(h)) for t, _, h in sp] + \
+                   [(x(t.timestamp()), y(lv)) for t, lv, _ in reversed(sp)]
+            out.append(f'<path class="band" d="{_path(poly)} Z" fill="{color(labels, "mean")}" '
+                       'fill-opacity="0.18" stroke="none"/>')
+    for s in lines:
+        c = color(s.labels, s.value)
+        for seg in _segments(s.points, gap):
+            pts = [(x(t.timestamp()), y(min(max(v, lo), hi))) for t, v in seg]
+            if len(pts) == 1:
+                out.append(f'<circle class="series" cx="{pts[0][0]:.1f}" cy="{pts[0][1]:.1f}" r="2" '
+                           f'fill="{c}"/>')
+            else:
+                out.append(f'<path class="series" d="{_path(pts)}" fill="none" stroke="{c}" '
+                           'stroke-width="1.8" stroke-linejoin="round"/>')
+    for tv in thresholds:
+        yy = y(tv)
+        out.append(f'<line class="threshold" x1="{PAD_L}" y1="{yy:.1f}" x2="{W - PAD_R}" '
+                   f'y2="{yy:.1f}" stroke="#d44a3a" stroke-dasharray="5,4" stroke-width="1.2"/>')
+    out.append(f'<rect x="{PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" height="{H - PAD_B - PAD_T}" '
+               'fill="none" stroke="#c7ccd1"/>')
+    if samples:
+        totals: dict[datetime, float] = {}
+        for s in samples:
+            for t, v in s.points:
+                totals[t] = totals.get(t, 0.0) + v
+        top = max(totals.values(), default=1.0) or 1.0
+        base = height - 4
+        bw = max(1.0, (W - PAD_L - PAD_R) * interval_s / max(span, 1) * 0.8)
+        out.append(f'<text x="{PAD_L - 6}" y="{H + 14}" text-anchor="end" class="tick">'
+                   f'{esc(_fmt(top, "short"))}</text>')
+        out.append(f'<text x="{PAD_L - 6}" y="{base}" text-anchor="end" class="tick">n</text>')
+        for t, v in sorted(totals.items()):
+            bh = (strip - 10) * v / top
+            out.append(f'<rect class="samples" x="{x(t.timestamp()) - bw / 2:.1f}" y="{base - bh:.1f}" '
+                       f'width="{bw:.1f}" height="{bh:.1f}" fill="#8e9aa6"/>')
+    out.append("</svg>")
+    legend = "".join(
+        f'<span class="key"><i style="background:{c}"></i>{esc(" ".join(k) or "value")}</span>'
+        for k, c in colors.items())
+    return "".join(out) + f'<div class="legend">{legend}</div>'
+
+
+def svg_histogram(frame: Frame, bins: int = 20) -> str:
+    p = frame.panel
+    values = [float(r[0]) for r in frame.rows if r and r[0] is not None]
+    lo = p.min if p.min is not None else min(values)
+    hi = p.max if p.max is not None else max(values)
+    if hi <= lo:
+        hi = lo + 1
+    counts = [0] * bins
+    for v in values:
+        counts[min(bins - 1, max(0, int((v - lo) / (hi - lo) * bins)))] += 1
+    top = max(counts) or 1
+    w, h = 420, 200
+    x = Scale(0, bins, PAD_L, w - PAD_R)
+    y = Scale(0, top, h - PAD_B, PAD_T)
+    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+           f'viewBox="0 0 {w} {h}" role="img" aria-label="{esc(p.title)}">',
+           f'<rect x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/>']
+    for tv in _nice_ticks(0, top, 4):
+        out.append(f'<line x1="{PAD_L}" y1="{y(tv):.1f}" x2="{w - PAD_R}" y2="{y(tv):.1f}" stroke="#e4e7eb"/>')
+        out.append(f'<text x="{PAD_L - 6}" y="{y(tv) + 4:.1f}" text-anchor="end" class="tick">'
+                   f'{esc(_fmt(tv, "short"))}</text>')
+    for i, c in enumerate(counts):
+        bh = (h - PAD_B) - y(c)
+        out.append(f'<rect class="bar" x="{x(i) + 1:.1f}" y="{y(c):.1f}" '
+                   f'width="{x(i + 1) - x(i) - 2:.1f}" height="{bh:.1f}" fill="#3274d9"/>')
+    for i in range(0, bins + 1, max(1, bins // 4)):
+        out.append(f'<text x="{x(i):.1f}" y="{h - 8}" text-anchor="middle" class="tick">'
+                   f'{esc(_fmt(lo + (hi - lo) * i / bins, "short"))}</text>')
+    out.append("</svg>")
+    return "".join(out) + f'<div class="legend">{len(values)} scores</div>'
+
+
+def html_table(frame: Frame, s: DashboardsSettings) -> str:
+    head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
+    body = []
+    for row in frame.rows:
+        cells = []
+        for c, v in zip(frame.columns, row):
+            if c == "trace_id" and frame.panel.trace_link:
+                cells.append(f'<td><a href="{esc(s.trace_url(str(v)))}">{esc(v)}</a></td>')
+            elif isinstance(v, datetime):
+                cells.append(f"<td>{esc(v.strftime('%Y-%m-%d %H:%M:%S'))}</td>")
+            else:
+                text = str(v)
+                cells.append(f"<td>{esc(text if len(text) <= 120 else text[:117] + '…')}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (f'<table class="data"><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def _panel_html(frame: Frame, s: DashboardsSettings, t0: datetime, t1: datetime,
+                interval_s: float) -> str:
+    p = frame.panel
+    if frame.error:
+        body = f'<p class="error">query failed: {esc(frame.error)}</p>'
+    elif not frame.rows:
+        body = '<p class="empty">no data in this range</p>'
+    elif p.kind == "timeseries":
+        body = svg_timeseries(frame, t0, t1, interval_s, p.thresholds)
+    elif p.kind == "histogram":
+        body = svg_histogram(frame)
+    else:
+        body = html_table(frame, s)
+    wide = " wide" if p.width >= 24 or p.kind == "table" else ""
+    return (f'<section class="panel{wide}" data-panel="{esc(p.key)}"><h3>{esc(p.title)}</h3>'
+            f'<p class="desc">{esc(p.description)}</p>{body}</section>')
+
+
+def _alerts_html(results: Sequence[RuleResult]) -> str:
+    rows = []
+    for r in results:
+        if r.error:
+            state, detail = "error", r.error
+        elif r.firing:
+            state = "firing"
+            detail = "; ".join(
+                (", ".join(f"{k}={v}" for k, v in i.labels.items()) or "all")
+                + ("" if i.value is None else f" ({i.value:.3g})") for i in r.firing)
+        else:
+            state, detail = "ok", f"{len(r.instances)} series evaluated"
+        rows.append(f'<tr class="{state}"><td>{esc(state)}</td><td>{esc(r.rule.title)}</td>'
+                    f"<td>{esc(detail)}</td></tr>")
+    return ('<table class="alerts"><thead><tr><th>state</th><th>rule</th><th>detail</th></tr>'
+            f'</thead><tbody>{"".join(rows)}</tbody></table>')
+
+
+CSS = """
+body{font:13px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:18px;color:#1f2328;background:#f4f5f7}
+h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:22px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
+h3{font-size:13px;margin:0 0 2px} .desc{color:#57606a;margin:0 0 6px;font-size:11px}
+.grid{display:flex;flex-wrap:wrap;gap:12px} .panel{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:10px;flex:1 1 560px;max-width:760px;box-sizing:border-box}
+.panel svg.chart{width:100%;height:auto}
+.panel.wide{flex:1 1 100%;max-width:none} .panel.wide svg.chart{max-width:1100px} .tick{font-size:10px;fill:#57606a} .legend{font-size:11px;color:#57606a;margin-top:4px}
+.key{margin-right:10px;white-space:nowrap} .key i{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
+table{border-collapse:collapse;font-size:12px;background:#fff} td,th{border:1px solid #d0d7de;padding:3px 6px;text-align:left}
+tr.firing td:first-child{color:#fff;background:#d44a3a} tr.ok td:first-child{color:#fff;background:#56a64b} tr.error td:first-child{background:#e0b400}
+.empty{color:#8c959f;font-style:italic} .error{color:#d44a3a} .meta{color:#57606a}
+"""
+
+
+def render_html(frames: Sequence[tuple[str, Sequence[Frame]]], alerts: Sequence[RuleResult],
+                s: DashboardsSettings, t0: datetime, t1: datetime, interval_s: float,
+                source: str) -> str:
+    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+             f"<title>ragpulse report {esc(t1.strftime('%Y-%m-%d %H:%M'))} UTC</title>"
+             f"<style>{CSS}</style></head><body>",
+             "<h1>ragpulse: RAG quality report</h1>",
+             f'<p class="meta">{esc(t0.strftime("%Y-%m-%d %H:%M"))} – '
+             f'{esc(t1.strftime("%Y-%m-%d %H:%M"))} UTC · interval {int(interval_s)} s · '
+             f"database <code>{esc(s.database)}</code> · {esc(source)}</p>",
+             "<h2>Alerts</h2>", _alerts_html(alerts)]
+    for title, fs in frames:
+        parts.append(f"<h2>{esc(title)}</h2><div class=grid>")
+        parts += [_panel_html(f, s, t0, t1, interval_s) for f in fs]
+        parts.append("</div>")
+    parts.append("</body></html>\n")
+    return "".join(parts)
+
+
+def build_report(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime, *,
+                 selection: Mapping[str, Sequence[str]] | None = None,
+                 source: str = "") -> str:
+    """Run every panel and alert rule for ``[t0, t1]`` and return the HTML. Blocks on the
+    queries (one at a time); a failing query is shown in its panel, never raised."""
+    ctx = context(t0, t1, selection=selection)
+    frames = [(sec.title, [run_panel(client, p, ctx) for p in sec.panels]) for sec in sections(s)]
+    alerts = evaluate_all(client, s, t1)
+    return render_html(frames, alerts, s, t0, t1, ctx.interval_s, source)
+
+
+def series_of(frame: Frame, value: str) -> list[Series]:
+    return [x for x in frame.series if x.value == value]
+

@@ -1,0 +1,128 @@
+"""``ragpulse status``: a terminal summary per metric and service (last value, its 95 % band,
+samples, a trend sparkline) and the alert rules' state, from the dashboard's own queries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .alerts import RuleResult, evaluate_all
+from .frames import context, run_panel
+from .queries import sections
+from .settings import DashboardsSettings
+
+__all__ = ["MetricLine", "collect", "render", "sparkline"]
+
+BLOCKS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float | None], lo: float | None = 0.0, hi: float | None = 1.0) -> str:
+    """Unicode block sparkline; ``None`` is a gap (space). Fixed [lo, hi] keeps rows comparable."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return ""
+    lo = min(present) if lo is None else lo
+    hi = max(present) if hi is None else hi
+    span = (hi - lo) or 1.0
+    return "".join(" " if v is None else
+                   BLOCKS[min(len(BLOCKS) - 1, max(0, int((v - lo) / span * (len(BLOCKS) - 1) + 0.5)))]
+                   for v in values)
+
+
+@dataclass(frozen=True)
+class MetricLine:
+    metric: str
+    service: str
+    last: float
+    low: float
+    high: float
+    samples: int
+    trend: tuple[float | None, ...]
+    alerts: tuple[str, ...]
+
+
+def collect(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime,
+            points: int = 24) -> tuple[list[MetricLine], list[RuleResult], list[str]]:
+    """Metric lines, rule results and query errors for ``[t0, t1]``. Blocks on the queries."""
+    ctx = context(t0, t1, interval_s=max(60.0, (t1 - t0).total_seconds() // points // 60 * 60))
+    results = evaluate_all(client, s, t1)
+    errors = [f"{r.rule.uid}: {r.error}" for r in results if r.error]
+    quality = [p for p in sections(s)[0].panels if p.band]
+    lines: list[MetricLine] = []
+    for p in quality:
+        metric = p.key.removeprefix("quality_")
+        frame = run_panel(client, p, ctx)
+        if frame.error:
+            errors.append(f"{p.key}: {frame.error}")
+            continue
+        by = {(x.value, x.labels): x for x in frame.series}
+        for (value, labels), mean in sorted(by.items()):
+            if value != "mean" or not mean.points:
+                continue
+            t_last, last = mean.points[-1]
+            low = dict(by[("ci_low", labels)].points).get(t_last, last)
+            high = dict(by[("ci_high", labels)].points).get(t_last, last)
+            n = int(dict(by[("samples", labels)].points).get(t_last, 0))
+            # One slot per interval across the range, so gaps show as gaps.
+            slots: list[float | None] = [None] * points
+            span = (t1 - t0).total_seconds() or 1
+            for t, v in mean.points:
+                i = min(points - 1, int((t - t0).total_seconds() / span * points))
+                slots[i] = v
+            service = labels[0] if labels else ""
+            firing = tuple(sorted({r.rule.uid.removeprefix("ragpulse-") for r in results
+                                   for i in r.firing if _concerns(i.labels, r.rule.uid, metric,
+                                                                  service, s)}))
+            lines.append(MetricLine(metric, service, last, low, high, n, tuple(slots), firing))
+    return lines, results, errors
+
+
+def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
+              s: DashboardsSettings) -> bool:
+    """Whether a firing instance belongs on the (metric, service) line. Pipeline-wide rules
+    (no service label) are listed in the rules table only."""
+    if labels.get("service") != service:
+        return False
+    if "metric" in labels:
+        return labels["metric"] == metric
+    # The faithfulness rules carry no metric label: they watch one metric.
+    return metric == s.alerts.faithfulness_metric or uid not in (
+        "ragpulse-faithfulness-low", "ragpulse-faithfulness-drop")
+
+
+def render(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],
+           errors: Sequence[str], title: str) -> None:
+    """Print the summary with rich (tables; colours only on a terminal)."""
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for col, kw in (("metric", {}), ("service", {}), ("last", {"justify": "right"}),
+                    ("95% band", {"justify": "right"}), ("n", {"justify": "right"}),
+                    ("trend", {"no_wrap": True, "min_width": 24}), ("alerts", {})):
+        t.add_column(col, **kw)
+    for m in lines:
+        colour = "green" if m.last >= 0.7 else "yellow" if m.last >= 0.5 else "red"
+        t.add_row(m.metric, m.service, f"[{colour}]{m.last:.3f}[/]", f"{m.low:.2f}–{m.high:.2f}",
+                  str(m.samples), sparkline(m.trend),
+                  "[bold red]" + ", ".join(m.alerts) + "[/]" if m.alerts else "[green]ok[/]")
+    if not lines:
+        t.add_row("(no scores in range)", "", "", "", "", "", "")
+    console.print(t)
+    a = Table(title="alert rules", title_justify="left", header_style="bold")
+    a.add_column("state")
+    a.add_column("rule")
+    a.add_column("firing for")
+    for r in results:
+        if r.error:
+            a.add_row("[yellow]error[/]", r.rule.title, r.error[:100])
+        elif r.firing:
+            who = "; ".join(", ".join(f"{k}={v}" for k, v in i.labels.items()) or "pipeline"
+                            for i in r.firing)
+            a.add_row("[bold red]FIRING[/]", r.rule.title, who)
+        else:
+            a.add_row("[green]ok[/]", r.rule.title, "")
+    console.print(a)
+    for e in errors:
+        console.print(f"[yellow]query error[/] {e}")
