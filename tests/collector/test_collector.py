@@ -423,3 +423,18 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGPULSE_QUEUE__MAX_SPANS", "-1")
     with pytest.raises(ValidationError, match="max_spans"):
         CollectorSettings()
+
+
+def test_trace_over_the_record_limit_is_a_partial_success(make_collector: Callable[..., Collector]) -> None:
+    collector = make_collector(producer={"max_request_size": 16_384})
+    request = rag_request(3, seed=12)
+    huge = request.resource_spans[0].scope_spans[1].spans[0]
+    huge.attributes.add(key="output.value").value.string_value = "x" * 20_000
+    status, _, body = post(collector, request.SerializeToString())
+    response = ExportTraceServiceResponse.FromString(body)
+    assert status == 200 and response.partial_success.rejected_spans == 7
+    assert "record limit" in response.partial_success.error_message
+    records = read_records(collector.settings.kafka, expected=2)
+    assert len(records) == 2 and huge.trace_id.hex().encode() not in {r.key for r in records}
+    stats = collector.stats()
+    assert stats["records_rejected"] == 1 and stats["spans_accepted"] == 14 and stats["spans_rejected"] == 7

@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kafka.errors import KafkaError, KafkaTimeoutError
+
 from ragpulse.collector.config import CollectorSettings
 from ragpulse.collector.kafka import ensure_topic, partitions_for_keys
 from ragpulse.collector.split import TraceRecord
@@ -39,6 +41,12 @@ log = logging.getLogger(__name__)
 # Bytes a record costs in a v2 record batch beyond key and value (varints, attributes, ...):
 # used to reject a record that the producer would refuse as too large before reserving it.
 _RECORD_OVERHEAD = 64
+
+
+def _is_outage(exc: BaseException) -> bool:
+    """Retriable Kafka errors (timeouts, connection loss, leader changes) mean "unavailable";
+    permanent ones concern a single record or request and must not refuse everybody's traffic."""
+    return bool(getattr(exc, "retriable", False)) or isinstance(exc, KafkaTimeoutError)
 
 
 class _EveryFewSeconds:
@@ -247,11 +255,16 @@ class KafkaExporter:
             # concurrent shutdown: release what was not handed over and refuse the rest. Records
             # already sent stay in flight; the client's retry may duplicate them (at-least-once).
             unsent = keep[sent:]
+            kafka_error = isinstance(exc, KafkaError)
             with self._lock:
                 self._queued_spans -= sum(r.spans for r in unsent)
                 self._queued_bytes -= sum(len(r.value) for r in unsent)
-                self._stats["spans_refused_unavailable"] += sum(r.spans for r in unsent)
-                self._mark_failing(exc)
+                if kafka_error:
+                    self._stats["spans_refused_unavailable"] += sum(r.spans for r in unsent)
+                    if _is_outage(exc):
+                        self._mark_failing(exc)
+            if not kafka_error:
+                raise  # a bug, not Kafka: the receiver answers 500
             raise ExportUnavailable(f"Kafka unavailable: {exc}", self._retry_after_s) from exc
         with self._lock:
             self._stats["records_sent"] += sent
@@ -286,15 +299,21 @@ class KafkaExporter:
                 self._failing_since = None
 
     def _on_error(self, spans: int, size: int, exc: BaseException) -> None:
+        outage = _is_outage(exc)
         with self._lock:
             self._queued_spans -= spans
             self._queued_bytes -= size
             self._stats["records_failed"] += 1
             self._stats["spans_failed"] += spans
-            first = self._failing_since is None
-            self._mark_failing(exc)
+            first = outage and self._failing_since is None
+            if outage:
+                self._mark_failing(exc)
         if first:
             log.error("export: record delivery failed, refusing requests until Kafka recovers: %s", exc)
+        elif not outage:
+            # A record-level, permanent error (e.g. the broker's own size limit): the record is
+            # lost but Kafka is up, so the breaker stays closed.
+            self._refusals.warning("export: record rejected by Kafka: %s: %s", type(exc).__name__, exc)
 
     def _mark_failing(self, exc: BaseException) -> None:
         # caller holds self._lock
