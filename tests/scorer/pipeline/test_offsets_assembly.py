@@ -198,3 +198,20 @@ def test_settings_validate():
         AssemblySettings(grace_s=30, max_wait_s=10)
     with pytest.raises(ValidationError):
         AssemblySettings(max_traces=0)
+
+
+def test_forget_also_forgets_emitted_traces_of_revoked_partitions():
+    # After a revoke, records of the partition are read again; their traces must assemble anew,
+    # not be mistaken for late spans of the traces emitted before the revoke.
+    clock = Clock()
+    a = make(clock)
+    ot = OffsetTracker()
+    r0, r1 = ot.track("t", 0, 0), ot.track("t", 1, 0)
+    a.add("1" * 32, [root("1" * 32)], r0)
+    a.add("2" * 32, [root("2" * 32)], r1)
+    clock.t += 3
+    assert len(a.pop_ready()) == 2
+    a.forget([("t", 0)])
+    assert a.add("1" * 32, [root("1" * 32)], r0) is True  # assembles again
+    assert a.add("2" * 32, [root("2" * 32)], r1) is False  # still late: partition 1 was kept
+    assert a.counters["spans_late"] == 1

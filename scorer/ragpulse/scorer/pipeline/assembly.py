@@ -124,8 +124,9 @@ class TraceAssembler(Generic[S]):
         self._rooted: OrderedDict[str, float] = OrderedDict()  # order = root arrival
         self._spans = 0
         self._ready: list[AssembledTrace[S]] = []
-        # Emitted trace ids (value: their spans when late_spans="rescore", else None).
-        self._emitted: OrderedDict[str, list[S] | None] = OrderedDict()
+        # Emitted trace ids -> (their spans when late_spans="rescore" else None, the partitions
+        # their records came from, so a revoked partition's traces can be forgotten).
+        self._emitted: OrderedDict[str, tuple[list[S] | None, frozenset[tuple[str, int]]]] = OrderedDict()
         self._emitted_spans = 0
         self.counters: dict[str, int] = {
             "spans_assembled": 0,
@@ -164,7 +165,7 @@ class TraceAssembler(Generic[S]):
                 if self.settings.late_spans == "ignore":
                     self._emitted.move_to_end(trace_id)
                     return False
-                earlier = self._emitted.pop(trace_id) or []
+                earlier = self._emitted.pop(trace_id)[0] or []
                 self._emitted_spans -= len(earlier)
                 buf = _Buffer(spans=list(earlier), first_seen=now, rescore=True)
                 self._spans += len(earlier)
@@ -226,10 +227,11 @@ class TraceAssembler(Generic[S]):
         return ready
 
     def forget(self, partitions: Iterable[tuple[str, int]]) -> list[AssembledTrace[S]]:
-        """Remove buffered traces holding records of these (revoked) partitions.
+        """Remove buffered traces holding records of these (revoked) partitions, and forget
+        which of their traces were emitted.
 
-        Returned so the caller releases their records; they are not remembered as emitted, so if
-        this consumer later reads their spans again they assemble afresh.
+        Returned so the caller releases their records; if this consumer later reads their spans
+        again they assemble afresh. O(buffered + remembered traces): rebalances are rare.
         """
         gone = set(partitions)
         out: list[AssembledTrace[S]] = []
@@ -244,6 +246,13 @@ class TraceAssembler(Generic[S]):
         for t in self._ready:
             (out if any((r.topic, r.partition) in gone for r in t.refs) else keep).append(t)
         self._ready = keep
+        # Emitted traces of these partitions are forgotten too: their uncommitted records will be
+        # read again (by this consumer after a re-assignment, or by another), and must assemble
+        # as new traces rather than be taken for late spans and skipped.
+        for trace_id in [t for t, (_, parts) in self._emitted.items() if parts & gone]:
+            dropped = self._emitted.pop(trace_id)[0]
+            if dropped:
+                self._emitted_spans -= len(dropped)
         return out
 
     def _emit(self, trace_id: str, cause: Cause) -> None:
@@ -253,23 +262,23 @@ class TraceAssembler(Generic[S]):
         self._ready.append(
             AssembledTrace(trace_id, buf.spans, buf.refs, cause, buf.root_seen is not None, buf.first_seen)
         )
-        self._remember(trace_id, buf.spans)
+        self._remember(trace_id, buf.spans, frozenset((r.topic, r.partition) for r in buf.refs))
 
-    def _remember(self, trace_id: str, spans: list[S]) -> None:
+    def _remember(self, trace_id: str, spans: list[S], parts: frozenset[tuple[str, int]]) -> None:
         s = self.settings
         if s.late_window_traces == 0:
             return
         keep = spans if s.late_spans == "rescore" else None
         old = self._emitted.pop(trace_id, None)
-        if old:
-            self._emitted_spans -= len(old)
-        self._emitted[trace_id] = keep
+        if old and old[0]:
+            self._emitted_spans -= len(old[0])
+        self._emitted[trace_id] = (keep, parts)
         if keep:
             self._emitted_spans += len(keep)
         while self._emitted and (
             len(self._emitted) > s.late_window_traces or self._emitted_spans > s.late_window_spans
         ):
-            _, dropped = self._emitted.popitem(last=False)
+            _, (dropped, _parts) = self._emitted.popitem(last=False)
             if dropped:
                 self._emitted_spans -= len(dropped)
 

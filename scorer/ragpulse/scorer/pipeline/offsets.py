@@ -132,6 +132,17 @@ class OffsetTracker:
                 out[key] = low
         return out
 
+    def low_watermark(self, topic: str, partition: int) -> int | None:
+        """The offset to resume the partition from: its oldest unfinished record, else one past
+        the newest record seen; ``None`` when no record was seen."""
+        state = self._parts.get((topic, partition))
+        if state is None:
+            return None
+        for ref in state.records:
+            if not ref.done:
+                return ref.offset
+        return state.next_offset
+
     def mark_committed(self, offsets: dict[tuple[str, int], int]) -> None:
         """Record a successful commit (so the same offsets are not committed again)."""
         for key, offset in offsets.items():

@@ -145,13 +145,20 @@ class Scorer:
         self.counters = Counters()
         self._assembler: TraceAssembler[Span] = TraceAssembler(settings.assembly, clock=clock)
         self._offsets = OffsetTracker()
-        self._inbox: queue.SimpleQueue[tuple[str, _Work, Any]] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[tuple[str, Any, Any]] = queue.SimpleQueue()
+        self._to_submit: list[_Work] = []
+        self._resume: dict[tuple[str, int], int] = {}  # revoked partition -> offset to resume at
+        self._tasks: set[asyncio.Task[None]] = set()
+        max_pending = getattr(getattr(writer, "settings", None), "max_pending_rows", None)
+        # Submissions stay well below the writer's bound so one never exceeds it.
+        self._submit_rows_cap = max(1, min(20_000, (max_pending or 40_000) // 2))
         self._backlog: deque[tuple[_Work, Prepared]] = deque()  # assembled, waiting for a slot
         self._unsubmitted: deque[_Work] = deque()  # rows the writer refused or failed, to retry
         self._dlq_retry: deque[tuple[_Work, Any]] = deque()
         self._in_flight: dict[int, _Work] = {}  # id(work) -> work: evaluating or writing
         self._paused = False
-        self._gauges: dict[str, int] = {}
+        self._gauges: dict[str, int] = dict.fromkeys(
+            ("consumer_lag", "commit_lag", "partitions_assigned", "records_pending"), 0)
         self._consumer: Any = None
         self._producer: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -304,7 +311,7 @@ class Scorer:
         s = self.settings.consumer
         self._process_inbox()
         self._retry_pending()
-        self._dispatch_backlog()
+        self._dispatch_backlog()  # also flushes the rows queued above to the writer
         self._update_pause()
         batches = self._consumer.poll(timeout_ms=s.poll_timeout_ms, max_records=s.max_poll_records)
         for tp, records in batches.items():
@@ -362,6 +369,7 @@ class Scorer:
 
     def _dispatch_backlog(self) -> None:
         limit = self.settings.evaluate.max_in_flight
+        batch: list[tuple[_Work, Prepared]] = []
         while self._backlog and len(self._in_flight) < limit:
             work, prep = self._backlog.popleft()
             self._in_flight[id(work)] = work
@@ -372,31 +380,65 @@ class Scorer:
                 scores = [Score(metric=m, value=None, status="null", reason=reason) for m in self._metrics]
                 self._submit(work, self._rows(scores, prep.meta))
             else:
-                assert self._loop is not None
-                asyncio.run_coroutine_threadsafe(self._evaluate(work, prep), self._loop)
+                batch.append((work, prep))
+        if batch:
+            # One cross-thread wake-up per batch, not per trace: call_soon_threadsafe writes to
+            # the loop's self-pipe, a syscall and a context switch each time.
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(self._spawn, batch)
+        self._flush_submits()
+
+    def _spawn(self, batch: list[tuple[_Work, Prepared]]) -> None:
+        """On the loop thread: one task per trace (the evaluator bounds judge concurrency)."""
+        assert self._loop is not None
+        for work, prep in batch:
+            task = self._loop.create_task(self._evaluate(work, prep))
+            self._tasks.add(task)  # the loop keeps only weak references to tasks
+            task.add_done_callback(self._tasks.discard)
 
     def _submit(self, work: _Work, rows: list[ScoreRow]) -> None:
+        """Queue a trace's rows; :meth:`_flush_submits` hands the queued ones to the writer."""
         work.rows = rows
-        try:
-            fut = self._writer.submit(rows)
-        except WriterFull:
-            self._schedule_retry(work, None)
-            return
-        except Exception as exc:  # WriterClosed or a bug: keep the rows, retry, never commit past
-            self._schedule_retry(work, exc)
-            return
-        fut.add_done_callback(lambda f, w=work: self._inbox.put(("written", w, f)))
+        self._to_submit.append(work)
 
-    def _schedule_retry(self, work: _Work, exc: BaseException | None) -> None:
+    def _flush_submits(self) -> None:
+        """Submit queued rows to the writer in a few large submissions (one future each)."""
+        works, self._to_submit = self._to_submit, []
+        cap = self._submit_rows_cap
+        i = 0
+        while i < len(works):
+            chunk: list[_Work] = []
+            n = 0
+            while i < len(works) and (not chunk or n + len(works[i].rows) <= cap):
+                chunk.append(works[i])
+                n += len(works[i].rows)
+                i += 1
+            rows = [r for w in chunk for r in w.rows]
+            try:
+                fut = self._writer.submit(rows)
+            except WriterFull:
+                self._schedule_retry(chunk, None)
+                continue
+            except Exception as exc:  # WriterClosed or a bug: keep the rows, retry, never commit
+                self._schedule_retry(chunk, exc)
+                continue
+            fut.add_done_callback(lambda f, ws=chunk: self._inbox.put(("written", ws, f)))
+
+    def _schedule_retry(self, works: list[_Work], exc: BaseException | None) -> None:
+        """Resubmit these traces' rows after a backoff; their records stay uncommitted meanwhile.
+
+        ``exc`` is ``None`` for a ``WriterFull`` refusal (backpressure, not an error)."""
         w = self.settings.write
         if exc is not None:
             self.counters.add("write_errors")
             self._last_write_error = f"{type(exc).__name__}: {exc}"[:500]
-            log.warning("write: trace %s not acknowledged (attempt %d): %s", work.trace_id,
-                        work.attempts + 1, exc)
-        work.attempts += 1
-        work.retry_at = self._clock() + min(w.retry_max_s, w.retry_initial_s * 2 ** min(work.attempts, 20))
-        self._unsubmitted.append(work)
+            log.warning("write: %d traces not acknowledged (attempt %d), retrying: %s", len(works),
+                        works[0].attempts + 1, exc)
+        now = self._clock()
+        for work in works:
+            work.attempts += 1
+            work.retry_at = now + min(w.retry_max_s, w.retry_initial_s * 2 ** min(work.attempts, 20))
+            self._unsubmitted.append(work)
 
     def _retry_pending(self) -> None:
         now = self._clock()
@@ -428,9 +470,10 @@ class Scorer:
             elif kind == "written":
                 exc = payload.exception()
                 if exc is None:
-                    self.counters.add("rows_written", len(work.rows))
+                    self.counters.add("rows_written", sum(len(w.rows) for w in work))
                     self.counters.add("batches_written")
-                    self._finish(work)
+                    for w in work:
+                        self._finish(w)
                 else:
                     self._schedule_retry(work, exc)
             elif kind == "dlq":
@@ -563,7 +606,15 @@ class Scorer:
         while any(touches(w) for w in self._in_flight.values()) and self._clock() < deadline:
             self._process_inbox(block_s=0.1)
             self._retry_pending()
+            self._flush_submits()
         self._commit(only=gone)
+        # kafka-python keeps the fetch position of a partition that is assigned to this member
+        # again (eager rebalances revoke everything first), but what is forgotten below must be
+        # read again: remember where each partition's unfinished records start.
+        for key in gone:
+            low = self._offsets.low_watermark(*key)
+            if low is not None:
+                self._resume[key] = low
         # What is still buffered or queued here will be read again by the partitions' next owner.
         for trace in self._assembler.forget(gone):
             self.counters.add("traces_revoked")
@@ -583,6 +634,10 @@ class Scorer:
     def _on_assigned(self, assigned: Sequence[Any]) -> None:
         for tp in assigned:
             self._offsets.assign(tp.topic, tp.partition)
+            resume = self._resume.pop((tp.topic, tp.partition), None)
+            if resume is not None:
+                self._consumer.seek(tp, resume)  # replay what was forgotten at the revoke
+        self._resume.clear()  # partitions that went elsewhere: their next owner resumes them
         if self._paused and assigned:
             self._consumer.pause(*assigned)  # new partitions join the paused state
         log.info("rebalance: assigned %s", sorted((tp.topic, tp.partition) for tp in assigned))
