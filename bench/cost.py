@@ -987,6 +987,7 @@ def render_section(results: Mapping[str, Mapping[str, SideCost]],
         e, ra, rl, rp = extra[lang], r["ragas"], r["ragas_legacy"], r["ragpulse"]
         prompts = ", ".join(f"`{k}` {v:,.0f}"
                             for k, v in sorted(e["ragpulse_tokens_by_prompt"].items()))
+        overhead = rp.total_tokens - e["context_tokens"]
         lines.append(
             f"- **{lang_names.get(lang, lang)}**: {e['samples']} samples, "
             f"{e['tokens_per_context']:.0f} tokens per context ({e['context_tokens']:,.0f} for "
@@ -998,8 +999,11 @@ def render_section(results: Mapping[str, Mapping[str, SideCost]],
             f"floor), {rl.total_tokens / rp.total_tokens:.1f}x fewer than ragas legacy. "
             f"Where ragpulse's tokens go, per sample: {prompts}; the five contexts appear once "
             f"(in `assess`), in ragas 11 times (NLI, then each context for precision and again "
-            f"for utilization). Requests the servers received: ragpulse "
-            f"{e['ragpulse_requests_received']}, ragas {e['ragas_requests_received']}, ragas "
+            f"for utilization). Beyond the contexts ragpulse spends {overhead:,.0f} tokens "
+            f"(instructions, data tags, question and answer in both calls), so it stays within "
+            f"{TARGET_INPUT_TOKENS:,} while a sample's contexts total under about "
+            f"{TARGET_INPUT_TOKENS - overhead:,.0f} tokens. Requests the servers received: "
+            f"ragpulse {e['ragpulse_requests_received']}, ragas {e['ragas_requests_received']}, ragas "
             f"legacy {e['ragas_legacy_requests_received']}; `render_requests` gives "
             f"{e['ragpulse_rendered_calls']:.2f} calls and {e['ragpulse_rendered_tokens']:,.0f} "
             f"tokens per sample (random nonces: a few tokens off the live run).")
