@@ -23,6 +23,7 @@ from ragpulse.scorer.store import (
     WriterSettings,
     build_facade,
     init_schema,
+    latest_version,
     read_owner,
 )
 
@@ -243,9 +244,9 @@ def test_schema_init_through_the_facade(http_client: Any, chdb_client: Any) -> N
 
     s = SchemaSettings(database="rag_h6_http_init")
     try:
-        assert init_schema(http_client, s).after >= 5
+        assert init_schema(http_client, s).after == latest_version()
         assert init_schema(http_client, s).applied == []
-        assert chdb_client.command("SELECT count() FROM rag_h6_http_init.schema_migrations FINAL") >= 5
+        assert chdb_client.command("SELECT count() FROM rag_h6_http_init.schema_migrations FINAL") == latest_version()
     finally:
         chdb_client.command("DROP DATABASE IF EXISTS rag_h6_http_init SYNC")
 

@@ -17,6 +17,7 @@ from ragpulse.scorer.store import (
     StoreLockedError,
     StoreSettings,
     build_facade,
+    latest_version,
     open_store,
     read_owner,
     write_owner,
@@ -122,11 +123,11 @@ def test_status_reaches_data_through_the_owning_process(tmp_path: Path) -> None:
         with pytest.raises(StoreLockedError, match=f"use --clickhouse {url}"):
             open_store(f"chdb://{data}")
         via = open_store(f"chdb://{data}", follow_owner=True)
-        assert via.command("SELECT count() FROM rag_h6_owned.schema_migrations FINAL") == 5
+        assert via.command("SELECT count() FROM rag_h6_owned.schema_migrations FINAL") == latest_version()
         via.close()
         st = _ragpulse("db", "status", "--clickhouse", f"chdb://{data}", "--database", "rag_h6_owned")
         assert st.returncode == 0, st.stderr
-        assert "schema version 5" in st.stdout and "scores" in st.stdout
+        assert f"schema version {latest_version()}" in st.stdout and "scores" in st.stdout
         # An owner that does not advertise itself: the kernel's lock table names it.
         os.unlink(data / OWNER_FILE)
         with pytest.raises(StoreLockedError, match=f"locked by another process \\(pid {owner.pid}\\)"):

@@ -410,6 +410,29 @@ _SCORES_V1 = replace(
     columns=tuple(c for c in SCORES.columns if c.name not in ("question", "answer", "explanation")),
 )
 
+# A parameterized view: the same minutes as scores_1m, computed at query time from the
+# deduplicated rows, so a re-scored replay is counted once. Costlier than the rollup (it reads raw
+# rows with FINAL): meant for alerts and reports over short windows. Doubled braces survive the
+# template formatting and become ClickHouse's {name:Type} view parameters.
+_EXACT_ROLLUP = """CREATE VIEW IF NOT EXISTS `{db}`.`scores_1m_exact` AS
+SELECT
+    toStartOfMinute(ts) AS minute,
+    service, environment, model, prompt_version, retriever_version, metric, judge,
+    count() AS rows,
+    countIf(status = 'ok') AS n_ok,
+    countIf(status = 'null') AS n_null,
+    countIf(status = 'error') AS n_error,
+    countIf(status = 'skipped') AS n_skipped,
+    count(value) AS value_count,
+    avg(value) AS value_avg,
+    sumIf(assumeNotNull(value) / sampling_rate, value IS NOT NULL)
+        / sumIf(1 / sampling_rate, value IS NOT NULL) AS value_weighted_avg,
+    quantilesTDigest(0.5, 0.9, 0.99)(value) AS value_quantiles,
+    sumIf(1 / sampling_rate, value IS NOT NULL) AS weight_sum
+FROM `{db}`.`scores` FINAL
+WHERE ts >= {{from:DateTime64(3, 'UTC')}} AND ts < {{to:DateTime64(3, 'UTC')}}
+GROUP BY minute, service, environment, model, prompt_version, retriever_version, metric, judge"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "scores table", (
         "CREATE DATABASE IF NOT EXISTS `{db}`",
@@ -433,6 +456,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration(5, "scores_dedup view: the replay-exact read path", (
         "CREATE VIEW IF NOT EXISTS `{db}`.`scores_dedup` AS SELECT * FROM `{db}`.`scores` FINAL",
+    )),
+    Migration(6, "scores_1m_exact(from, to): the per-minute rollup computed from scores FINAL", (
+        _EXACT_ROLLUP,
     )),
 )
 
