@@ -154,10 +154,11 @@ class HealthRow:
 
 
 # The dataclasses and the schema must agree, or every insert would fail at run time.
-assert tuple(f.name for f in fields(ScoreRow)) == tuple(c.name for c in SCORE_COLUMNS), \
-    "ScoreRow fields drifted from schema.SCORES"
-assert tuple(f.name for f in fields(HealthRow)) == tuple(c.name for c in HEALTH_COLUMNS), \
-    "HealthRow fields drifted from schema.PIPELINE_HEALTH"
+# (A raise, not an assert: it must hold under python -O too.)
+if tuple(f.name for f in fields(ScoreRow)) != tuple(c.name for c in SCORE_COLUMNS):
+    raise ImportError("ScoreRow fields drifted from schema.SCORES")
+if tuple(f.name for f in fields(HealthRow)) != tuple(c.name for c in HEALTH_COLUMNS):
+    raise ImportError("HealthRow fields drifted from schema.PIPELINE_HEALTH")
 
 
 def _finite(x: float) -> float:
