@@ -288,6 +288,10 @@ def test_llm_judge_makes_two_calls_per_sample_against_the_recording_server():
     assert sum(live.cost.calls.values()) == pytest.approx(2.0)
     assert live.score_tokens == pytest.approx(live.server_tokens)
     assert set(live.by_prompt) == {"decompose@1", "assess@1"}
+    # render_requests shows what is sent: same call count, tokens equal up to the random nonces
+    rendered = cost.render_ragpulse(samples, cost.TokenCounter())
+    assert rendered.total_calls == live.cost.total_calls
+    assert rendered.total_tokens == pytest.approx(live.cost.total_tokens, rel=0.05)
 
 
 # ---------------------------------------------------------------------------------- ragas itself
