@@ -613,6 +613,48 @@ def confident(rec: Recorder) -> None:
             pass
 
 
+def openllmetry_llamaindex(rec: Recorder) -> None:
+    """OpenLLMetry on a LlamaIndex query engine: entity I/O are serialized QueryBundle and
+    NodeWithScore objects, the answer is a serialized Response."""
+    query_bundle = {"query_str": QUESTION, "image_path": None, "custom_embedding_strs": None}
+    nodes = [
+        {"node": {"id_": f"n{i}", "text": d, "metadata": {}}, "score": 0.8}
+        for i, d in enumerate(DOCS)
+    ]
+    with rec.span(
+        "llama_index_query.workflow",
+        {
+            "traceloop.span.kind": "workflow",
+            "traceloop.entity.input": json.dumps(
+                {"args": [], "kwargs": {"str_or_query_bundle": QUESTION}}
+            ),
+            "traceloop.entity.output": json.dumps(
+                {"response": ANSWER, "source_nodes": nodes, "metadata": {}}, ensure_ascii=False
+            ),
+        },
+    ):
+        with rec.span(
+            "VectorIndexRetriever.task",
+            {
+                "traceloop.span.kind": "task",
+                "gen_ai.operation.name": "retrieve",
+                "traceloop.entity.input": json.dumps({"args": [query_bundle], "kwargs": {}}),
+                "traceloop.entity.output": json.dumps(nodes, ensure_ascii=False),
+            },
+        ):
+            pass
+        with rec.span(
+            "openai.chat",
+            {
+                "llm.request.type": "chat",
+                "gen_ai.request.model": MODEL,
+                "gen_ai.input.messages": _genai_msgs(("user", f"Context:\n{CONTEXT_BLOCK}\n\nQ")),
+                "gen_ai.output.messages": _genai_msgs(("assistant", ANSWER)),
+            },
+        ):
+            pass
+
+
 WRITERS: dict[str, Callable[[Recorder], None]] = {
     f.__name__: f
     for f in (
@@ -626,6 +668,7 @@ WRITERS: dict[str, Callable[[Recorder], None]] = {
         genai_legacy_events,
         openllmetry,
         openllmetry_legacy,
+        openllmetry_llamaindex,
         db_query_result_events,
         trulens,
         openinference_multimodal,
@@ -639,6 +682,11 @@ WRITERS: dict[str, Callable[[Recorder], None]] = {
 
 # where each writer's text must come from: proves the intended path was taken, not a lucky fallback
 EXPECTED_SOURCES: dict[str, dict[str, str]] = {
+    "openllmetry_llamaindex": {
+        "question": "root:traceloop.entity.input",
+        "contexts": "traceloop.entity.output",
+        "answer": "root:traceloop.entity.output",
+    },
     "openinference_multimodal": {"answer": "llm:llm.output_messages"},
     "openlit_events": {
         "question": "retrieval:query",

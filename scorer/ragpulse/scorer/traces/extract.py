@@ -78,6 +78,7 @@ _QUESTION_KEYS = (
     "question",
     "query",
     "query_str",
+    "str_or_query_bundle",  # LlamaIndex query engines: a string or a serialized QueryBundle
     "input",
     "user_input",
     "user_question",
@@ -263,8 +264,9 @@ def _structured_item(v: Any) -> Any:
     return v
 
 
-def _pick(obj: Any, keys: Sequence[str]) -> str | None:
-    """Text from a parsed JSON value: itself if a string, else the first known key holding text."""
+def _pick(obj: Any, keys: Sequence[str], _nested: bool = True) -> str | None:
+    """Text from a parsed JSON value: itself if a string, else the first known key holding text
+    (or holding an object that has such a key, one level down: ``{"query": {"query_str": q}}``)."""
     if isinstance(obj, str):
         return obj if obj.strip() else None
     if isinstance(obj, dict):
@@ -272,6 +274,11 @@ def _pick(obj: Any, keys: Sequence[str]) -> str | None:
             t = obj.get(k)
             if isinstance(t, str) and t.strip():
                 return t
+        if _nested:
+            for k in keys:
+                inner = obj.get(k)
+                if isinstance(inner, dict) and (t := _pick(inner, keys, False)) is not None:
+                    return t
     return None
 
 
@@ -606,8 +613,8 @@ def _doc_texts(items: Any) -> list[str]:
                 out.append(d)
         elif isinstance(d, dict):
             t = _pick(d, _DOC_TEXT_KEYS)
-            if t is None and isinstance(d.get("document"), dict):
-                t = _pick(d["document"], _DOC_TEXT_KEYS)
+            if t is None and isinstance(d.get("node"), dict):  # LlamaIndex NodeWithScore
+                t = _pick(d["node"], _DOC_TEXT_KEYS)
             if t is not None:
                 out.append(t)
     return out
