@@ -79,3 +79,27 @@ def test_spans_split_across_records_reassemble() -> None:
 
     assert ex.sample is not None and ex.sample.contexts == DOCS and ex.sample.answer == ANSWER
     assert decoder.stats()["records_decoded"] == 2
+
+
+def test_records_of_this_projects_collector() -> None:
+    """The collector splits an export into one keyed record per trace (otelcol's
+    partition_traces_by_id shape); each record decodes to exactly the trace its key names."""
+    from ragpulse.collector.split import split_request
+
+    rec = Recorder()
+    for name in sorted(WRITERS):
+        WRITERS[name](rec)
+    result = split_request(to_record(rec.finished()))
+    decoder = SpanDecoder()
+
+    assert len(result.records) == len(WRITERS)
+    for record in result.records:
+        spans = decoder.decode(record.value)
+        assert {s.trace_id for s in spans} == {record.key.decode()}
+        ex = extract(spans)
+        assert ex.sample is not None
+        assert (ex.sample.question, ex.sample.contexts, ex.sample.answer) == (
+            QUESTION,
+            DOCS,
+            ANSWER,
+        )
