@@ -819,6 +819,8 @@ class LiveRun:
     statuses: dict[str, int]
     by_prompt: dict[str, float]
     """Input tokens per sample by ragpulse prompt (``X-Ragpulse-Prompt``): where they go."""
+    sent: dict[str, list[list[dict[str, Any]]]] = field(default_factory=dict)
+    """The messages of every request received, per sample id, in arrival order."""
 
 
 def live_ragpulse(samples: Sequence[BenchSample], counter: TokenCounter) -> LiveRun:
@@ -856,9 +858,11 @@ def live_ragpulse(samples: Sequence[BenchSample], counter: TokenCounter) -> Live
             raise RuntimeError(f"LLMJudge sent requests the bench could not answer: "
                                f"{server.errors[:3]}")
         by_prompt: dict[str, float] = {}
+        sent: dict[str, list[list[dict[str, Any]]]] = {}
         for rec in server.records:
             t = counter.messages(rec.messages)
             per_sample.setdefault(rec.tag, []).append(t)
+            sent.setdefault(rec.tag, []).append(rec.messages)
             name = rec.headers.get("x-ragpulse-prompt", "?")
             by_prompt[name] = by_prompt.get(name, 0.0) + t / len(samples)
     n = len(samples)
@@ -872,7 +876,7 @@ def live_ragpulse(samples: Sequence[BenchSample], counter: TokenCounter) -> Live
     out.total_tokens = server_tokens / n
     out.max_calls = max((len(v) for v in per_sample.values()), default=0)
     out.max_tokens = max((sum(v) for v in per_sample.values()), default=0)
-    return LiveRun(out, requests, server_tokens, score_tokens, statuses, by_prompt)
+    return LiveRun(out, requests, server_tokens, score_tokens, statuses, by_prompt, sent)
 
 
 # --------------------------------------------------------------------------------------------
