@@ -145,6 +145,14 @@ _STOP = frozenset(
     whom whose what when where why how all any both each few more most other some such only
     own same too very just also not no nor never s t said says say according""".split()
 )
+# Capitalized only because they open a sentence: never names.
+_STARTERS = frozenset(
+    """despite however although though while whereas meanwhile additionally furthermore moreover
+    overall then thus therefore hence still yet instead finally first second third lastly today
+    yesterday tomorrow currently recently now in on at after before during since as once
+    following according unlike like both either neither many several some most one another
+    other its this these those there here his her their our my your while""".split()
+)
 _NUMBER_WORDS = {
     w: str(i)
     for i, w in enumerate(
@@ -281,7 +289,11 @@ def _entities(text: str) -> set[str]:
     """Names and proper-noun-ish runs: capitalized Latin words that are not function words,
     katakana runs, and short kanji compounds in Japanese text (Chinese runs are whole clauses,
     so their evidence comes from bigram coverage instead)."""
-    out = {w for w in _CAPWORD.findall(text) if w.lower() not in _STOP and len(w) > 1}
+    out = {
+        w
+        for w in _CAPWORD.findall(text)
+        if len(w) > 1 and w.lower() not in _STOP and w.lower() not in _STARTERS
+    }
     out.update(_KATAKANA_RUN.findall(text))
     if _HIRAGANA.search(text):
         out.update(r for r in _HAN_RUN.findall(text) if 2 <= len(r) <= 4)
@@ -311,6 +323,9 @@ def featurize(
     With ``embedder=None`` the embedding feature is the lexical best-sentence recall instead (for
     tests and for callers without a model; the shipped weights expect an embedder).
     """
+    if isinstance(statements, str) or isinstance(contexts, str):
+        # A bare string is a sequence of characters: scoring each character is never meant.
+        raise TypeError("statements and contexts must be sequences of strings, not a string")
     cfg = settings or SupportSettings()
     statements = [_normalize(s) for s in statements]
     x = np.zeros((len(statements), len(FEATURES)), dtype=np.float64)
@@ -331,7 +346,7 @@ def featurize(
         for i, (s, a) in enumerate(zip(statements, stm)):
             nums, ents = _numbers(s), _entities(s)
             x[i] = [0, 0, 0, 0, 0, 1, 1 if nums else 0, 1 if nums else 0,
-                    1 if ents else 0, 1 if ents else 0, 0, math.log1p(len(a.units))]
+                    1 if ents else 0, 1 if ents else 0, 0, min(3.0, math.log1p(len(a.units)))]
         return x
 
     joined = "\n".join(ctx_texts)
@@ -477,8 +492,11 @@ class SupportDetector:
 
         Empty ``statements`` gives ``[]``; no usable context gives low probabilities (nothing
         can support a statement). Statements past ``settings.max_statements`` are scored too,
-        in chunks, so the result is always aligned with the input.
+        in chunks, so the result is always aligned with the input. Raises ``TypeError`` when
+        either argument is a bare string.
         """
+        if isinstance(statements, str) or isinstance(contexts, str):
+            raise TypeError("statements and contexts must be sequences of strings, not a string")
         if not statements:
             return []
         out: list[float] = []

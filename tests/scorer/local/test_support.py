@@ -1,0 +1,329 @@
+"""The local faithfulness detector: shipped weights, obvious verdicts in EN/JA/ZH, edge cases,
+the weights file format, the numpy logistic fit, and the training script end to end."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragpulse.scorer.embeddings import USEEmbedder
+from ragpulse.scorer.judges.local.support import (
+    DEFAULT_WEIGHTS_PATH,
+    FEATURES,
+    SupportDetector,
+    SupportSettings,
+    SupportWeights,
+    WeightsError,
+    featurize,
+    fit_logistic,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+
+CONTEXT_EN = (
+    "Poseidon is a 2006 American disaster film directed by Wolfgang Petersen. "
+    "The film grossed $181,674,817 at the worldwide box office on a budget of $160 million. "
+    "It was nominated for an Academy Award for Best Visual Effects. "
+    "The ship capsizes after a rogue wave hits it on New Year's Eve."
+)
+CONTEXT_JA = (
+    "東京タワーは東京都港区にある電波塔である。高さは333メートルで、1958年に完成した。"
+    "展望台からは富士山を見ることができる。"
+)
+CONTEXT_ZH = "长城位于中国北方，全长约两万一千公里。它始建于春秋战国时期。每年有数百万游客前来参观。"
+
+
+@pytest.fixture(scope="module")
+def embedder() -> USEEmbedder:
+    return USEEmbedder(threads=1).warm()
+
+
+@pytest.fixture(scope="module")
+def detector(embedder: USEEmbedder) -> SupportDetector:
+    return SupportDetector(embedder)
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any attempt to open a connection fails loudly: the detector must work offline."""
+
+    def refuse(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the support detector tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def test_shipped_weights_load_and_predict_without_network(no_network: None) -> None:
+    det = SupportDetector(USEEmbedder(threads=1))  # a fresh model load, under the network guard
+    assert det.version.startswith("support-lr@")
+    assert 0.0 < det.threshold < 1.0
+    assert det.aggregate in ("mean", "min")
+    (p,) = det.predict(["Poseidon is a 2006 American disaster film."], [CONTEXT_EN])
+    assert 0.0 <= p <= 1.0
+
+
+def test_copied_statement_is_supported(detector: SupportDetector) -> None:
+    stmts = [
+        "The film grossed $181,674,817 at the worldwide box office on a budget of $160 million.",
+        "Poseidon is a 2006 American disaster film directed by Wolfgang Petersen.",
+    ]
+    probs = detector.predict(stmts, [CONTEXT_EN])
+    assert all(p >= detector.threshold for p in probs), probs
+    assert detector.verdicts(stmts, [CONTEXT_EN]) == [1, 1]
+
+
+def test_changed_number_is_unsupported(detector: SupportDetector) -> None:
+    orig, changed = detector.predict(
+        ["Poseidon is a 2006 American disaster film directed by Wolfgang Petersen.",
+         "Poseidon is a 1987 American disaster film directed by Wolfgang Petersen."],
+        [CONTEXT_EN],
+    )
+    assert changed < orig
+    assert changed < detector.threshold
+
+
+def test_changed_entity_is_unsupported(detector: SupportDetector) -> None:
+    orig, changed = detector.predict(
+        ["Poseidon is a 2006 American disaster film directed by Wolfgang Petersen.",
+         "Poseidon is a 2006 American disaster film directed by Steven Spielberg."],
+        [CONTEXT_EN],
+    )
+    assert changed < orig
+    assert changed < detector.threshold
+
+
+def test_negated_statement_scores_lower(detector: SupportDetector) -> None:
+    orig, negated = detector.predict(
+        ["It was nominated for an Academy Award for Best Visual Effects.",
+         "It was never nominated for an Academy Award for Best Visual Effects."],
+        [CONTEXT_EN],
+    )
+    assert negated < orig
+
+
+def test_invented_statement_is_unsupported(detector: SupportDetector) -> None:
+    (p,) = detector.predict(["The director later apologized to the cast in a Paris hotel."],
+                            [CONTEXT_EN])
+    assert p < detector.threshold
+
+
+def test_japanese(detector: SupportDetector) -> None:
+    copied, number, kept, negated, invented = detector.predict(
+        ["高さは333メートルで、1958年に完成した。",
+         "高さは450メートルで、1958年に完成した。",
+         "展望台からは富士山を見ることができる。",
+         "展望台からは富士山を見ることができない。",
+         "大阪城は豊臣秀吉によって建てられた。"],
+        [CONTEXT_JA],
+    )
+    assert copied >= detector.threshold
+    assert number < copied and number < detector.threshold
+    assert negated < kept
+    assert invented < detector.threshold
+
+
+def test_chinese(detector: SupportDetector) -> None:
+    copied, negated, invented = detector.predict(
+        ["长城位于中国北方。", "长城不位于中国北方。", "故宫是明朝皇帝的住所。"],
+        [CONTEXT_ZH],
+    )
+    assert copied >= detector.threshold
+    assert negated < copied
+    assert invented < detector.threshold
+
+
+def test_empty_inputs(detector: SupportDetector) -> None:
+    assert detector.predict([], [CONTEXT_EN]) == []
+    assert detector.predict([], []) == []
+    no_ctx = detector.predict(["Poseidon is a 2006 film."], [])
+    blank_ctx = detector.predict(["Poseidon is a 2006 film."], ["", "   "])
+    assert no_ctx == blank_ctx
+    assert no_ctx[0] < detector.threshold
+    (p,) = detector.predict([""], [CONTEXT_EN])  # an empty statement still gets a probability
+    assert 0.0 <= p <= 1.0
+
+
+def test_results_stay_aligned_when_statements_are_chunked(embedder: USEEmbedder) -> None:
+    stmts = [f"Statement {i} says the film was directed by Wolfgang Petersen." for i in range(5)]
+    whole = SupportDetector(embedder).predict(stmts, [CONTEXT_EN])
+    chunked = SupportDetector(embedder, settings=SupportSettings(max_statements=2)).predict(
+        stmts, [CONTEXT_EN])
+    assert len(chunked) == 5
+    assert chunked == pytest.approx(whole)
+
+
+def test_predict_is_thread_safe(detector: SupportDetector) -> None:
+    cases = [
+        (["Poseidon is a 2006 film.", "It was directed by Steven Spielberg."], [CONTEXT_EN]),
+        (["東京タワーは1958年に完成した。"], [CONTEXT_JA]),
+        (["长城位于中国北方。"], [CONTEXT_ZH]),
+    ]
+    expected = [detector.predict(s, c) for s, c in cases]
+    results: dict[int, list[list[float]]] = {}
+
+    def worker(k: int) -> None:
+        results[k] = [detector.predict(s, c) for s, c in cases]
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(4):
+        for got, want in zip(results[k], expected):
+            assert got == pytest.approx(want)
+
+
+def test_weights_round_trip(tmp_path: Path) -> None:
+    w = SupportWeights.load(DEFAULT_WEIGHTS_PATH)
+    assert w.features == FEATURES
+    out = tmp_path / "w.json"
+    w.save(out)
+    again = SupportWeights.load(out)
+    assert again == w
+    x = np.random.default_rng(0).normal(size=(4, len(FEATURES)))
+    assert again.logits(x) == pytest.approx(w.logits(x))
+
+
+def test_bad_weights_are_rejected(tmp_path: Path, embedder: USEEmbedder) -> None:
+    raw = json.loads(DEFAULT_WEIGHTS_PATH.read_text(encoding="utf-8"))
+    short = dict(raw, coef=raw["coef"][:-1])
+    (tmp_path / "short.json").write_text(json.dumps(short), encoding="utf-8")
+    with pytest.raises(WeightsError, match="same length"):
+        SupportDetector(embedder, tmp_path / "short.json")
+    renamed = dict(raw, features=["x"] * len(raw["features"]))
+    (tmp_path / "renamed.json").write_text(json.dumps(renamed), encoding="utf-8")
+    with pytest.raises(WeightsError, match="retrain"):
+        SupportDetector(embedder, tmp_path / "renamed.json")
+    (tmp_path / "broken.json").write_text("{", encoding="utf-8")
+    with pytest.raises(WeightsError):
+        SupportDetector(embedder, tmp_path / "broken.json")
+    with pytest.raises(WeightsError):
+        SupportDetector(embedder, tmp_path / "missing.json")
+
+
+def test_featurize_shape_and_evidence_without_embedder() -> None:
+    x = featurize(["Poseidon grossed $181 million.", "Titanic grossed $2 billion."], [CONTEXT_EN],
+                  None)
+    assert x.shape == (2, len(FEATURES))
+    col = {name: i for i, name in enumerate(FEATURES)}
+    assert x[0, col["any_unsupported_number"]] == 0.0  # a rounded figure of 181,674,817
+    assert x[1, col["any_unsupported_number"]] == 1.0
+    assert x[1, col["any_unsupported_entity"]] == 1.0  # Titanic is not in the context
+    assert x[0, col["coverage"]] > x[1, col["coverage"]]
+
+
+def test_fit_logistic_reaches_the_regularized_optimum() -> None:
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(400, 3))
+    y = (x @ np.array([2.0, -1.0, 0.0]) + 0.3 + rng.logistic(size=400) > 0).astype(float)
+    w = rng.uniform(0.5, 2.0, size=400)
+    coef, b = fit_logistic(x, y, w, l2=5.0)
+    p = 1 / (1 + np.exp(-(x @ coef + b)))
+    # First-order optimality of sum w*logloss + l2/2 |coef|^2 (intercept unpenalized).
+    assert np.abs(x.T @ (w * (p - y)) + 5.0 * coef).max() < 1e-6
+    assert abs(float(np.sum(w * (p - y)))) < 1e-6
+    assert coef[0] > 1.0 and coef[1] < -0.5 and abs(coef[2]) < 0.3
+    with pytest.raises(ValueError):
+        fit_logistic(x, np.ones(400))
+
+
+def _load_training_script():  # noqa: ANN202
+    """bench/ is not a package: load the script by path (once; dataclasses need the module
+    registered in sys.modules while it executes)."""
+    name = "ragpulse_bench_train_faithfulness"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "train_faithfulness.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return mod
+
+
+def _tiny_dataset(root: Path) -> None:
+    """A few articles with faithful and corrupted one-sentence summaries, plus JNLI-shaped pairs."""
+    facts = [
+        ("Alice Romero founded the Harbor Bakery in Lisbon in 1998.", "Lisbon", "Madrid",
+         "1998", "2011"),
+        ("The bridge over the Tamar river opened in 1961 and cost 1.8 million pounds.", "Tamar",
+         "Severn", "1961", "1975"),
+        ("Professor Kenji Sato won the Draper Prize in 2004 for his work on batteries.", "Draper",
+         "Nobel", "2004", "2019"),
+        ("The festival in Bergen attracted 40,000 visitors over three days.", "Bergen", "Oslo",
+         "40,000", "90,000"),
+        ("Engineers at Norvik Labs built a turbine that produces 12 megawatts.", "Norvik",
+         "Halden", "12", "45"),
+        ("The Orchid Museum in Quito reopened after a flood closed it for 8 months.", "Quito",
+         "Lima", "8", "30"),
+    ]
+    rows = []
+    for k, (sent, ent, ent2, num, num2) in enumerate(facts):
+        ctx = f"{sent} Local officials welcomed the news. More details will follow next week."
+        variants = [(sent, 1), (sent.replace(ent, ent2), 0), (sent.replace(num, num2), 0),
+                    ("Officials welcomed the news.", 1)]
+        for j, (ans, lab) in enumerate(variants):
+            rows.append({"id": f"qags-cnndm-{k}-{j}", "question": "Summarize the article.",
+                         "contexts": [ctx], "answer": ans, "label": {"faithful": lab}})
+    (root / "faithfulness_qags_cnndm.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    jnli = []
+    pairs = [("公園で犬が走っています。", "犬が走っています。", "entailment"),
+             ("公園で犬が走っています。", "猫が寝ています。", "contradiction"),
+             ("机の上にりんごが三つあります。", "机の上にりんごがあります。", "entailment"),
+             ("机の上にりんごが三つあります。", "机の上にバナナが五本あります。", "neutral")]
+    for i, (s1, s2, lab) in enumerate(pairs * 2):
+        jnli.append({"sentence_pair_id": str(i), "yjcaptions_id": f"{i % 4}-1-2",
+                     "sentence1": s1, "sentence2": s2, "label": lab})
+    (root / "jnli_ja_valid.jsonl").write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in jnli), encoding="utf-8")
+
+
+def test_training_script_end_to_end(tmp_path: Path, embedder: USEEmbedder) -> None:
+    train = _load_training_script()
+    data = tmp_path / "data"
+    data.mkdir()
+    _tiny_dataset(data)
+    out, report = tmp_path / "w.json", tmp_path / "report.json"
+    rc = train.main(["--data", str(data), "--out", str(out), "--folds", "2",
+                     "--l2", "1", "10", "--report", str(report)])
+    assert rc == 0
+    rep = json.loads(report.read_text(encoding="utf-8"))
+    assert set(rep["grouped_cv"]) == {"qags_cnndm", "jnli_ja"}
+    assert set(rep["leave_one_dataset_out"]) == {"qags_cnndm", "jnli_ja"}
+    det = SupportDetector(embedder, out)
+    assert det.weights.trained_on["qags_cnndm"] == {"samples": 24, "faithful": 12}
+    good, bad = det.predict(["Alice Romero founded the Harbor Bakery in Lisbon in 1998.",
+                             "Alice Romero founded the Harbor Bakery in Madrid in 2011."],
+                            ["Alice Romero founded the Harbor Bakery in Lisbon in 1998."])
+    assert good > bad
+
+
+def test_auroc_helper_matches_pairwise_definition() -> None:
+    train = _load_training_script()
+    rng = np.random.default_rng(3)
+    s = rng.integers(0, 5, size=60).astype(float)  # many ties
+    y = rng.integers(0, 2, size=60)
+    pos, neg = s[y == 1], s[y == 0]
+    pairwise = np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg])
+    assert train.auroc(s, y) == pytest.approx(pairwise)
+
+
+def test_a_bare_string_is_refused(detector: SupportDetector) -> None:
+    with pytest.raises(TypeError):
+        detector.predict(["Poseidon is a film."], CONTEXT_EN)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        detector.predict("Poseidon is a film.", [CONTEXT_EN])  # type: ignore[arg-type]
