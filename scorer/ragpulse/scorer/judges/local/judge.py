@@ -58,7 +58,6 @@ _VERSIONS: dict[Fact, str] = {
     Fact.CONTEXT_SENTENCES: "local-context-sentences@1",
     Fact.ANSWER_SIMILARITY: "local-answer-similarity@1",
 }
-_DETECTOR_FACTS = frozenset({Fact.STATEMENT_SUPPORT, Fact.REFERENCE_ATTRIBUTION, Fact.CORRECTNESS})
 
 
 class LocalJudge:
@@ -69,6 +68,12 @@ class LocalJudge:
     samples admitted at once; others wait asynchronously). It never raises for model trouble: a
     failing fact becomes a finding with reason ``judge_error`` and a ``detail``. ``gather`` after
     ``aclose`` raises ``RuntimeError`` (a programming error).
+
+    ``embedder`` may be shared with other components (then its own thread count applies, not
+    ``settings.threads``); ``detector`` is anything with the ``SupportDetector`` contract
+    (``predict``, ``threshold``, ``version``), by default built on first use from
+    ``settings.support_weights_path``; if that fails (missing weights: a permanent error) the
+    detector facts carry ``judge_error`` and the rest of the judge keeps working.
 
     Thread-safety: use from one event loop; the embedder and the detector it shares with other
     components are thread-safe. Counters (``samples``, ``errors``, ``too_large``) are read-only
