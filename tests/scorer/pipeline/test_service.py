@@ -245,3 +245,38 @@ def test_a_rebalance_with_work_in_flight_loses_nothing_and_double_counts_nothing
     # Some traces were scored twice (by A after the revoke and by B): FINAL kept one row each.
     raw = chdb_client.query(f"SELECT count() FROM `{rag_schema.database}`.scores").result_rows[0][0]
     assert raw >= len(got)
+
+
+def test_evictions_and_late_spans_are_counted_and_their_records_committed(
+        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    bootstrap = kafka_broker_module.bootstrap
+    traces = make_traces(6, seed=17)
+    rootless = [RagTrace(t.trace_id, t.service, t.question, t.contexts, t.answer, t.start_ns,
+                         with_root=False) for t in traces[:5]]
+    produce(bootstrap, topic, otelcol_records(rootless), partition=0)
+    settings = make_settings(assembly={"grace_s": 0.3, "max_wait_s": 60.0, "max_traces": 2,
+                                       "on_evict": "drop"})
+    svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
+    try:
+        wait_for(lambda: svc.stats()["traces_evicted"] == 3, what="3 evictions")
+        assert svc.stats()["traces_dropped"] == 3 and svc.stats()["traces_buffered"] == 2
+        # A complete trace (it evicts one more root-less trace), then a straggler of it after it
+        # was scored: late, counted, ignored.
+        full = traces[5]
+        produce(bootstrap, topic, otelcol_records([full]), partition=1)
+        wait_for(lambda: svc.stats()["traces_done"] == 5 and svc.stats()["traces_scored"] == 1,
+                 what="the complete trace written")
+        assert svc.stats()["traces_evicted"] == 4
+        late = [s for s in full.spans() if s.parent_span_id][:1]
+        produce(bootstrap, topic, [(full.trace_id.encode(), encode([(full.service, late)]))], partition=1)
+        wait_for(lambda: svc.stats()["spans_late"] == 1, what="the late span")
+        wait_for(lambda: committed(bootstrap, settings.consumer.group_id).get(1) == 2,
+                 what="the late span's record committed")
+        # The evicted records are committed; the still-buffered one holds partition 0 back.
+        assert committed(bootstrap, settings.consumer.group_id).get(0) == 4
+    finally:
+        svc.shutdown()
+    got = rows(chdb_client, rag_schema.database)
+    # The complete trace once, plus the buffered root-less trace scored by the drain.
+    assert {r[0] for r in got} == {full.trace_id, traces[4].trace_id}
+    assert len(got) == 2 * len(METRICS)

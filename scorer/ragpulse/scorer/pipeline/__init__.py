@@ -7,7 +7,6 @@ The command line is ``ragpulse scorer`` (:mod:`.cli`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -56,7 +55,8 @@ def build_scorer(
     """A ready-to-``start()`` :class:`Scorer`.
 
     * ``evaluator`` or ``judge``: given ones are used as they are and not closed by the scorer;
-      otherwise the judge named by ``settings.judge`` is built (and closed on shutdown).
+      otherwise the judge named by ``settings.judge`` is built (and closed on shutdown, on the
+      scorer's event loop).
     * ``writer``: a :class:`RowSink` the caller owns and starts; otherwise a
       ``ScoreWriter`` over ``client`` (or a client opened from ``settings.clickhouse``) is built,
       started with the scorer and shut down after it, once the scorer's last rows are written.
@@ -72,6 +72,7 @@ def build_scorer(
 
     settings = settings or ScorerSettings()
     on_close: list[Callable[[], None]] = []
+    owns_judge = False
     if evaluator is None:
         if judge is None:
             from ..judges.factory import build_judge
@@ -79,8 +80,7 @@ def build_scorer(
             judge = build_judge(settings.judge, model=settings.judge_model,
                                 base_url=settings.judge_base_url,
                                 max_concurrency=settings.evaluate.max_concurrency)
-            owned_judge = judge
-            on_close.append(lambda: asyncio.run(owned_judge.aclose()))
+            owns_judge = True
         evaluator = Evaluator(judge, list(settings.evaluate.metrics),
                               max_concurrency=settings.evaluate.max_concurrency)
     if writer is None:
@@ -98,7 +98,7 @@ def build_scorer(
     preparer = build_preparer(Sampler(settings.sampling), settings.extraction,
                               excerpts=settings.write.excerpts)
     return Scorer(settings, evaluator=evaluator, writer=writer, preparer=preparer, clock=clock,
-                  on_close=on_close)
+                  on_close=on_close, owns_judge=owns_judge)
 
 
 def _open_client(dsn: str) -> Any:

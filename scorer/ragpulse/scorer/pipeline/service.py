@@ -130,8 +130,10 @@ class Scorer:
         consumer_factory: Callable[[dict[str, Any]], Any] | None = None,
         producer_factory: Callable[[dict[str, Any]], Any] | None = None,
         on_close: Sequence[Callable[[], None]] = (),
+        owns_judge: bool = False,
     ) -> None:
         self.settings = settings
+        self._owns_judge = owns_judge
         self._evaluator = evaluator
         self._writer = writer
         self._prepare = preparer
@@ -227,6 +229,12 @@ class Scorer:
             log.error("scorer: the consumer thread did not stop within the drain budget")
         if self._loop is not None:
             loop = self._loop
+            if self._owns_judge:
+                # On its own loop: clients such as httpx's are bound to the loop that made them.
+                try:
+                    asyncio.run_coroutine_threadsafe(self._evaluator.judge.aclose(), loop).result(10.0)
+                except Exception as exc:
+                    log.warning("scorer: closing the judge failed: %s", exc)
             loop.call_soon_threadsafe(loop.stop)
             assert self._loop_thread is not None
             self._loop_thread.join(10.0)
@@ -287,7 +295,12 @@ class Scorer:
             self.counters.add("evaluate_errors")
             scores = [Score(metric=m, value=None, status="error", reason="judge_error",
                             explanation=f"{type(exc).__name__}: {exc}"[:1000]) for m in self._metrics]
-        self._inbox.put(("rows", work, self._rows(scores, prep.meta)))
+        try:
+            rows = self._rows(scores, prep.meta)
+        except Exception as exc:  # malformed metadata (rows_from_scores validates): never hang
+            self._inbox.put(("dropped", work, exc))
+            return
+        self._inbox.put(("rows", work, rows))
 
     def _rows(self, scores: Sequence[Score], meta: TraceMeta) -> list[ScoreRow]:
         w = self.settings.write
@@ -378,7 +391,12 @@ class Scorer:
                 reason = prep.reason or "no_sample"
                 assert prep.meta is not None
                 scores = [Score(metric=m, value=None, status="null", reason=reason) for m in self._metrics]
-                self._submit(work, self._rows(scores, prep.meta))
+                try:
+                    rows = self._rows(scores, prep.meta)
+                except Exception as exc:
+                    self._inbox.put(("dropped", work, exc))
+                    continue
+                self._submit(work, rows)
             else:
                 batch.append((work, prep))
         if batch:
@@ -467,6 +485,10 @@ class Scorer:
             first = False
             if kind == "rows":
                 self._submit(work, payload)
+            elif kind == "dropped":
+                log.error("write: trace %s dropped, its rows cannot be built: %s", work.trace_id, payload)
+                self.counters.add("traces_dropped")
+                self._finish(work)
             elif kind == "written":
                 exc = payload.exception()
                 if exc is None:
