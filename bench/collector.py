@@ -25,6 +25,7 @@ import argparse
 import multiprocessing as mp
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -299,6 +300,7 @@ def main() -> None:
     parser.add_argument("--only", choices=["ragpulse", "rotel"], help="run one collector only")
     parser.add_argument("--workers", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2],
                         help="ragpulse collector process counts to run, e.g. 1,2")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the table shows medians")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
 
@@ -335,10 +337,17 @@ def main() -> None:
                    "--kafka-exporter-compression", "lz4", "--batch-max-size", "1000",
                    "--otlp-receiver-metrics-disabled", "--otlp-receiver-logs-disabled"]
             runs.append(("rotel", cmd, port, settings))
-        for name, cmd, port, settings in runs:
-            print(f"running {name} ...", flush=True)
-            rows.append(run_one(name, cmd, port, settings, broker, bodies, spans_per_body,
-                                args.seconds, args.senders, env))
+        # Interleaved rounds (A B C, A B C, ...): the machine's load drifts, and each collector
+        # should see the same drift. Fresh ports per round (a stopped socket may linger).
+        for round_ in range(args.repeat):
+            for name, cmd, port, settings in runs:
+                new_port = free_port()
+                topic = f"{settings.topic}_r{round_}"
+                round_cmd = [c.replace(f"127.0.0.1:{port}", f"127.0.0.1:{new_port}") for c in cmd]
+                round_cmd = [topic if c == settings.topic else c for c in round_cmd]
+                print(f"round {round_ + 1}: {name} ...", flush=True)
+                rows.append(run_one(name, round_cmd, new_port, settings.model_copy(update={"topic": topic}),
+                                    broker, bodies, spans_per_body, args.seconds, args.senders, env))
     load_after = os.getloadavg()
     report = render(rows, args, load_before, load_after, sum(spans_per_body) // len(spans_per_body),
                     sum(map(len, bodies)) // len(bodies), stages)
@@ -360,21 +369,30 @@ def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...]
         "first request to its exit after the flush.",
         "",
         f"Command: `.venv/bin/python bench/collector.py --seconds {args.seconds:g} --senders {args.senders} "
-        f"--workers {','.join(map(str, args.workers))}`"
+        f"--workers {','.join(map(str, args.workers))} --repeat {args.repeat}`"
         " (rotel: `python3 -m venv bench/.venv-rotel && bench/.venv-rotel/bin/pip install --pre rotel`).",
         f"Machine: {os.cpu_count()} cores shared with other engineers' work; load average before "
         f"{load_before[0]:.2f} / after {load_after[0]:.2f} (`uptime`). Numbers are noisy; re-run on a quiet machine.",
         "",
-        "| collector | spans delivered/s | spans in Kafka | records (keyed) | accepted by HTTP | 429/503 | "
-        "collector CPU s | spans per collector CPU-s | broker CPU s |",
+        f"| collector | spans delivered/s, median of {args.repeat} (min–max) | spans in Kafka (all rounds) | "
+        "records (keyed) | accepted by HTTP | 429/503 | collector CPU s | spans per collector CPU-s (median) | "
+        "broker CPU s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    by_name: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        per_cpu = r["spans_in_kafka"] / r["cpu_s"] if r["cpu_s"] and r["cpu_s"] == r["cpu_s"] else float("nan")
+        r["per_cpu"] = r["spans_in_kafka"] / r["cpu_s"] if r["cpu_s"] and r["cpu_s"] == r["cpu_s"] else float("nan")
+        by_name.setdefault(r["name"], []).append(r)
+    medians: dict[str, float] = {}
+    for name, runs in by_name.items():
+        rates = sorted(r["spans_per_s"] for r in runs)
+        medians[name] = statistics.median(rates)
         lines.append(
-            f"| {r['name']} | {r['spans_per_s']:,.0f} | {r['spans_in_kafka']:,} | {r['records']:,} "
-            f"({r['keyed_records']:,}) | {r['accepted_spans']:,} | {r['refused']} | {r['cpu_s']:.1f} | "
-            f"{per_cpu:,.0f} | {r['broker_cpu_s']:.1f} |"
+            f"| {name} | **{medians[name]:,.0f}** ({rates[0]:,.0f}–{rates[-1]:,.0f}) | "
+            f"{sum(r['spans_in_kafka'] for r in runs):,} | {sum(r['records'] for r in runs):,} "
+            f"({sum(r['keyed_records'] for r in runs):,}) | {sum(r['accepted_spans'] for r in runs):,} | "
+            f"{sum(r['refused'] for r in runs)} | {sum(r['cpu_s'] for r in runs):.1f} | "
+            f"{statistics.median(r['per_cpu'] for r in runs):,.0f} | {sum(r['broker_cpu_s'] for r in runs):.1f} |"
         )
     total = stages["validate"] + stages["split"] + stages["export"]
     lines += [
@@ -390,12 +408,11 @@ def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...]
                         ("export", "kafka-python produce: send, lz4, network, acks")):
         lines.append(f"| {label} | {stages[name]:.1f} | {stages[name] / total:.0%} |")
     lines.append(f"| total (no HTTP) | {total:.1f} | = {1e6 / total:,.0f} spans per CPU-s |")
-    rotel = [r for r in rows if r["name"] == "rotel"]
-    if rotel and rotel[0]["spans_per_s"]:
+    if medians.get("rotel"):
         lines.append("")
-        for r in rows:
-            if r is not rotel[0]:
-                lines.append(f"* {r['name']} / rotel = {r['spans_per_s'] / rotel[0]['spans_per_s']:.2f}")
+        for name, median in medians.items():
+            if name != "rotel":
+                lines.append(f"* {name} / rotel (medians) = {median / medians['rotel']:.2f}")
     return "\n".join(lines) + "\n"
 
 
