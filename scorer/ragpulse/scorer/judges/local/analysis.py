@@ -22,6 +22,7 @@ The views, each bounded in [0, 1]:
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Sequence
 from functools import cached_property
 
@@ -67,8 +68,11 @@ class SampleAnalysis:
         self.contexts = list(sample.contexts)
         self.sentences: list[str] = []
         self.owner: list[int] = []  # context index of each sentence
-        for i, ctx in enumerate(self.contexts):
-            sents = split_sentences(ctx[: cut * 4]) or ([ctx.strip()] if ctx.strip() else [])
+        for i, raw in enumerate(self.contexts):
+            # NFKC first, as the support detector does: the same sentences then share one cache
+            # entry in the embedder instead of being embedded twice
+            ctx = unicodedata.normalize("NFKC", raw[: cut * 4])
+            sents = split_sentences(ctx) or ([ctx.strip()] if ctx.strip() else [])
             for s in sents[: settings.max_sentences_per_context]:
                 self.sentences.append(s[:cut])
                 self.owner.append(i)
@@ -78,7 +82,19 @@ class SampleAnalysis:
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         cut = self.settings.max_text_chars
-        return np.asarray(self.embedder.embed([t[:cut] for t in texts]), dtype=np.float64)
+        texts = [unicodedata.normalize("NFKC", t)[:cut] for t in texts]
+        return np.asarray(self.embedder.embed(texts), dtype=np.float64)
+
+    def prefetch(self, *, statements: bool, reference: bool) -> None:
+        """Embed every text the requested facts will need in one call, so the model runs once
+        per sample (per-call overhead dominates for short texts) and later lookups, including
+        the support detector's, hit the embedder's cache."""
+        texts = [self.question or " ", self.answer or " ", *self.sentences]
+        if statements:
+            texts += self.statements
+        if reference and self.reference:
+            texts.append(self.reference)
+        self._embed(texts)
 
     @cached_property
     def _qa_vectors(self) -> np.ndarray:

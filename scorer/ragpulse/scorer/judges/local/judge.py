@@ -59,6 +59,9 @@ _VERSIONS: dict[Fact, str] = {
     Fact.ANSWER_SIMILARITY: "local-answer-similarity@1",
 }
 
+_EMBEDDING_FACTS = frozenset(Fact) - {Fact.STATEMENTS, Fact.ASPECTS}
+_STATEMENT_FACTS = frozenset({Fact.STATEMENT_SUPPORT, Fact.CONTEXT_USED, Fact.CORRECTNESS})
+
 
 class LocalJudge:
     """Implements :class:`~ragpulse.scorer.judges.base.Judge` with local models only.
@@ -173,6 +176,12 @@ class LocalJudge:
                     for f in needs.facts}
         a = SampleAnalysis(sample, s, self.embedder)
         out: dict[Fact, Finding] = {}
+        if needs.facts & _EMBEDDING_FACTS:
+            try:
+                a.prefetch(statements=bool(needs.facts & _STATEMENT_FACTS),
+                           reference=Fact.ANSWER_SIMILARITY in needs.facts)
+            except Exception:  # the facts below retry and report the failure one by one
+                log.debug("local judge: prefetch failed on sample %s", sample.id, exc_info=True)
         for fact in needs.facts:
             compute = self._COMPUTE.get(fact)
             if compute is None:

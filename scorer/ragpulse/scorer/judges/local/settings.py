@@ -46,7 +46,7 @@ class LocalJudgeSettings(BaseModel):
 
     max_contexts: int = Field(default=64, ge=1, le=10_000)
     max_chars: int = Field(default=400_000, ge=1_000)
-    max_text_chars: int = Field(default=4_000, ge=64)
+    max_text_chars: int = Field(default=1_000, ge=64)  # the support detector's cut: shared cache keys
     max_sentences_per_context: int = Field(default=80, ge=1)
 
     support_weights_path: Path | None = None
