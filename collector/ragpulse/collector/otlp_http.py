@@ -247,6 +247,8 @@ class HttpReceiver:
             self._discard_body(h)
             self._reply_status(h, 404, code_pb2.NOT_FOUND, f"no such path {path}; use {TRACES_PATH}", as_json)
             return
+        if content_type == "application/protobuf":  # seen from some clients; same encoding
+            content_type = PROTOBUF
         if content_type not in (PROTOBUF, JSON):
             self._count("http_unsupported")
             self._discard_body(h)
