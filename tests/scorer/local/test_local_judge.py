@@ -132,6 +132,16 @@ async def test_short_factoid_answer_is_relevant(local_judge: LocalJudge) -> None
     assert a.value["similarities"][0] > b.value["similarities"][0]
 
 
+async def test_relevancy_without_contexts_is_the_calibrated_cosine(local_judge: LocalJudge) -> None:
+    bare = EN.model_copy(update={"contexts": ()})
+    own = (await facts(local_judge, bare, Fact.QUESTION_SIMILARITY))[Fact.QUESTION_SIMILARITY]
+    off = (await facts(local_judge, bare.model_copy(update={"answer": "Pandas eat bamboo."}),
+                       Fact.QUESTION_SIMILARITY))[Fact.QUESTION_SIMILARITY]
+    assert "grounding" not in own.extra["views"]
+    assert own.value["similarities"][0] == pytest.approx(own.extra["views"]["question_answer"], abs=1e-4)
+    assert own.value["similarities"][0] > off.value["similarities"][0]
+
+
 @pytest.mark.parametrize("answer", [
     "I don't know.", "I'm not sure, I cannot answer that from the documents.",
     "申し訳ありませんが、わかりません。", "その点については分かりかねます。",
