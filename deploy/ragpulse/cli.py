@@ -46,6 +46,11 @@ def _register() -> None:
     from ragpulse.deploy.cli import up
 
     app.command("up", help="Run everything on this machine: broker, collector, scorer, chDB.")(up)
+    from ragpulse.dashboards.cli import dashboards, report, status
+
+    app.add_typer(dashboards, name="dashboards")
+    app.command("report", help="Render the dashboards from ClickHouse into one self-contained HTML file.")(report)
+    app.command("status", help="Terminal summary per metric: last value, interval, trend, alerts firing.")(status)
 
 
 def main() -> None:

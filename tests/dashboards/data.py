@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import math
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
 from ragpulse.scorer.store import HealthRow, TraceMeta, rows_from_scores
 from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings, build_health_writer
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 DAYS = 8
 PER_HOUR = 30
 SERVICES = ("steady", "cycle", "drop", "few", "slide")
@@ -112,7 +112,8 @@ def health_rows() -> list[HealthRow]:
     written = NOW
     for m in range(120, 0, -1):
         minute = NOW - timedelta(minutes=m)
-        def c(component: str, name: str, value: float, label: str = "") -> None:
+        def c(component: str, name: str, value: float, label: str = "",
+              minute: datetime = minute) -> None:
             out.append(HealthRow(minute, component, "host:1", name, label, "counter", value, written))
         c("collector", "spans_received", 300)
         c("collector", "spans_accepted", 295)

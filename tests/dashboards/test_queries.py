@@ -3,11 +3,10 @@ real schema filled through the real writers; results must fit their panel's form
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-
 from ragpulse.dashboards.alerts import rule_specs
 from ragpulse.dashboards.dashboard import build_dashboard, variables
 from ragpulse.dashboards.frames import context, run_panel, to_series
@@ -17,8 +16,8 @@ from ragpulse.dashboards.settings import SEGMENT_DIMENSIONS, DashboardsSettings
 
 from .data import NOW, SERVICES
 
-T0 = datetime(2026, 11, 20, 11, 0, tzinfo=timezone.utc)
-T1 = datetime(2026, 11, 20, 12, 0, 30, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 20, 11, 0, tzinfo=UTC)
+T1 = datetime(2026, 11, 20, 12, 0, 30, tzinfo=UTC)
 
 
 # -- the macro expander ------------------------------------------------------------------------
@@ -70,7 +69,7 @@ def test_expanded_macros_mean_what_they_say_on_chdb(chdb_client: Any) -> None:
                  ctx())
     row = chdb_client.query(sql).result_rows[0]
     assert row[0] == int(T0.timestamp()) and row[1] == int(T1.timestamp()) and row[2] == 300
-    assert row[3].replace(tzinfo=timezone.utc) == datetime(2026, 11, 20, 11, 5, tzinfo=timezone.utc)
+    assert row[3].replace(tzinfo=UTC) == datetime(2026, 11, 20, 11, 5, tzinfo=UTC)
     assert row[4] == 1
 
 
@@ -146,8 +145,8 @@ def test_template_variable_queries(chdb_client: Any, settings) -> None:
     c = context(NOW - timedelta(hours=24), NOW)
     values = {}
     for v in variables(settings):
-        assert v["query"]["rawSql"] == v["definition"]
-        values[v["name"]] = [r[0] for r in chdb_client.query(expand(v["definition"], c)).result_rows]
+        values[v["name"]] = [r[0] for r in
+                             chdb_client.query(expand(v["query"]["rawSql"], c)).result_rows]
     assert set(values) == {*SEGMENT_DIMENSIONS, "metric"}
     assert values["service"] == sorted(SERVICES)
     assert values["environment"] == ["prod", "staging"]

@@ -8,9 +8,9 @@ test under ``drift:``), overridden by the few flags below. ``report``/``status``
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -61,11 +61,11 @@ def load_settings(path: Path | None, **overrides: Any) -> DashboardsSettings:
 @dashboards.command("export")
 def export_cmd(
     directory: Annotated[Path, typer.Argument(help="Output directory (created if missing).")],
-    settings: Annotated[Optional[Path], typer.Option("--settings", help=_SETTINGS_HELP)] = None,  # noqa: UP007
-    database: Annotated[Optional[str], typer.Option(help="ClickHouse database.")] = None,  # noqa: UP007
-    datasource_uid: Annotated[Optional[str], typer.Option(help="Grafana datasource uid.")] = None,  # noqa: UP007
-    trace_url: Annotated[Optional[str], typer.Option(
-        "--trace-url", help="Tracing-UI link template with {trace_id}.")] = None,  # noqa: UP007
+    settings: Annotated[Path | None, typer.Option("--settings", help=_SETTINGS_HELP)] = None,
+    database: Annotated[str | None, typer.Option(help="ClickHouse database.")] = None,
+    datasource_uid: Annotated[str | None, typer.Option(help="Grafana datasource uid.")] = None,
+    trace_url: Annotated[str | None, typer.Option(
+        "--trace-url", help="Tracing-UI link template with {trace_id}.")] = None,
 ) -> None:
     """Write provisioning-ready files: datasource, dashboard provider and JSON, alert rules, an
     example contact point."""
@@ -85,14 +85,14 @@ def export_cmd(
 def push_cmd(
     grafana_url: Annotated[str, typer.Option("--grafana-url", envvar="GRAFANA_URL",
                                              help="Grafana root URL, e.g. http://grafana:3000")],
-    token: Annotated[Optional[str], typer.Option(  # noqa: UP007
+    token: Annotated[str | None, typer.Option(
         "--token", envvar="GRAFANA_TOKEN", show_envvar=True,
         help="Service-account token (or user:password in the URL).")] = None,
-    settings: Annotated[Optional[Path], typer.Option("--settings", help=_SETTINGS_HELP)] = None,  # noqa: UP007
-    database: Annotated[Optional[str], typer.Option(help="ClickHouse database.")] = None,  # noqa: UP007
-    datasource_uid: Annotated[Optional[str], typer.Option(help="Grafana datasource uid.")] = None,  # noqa: UP007
-    trace_url: Annotated[Optional[str], typer.Option(
-        "--trace-url", help="Tracing-UI link template with {trace_id}.")] = None,  # noqa: UP007
+    settings: Annotated[Path | None, typer.Option("--settings", help=_SETTINGS_HELP)] = None,
+    database: Annotated[str | None, typer.Option(help="ClickHouse database.")] = None,
+    datasource_uid: Annotated[str | None, typer.Option(help="Grafana datasource uid.")] = None,
+    trace_url: Annotated[str | None, typer.Option(
+        "--trace-url", help="Tracing-UI link template with {trace_id}.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds per HTTP request.", min=0.1)] = 10.0,
 ) -> None:
     """Create or update the folder, dashboard and alert rules in Grafana (idempotent)."""
@@ -114,19 +114,35 @@ def _client(clickhouse: str | None, data_dir: Path) -> tuple[Any, str]:
 
     dsn = clickhouse or f"chdb://{(data_dir / 'chdb').resolve()}"
     try:
-        return open_store(dsn, follow_owner=True), dsn
+        client = open_store(dsn, follow_owner=True)
     except (StoreError, ValueError) as exc:
         raise _fail(str(exc)) from None
+    return client, _describe(dsn)
+
+
+def _describe(dsn: str) -> str:
+    """The DSN, plus the facade URL when a running owner (``ragpulse up``) was followed."""
+    import os
+
+    from ragpulse.scorer.store import read_owner
+    from ragpulse.scorer.store.client import chdb_path
+
+    shown = _redact(dsn)
+    if dsn.startswith("chdb://"):
+        owner = read_owner(chdb_path(dsn))
+        if owner is not None and owner.pid != os.getpid() and owner.alive():
+            shown += f" via {owner.url} (pid {owner.pid})"
+    return shown
 
 
 def _until(value: str | None) -> datetime:
     if not value:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
     try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        t = datetime.fromisoformat(value)
     except ValueError:
         raise _fail(f"--until {value!r} is not an ISO time", 2) from None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def _range(since: str, until: str | None) -> tuple[datetime, datetime]:
@@ -145,16 +161,16 @@ _DATA_DIR = typer.Option("--data-dir", help="Where `ragpulse up` keeps chDB (DAT
 def report(
     since: Annotated[str, typer.Option("--since", help="Range ending now (or --until): 30m, 24h, 7d.")] = "24h",
     out: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
-    clickhouse: Annotated[Optional[str], typer.Option(  # noqa: UP007
+    clickhouse: Annotated[str | None, typer.Option(
         "--clickhouse", envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP)] = None,
     data_dir: Annotated[Path, _DATA_DIR] = Path(".ragpulse"),
-    database: Annotated[Optional[str], typer.Option(  # noqa: UP007
+    database: Annotated[str | None, typer.Option(
         envvar="RAGPULSE_CLICKHOUSE__DATABASE", help="ClickHouse database.")] = None,
-    service: Annotated[Optional[list[str]], typer.Option(  # noqa: UP007
+    service: Annotated[list[str] | None, typer.Option(
         "--service", help="Only these services (repeatable).")] = None,
-    until: Annotated[Optional[str], typer.Option(  # noqa: UP007
+    until: Annotated[str | None, typer.Option(
         "--until", help="End of the range (ISO time, UTC); default now.")] = None,
-    settings: Annotated[Optional[Path], typer.Option("--settings", help=_SETTINGS_HELP)] = None,  # noqa: UP007
+    settings: Annotated[Path | None, typer.Option("--settings", help=_SETTINGS_HELP)] = None,
 ) -> None:
     """Render the dashboard's panels and the alert rules into one self-contained HTML file."""
     from .report import build_report
@@ -164,7 +180,7 @@ def report(
     client, dsn = _client(clickhouse, data_dir)
     try:
         text = build_report(client, s, t0, t1, selection={"service": service} if service else None,
-                            source=_redact(dsn))
+                            source=dsn)
     finally:
         client.close()
     try:
@@ -179,14 +195,14 @@ def report(
 
 def status(
     since: Annotated[str, typer.Option("--since", help="Range for the trend: 30m, 24h, 7d.")] = "24h",
-    clickhouse: Annotated[Optional[str], typer.Option(  # noqa: UP007
+    clickhouse: Annotated[str | None, typer.Option(
         "--clickhouse", envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP)] = None,
     data_dir: Annotated[Path, _DATA_DIR] = Path(".ragpulse"),
-    database: Annotated[Optional[str], typer.Option(  # noqa: UP007
+    database: Annotated[str | None, typer.Option(
         envvar="RAGPULSE_CLICKHOUSE__DATABASE", help="ClickHouse database.")] = None,
-    until: Annotated[Optional[str], typer.Option(  # noqa: UP007
+    until: Annotated[str | None, typer.Option(
         "--until", help="End of the range (ISO time, UTC); default now.")] = None,
-    settings: Annotated[Optional[Path], typer.Option("--settings", help=_SETTINGS_HELP)] = None,  # noqa: UP007
+    settings: Annotated[Path | None, typer.Option("--settings", help=_SETTINGS_HELP)] = None,
 ) -> None:
     """Per metric and service: last value, 95% band, samples, trend; and the alerts firing.
     Exit code 3 when an alert fires (scriptable health check)."""
@@ -203,7 +219,7 @@ def status(
         client.close()
     console = Console(width=max(100, Console().width))
     render(console, lines, results, errors,
-           f"ragpulse status · {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC · {_redact(dsn)}")
+           f"ragpulse status · {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC · {dsn}")
     if any(r.firing for r in results):
         raise typer.Exit(3)
 

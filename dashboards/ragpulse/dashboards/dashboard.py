@@ -52,7 +52,6 @@ def variables(s: DashboardsSettings) -> list[dict[str, Any]]:
             "label": dim.replace("_", " "),
             "datasource": datasource_ref(s),
             "query": {"editorType": "sql", "rawSql": sql, "format": 1, "refId": dim},
-            "definition": sql,
             "refresh": 2,
             "includeAll": True,
             "multi": True,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .macros import ALL, QueryContext, expand
@@ -54,7 +54,7 @@ def _is_num(t: str) -> bool:
 
 
 def _utc(t: datetime) -> datetime:
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def to_series(columns: Sequence[str], types: Sequence[str],
@@ -107,7 +107,7 @@ def run_panel(client: Any, panel: PanelSpec, ctx: QueryContext) -> Frame:
     sql = expand(panel.sql, ctx)
     try:
         res = client.query(sql)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - shown in the panel, as Grafana does
         return Frame(panel, sql, [], [], [], error=f"{type(exc).__name__}: {exc}")
     cols = list(res.column_names)
     types = [t.name for t in res.column_types]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 __all__ = ["ALL", "MacroError", "QueryContext", "expand"]
 
@@ -177,8 +177,8 @@ def _time_macros(sql: str, ctx: QueryContext) -> str:
     f_ms, t_ms = int(ctx.time_from.timestamp() * 1000), int(ctx.time_to.timestamp() * 1000)
     step = max(1, int(ctx.interval_s))
     step_ms = max(1, int(ctx.interval_s * 1000))
-    d_from = ctx.time_from.astimezone(timezone.utc).strftime("%Y-%m-%d")
-    d_to = ctx.time_to.astimezone(timezone.utc).strftime("%Y-%m-%d")
+    d_from = ctx.time_from.astimezone(UTC).strftime("%Y-%m-%d")
+    d_to = ctx.time_to.astimezone(UTC).strftime("%Y-%m-%d")
     funcs = {
         "$__timeFilter_ms": lambda c: (f"{c} >= fromUnixTimestamp64Milli({f_ms}) AND "
                                        f"{c} <= fromUnixTimestamp64Milli({t_ms})"),
@@ -219,4 +219,4 @@ def expand(sql: str, ctx: QueryContext) -> str:
 
 
 def to_utc(t: datetime) -> datetime:
-    return t.astimezone(timezone.utc)
+    return t.astimezone(UTC)

@@ -13,7 +13,7 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .alerts import RuleResult, evaluate_all
@@ -111,9 +111,9 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
     x = Scale(t0.timestamp(), t1.timestamp(), PAD_L, W - PAD_R)
     y = Scale(lo, hi, H - PAD_B, PAD_T)
     span = (t1 - t0).total_seconds()
-    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
-           f'viewBox="0 0 {W} {height}" preserveAspectRatio="xMinYMin meet" role="img" '
-           f'aria-label="{esc(p.title)}">',
+    out = [(f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
+            f'viewBox="0 0 {W} {height}" preserveAspectRatio="xMinYMin meet" role="img" '
+            f'aria-label="{esc(p.title)}">'),
            f'<rect x="0" y="0" width="{W}" height="{height}" fill="#ffffff"/>']
     for tv in _nice_ticks(lo, hi):
         yy = y(tv)
@@ -123,7 +123,7 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
     for i in range(7):
         tt = t0.timestamp() + span * i / 6
         xx = x(tt)
-        label = _time_label(datetime.fromtimestamp(tt, timezone.utc), span)
+        label = _time_label(datetime.fromtimestamp(tt, UTC), span)
         out.append(f'<line x1="{xx:.1f}" y1="{PAD_T}" x2="{xx:.1f}" y2="{H - PAD_B}" stroke="#f0f2f4"/>')
         out.append(f'<text x="{xx:.1f}" y="{H - 8}" text-anchor="middle" class="tick">{esc(label)}</text>')
     colors: dict[tuple[str, ...], str] = {}
@@ -204,8 +204,8 @@ def svg_histogram(frame: Frame, bins: int = 20) -> str:
     w, h = 420, 200
     x = Scale(0, bins, PAD_L, w - PAD_R)
     y = Scale(0, top, h - PAD_B, PAD_T)
-    out = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-           f'viewBox="0 0 {w} {h}" role="img" aria-label="{esc(p.title)}">',
+    out = [(f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+            f'viewBox="0 0 {w} {h}" role="img" aria-label="{esc(p.title)}">'),
            f'<rect x="0" y="0" width="{w}" height="{h}" fill="#ffffff"/>']
     for tv in _nice_ticks(0, top, 4):
         out.append(f'<line x1="{PAD_L}" y1="{y(tv):.1f}" x2="{w - PAD_R}" y2="{y(tv):.1f}" stroke="#e4e7eb"/>')
@@ -293,13 +293,13 @@ tr.firing td:first-child{color:#fff;background:#d44a3a} tr.ok td:first-child{col
 def render_html(frames: Sequence[tuple[str, Sequence[Frame]]], alerts: Sequence[RuleResult],
                 s: DashboardsSettings, t0: datetime, t1: datetime, interval_s: float,
                 source: str) -> str:
-    parts = [f"<!doctype html><html lang=en><head><meta charset=utf-8>"
-             f"<title>ragpulse report {esc(t1.strftime('%Y-%m-%d %H:%M'))} UTC</title>"
-             f"<style>{CSS}</style></head><body>",
+    parts = [(f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+              f"<title>ragpulse report {esc(t1.strftime('%Y-%m-%d %H:%M'))} UTC</title>"
+              f"<style>{CSS}</style></head><body>"),
              "<h1>ragpulse: RAG quality report</h1>",
-             f'<p class="meta">{esc(t0.strftime("%Y-%m-%d %H:%M"))} – '
-             f'{esc(t1.strftime("%Y-%m-%d %H:%M"))} UTC · interval {int(interval_s)} s · '
-             f"database <code>{esc(s.database)}</code> · {esc(source)}</p>",
+             (f'<p class="meta">{esc(t0.strftime("%Y-%m-%d %H:%M"))} – '
+              f'{esc(t1.strftime("%Y-%m-%d %H:%M"))} UTC · interval {int(interval_s)} s · '
+              f"database <code>{esc(s.database)}</code> · {esc(source)}</p>"),
              "<h2>Alerts</h2>", _alerts_html(alerts)]
     for title, fs in frames:
         parts.append(f"<h2>{esc(title)}</h2><div class=grid>")

@@ -1,0 +1,161 @@
+"""`ragpulse report` and `ragpulse status`: the report is one self-contained HTML file whose
+charts are drawn (checked in headless Chromium and on its screenshot), status summarises per
+metric; both read through the facade of the process that owns the chDB directory."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ragpulse.cli import _register, app
+from ragpulse.dashboards.queries import panels
+from ragpulse.scorer import Score
+from ragpulse.scorer.store import TraceMeta, open_store, rows_from_scores
+from ragpulse.scorer.store.writer import ScoreWriter
+from typer.testing import CliRunner
+
+from .data import NOW
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+UNTIL = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+_register()
+
+
+@pytest.fixture(scope="module")
+def report_html(tmp_path_factory: pytest.TempPathFactory, chdb_dir: Path, filled_db: str) -> Path:
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    res = CliRunner().invoke(app, [
+        "report", "--since", "24h", "--until", UNTIL, "--out", str(out),
+        "--clickhouse", f"chdb://{chdb_dir}", "--database", filled_db,
+        "--settings", str(_settings_file(out.parent))])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def _settings_file(d: Path) -> Path:
+    p = d / "settings.yaml"
+    p.write_text("trace_url_template: https://jaeger.example/trace/{trace_id}\n"
+                 "alerts: {null_rate_min_rows: 10}\n")
+    return p
+
+
+def test_report_is_self_contained_with_drawn_charts(report_html: Path, settings) -> None:
+    html = report_html.read_text(encoding="utf-8")
+    # No script, stylesheet, image or font fetched from anywhere: it opens offline.
+    assert not re.search(r"<script|<link|<img|<iframe|@import|url\(|src=", html, re.IGNORECASE)
+    assert "query failed" not in html
+    # One section per panel, in dashboard order, each with a chart or a table.
+    keys = re.findall(r'data-panel="([^"]+)"', html)
+    assert keys == [p.key for p in panels(settings)]
+    assert html.count('<svg class="chart"') == sum(p.kind in ("timeseries", "histogram")
+                                                   for p in panels(settings))
+    assert len(re.findall(r'<path class="series" d="M[\d.]+,[\d.]+ L', html)) > 30
+    assert html.count('class="band"') >= 5 and html.count('class="samples"') > 100
+    assert html.count('class="bar"') >= 5 * 20 and 'class="threshold"' in html
+    assert html.count('href="https://jaeger.example/trace/') == settings.worst_traces_limit
+    # The alert summary runs the rules.
+    assert re.search(r'<tr class="firing"><td>firing</td><td>Faithfulness below 0.7</td><td>service=drop', html)
+    assert '<tr class="ok"><td>ok</td><td>No scores for 15 minutes' in html
+
+
+def test_report_renders_in_headless_chromium(report_html: Path, tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.fail("headless Chromium is required at /usr/bin/chromium for this test: install "
+                    "Debian's `chromium` package (`apt-get install -y chromium`; .ci/run does it)")
+    from PIL import Image
+
+    png = tmp_path / "report.png"
+    res = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={png}",
+         "--window-size=1400,1800", "--hide-scrollbars", report_html.as_uri()],
+        check=False, capture_output=True, text=True, timeout=120)
+    assert png.exists() and png.stat().st_size > 10_000, res.stderr[-2000:]
+    import numpy as np
+
+    img = np.asarray(Image.open(io.BytesIO(png.read_bytes())).convert("RGB"), dtype=np.int32)
+    assert img.shape == (1800, 1400, 3)
+    var = float(img.var())
+    assert var > 100, f"screenshot looks blank (pixel variance {var:.1f})"
+
+    def near(c: tuple[int, int, int], tol: int = 40) -> int:
+        return int((np.abs(img - np.array(c)).sum(axis=2) < tol).sum())
+
+    # Chart ink, not just text: series lines and histogram bars in the palette's blue, the drop
+    # series in orange, firing alert cells in red, sample-count bars in grey.
+    assert near((0x32, 0x74, 0xD9)) > 5_000
+    assert near((0xE0, 0x75, 0x2D)) > 500
+    assert near((0xD4, 0x4A, 0x3A)) > 500
+    assert near((0x8E, 0x9A, 0xA6)) > 2_000
+
+
+def test_status_summarises_per_metric(chdb_dir: Path, filled_db: str, tmp_path: Path) -> None:
+    res = CliRunner().invoke(app, [
+        "status", "--since", "24h", "--until", UNTIL, "--clickhouse", f"chdb://{chdb_dir}",
+        "--database", filled_db, "--settings", str(_settings_file(tmp_path))])
+    assert res.exit_code == 3, res.output  # alerts are firing
+    out = res.output
+    line = next(l for l in out.splitlines() if "faithfulness" in l and " drop " in l)
+    assert re.search(r"0\.5\d\d", line) and "drift" in line and re.search(r"[▁▂▃▄▅▆▇█]{10}", line)
+    few = next(l for l in out.splitlines() if "faithfulness" in l and " few " in l)
+    assert " ok " in few or few.rstrip().endswith("ok │")  # two samples: no alert
+    assert "FIRING" in out and "Quality drift" in out
+    quiet = CliRunner().invoke(app, [
+        "status", "--since", "24h", "--until", (NOW - timedelta(hours=4)).isoformat(),
+        "--clickhouse", f"chdb://{chdb_dir}", "--database", filled_db])
+    assert "Faithfulness below 0.7" in quiet.output
+    assert not re.search(r"FIRING.*Faithfulness below", quiet.output)
+
+
+def test_report_and_status_follow_the_owner_of_the_chdb_directory(tmp_path: Path) -> None:
+    """While `ragpulse up` (here: a process doing what it does) owns DATA_DIR/chdb, both commands
+    read through its ClickHouse-HTTP facade."""
+    data = tmp_path / "chdb"
+    owner = subprocess.Popen(
+        [sys.executable, str(REPO / "tests/scorer/store/owner_proc.py"), str(data), "rag"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        url = owner.stdout.readline().strip()  # type: ignore[union-attr]
+        assert url.startswith("http://127.0.0.1:"), url
+        client: Any = open_store(f"chdb://{data}", follow_owner=True)
+        w = ScoreWriter(client, "rag")
+        w.start()
+        rows = []
+        for i in range(40):
+            meta = TraceMeta(trace_id=f"{i + 1:032x}", ts=NOW - timedelta(minutes=40 - i),
+                             service="owned", environment="prod")
+            rows += rows_from_scores([Score(metric="faithfulness", value=0.9 if i % 2 else 0.8,
+                                            judge="local")], meta,
+                                     scored_at=NOW - timedelta(minutes=39 - i))
+        w.write(rows, timeout_s=60)
+        w.shutdown()
+        client.close()
+        st = CliRunner().invoke(app, ["status", "--data-dir", str(tmp_path), "--since", "1h",
+                                      "--until", UNTIL])
+        assert st.exit_code == 0, st.output
+        assert f"via {url}" in re.sub(r"\s+", " ", st.output)
+        assert re.search(r"faithfulness\s*│\s*owned\s*│\s*0\.8[0-9]{2}", st.output), st.output
+        out = tmp_path / "r.html"
+        rep = CliRunner().invoke(app, ["report", "--data-dir", str(tmp_path), "--since", "1h",
+                                       "--until", UNTIL, "--out", str(out)])
+        assert rep.exit_code == 0, rep.output
+        assert '<path class="series"' in out.read_text() and "owned" in out.read_text()
+    finally:
+        owner.stdin.close()  # type: ignore[union-attr]
+        owner.wait(60)
+    assert owner.returncode == 0
+
+
+def test_bad_range_is_a_clear_error(chdb_dir: Path, filled_db: str) -> None:
+    res = CliRunner().invoke(app, ["status", "--since", "yesterday", "--clickhouse",
+                                   f"chdb://{chdb_dir}", "--database", filled_db])
+    assert res.exit_code == 2 and "--since" in res.output
