@@ -612,9 +612,9 @@ def summarize_ragas(records: Sequence[Mapping[str, Any]], counter: TokenCounter,
                     n_samples: int) -> SideCost:
     """Means per sample. ``distinct_*`` drop a request that repeats, byte for byte, one an
     earlier metric sent for the same sample: without a reference, ragas' context_precision and
-    context_utilization send the same five prompts, so a caller sharing them (or ragas' opt-in
-    response cache) pays for them once. Repeats within one metric (answer relevancy's three
-    samples of one prompt) still count: they are meant to differ."""
+    context_utilization send the same five prompts, so a caller that shares the replies pays for
+    them once. Repeats within one metric (answer relevancy's three samples of one prompt) still
+    count: they are meant to differ."""
     out = SideCost(calls={m: 0.0 for m in METRICS}, tokens={m: 0.0 for m in METRICS})
     per_sample_calls: dict[str, int] = {}
     per_sample_tokens: dict[str, int] = {}
