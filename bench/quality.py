@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -36,16 +37,16 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.judges.base import Needs
 from ragpulse.scorer.model import Fact
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs" / "benchmarks.md"
@@ -101,18 +102,18 @@ def binned_auroc(scores: Sequence[float], labels: Sequence[int], lengths: Sequen
     edges = np.unique(np.quantile(n, np.linspace(0, 1, bins + 1)))
     rows: list[tuple[str, int, float]] = []
     total, weight = 0.0, 0
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in pairwise(edges):
         m = (n >= lo) & ((n <= hi) if hi == edges[-1] else (n < hi))
         a = auroc(s[m], y[m])
         rows.append((f"{int(lo)}-{int(hi)}", int(m.sum()), a))
-        if a == a:
+        if not math.isnan(a):
             total += a * int(m.sum())
             weight += int(m.sum())
     return (total / weight if weight else float("nan")), rows
 
 
 def _fmt(x: float) -> str:
-    return "n/a" if x != x else f"{x:.3f}"
+    return "n/a" if math.isnan(x) else f"{x:.3f}"
 
 
 # --------------------------------------------------------------------------- data
@@ -193,8 +194,8 @@ async def quality(args: argparse.Namespace) -> str:
 
     # ---- faithfulness
     lines += ["### Faithfulness", "",
-              "Sample label `faithful`; score = `faithfulness` (share of supported statements). "
-              "BA: balanced accuracy of \"all statements supported\" (score = 1) vs the label.", "",
+              ("Sample label `faithful`; score = `faithfulness` (share of supported statements). "
+               "BA: balanced accuracy of \"all statements supported\" (score = 1) vs the label."), "",
               "| set | n | AUROC | BA | baseline (README) |", "|---|---|---|---|---|"]
     halu: tuple[list[float], list[int], list[int]] | None = None
     for key, fname in (("faithbench", "faithfulness_faithbench.jsonl"),
@@ -218,8 +219,8 @@ async def quality(args: argparse.Namespace) -> str:
                   "", "| length bin | n | AUROC |", "|---|---|---|"]
         lines += [f"| {b} | {n} | {_fmt(a)} |" for b, n, a in bins]
         lines += [f"| size-weighted mean | {len(v)} | {_fmt(mean_bin)} |",
-                  f"| answer length alone (shorter = faithful) | {len(v)} | "
-                  f"{_fmt(auroc([-x for x in lens], y))} |"]
+                  (f"| answer length alone (shorter = faithful) | {len(v)} | "
+                   f"{_fmt(auroc([-x for x in lens], y))} |")]
 
     # ---- context relevance
     lines += ["", "### Context relevance", "",
@@ -240,9 +241,9 @@ async def quality(args: argparse.Namespace) -> str:
                     seed_rows.append(
                         f"| {name} | {len(xs)} | {xs.mean():.3f} | {(xs >= 1 - 1e-9).mean():.3f} | "
                         f"{((xs > 1e-9) & (xs < 1 - 1e-9)).mean():.3f} | {(xs <= 1e-9).mean():.3f} |")
-    lines += ["", "JSQuAD-ja the seed-002 way (score 1 = OK, 0 = NG, between = Partial). For "
-              "orientation, seed 002's own numbers (MIRACL-ja, 100 + 100 samples, not this file) are "
-              "in the last rows.", "",
+    lines += ["", ("JSQuAD-ja the seed-002 way (score 1 = OK, 0 = NG, between = Partial). For "
+                   "orientation, seed 002's own numbers (MIRACL-ja, 100 + 100 samples, not this "
+                   "file) are in the last rows."), "",
               "| set | n | mean score | OK | Partial | NG |", "|---|---|---|---|---|---|", *seed_rows,
               "| seed 002, gpt-4o-mini via RAGAS, with gold | 100 | 0.843 | 0.710 | 0.240 | 0.050 |",
               "| seed 002, gpt-4o-mini via RAGAS, without | 100 | 0.158 | 0.060 | 0.210 | 0.730 |",
@@ -292,8 +293,8 @@ def _cv_cut(name: str, x: np.ndarray, y: np.ndarray, groups: Sequence[str]) -> l
         c = _best_cut(x[tr], y[tr])
         cuts.append(c)
         bas.append(balanced_accuracy((x[te] >= c).astype(int), y[te]))
-    return [f"| {name} | {len(x)} | {', '.join(f'{c:.3f}' for c in cuts)} | "
-            f"{float(np.median(cuts)):.3f} | {np.nanmean(bas):.3f} | {_fmt(auroc(x, y))} |"]
+    return [(f"| {name} | {len(x)} | {', '.join(f'{c:.3f}' for c in cuts)} | "
+             f"{float(np.median(cuts)):.3f} | {np.nanmean(bas):.3f} | {_fmt(auroc(x, y))} |")]
 
 
 def _cv_rating(name: str, x: np.ndarray, y: np.ndarray, groups: Sequence[str]) -> list[str]:
@@ -316,14 +317,15 @@ def _cv_rating(name: str, x: np.ndarray, y: np.ndarray, groups: Sequence[str]) -
         held.append(auroc(r, y[te]))
     lo = float(np.median([c[0] for c in chosen]))
     hi = float(np.median([c[1] for c in chosen]))
-    return [f"| {name} | {len(x)} | {', '.join(f'({a:.3f}, {b:.3f})' for a, b in chosen)} | "
-            f"({lo:.3f}, {hi:.3f}) | held-out rating AUROC {np.nanmean(held):.3f} | {_fmt(auroc(x, y))} |"]
+    return [(f"| {name} | {len(x)} | {', '.join(f'({a:.3f}, {b:.3f})' for a, b in chosen)} | "
+             f"({lo:.3f}, {hi:.3f}) | held-out rating AUROC {np.nanmean(held):.3f} | "
+             f"{_fmt(auroc(x, y))} |")]
 
 
 def tune(args: argparse.Namespace) -> str:
     """Cross-validate the local judge's cuts on its continuous views (blocking)."""
-    from ragpulse.scorer.judges.local import LocalJudge, LocalJudgeSettings
     from ragpulse.scorer.embeddings import USEEmbedder
+    from ragpulse.scorer.judges.local import LocalJudge, LocalJudgeSettings
 
     data = Path(args.data)
     judge = LocalJudge(LocalJudgeSettings(threads=2), embedder=USEEmbedder(threads=2))
@@ -372,17 +374,18 @@ def tune(args: argparse.Namespace) -> str:
               "|---|---|---|---|---|---|"]
     lines += _cv_rating("rating_lexical", lx, ys, gs)
     lines += _cv_rating("rating_semantic (blended)", bl, ys, gs)
-    lines += ["", "Rating cuts compared on the final `context_relevance` value (mean of the two "
-              "ratings / 2), per set: the shipped cuts maximize the pooled AUROC; stricter cuts turn "
-              "JSQuAD's same-article negatives from Partial into NG but lose HaluEval's multi-hop "
-              "positives, whose questions share fewer words with the passage.", "",
-              "| lexical cuts | blended cuts | set | AUROC | with gold: mean / OK / NG | "
-              "without: mean / OK / NG |", "|---|---|---|---|---|---|"]
+    lines += ["", ("Rating cuts compared on the final `context_relevance` value (mean of the two "
+                   "ratings / 2), per set: the shipped cuts maximize the pooled AUROC; stricter "
+                   "cuts turn JSQuAD's same-article negatives from Partial into NG but lose "
+                   "HaluEval's multi-hop positives, whose questions share fewer words with the "
+                   "passage."), "",
+              ("| lexical cuts | blended cuts | set | AUROC | with gold: mean / OK / NG | "
+               "without: mean / OK / NG |"), "|---|---|---|---|---|---|"]
     for cl, cb in (((0.2, 0.45), (0.25, 0.45)), ((0.3, 0.45), (0.35, 0.5)),
                    ((0.35, 0.5), (0.4, 0.5))):
         for fname, (lx_, bl_, ys_, _) in ratings.items():
             lx_a, bl_a, ys_a = np.array(lx_), np.array(bl_), np.array(ys_)
-            r = lambda x, c: np.where(x >= c[1], 2, np.where(x >= c[0], 1, 0))  # noqa: E731
+            r = lambda x, c: np.where(x >= c[1], 2, np.where(x >= c[0], 1, 0))
             sc = (r(lx_a, cl) + r(bl_a, cb)) / 4.0
             pos, neg = sc[ys_a == 1], sc[ys_a == 0]
             lines.append(
@@ -412,7 +415,7 @@ def write_docs(section: str, body: str, command: str) -> None:
     load = os.getloadavg()
     block = (f"## {section}\n\nCommand: `{command}`  \nMeasured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
              f"load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} on {os.cpu_count()} cores.\n\n{body}\n")
-    pattern = re.compile(rf"^## {re.escape(section)}\n.*?(?=^## |\Z)", re.S | re.M)
+    pattern = re.compile(rf"^## {re.escape(section)}\n.*?(?=^## |\Z)", re.DOTALL | re.MULTILINE)
     if pattern.search(text):
         text = pattern.sub(lambda _: block + "\n", text)
     else:

@@ -27,14 +27,13 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.embeddings import USEEmbedder
 from ragpulse.scorer.judges.local import LocalJudge, LocalJudgeSettings
 from ragpulse.scorer.metrics import DEFAULT_METRICS
 from ragpulse.scorer.segment import split_sentences
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 REPO = Path(__file__).resolve().parent.parent
 err = Console(stderr=True)
@@ -106,8 +105,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, AssertionError):
         p.error(f"--configs {args.configs!r}: expected e.g. 1x2,2x1")
     samples = make_samples(data, args.samples)
-    rows = ["| samples | threads | workers | concurrency | samples/s | ms/sample | scores ok | "
-            "cache hits / misses | load avg before / after |",
+    rows = [("| samples | threads | workers | concurrency | samples/s | ms/sample | scores ok | "
+             "cache hits / misses | load avg before / after |"),
             "|---|---|---|---|---|---|---|---|---|"]
     load_s = 0.0
     for threads, workers in configs:
@@ -130,9 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = sum(len(c.split()) for s in samples for c in s.contexts) / len(samples) / 5
     body = "\n".join([
         *rows, "",
-        f"Peak RSS of the process (all runs, model loaded once per run): {rss_mb:.0f} MB. "
-        f"Five contexts of {words:.0f} words each, answers of two sentences; metrics: "
-        f"{', '.join(DEFAULT_METRICS)}. Model load and warm-up {load_s:.1f} s (not in the rate).",
+        (f"Peak RSS of the process (all runs, model loaded once per run): {rss_mb:.0f} MB. "
+         f"Five contexts of {words:.0f} words each, answers of two sentences; metrics: "
+         f"{', '.join(DEFAULT_METRICS)}. Model load and warm-up {load_s:.1f} s (not in the rate)."),
     ])
     print(body)
     if args.write_docs:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-
 from ragpulse.scorer.embeddings import USEEmbedder
 from ragpulse.scorer.judges.local import LocalJudge, LocalJudgeSettings
 
@@ -17,14 +16,14 @@ def use_embedder() -> USEEmbedder:
 
 
 @pytest.fixture(scope="session")
-def support_detector(use_embedder: USEEmbedder):  # noqa: ANN201
+def support_detector(use_embedder: USEEmbedder):
     from ragpulse.scorer.judges.local.support import SupportDetector
 
     return SupportDetector(embedder=use_embedder)
 
 
 @pytest.fixture
-async def local_judge(use_embedder: USEEmbedder, support_detector) -> AsyncIterator[LocalJudge]:  # noqa: ANN001
+async def local_judge(use_embedder: USEEmbedder, support_detector) -> AsyncIterator[LocalJudge]:
     judge = LocalJudge(LocalJudgeSettings(), embedder=use_embedder, detector=support_detector)
     yield judge
     await judge.aclose()

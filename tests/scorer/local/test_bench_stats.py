@@ -12,7 +12,7 @@ _PATH = Path(__file__).resolve().parents[3] / "bench" / "quality.py"
 
 
 @pytest.fixture(scope="module")
-def quality():  # noqa: ANN201
+def quality():
     spec = importlib.util.spec_from_file_location("bench_quality", _PATH)
     mod = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
@@ -20,7 +20,7 @@ def quality():  # noqa: ANN201
     return mod
 
 
-def test_auroc_extremes_and_ties(quality) -> None:  # noqa: ANN001
+def test_auroc_extremes_and_ties(quality) -> None:
     assert quality.auroc([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1]) == 1.0
     assert quality.auroc([0.9, 0.8, 0.2, 0.1], [0, 0, 1, 1]) == 0.0
     assert quality.auroc([0.5] * 6, [0, 1, 0, 1, 0, 1]) == 0.5  # constant score: chance
@@ -29,7 +29,7 @@ def test_auroc_extremes_and_ties(quality) -> None:  # noqa: ANN001
     assert np.isnan(quality.auroc([0.1, 0.2], [1, 1]))
 
 
-def test_auroc_matches_the_pairwise_definition(quality) -> None:  # noqa: ANN001
+def test_auroc_matches_the_pairwise_definition(quality) -> None:
     rng = np.random.default_rng(7)
     s = rng.integers(0, 5, size=60).astype(float)  # many ties
     y = rng.integers(0, 2, size=60)
@@ -38,7 +38,7 @@ def test_auroc_matches_the_pairwise_definition(quality) -> None:  # noqa: ANN001
     assert quality.auroc(s, y) == pytest.approx(pairwise / (len(pos) * len(neg)))
 
 
-def test_balanced_accuracy_and_length_bins(quality) -> None:  # noqa: ANN001
+def test_balanced_accuracy_and_length_bins(quality) -> None:
     assert quality.balanced_accuracy([1, 1, 1, 1], [1, 1, 0, 0]) == 0.5
     assert quality.balanced_accuracy([1, 0, 0, 0], [1, 1, 0, 0]) == 0.75
     # a score that is only the (negated) length separates perfectly overall, not inside bins
@@ -50,7 +50,7 @@ def test_balanced_accuracy_and_length_bins(quality) -> None:  # noqa: ANN001
     assert mean == 0.5 and len(rows) == 2
 
 
-def test_group_of_keeps_pairs_together(quality) -> None:  # noqa: ANN001
+def test_group_of_keeps_pairs_together(quality) -> None:
     assert quality.group_of("halueval-12-right") == quality.group_of("halueval-12-halu")
     assert quality.group_of("jsquad-dev-3-pos") == quality.group_of("jsquad-dev-3-neg")
     assert quality.group_of("halueval-0-ctx-own") == quality.group_of("halueval-0-ctx-other")

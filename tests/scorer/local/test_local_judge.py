@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pydantic import ValidationError
-
 from ragpulse.scorer import Evaluator, Fact, Reason, Sample
 from ragpulse.scorer.embeddings import USEEmbedder
 from ragpulse.scorer.judges.base import Judge, Needs
@@ -255,7 +254,7 @@ async def test_evaluator_end_to_end_default_metrics_ok(local_judge: LocalJudge,
     assert by["context_relevance"] == 1.0
 
 
-async def test_input_too_large_is_skipped(use_embedder: USEEmbedder, support_detector) -> None:  # noqa: ANN001
+async def test_input_too_large_is_skipped(use_embedder: USEEmbedder, support_detector) -> None:
     judge = LocalJudge(LocalJudgeSettings(max_chars=1_000), embedder=use_embedder,
                        detector=support_detector)
     big = EN.model_copy(update={"contexts": ("word " * 400,)})
@@ -331,7 +330,7 @@ class GatedEmbedder:
 
 
 async def test_gather_never_blocks_the_event_loop(use_embedder: USEEmbedder,
-                                                  support_detector) -> None:  # noqa: ANN001
+                                                  support_detector) -> None:
     gated = GatedEmbedder(use_embedder)
     judge = LocalJudge(LocalJudgeSettings(workers=2), embedder=gated, detector=support_detector)
     ticks = 0

@@ -35,7 +35,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, ClassVar
 
 from ...embeddings import Embedder, USEEmbedder
 from ...model import Fact, Finding, Reason, Sample
@@ -140,7 +140,7 @@ class LocalJudge:
                     self._detector = SupportDetector(
                         embedder=self.embedder, weights_path=self.settings.support_weights_path
                     )
-                except Exception as e:  # a permanent configuration error: report, don't crash
+                except Exception as e:  # noqa: BLE001 - permanent config error: report, don't crash
                     self._detector_error = f"support detector unavailable: {e}"
                     log.error("%s", self._detector_error)
         return self._detector
@@ -289,7 +289,7 @@ class LocalJudge:
         cos = a.answer_reference_cosine
         return self._ok(Fact.ANSWER_SIMILARITY, max(0.0, min(1.0, cos)), cosine=round(cos, 4))
 
-    _COMPUTE: dict[Fact, Callable[[LocalJudge, SampleAnalysis], Finding]] = {
+    _COMPUTE: ClassVar[dict[Fact, Callable[[LocalJudge, SampleAnalysis], Finding]]] = {
         Fact.STATEMENTS: _statements,
         Fact.STATEMENT_SUPPORT: _statement_support,
         Fact.QUESTION_SIMILARITY: _question_similarity,
