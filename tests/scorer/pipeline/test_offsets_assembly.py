@@ -215,3 +215,39 @@ def test_forget_also_forgets_emitted_traces_of_revoked_partitions():
     assert a.add("1" * 32, [root("1" * 32)], r0) is True  # assembles again
     assert a.add("2" * 32, [root("2" * 32)], r1) is False  # still late: partition 1 was kept
     assert a.counters["spans_late"] == 1
+
+
+# -- health rows -----------------------------------------------------------------------------
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.batches: list = []
+
+    def submit(self, rows):
+        self.batches.append(rows)
+
+
+def test_health_rows_hold_per_minute_increases_and_gauges():
+    from ragpulse.scorer.pipeline import HealthReporter
+
+    wall, mono = [120.0], Clock()  # 00:02:00 UTC
+    sink = ListSink()
+    h = HealthReporter(sink, instance="i1", interval_s=10, wall_clock=lambda: wall[0], clock=mono)
+    h.maybe_flush({"records_consumed": 5, "consumer_lag": 7}, {})
+    assert sink.batches == []  # not due yet
+    mono.t += 10
+    h.maybe_flush({"records_consumed": 5, "consumer_lag": 7}, {"traces_unscorable": {"no_answer": 2}})
+    wall[0] += 30
+    mono.t += 10
+    h.maybe_flush({"records_consumed": 9, "consumer_lag": 1}, {"traces_unscorable": {"no_answer": 3}})
+    wall[0] += 30  # the next minute starts from the last flush's values
+    mono.t += 10
+    h.maybe_flush({"records_consumed": 12, "consumer_lag": 0}, {"traces_unscorable": {"no_answer": 3}})
+    rows = [{(r.name, r.label): (r.minute.minute, r.kind, r.value) for r in b} for b in sink.batches]
+    assert rows[0][("records_consumed", "")] == (2, "counter", 5.0)
+    assert rows[1][("records_consumed", "")] == (2, "counter", 9.0)
+    assert rows[1][("traces_unscorable", "no_answer")] == (2, "counter", 3.0)
+    assert rows[1][("consumer_lag", "")] == (2, "gauge", 1.0)
+    assert rows[2][("records_consumed", "")] == (3, "counter", 3.0)
+    assert rows[2][("traces_unscorable", "no_answer")] == (3, "counter", 0.0)

@@ -24,8 +24,8 @@ def test_otelcol_keyed_records_become_score_rows_and_offsets_are_committed(
         kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
     traces = make_traces(20, unscorable_every=5)
     produce(kafka_broker_module.bootstrap, topic, otelcol_records(traces))
-    settings = make_settings()
-    svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
+    settings = make_settings(health_interval_s=0.2)
+    svc = build_scorer(settings, judge=table_judge(), writer=writer, client=chdb_client).start()
     try:
         wait_for(lambda: svc.stats()["traces_done"] >= 20, what="20 traces written")
         ends = end_offsets(kafka_broker_module.bootstrap, topic)
@@ -48,6 +48,14 @@ def test_otelcol_keyed_records_become_score_rows_and_offsets_are_committed(
     st = svc.stats()
     assert st["traces_unscorable"] == 4 and st["traces_scored"] == 16
     assert st["records_consumed"] == 20 and st["traces_assembled"] == 20
+    # Self-telemetry reached pipeline_health (flushed at shutdown at the latest): per-minute
+    # counter increases sum to the totals, unscorable traces are labelled by reason.
+    health = dict(((n, lb), v) for n, lb, v in chdb_client.query(
+        f"SELECT name, label, sum(value) FROM `{rag_schema.database}`.pipeline_health FINAL "
+        "WHERE component = 'scorer' AND kind = 'counter' AND instance = {i:String} "
+        "GROUP BY name, label", parameters={"i": settings.instance}).result_rows)
+    assert health[("records_consumed", "")] == 20 and health[("traces_assembled", "")] == 20
+    assert health[("traces_unscorable", "no_contexts")] == 4 and health[("rows_written", "")] == 60
 
 
 def test_rotel_unkeyed_records_with_many_traces_and_a_trace_split_over_records(

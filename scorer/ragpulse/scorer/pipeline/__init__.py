@@ -15,6 +15,7 @@ from typing import Any
 from ..evaluator import Evaluator
 from ..judges.base import Judge
 from .assembly import AssembledTrace, AssemblySettings, TraceAssembler
+from .health import HealthReporter
 from .offsets import OffsetTracker, RecordRef
 from .service import Prepared, RowSink, Scorer, ScorerError, TracePreparer
 from .settings import ConsumerSettings, EvaluateSettings, ScorerSettings, WriteSettings
@@ -27,6 +28,7 @@ __all__ = [
     "AssemblySettings",
     "ConsumerSettings",
     "EvaluateSettings",
+    "HealthReporter",
     "OffsetTracker",
     "Prepared",
     "RecordRef",
@@ -61,12 +63,14 @@ def build_scorer(
       ``ScoreWriter`` over ``client`` (or a client opened from ``settings.clickhouse``) is built,
       started with the scorer and shut down after it, once the scorer's last rows are written.
     * The schema is created or migrated first when ``settings.init_schema`` (idempotent).
+    * With a ClickHouse client (given or opened), the scorer's counters go to ``pipeline_health``
+      every ``settings.health_interval_s`` (:class:`HealthReporter`).
 
     Raises ``ValueError``/``ScorerError`` with a user-facing message for bad options, and the
     store's errors when ClickHouse cannot be opened.
     """
     from ..store.schema import SchemaSettings, init_schema
-    from ..store.writer import build_score_writer
+    from ..store.writer import WriterSettings, build_health_writer, build_score_writer
     from ..traces.sampling import Sampler
     from .prepare import build_preparer
 
@@ -95,10 +99,18 @@ def build_scorer(
         writer = score_writer
         # Stop upstream first: the scorer has drained into the writer before this runs.
         on_close.insert(0, lambda: score_writer.shutdown(settings.drain_timeout_s))
+    health = None
+    if client is not None and settings.health_interval_s > 0:
+        health_writer = build_health_writer(client, settings.database,
+                                            WriterSettings(flush_interval_s=1.0, max_pending_rows=50_000))
+        health_writer.start()
+        on_close.append(lambda: health_writer.shutdown(10.0))
+        health = HealthReporter(health_writer, instance=settings.instance,
+                                interval_s=settings.health_interval_s)
     preparer = build_preparer(Sampler(settings.sampling), settings.extraction,
                               excerpts=settings.write.excerpts)
     return Scorer(settings, evaluator=evaluator, writer=writer, preparer=preparer, clock=clock,
-                  on_close=on_close, owns_judge=owns_judge)
+                  on_close=on_close, owns_judge=owns_judge, health=health)
 
 
 def _open_client(dsn: str) -> Any:

@@ -50,6 +50,7 @@ from ..store.rows import ScoreRow, TraceMeta, rows_from_scores
 from ..traces.decode import DecodeError, SpanDecoder, group_by_trace
 from ..traces.span import Span
 from .assembly import AssembledTrace, TraceAssembler
+from .health import HealthReporter
 from .offsets import OffsetTracker, RecordRef
 from .settings import ScorerSettings
 from .telemetry import Counters
@@ -131,9 +132,11 @@ class Scorer:
         producer_factory: Callable[[dict[str, Any]], Any] | None = None,
         on_close: Sequence[Callable[[], None]] = (),
         owns_judge: bool = False,
+        health: HealthReporter | None = None,
     ) -> None:
         self.settings = settings
         self._owns_judge = owns_judge
+        self._health = health
         self._evaluator = evaluator
         self._writer = writer
         self._prepare = preparer
@@ -175,6 +178,9 @@ class Scorer:
         self._last_commit = 0.0
         self._last_gauges = 0.0
         self._last_write_error: str | None = None
+        # Counters split by reason, for pipeline_health labels (consumer thread only).
+        self._unscorable_by_reason: dict[str, int] = {}
+        self._dead_letter_by_reason: dict[str, int] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -337,6 +343,8 @@ class Scorer:
         if now - self._last_gauges >= min(self.settings.status_interval_s, 1.0):
             self._update_gauges()
             self._last_gauges = now
+        if self._health is not None:
+            self._health.maybe_flush(self.stats(), self._labelled())
 
     def _consume(self, topic: str, partition: int, rec: Any) -> None:
         self.counters.add("records_consumed")
@@ -389,6 +397,7 @@ class Scorer:
             if prep.sample is None:
                 self.counters.add("traces_unscorable")
                 reason = prep.reason or "no_sample"
+                self._unscorable_by_reason[reason] = self._unscorable_by_reason.get(reason, 0) + 1
                 assert prep.meta is not None
                 scores = [Score(metric=m, value=None, status="null", reason=reason) for m in self._metrics]
                 try:
@@ -520,6 +529,7 @@ class Scorer:
     # -- dead letters --------------------------------------------------------------------------
 
     def _dead_letter(self, ref: RecordRef, rec: Any, reason: str, detail: str) -> None:
+        self._dead_letter_by_reason[reason] = self._dead_letter_by_reason.get(reason, 0) + 1
         log.warning("decode: %s[%d]@%d undecodable (%s)%s", ref.topic, ref.partition, ref.offset,
                     reason, "; dead-lettered" if self._producer is not None else "; skipped")
         if self._producer is None:
@@ -687,6 +697,12 @@ class Scorer:
                         budget)
         self._commit()
         self._update_gauges()
+        if self._health is not None:
+            self._health.maybe_flush(self.stats(), self._labelled(), force=True)
+
+    def _labelled(self) -> dict[str, dict[str, int]]:
+        return {"traces_unscorable": dict(self._unscorable_by_reason),
+                "records_dead_lettered": dict(self._dead_letter_by_reason)}
 
     def _close_clients(self) -> None:
         consumer, self._consumer = self._consumer, None

@@ -147,6 +147,9 @@ class ScorerSettings(BaseSettings):
         "uncommitted and are assembled again by the next run)",
     )
     status_interval_s: float = Field(5.0, gt=0.0, description="status line period")
+    health_interval_s: float = Field(
+        15.0, ge=0.0, description="write counters to pipeline_health this often (0: never)"
+    )
     instance: str = Field(default_factory=_default_instance, description="name in pipeline_health")
 
     @field_validator("clickhouse")
