@@ -438,3 +438,27 @@ def test_trace_over_the_record_limit_is_a_partial_success(make_collector: Callab
     assert len(records) == 2 and huge.trace_id.hex().encode() not in {r.key for r in records}
     stats = collector.stats()
     assert stats["records_rejected"] == 1 and stats["spans_accepted"] == 14 and stats["spans_rejected"] == 7
+
+
+def test_receive_buffer_budget_gives_429(make_collector: Callable[..., Collector]) -> None:
+    import socket
+
+    body = rag_request(4, seed=13).SerializeToString()
+    collector = make_collector(otlp={"max_body_bytes": len(body), "max_inflight_bytes": len(body) + 1024})
+    url = urlsplit(collector.http_endpoint or "")
+    # A slow client: headers and half of its body, so its reservation is held while we wait.
+    slow = socket.create_connection((url.hostname, url.port), timeout=30)
+    try:
+        slow.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body[: len(body) // 2])
+        deadline = time.monotonic() + 10
+        while collector.stats()["http_inflight_bytes"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)  # wait until the server holds the slow request's reservation
+        status, headers, _ = post(collector, body)
+        assert status == 429 and headers["retry-after"] == "2"
+        assert collector.stats()["http_refused_busy"] == 1
+        slow.sendall(body[len(body) // 2 :])
+        assert slow.recv(64).startswith(b"HTTP/1.1 200")
+    finally:
+        slow.close()
+    assert post(collector, body)[0] == 200  # the budget was released

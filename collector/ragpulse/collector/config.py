@@ -47,6 +47,12 @@ class OtlpSettings(_Frozen):
         ge=1024,
         description="Largest body after gzip decompression; bounds gzip bombs (413 above).",
     )
+    max_inflight_bytes: int = Field(
+        256 * _MiB,
+        ge=1024,
+        description="Request bodies (as received plus decompressed) held by all HTTP requests in "
+        "progress; a request that would exceed it gets 429. Bounds receive memory.",
+    )
     max_concurrent_requests: int = Field(
         64, ge=1, le=4096, description="HTTP connections served at once; more get 503."
     )
@@ -68,6 +74,8 @@ class OtlpSettings(_Frozen):
             raise ValueError("enable at least one of http_enabled, grpc_enabled")
         if self.max_decompressed_bytes < self.max_body_bytes:
             raise ValueError("max_decompressed_bytes must be >= max_body_bytes")
+        if self.max_inflight_bytes < self.max_body_bytes:
+            raise ValueError("max_inflight_bytes must be >= max_body_bytes (one request always fits)")
         if self.workers > 1 and (
             (self.http_enabled and self.http_port == 0) or (self.grpc_enabled and self.grpc_port == 0)
         ):

@@ -158,9 +158,11 @@ class HttpReceiver:
         self._lock = threading.Condition()
         self._connections: set[socket.socket] = set()
         self._active_requests = 0
+        self._inflight_bytes = 0
         self._closing = False
         self._stats = {
             "http_requests": 0,
+            "http_refused_busy": 0,
             "http_connections_refused": 0,
             "http_too_large": 0,
             "http_unsupported": 0,
@@ -207,7 +209,7 @@ class HttpReceiver:
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return dict(self._stats)
+            return {**self._stats, "http_inflight_bytes": self._inflight_bytes}
 
     # connection accounting (called by _Server) --------------------------------------------------
 
@@ -263,10 +265,47 @@ class HttpReceiver:
             self._discard_body(h)
             self._reply_status(h, 415, code_pb2.INVALID_ARGUMENT, f"unsupported Content-Encoding {encoding!r}", as_json)
             return
+        # Reserve the declared body size in the receive budget before reading it: concurrent
+        # large requests cannot together hold more than max_inflight_bytes.
+        raw_length = h.headers.get("Content-Length") or ""
+        declared = int(raw_length) if raw_length.strip().isdigit() else settings.max_body_bytes
+        declared = min(declared, settings.max_body_bytes)
+        if not self._reserve(declared):
+            self._discard_body(h)
+            self._reply_status(h, 429, code_pb2.RESOURCE_EXHAUSTED,
+                               "receive buffer full: too many large requests in progress", as_json,
+                               retry_after=settings.retry_after_s)
+            return
+        held = [declared]
+        try:
+            self._process(h, encoding, as_json, held)
+        finally:
+            self._release(sum(held))
+
+    def _reserve(self, size: int) -> bool:
+        with self._lock:
+            # Always admit a request when nothing else is buffered (it fits by validation).
+            if self._inflight_bytes and self._inflight_bytes + size > self._settings.max_inflight_bytes:
+                self._stats["http_refused_busy"] += 1
+                return False
+            self._inflight_bytes += size
+            return True
+
+    def _release(self, size: int) -> None:
+        with self._lock:
+            self._inflight_bytes -= size
+
+    def _process(self, h: _Handler, encoding: str, as_json: bool, held: list[int]) -> None:
+        settings = self._settings
         try:
             body = self._read_body(h, settings.max_body_bytes)
             if encoding == "gzip":
                 body = gunzip_bounded(body, settings.max_decompressed_bytes)
+                # Account the decompressed copy too (already bounded by max_decompressed_bytes);
+                # the caller releases everything in ``held``.
+                with self._lock:
+                    self._inflight_bytes += len(body)
+                held.append(len(body))
         except TooLarge as exc:
             self._count("http_too_large")
             if not exc.body_consumed:

@@ -13,6 +13,8 @@ COUNTERS: dict[str, str] = {
     # receive: transport
     "http_requests": "OTLP/HTTP requests handled (any outcome).",
     "http_connections_refused": "HTTP connections answered 503 at once: max_concurrent_requests reached or shutting down.",
+    "http_refused_busy": "HTTP requests answered 429 before reading: request bodies in progress at max_inflight_bytes.",
+    "http_inflight_bytes": "Gauge: request body bytes held by HTTP requests in progress (bounded by max_inflight_bytes).",
     "http_too_large": "HTTP requests answered 413: body or decompressed body over its limit.",
     "http_unsupported": "HTTP requests answered 415: content type or encoding not supported.",
     "grpc_requests": "OTLP/gRPC Export calls handled (any outcome).",
