@@ -148,3 +148,17 @@ def test_settings_validation() -> None:
     s = DashboardsSettings()
     with pytest.raises(ValidationError):
         s.alerts.faithfulness_min = 0.1  # frozen
+
+
+def test_drift_segments_by_several_dimensions(chdb_client: Any, settings) -> None:
+    s = settings.model_copy(update={"drift": DriftSettings(segment_by=("service", "environment"),
+                                                           min_samples=20)})
+    res = evaluate(chdb_client, rule(s, "ragpulse-drift"), NOW)
+    assert res.error is None, res.error
+    labels = {tuple(i.labels.values()) for i in res.instances}
+    assert ("faithfulness", "slide", "prod") in labels and ("faithfulness", "drop", "prod") in labels
+    assert {tuple(i.labels.values()) for i in res.firing} >= {("faithfulness", "drop", "prod")}
+    assert not any(i.labels["service"] in ("steady", "cycle", "few") for i in res.firing)
+    panel = next(p for p in panels(s) if p.key == "drift")
+    frame = run_panel(chdb_client, panel, context(NOW - timedelta(hours=6), NOW))
+    assert frame.error is None and "faithfulness / drop / prod" in {x.labels[0] for x in frame.series}

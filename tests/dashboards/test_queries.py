@@ -47,12 +47,18 @@ def test_conditional_all_and_variables() -> None:
     assert expand(sql, ctx(service=["a", "b'c"])) == "WHERE service IN ('a','b\\'c') AND x"
     assert expand("[[env]] ${env} $env ${env:csv} ${env:doublequote}", ctx(env=["p"])) == \
         "'p' 'p' 'p' p \"p\""
+    # The plugin's default multi-value format joins without escaping; singlequote escapes.
+    assert expand("$env | ${env:singlequote}", ctx(env=["a", "b'c"])) == "'a','b'c' | 'a','b\\'c'"
+    # A condition with parentheses and quotes stays intact.
+    assert expand("$__conditionalAll(f(x, 'a,b') IN (${env:singlequote}), $env)", ctx(env=["p"])) \
+        == "f(x, 'a,b') IN ('p')"
 
 
 @pytest.mark.parametrize("sql, variables, message", [
     ("$service", {"service": ALL}, "outside $__conditionalAll"),
     ("$nope", {}, "unknown template variable"),
     ("$__conditionalAll(a = 1, $nope)", {}, "unknown variable"),
+    ("$__conditionalAll(a IN (1), b = 2, $v)", {"v": ["x"]}, "exactly"),
     ("$__timeFilter(a, b)", {}, "exactly one column"),
     ("$__timeFilter(a", {}, "unbalanced"),
     ("$__bogus", {}, "unknown macro"),

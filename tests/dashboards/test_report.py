@@ -159,3 +159,11 @@ def test_bad_range_is_a_clear_error(chdb_dir: Path, filled_db: str) -> None:
     res = CliRunner().invoke(app, ["status", "--since", "yesterday", "--clickhouse",
                                    f"chdb://{chdb_dir}", "--database", filled_db])
     assert res.exit_code == 2 and "--since" in res.output
+
+
+def test_missing_schema_is_a_clear_error(chdb_dir: Path, tmp_path: Path) -> None:
+    for cmd in (["status"], ["report", "--out", str(tmp_path / "r.html")]):
+        res = CliRunner().invoke(app, [*cmd, "--clickhouse", f"chdb://{chdb_dir}",
+                                       "--database", "rag_does_not_exist"])
+        assert res.exit_code == 1 and "has no ragpulse schema" in res.output, res.output
+    assert not (tmp_path / "r.html").exists()

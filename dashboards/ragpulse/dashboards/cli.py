@@ -108,15 +108,27 @@ def push_cmd(
         typer.echo(line)
 
 
-def _client(clickhouse: str | None, data_dir: Path) -> tuple[Any, str]:
+def _client(clickhouse: str | None, data_dir: Path, database: str) -> tuple[Any, str]:
+    """A client (through the owner's facade when one runs) on a database that has the ragpulse
+    schema. Raises ``typer.Exit(1)`` with the reason otherwise."""
     from ragpulse.scorer.store import open_store
     from ragpulse.scorer.store.errors import StoreError
+    from ragpulse.scorer.store.schema import applied_versions
 
     dsn = clickhouse or f"chdb://{(data_dir / 'chdb').resolve()}"
     try:
         client = open_store(dsn, follow_owner=True)
     except (StoreError, ValueError) as exc:
         raise _fail(str(exc)) from None
+    try:
+        applied = applied_versions(client, database)
+    except Exception as exc:  # noqa: BLE001 - any failure here means we cannot read
+        client.close()
+        raise _fail(f"cannot read ClickHouse at {_redact(dsn)}: {exc}") from None
+    if not applied:
+        client.close()
+        raise _fail(f"database `{database}` at {_redact(dsn)} has no ragpulse schema: check "
+                    "--database, or create it with `ragpulse db init` (or run `ragpulse up`)")
     return client, _describe(dsn)
 
 
@@ -177,7 +189,7 @@ def report(
 
     s = load_settings(settings, database=database)
     t0, t1 = _range(since, until)
-    client, dsn = _client(clickhouse, data_dir)
+    client, dsn = _client(clickhouse, data_dir, s.database)
     try:
         text = build_report(client, s, t0, t1, selection={"service": service} if service else None,
                             source=dsn)
@@ -212,7 +224,7 @@ def status(
 
     s = load_settings(settings, database=database)
     t0, t1 = _range(since, until)
-    client, dsn = _client(clickhouse, data_dir)
+    client, dsn = _client(clickhouse, data_dir, s.database)
     try:
         lines, results, errors = collect(client, s, t0, t1)
     finally:

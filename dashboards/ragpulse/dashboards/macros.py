@@ -120,10 +120,11 @@ def _conditional_all(sql: str, ctx: QueryContext) -> str:
             out.append(sql[pos:])
             return "".join(out)
         i, j, args = call
-        if len(args) < 2:
-            raise MacroError("$__conditionalAll needs (condition, $variable)")
-        # Like the plugin: the variable is the last argument, the condition everything before.
-        cond, ref = ",".join(args[:-1]), args[-1]
+        if len(args) != 2:
+            # The plugin leaves such a macro unexpanded, and ClickHouse then fails on it; a
+            # condition with a top-level comma must be wrapped in parentheses.
+            raise MacroError(f"$__conditionalAll takes exactly (condition, $variable), got {args}")
+        cond, ref = args
         name = _var_name(ref)
         if name not in ctx.variables:
             raise MacroError(f"$__conditionalAll refers to unknown variable {name!r}")
@@ -137,8 +138,12 @@ def _quote(v: str, q: str) -> str:
 
 
 def _format(values: Sequence[str], fmt: str) -> str:
-    if fmt in ("", "singlequote", "sqlstring"):
-        # Grafana's default for multi-value SQL variables is quoted, comma-separated values.
+    if fmt == "":
+        # The plugin's own formatter for a multi-value selection: quoted and joined, without
+        # escaping (``'${value.join("','")}'``). ragpulse queries always name a format instead.
+        return "'" + "','".join(values) + "'"
+    if fmt in ("singlequote", "sqlstring"):
+        # Grafana's singlequote format: each value quoted, quotes escaped with a backslash.
         return ",".join(_quote(v, "'") for v in values)
     if fmt == "doublequote":
         return ",".join(_quote(v, '"') for v in values)
