@@ -77,8 +77,10 @@ class GrpcReceiver:
         s = self._settings
         server = grpc.server(
             ThreadPoolExecutor(max_workers=s.grpc_workers, thread_name_prefix="otlp-grpc"),
-            # Beyond this many RPCs in progress grpcio answers RESOURCE_EXHAUSTED by itself.
-            maximum_concurrent_rpcs=s.max_concurrent_requests,
+            # Beyond this many RPCs in progress (running or waiting for a handler thread) grpcio
+            # answers RESOURCE_EXHAUSTED by itself; with max_receive_message_length it bounds the
+            # memory held by received requests to about 2 * grpc_workers * max_body_bytes.
+            maximum_concurrent_rpcs=min(s.max_concurrent_requests, 2 * s.grpc_workers),
             options=[
                 # Applies to the decompressed message, so it also bounds grpc-encoding: gzip.
                 ("grpc.max_receive_message_length", s.max_body_bytes),
