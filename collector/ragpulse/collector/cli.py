@@ -45,6 +45,7 @@ def collector(
     status_interval_s: Annotated[float, typer.Option("--status-interval", min=0, help="Seconds between status lines; 0: none.")] = 10.0,
     worker: Annotated[bool, typer.Option("--worker", hidden=True, help="Internal: run as a spawned worker.")] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
+    health_port: Annotated[int | None, typer.Option("--health-port", min=0, max=65535, help="Serve /healthz /readyz /metrics on this port. Env: RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT.")] = None,
 ) -> None:
     """Receive OTLP traces, keep RAG traces and produce them to Kafka, one record per trace."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -95,6 +96,17 @@ def collector(
             typer.echo(f"  is Kafka reachable at {settings.kafka.bootstrap_servers}?", err=True)
         raise typer.Exit(1) from None
 
+    obs = None
+    if not worker:  # spawned workers share the ports, not the health endpoint
+        from ragpulse.deploy.health import kafka_probe, start_observability
+
+        try:
+            obs = start_observability("collector", service.stats, port=health_port,
+                                      ready={"kafka": kafka_probe(settings.kafka)})
+        except (OSError, RuntimeError, ValidationError) as exc:
+            service.shutdown()
+            typer.echo(f"ragpulse collector: cannot start the health endpoint: {exc}", err=True)
+            raise typer.Exit(2) from None
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: Any) -> None:
@@ -123,6 +135,8 @@ def collector(
             )
     finally:
         typer.echo("draining ...")
+        if obs is not None:
+            obs.drain()
         for child in children:
             child.send_signal(signal.SIGTERM)
         service.shutdown()
@@ -134,6 +148,8 @@ def collector(
                 child.wait()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if obs is not None:
+            obs.shutdown()
         s = service.stats()
         typer.echo(f"stopped: {s['spans_acked']} spans acknowledged by Kafka, {s['spans_failed']} failed")
 

@@ -80,6 +80,9 @@ def scorer(
     drain_timeout: Annotated[float | None, typer.Option(help="seconds to drain on SIGINT/SIGTERM")] = None,
     status_interval: Annotated[float | None, typer.Option(help="seconds between status lines")] = None,
     log_level: Annotated[str, typer.Option(help="logging level")] = "WARNING",
+    health_port: Annotated[int | None, typer.Option(
+        "--health-port", min=0, max=65535,
+        help="serve /healthz /readyz /metrics here (env RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT)")] = None,
 ) -> None:
     """Consume OTLP spans from Kafka, score RAG traces and write the scores to ClickHouse."""
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
@@ -124,6 +127,20 @@ def scorer(
                f"group {settings.consumer.group_id} -> {_redact(settings.clickhouse)} "
                f"database {settings.database} (judge {settings.judge})", err=True)
 
+    from ragpulse.deploy.health import clickhouse_probe, kafka_probe, start_observability
+
+    def _live() -> None:
+        if svc.error is not None:
+            raise RuntimeError(f"scorer stopped: {svc.error}")
+
+    try:
+        obs = start_observability(
+            "scorer", svc.stats, port=health_port, live=_live,
+            ready={"kafka": kafka_probe(settings.kafka), "clickhouse": clickhouse_probe(settings.clickhouse)})
+    except (OSError, RuntimeError, ValidationError) as exc:
+        svc.shutdown()
+        typer.echo(f"error: cannot start the health endpoint: {exc}", err=True)
+        raise typer.Exit(2) from None
     stop = threading.Event()
     signals = {"n": 0}
 
@@ -144,7 +161,9 @@ def scorer(
             if svc.wait(0):
                 break
     finally:
+        obs.drain()
         svc.shutdown()
+        obs.shutdown()
     typer.echo(status_line(svc.stats()), err=True)
     if svc.error is not None:
         typer.echo(f"error: the scorer stopped: {type(svc.error).__name__}: {svc.error}", err=True)
