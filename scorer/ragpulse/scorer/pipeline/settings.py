@@ -130,8 +130,8 @@ class ScorerSettings(BaseSettings):
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     clickhouse: str = Field(
-        "chdb:///./ragpulse-data/chdb",
-        description="chdb:///path (this process owns the directory) or http(s)://host:8123",
+        "chdb://ragpulse-data/chdb",
+        description="chdb:///abs/dir or chdb://rel/dir (this process owns the directory), or http(s)://host:8123",
     )
     database: str = Field("rag", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
     init_schema: bool = Field(True, description="create or migrate the schema at start-up (idempotent)")
