@@ -43,6 +43,7 @@ from ragpulse.scorer.embeddings import USEEmbedder
 from ragpulse.scorer.judges.local.support import (
     DEFAULT_WEIGHTS_PATH,
     FEATURES,
+    SupportSettings,
     SupportWeights,
     _entities,
     _normalize,
@@ -414,25 +415,27 @@ def _pick_threshold(examples: list[Example], oof: list) -> dict:
 
 
 def speed(data: Path, n: int, log: Callable[[str], None]) -> dict:
-    """Throughput of ``SupportDetector.predict`` at the brief's load: 5 contexts of ~200 tokens
-    and 5 statements per sample, cut from the QAGS / FaithBench articles. ``cold``: every
+    """Throughput of ``SupportDetector.predict`` at the brief's load: 5 contexts of 200 words
+    (distinct articles per sample) and 5 statements per sample, from QAGS / FaithBench. ``cold``: every
     context is new to the embedder cache; ``warm``: the same samples again (production retrieves
     the same passages over and over)."""
     from ragpulse.scorer.judges.local.support import SupportDetector
 
-    samples: list[tuple[list[str], list[str]]] = []
+    passages: list[str] = []
+    claims: list[str] = []
+    seen: set[str] = set()
     for e in load(data):
         if e.dataset not in ("qags_cnndm", "faithbench"):
             continue
+        claims.extend(e.statements)
         words = " ".join(e.contexts).split()
-        if len(words) < 1000:
-            continue
-        ctxs = [" ".join(words[i * 200 : (i + 1) * 200]) for i in range(5)]
-        stm = (e.statements * 5)[:5]
-        if e.id.endswith("-0") or e.dataset == "faithbench":
-            samples.append((stm, ctxs))
-        if len(samples) >= n:
-            break
+        if len(words) >= 200 and words[0] + words[-1] not in seen:
+            seen.add(words[0] + words[-1])
+            passages.append(" ".join(words[:200]))
+    samples = [(claims[j * 5 : j * 5 + 5], passages[j * 5 : j * 5 + 5])
+               for j in range(min(n, len(passages) // 5, len(claims) // 5))]
+    if not samples:
+        raise SystemExit(f"no passages of 200 words in {data}")
     det = SupportDetector(USEEmbedder(threads=1).warm())
     out: dict = {"samples": len(samples), "contexts": 5, "context_tokens": 200, "statements": 5}
     for label in ("cold", "warm"):
@@ -514,7 +517,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     weights = SupportWeights(
         version=VERSION, features=FEATURES, mean=tuple(model.mean), scale=tuple(model.scale),
         coef=tuple(model.coef), intercept=model.intercept, threshold=threshold,
-        aggregate=aggregate, l2=l2, trained_on=counts,
+        aggregate=aggregate, l2=l2,
+        trained_on={**counts, "settings": SupportSettings().model_dump()},
         quality={k: report[k] for k in ("grouped_cv", "leave_one_dataset_out",
                                         "halueval_length_matched", "synthetic_perturbations",
                                         "threshold") if k in report},

@@ -72,12 +72,15 @@ class SupportSettings(BaseModel):
 
     Long retrieved passages are common in production; embedding cost grows with every sentence,
     so the context is cut at ``max_context_sentences`` (in rank order, deduplicated) and each
-    text at ``max_text_chars`` before embedding. Lexical features use the full contexts.
+    text at ``max_text_chars`` before embedding. Only each statement's
+    ``max_aligned_candidates`` lexically closest sentences are embedded (the weights are trained
+    with the same setting). Lexical features use the full contexts.
     """
 
     model_config = ConfigDict(frozen=True)
 
     max_context_sentences: int = Field(default=200, ge=1, le=10_000)
+    max_aligned_candidates: int = Field(default=4, ge=1, le=1_000)
     max_text_chars: int = Field(default=1_000, ge=16, le=100_000)
     max_statements: int = Field(default=200, ge=1, le=10_000)
 
@@ -357,27 +360,34 @@ def featurize(
     sent_an = [_analyze(s) for s in sentences]
     stm_an = [_analyze(s) for s in statements]
 
+    # Lexical recall of every statement in every context sentence; only each statement's top
+    # ``max_aligned_candidates`` sentences are embedded. Embedding is most of the cost, and the
+    # sentence that supports a statement nearly always shares words with it.
+    rec_all = np.array([[_recall(a.content, sa.content) for sa in sent_an] for a in stm_an])
+    orders = np.argsort(-rec_all, axis=1, kind="stable")
+    cand = orders[:, : cfg.max_aligned_candidates]
     if embedder is not None:
+        uniq = sorted({int(j) for j in cand.ravel()})
+        col = {j: k for k, j in enumerate(uniq)}
         texts = [s[: cfg.max_text_chars] for s in statements] + [
-            s[: cfg.max_text_chars] for s in sentences
+            sentences[j][: cfg.max_text_chars] for j in uniq
         ]
         emb = np.asarray(embedder.embed(texts), dtype=np.float64)
         cos = emb[: len(statements)] @ emb[len(statements) :].T
     else:
-        cos = None
+        cos, col = None, {}
 
     for i, (stmt, a) in enumerate(zip(statements, stm_an)):
-        rec = np.array([_recall(a.content, sa.content) for sa in sent_an])
-        order = np.argsort(-rec, kind="stable")
+        rec, order = rec_all[i], orders[i]
         best = float(rec[order[0]])
         two = set(sent_an[order[0]].content)
         if len(order) > 1:
             two |= sent_an[order[1]].content
         best_two = _recall(a.content, two)
         if cos is not None:
-            emb_row = cos[i]
-            emb_max = float(emb_row.max())
-            aligned = int(np.argmax(emb_row + rec))
+            sims = np.array([cos[i, col[int(j)]] for j in cand[i]])
+            emb_max = float(sims.max())
+            aligned = int(cand[i][int(np.argmax(sims + rec[cand[i]]))])
         else:
             emb_max = best
             aligned = int(order[0])
