@@ -235,21 +235,38 @@ LIMIT {s.worst_traces_limit}"""),
     ))
     judge = Section("Judge cost and throughput", (
         PanelSpec(
-            key="judge_calls", title="Judge LLM calls and tokens", kind="timeseries",
+            key="judge_calls", title="Judge LLM calls", kind="timeseries",
             format=FORMAT_TIME_SERIES, unit="short",
-            sql=f"""SELECT $__timeInterval(minute) AS time, judge,
-  sum(llm_calls) AS llm_calls, sum(prompt_tokens) AS prompt_tokens,
-  sum(completion_tokens) AS completion_tokens
+            description="LLM calls per interval (a call shared by several metrics counts once).",
+            sql=f"""SELECT $__timeInterval(minute) AS time, judge, sum(llm_calls) AS llm_calls
 FROM `{db}`.`scores_1m`
 WHERE $__timeFilter(minute)
   AND {f}
 GROUP BY time, judge
 ORDER BY time, judge"""),
         PanelSpec(
-            key="judge_throughput", title="Scores per second and judge latency per score",
-            kind="timeseries", format=FORMAT_TIME_SERIES, unit="short",
+            key="judge_tokens", title="Judge tokens", kind="timeseries",
+            format=FORMAT_TIME_SERIES, unit="short",
             sql=f"""SELECT $__timeInterval(minute) AS time, judge,
-  sum(rows) / $__interval_s AS scores_per_s,
+  sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens
+FROM `{db}`.`scores_1m`
+WHERE $__timeFilter(minute)
+  AND {f}
+GROUP BY time, judge
+ORDER BY time, judge"""),
+        PanelSpec(
+            key="judge_throughput", title="Scores per second", kind="timeseries",
+            format=FORMAT_TIME_SERIES, unit="short",
+            sql=f"""SELECT $__timeInterval(minute) AS time, judge, sum(rows) / $__interval_s AS scores_per_s
+FROM `{db}`.`scores_1m`
+WHERE $__timeFilter(minute)
+  AND {f}
+GROUP BY time, judge
+ORDER BY time, judge"""),
+        PanelSpec(
+            key="judge_latency", title="Judge latency per score", kind="timeseries",
+            format=FORMAT_TIME_SERIES, unit="ms",
+            sql=f"""SELECT $__timeInterval(minute) AS time, judge,
   sum(judge_latency_ms_sum) / sum(rows) AS latency_ms_per_score
 FROM `{db}`.`scores_1m`
 WHERE $__timeFilter(minute)

@@ -25,7 +25,7 @@ __all__ = ["build_report", "render_html"]
 
 PALETTE = ("#3274d9", "#e0752d", "#56a64b", "#a352cc", "#d44a3a", "#1f9e89", "#8f3bb8",
            "#c9a400", "#5c6e91", "#e05f9e")
-W, H = 640, 230
+NARROW_W, WIDE_W, H = 640, 1240, 230
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 14, 10, 26
 
 
@@ -97,6 +97,7 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
     """A line chart of a time-series frame; with ``panel.band`` the ``ci_*`` series become a
     shaded band per label set and ``samples`` a bar strip under the chart."""
     p = frame.panel
+    cw = WIDE_W if p.width >= 24 else NARROW_W  # chart width in px
     lines = [s for s in frame.series if not (p.band and s.value in ("ci_low", "ci_high", "samples"))]
     bands = {s.labels: s for s in frame.series if p.band and s.value == "ci_low"}
     highs = {s.labels: s for s in frame.series if p.band and s.value == "ci_high"}
@@ -108,16 +109,16 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
         hi = lo + 1
     strip = 46 if samples else 0
     height = H + strip
-    x = Scale(t0.timestamp(), t1.timestamp(), PAD_L, W - PAD_R)
+    x = Scale(t0.timestamp(), t1.timestamp(), PAD_L, cw - PAD_R)
     y = Scale(lo, hi, H - PAD_B, PAD_T)
     span = (t1 - t0).total_seconds()
-    out = [(f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
-            f'viewBox="0 0 {W} {height}" preserveAspectRatio="xMinYMin meet" role="img" '
+    out = [(f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{cw}" height="{height}" '
+            f'viewBox="0 0 {cw} {height}" preserveAspectRatio="xMinYMin meet" role="img" '
             f'aria-label="{esc(p.title)}">'),
-           f'<rect x="0" y="0" width="{W}" height="{height}" fill="#ffffff"/>']
+           f'<rect x="0" y="0" width="{cw}" height="{height}" fill="#ffffff"/>']
     for tv in _nice_ticks(lo, hi):
         yy = y(tv)
-        out.append(f'<line x1="{PAD_L}" y1="{yy:.1f}" x2="{W - PAD_R}" y2="{yy:.1f}" stroke="#e4e7eb"/>')
+        out.append(f'<line x1="{PAD_L}" y1="{yy:.1f}" x2="{cw - PAD_R}" y2="{yy:.1f}" stroke="#e4e7eb"/>')
         out.append(f'<text x="{PAD_L - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">'
                    f'{esc(_fmt(tv, p.unit))}</text>')
     for i in range(7):
@@ -128,8 +129,10 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
         out.append(f'<text x="{xx:.1f}" y="{H - 8}" text-anchor="middle" class="tick">{esc(label)}</text>')
     colors: dict[tuple[str, ...], str] = {}
 
+    single = len({s.value for s in lines}) == 1  # one value column: name series by labels
+
     def color(labels: tuple[str, ...], value: str) -> str:
-        key = labels if p.band else (value, *labels)
+        key = labels if (p.band or (single and labels)) else (value, *labels)
         if key not in colors:
             colors[key] = PALETTE[len(colors) % len(PALETTE)]
         return colors[key]
@@ -164,9 +167,9 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
                            'stroke-width="1.8" stroke-linejoin="round"/>')
     for tv in thresholds:
         yy = y(tv)
-        out.append(f'<line class="threshold" x1="{PAD_L}" y1="{yy:.1f}" x2="{W - PAD_R}" '
+        out.append(f'<line class="threshold" x1="{PAD_L}" y1="{yy:.1f}" x2="{cw - PAD_R}" '
                    f'y2="{yy:.1f}" stroke="#d44a3a" stroke-dasharray="5,4" stroke-width="1.2"/>')
-    out.append(f'<rect x="{PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" height="{H - PAD_B - PAD_T}" '
+    out.append(f'<rect x="{PAD_L}" y="{PAD_T}" width="{cw - PAD_L - PAD_R}" height="{H - PAD_B - PAD_T}" '
                'fill="none" stroke="#c7ccd1"/>')
     if samples:
         totals: dict[datetime, float] = {}
@@ -175,7 +178,7 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
                 totals[t] = totals.get(t, 0.0) + v
         top = max(totals.values(), default=1.0) or 1.0
         base = height - 4
-        bw = max(1.0, (W - PAD_L - PAD_R) * interval_s / max(span, 1) * 0.8)
+        bw = max(1.0, (cw - PAD_L - PAD_R) * interval_s / max(span, 1) * 0.8)
         out.append(f'<text x="{PAD_L - 6}" y="{H + 14}" text-anchor="end" class="tick">'
                    f'{esc(_fmt(top, "short"))}</text>')
         out.append(f'<text x="{PAD_L - 6}" y="{base}" text-anchor="end" class="tick">n</text>')
@@ -282,7 +285,7 @@ h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:22px 0 8px;border-bot
 h3{font-size:13px;margin:0 0 2px} .desc{color:#57606a;margin:0 0 6px;font-size:11px}
 .grid{display:flex;flex-wrap:wrap;gap:12px} .panel{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:10px;flex:1 1 560px;max-width:760px;box-sizing:border-box}
 .panel svg.chart{width:100%;height:auto}
-.panel.wide{flex:1 1 100%;max-width:none} .panel.wide svg.chart{max-width:1100px} .tick{font-size:10px;fill:#57606a} .legend{font-size:11px;color:#57606a;margin-top:4px}
+.panel.wide{flex:1 1 100%;max-width:1300px} .tick{font-size:10px;fill:#57606a} .legend{font-size:11px;color:#57606a;margin-top:4px}
 .key{margin-right:10px;white-space:nowrap} .key i{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 table{border-collapse:collapse;font-size:12px;background:#fff} td,th{border:1px solid #d0d7de;padding:3px 6px;text-align:left}
 tr.firing td:first-child{color:#fff;background:#d44a3a} tr.ok td:first-child{color:#fff;background:#56a64b} tr.error td:first-child{background:#e0b400}
