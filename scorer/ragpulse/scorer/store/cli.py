@@ -24,10 +24,11 @@ _DSN_HELP = ("chdb:///path (in-process engine) or http(s)://[user:pass@]host:por
              "(a ClickHouse server, or the facade of a running `ragpulse up`)")
 
 
-def _settings(database: str, ttl_days: int, rollup_ttl_days: int, health_ttl_days: int) -> SchemaSettings:
+def _settings(database: str, ttl_days: int, rollup_ttl_days: int, health_ttl_days: int,
+              cluster: str | None = None) -> SchemaSettings:
     try:
         return SchemaSettings(database=database, ttl_days=ttl_days, rollup_ttl_days=rollup_ttl_days,
-                              health_ttl_days=health_ttl_days)
+                              health_ttl_days=health_ttl_days, cluster=cluster)
     except ValidationError as exc:
         msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         typer.echo(f"error: invalid schema settings: {msgs}", err=True)
@@ -44,9 +45,12 @@ def init(
     health_ttl_days: int = typer.Option(30, help="delete pipeline-health rows older than this"),
     target: Optional[int] = typer.Option(None, help="migrate up to this version (default: latest)"),  # noqa: UP007 - typer
     print_sql: bool = typer.Option(False, "--print-sql", help="print the DDL instead of running it"),
+    cluster: Optional[str] = typer.Option(  # noqa: UP007 - typer
+        None, "--cluster", envvar="RAGPULSE_CLICKHOUSE__CLUSTER",
+        help="ClickHouse cluster name: ON CLUSTER DDL, Replicated*MergeTree <table>_local + Distributed <table>"),
 ) -> None:
     """Create the schema or migrate it to the latest version. Safe to run any number of times."""
-    settings = _settings(database, ttl_days, rollup_ttl_days, health_ttl_days)
+    settings = _settings(database, ttl_days, rollup_ttl_days, health_ttl_days, cluster)
     if print_sql:
         for m in MIGRATIONS:
             if target is not None and m.version > target:

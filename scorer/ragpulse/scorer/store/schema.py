@@ -49,6 +49,7 @@ __all__ = [
     "Table",
     "View",
     "applied_versions",
+    "cluster_statements",
     "create_table_sql",
     "create_view_sql",
     "init_schema",
@@ -91,10 +92,21 @@ class SchemaSettings(BaseModel):
     """``non_replicated_deduplication_window``: how many recent insert blocks are remembered so an
     identical retried insert (same deduplication token) is dropped, rollup included. 0 disables."""
 
+    cluster: str | None = None
+    """ClickHouse cluster (a ``remote_servers`` name) for the replicated variant, ``None`` for one
+    node. Set: every statement runs ``ON CLUSTER``, tables become ``Replicated*MergeTree`` named
+    ``<table>_local`` with ``Distributed`` tables under the single-node names (same columns), so
+    readers and the writer use the same names either way (see :func:`cluster_statements`)."""
+
     @field_validator("database")
     @classmethod
     def _db(cls, v: str) -> str:
         return validate_identifier(v, "database")
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, v: str | None) -> str | None:
+        return None if v is None else validate_identifier(v, "cluster")
 
 
 @dataclass(frozen=True)
@@ -383,7 +395,10 @@ class Migration:
         return h.hexdigest()[:16]
 
     def render(self, settings: SchemaSettings) -> list[str]:
-        return [_fmt(s, settings) for s in self.statements]
+        out = [_fmt(s, settings) for s in self.statements]
+        if settings.cluster is not None:
+            out = [c for s in out for c in cluster_statements(s, settings)]
+        return out
 
 
 def _table_template(table: Table) -> str:
@@ -564,3 +579,85 @@ def init_schema(
         report.after = m.version
     report.after = max(report.after, before)
     return report
+
+
+# --------------------------------------------------------------------------------------------
+# Cluster variant (``SchemaSettings.cluster``): derived from the single-node statements above, so
+# both always have the same columns. Each table becomes a Replicated*MergeTree ``<name>_local``
+# on every node plus a Distributed ``<name>`` over it; materialized views run on the local
+# tables (each shard rolls up the rows it stores); plain views read the Distributed tables.
+
+LOCAL_SUFFIX = "_local"
+
+# Distributed sharding keys. A key's replays must land on the shard holding its first copy, or
+# ReplacingMergeTree could not replace them: scores by trace id (the last column of its sorting
+# key, whose other columns are the trace's too), health rows by the component instance.
+CLUSTER_SHARDING: dict[str, str] = {
+    "scores": "cityHash64(trace_id)",
+    "scores_1m": "cityHash64(service, metric)",  # filled on each shard by its view, not inserted
+    "pipeline_health": "cityHash64(component, instance)",
+}
+# Replicated to every node, one shard-less ZooKeeper path: the migration bookkeeping is global.
+_CLUSTER_GLOBAL = ("schema_migrations",)
+
+_ENGINE_LINE = re.compile(r"^ENGINE = (\w*MergeTree)(?:\((.*)\))?$", re.M)
+
+
+def _replicated(body: str, database: str, local: str, sharded: bool) -> str:
+    m = _ENGINE_LINE.search(body)
+    if m is None:
+        raise SchemaError(f"cluster DDL: no MergeTree engine in the definition of {local}")
+    path = (f"/clickhouse/tables/{{shard}}/{database}/{local}" if sharded
+            else f"/clickhouse/tables/ragpulse_global/{database}/{local}")
+    args = [f"'{path}'", "'{replica}'"] + ([m.group(2)] if m.group(2) else [])
+    engine = f"ENGINE = Replicated{m.group(1)}({', '.join(args)})"
+    body = body[: m.start()] + engine + body[m.end():]
+    # Replicated tables deduplicate retried inserts through Keeper, with their own window.
+    return body.replace("non_replicated_deduplication_window", "replicated_deduplication_window")
+
+
+def cluster_statements(statement: str, settings: SchemaSettings) -> list[str]:
+    """The ``ON CLUSTER`` form of one rendered single-node statement (one or two statements).
+
+    Raises :class:`SchemaError` for a statement shape it does not know, so a new migration that
+    needs a cluster form fails its tests instead of creating a single-node object on a cluster.
+    """
+    if settings.cluster is None:
+        return [statement]
+    db, oc = settings.database, f" ON CLUSTER `{settings.cluster}`"
+    q = re.escape(f"`{db}`")
+    text = statement.strip()
+    if re.fullmatch(rf"CREATE DATABASE IF NOT EXISTS {q}", text):
+        return [text + oc]
+    m = re.match(rf"CREATE TABLE IF NOT EXISTS {q}\.`(\w+)`\n", text)
+    if m:
+        name, body = m.group(1), text[m.end():]
+        if name in _CLUSTER_GLOBAL:
+            return [f"CREATE TABLE IF NOT EXISTS `{db}`.`{name}`{oc}\n"
+                    + _replicated(body, db, name, sharded=False)]
+        if name not in CLUSTER_SHARDING:
+            raise SchemaError(f"cluster DDL: no sharding key declared for table {name}")
+        local = name + LOCAL_SUFFIX
+        return [
+            f"CREATE TABLE IF NOT EXISTS `{db}`.`{local}`{oc}\n" + _replicated(body, db, local, True),
+            f"CREATE TABLE IF NOT EXISTS `{db}`.`{name}`{oc} AS `{db}`.`{local}`\n"
+            f"ENGINE = Distributed(`{settings.cluster}`, `{db}`, `{local}`, {CLUSTER_SHARDING[name]})",
+        ]
+    m = re.match(rf"CREATE MATERIALIZED VIEW IF NOT EXISTS {q}\.`(\w+)` TO {q}\.`(\w+)` AS\n", text)
+    if m:
+        select = text[m.end():]
+        for t in CLUSTER_SHARDING:
+            select = select.replace(f"`{db}`.`{t}`", f"`{db}`.`{t}{LOCAL_SUFFIX}`")
+        return [f"CREATE MATERIALIZED VIEW IF NOT EXISTS `{db}`.`{m.group(1)}`{oc} "
+                f"TO `{db}`.`{m.group(2)}{LOCAL_SUFFIX}` AS\n{select}"]
+    m = re.match(rf"ALTER TABLE {q}\.`(\w+)` ", text)
+    if m and m.group(1) in CLUSTER_SHARDING:
+        rest = text[m.end():]
+        # The local tables first: a Distributed table must not name a column its shards lack.
+        return [f"ALTER TABLE `{db}`.`{m.group(1)}{LOCAL_SUFFIX}`{oc} {rest}",
+                f"ALTER TABLE `{db}`.`{m.group(1)}`{oc} {rest}"]
+    m = re.match(rf"CREATE VIEW IF NOT EXISTS {q}\.`(\w+)` AS\n?", text)
+    if m:
+        return [f"CREATE VIEW IF NOT EXISTS `{db}`.`{m.group(1)}`{oc} AS\n{text[m.end():]}"]
+    first = text.splitlines()[0] if text else ""
+    raise SchemaError(f"cluster DDL: no cluster form for statement `{first} …`")
