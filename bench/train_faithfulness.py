@@ -414,7 +414,7 @@ def _pick_threshold(examples: list[Example], oof: list) -> dict:
     return {"value": round(best[0], 3), "balanced_accuracy": round(best[1], 4)}
 
 
-def speed(data: Path, n: int, log: Callable[[str], None]) -> dict:
+def speed(data: Path, n: int, log: Callable[[str], None], threads: int = 1) -> dict:
     """Throughput of ``SupportDetector.predict`` at the brief's load: 5 contexts of 200 words
     (distinct articles per sample) and 5 statements per sample, from QAGS / FaithBench. ``cold``: every
     context is new to the embedder cache; ``warm``: the same samples again (production retrieves
@@ -436,8 +436,8 @@ def speed(data: Path, n: int, log: Callable[[str], None]) -> dict:
                for j in range(min(n, len(passages) // 5, len(claims) // 5))]
     if not samples:
         raise SystemExit(f"no passages of 200 words in {data}")
-    det = SupportDetector(USEEmbedder(threads=1).warm())
-    out: dict = {"samples": len(samples), "contexts": 5, "context_tokens": 200, "statements": 5}
+    det = SupportDetector(USEEmbedder(threads=threads).warm())
+    out: dict = {"threads": threads, "samples": len(samples), "contexts": 5, "context_tokens": 200, "statements": 5}
     for label in ("cold", "warm"):
         t = time.perf_counter()
         for stm, ctxs in samples:
@@ -465,13 +465,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--report", type=Path, default=None, help="write the evaluation as JSON")
     ap.add_argument("--speed", type=int, default=0, metavar="N",
                     help="only measure predict throughput on N samples with the shipped weights")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS threads of the embedder (--speed)")
     args = ap.parse_args(argv)
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
     if args.speed:
-        speed(args.data, args.speed, log)
+        speed(args.data, args.speed, log, args.threads)
         return 0
 
     t0 = time.perf_counter()
