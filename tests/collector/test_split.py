@@ -128,3 +128,46 @@ def test_truncated_bytes_raise_malformed() -> None:
     body = rag_request(3).SerializeToString()
     with pytest.raises(MalformedRequest):
         split_request(body[:-7])
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_trace_ids = st.sampled_from([bytes([i]) * 16 for i in range(1, 6)])
+_span = st.builds(
+    lambda tid, name, n_attrs, big: (tid, name, n_attrs, big),
+    # Names from a plain alphabet: control bytes followed by "llm." inside a name are the
+    # documented (harmless) false-positive case, not what this property is about.
+    _trace_ids, st.text(alphabet="abc xyzé東", max_size=20), st.integers(0, 4), st.booleans(),
+)
+_scope = st.tuples(st.text(max_size=10), st.text(max_size=10), st.lists(_span, max_size=6))
+_resource = st.tuples(st.text(max_size=10), st.lists(_scope, max_size=3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_resource, max_size=4), st.booleans())
+def test_split_regroups_any_request_exactly(resources: list, keep_all: bool) -> None:
+    req = ExportTraceServiceRequest()
+    for r_schema, scopes in resources:
+        rs = req.resource_spans.add(schema_url=r_schema)
+        rs.resource.attributes.add(key="service.name", value=AnyValue(string_value="svc"))
+        for name, s_schema, spans in scopes:
+            ss = rs.scope_spans.add(schema_url=s_schema)
+            ss.scope.name = name
+            for tid, span_name, n_attrs, big in spans:
+                span = ss.spans.add(trace_id=tid, span_id=random.randbytes(8), name=span_name)
+                for i in range(n_attrs):
+                    span.attributes.add(key=f"llm.k{i}" if i == 3 else f"k{i}", value=AnyValue(string_value="v" * (300 if big else 3)))
+    expected = _by_trace(req)
+    result = split_request(req.SerializeToString(), keep_all=keep_all)
+    got = {}
+    for record in result.records:
+        msg = ExportTraceServiceRequest.FromString(record.value)
+        assert list(_by_trace(msg)) == [bytes.fromhex(record.key.decode())]
+        got.update(_by_trace(msg))
+        # the RAG flag is exactly "some span of this trace has an llm.* attribute key"
+        rag = any(kv.key.startswith("llm.") for rs in msg.resource_spans for ss in rs.scope_spans
+                  for sp in ss.spans for kv in sp.attributes)
+        assert record.rag == (rag or keep_all)
+    assert got == expected
+    assert result.spans_total == sum(len(v) for v in expected.values())
