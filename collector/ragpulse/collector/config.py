@@ -65,7 +65,9 @@ class OtlpSettings(_Frozen):
         ge=1,
         le=64,
         description="Collector processes serving the same ports (SO_REUSEPORT, the kernel spreads "
-        "connections). Python runs one core per process; each worker has its own queue and producer.",
+        "connections). Python runs one core per process; each worker has its own queue, producer "
+        "and recent-RAG-trace memory (a late root span arriving on another connection may land on "
+        "a worker that has not seen its trace).",
     )
 
     @model_validator(mode="after")
