@@ -40,6 +40,16 @@ def test_first_push_creates_everything_with_documented_shapes() -> None:
         assert r.body["data"][0]["datasourceUid"] == S.datasource_uid
     group = st.groups[("ragpulse", S.alerts.group)]
     assert group["interval"] == 60 and len(group["rules"]) == N_RULES
+    put = next(r for r in st.requests if r.path.startswith("/api/v1/provisioning/folder/"))
+    assert put.path == f"/api/v1/provisioning/folder/ragpulse/rule-groups/{S.alerts.group}"
+    assert put.headers.get("X-Disable-Provenance") == "true"
+    # The body is an AlertRuleGroup in Grafana's model (title, folderUid, interval, rules).
+    from grafana_foundation_sdk.models import alerting
+
+    from .test_model import _conforms
+
+    _conforms(alerting.RuleGroup.from_json(put.body))
+    assert set(put.body) == {"title", "folderUid", "interval", "rules"}
     assert sorted(rep.created) == sorted(["folder ragpulse", "dashboard ragpulse-quality"] +
                                          [f"alert rule {r.uid}" for r in rule_specs(S)])
 

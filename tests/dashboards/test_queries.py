@@ -175,6 +175,9 @@ def test_alert_queries_return_labels_and_one_number(chdb_client: Any, settings) 
         strings = [t for t in types if "String" in t]
         assert len(numeric) == 1 and len(numeric) + len(strings) == len(types), (spec.uid, types)
         assert res.result_rows, spec.uid
+        # Grafana refuses a multi-dimensional result whose rows repeat a label set.
+        label_sets = [tuple(v for v, t in zip(r, types) if "String" in t) for r in res.result_rows]
+        assert len(label_sets) == len(set(label_sets)), spec.uid
 
 
 def test_to_series_refuses_a_frame_grafana_would_refuse() -> None:

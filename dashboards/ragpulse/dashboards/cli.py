@@ -229,7 +229,8 @@ def status(
         lines, results, errors = collect(client, s, t0, t1)
     finally:
         client.close()
-    console = Console(width=max(100, Console().width))
+    # Wide enough for metric names and alert lists even when piped (rich assumes 80 then).
+    console = Console(width=max(132, Console().width))
     render(console, lines, results, errors,
            f"ragpulse status · {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC · {dsn}")
     if any(r.firing for r in results):

@@ -98,7 +98,7 @@ def render(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResu
     from rich.table import Table
 
     t = Table(title=title, title_justify="left", header_style="bold")
-    for col, kw in (("metric", {}), ("service", {}), ("last", {"justify": "right"}),
+    for col, kw in (("metric", {"no_wrap": True}), ("service", {"no_wrap": True}), ("last", {"justify": "right"}),
                     ("95% band", {"justify": "right"}), ("n", {"justify": "right"}),
                     ("trend", {"no_wrap": True, "min_width": 24}), ("alerts", {})):
         t.add_column(col, **kw)
