@@ -222,6 +222,3 @@ def expand(sql: str, ctx: QueryContext) -> str:
     """``sql`` with every macro and template variable replaced. Raises :class:`MacroError`."""
     return _time_macros(_variables(_conditional_all(sql, ctx), ctx), ctx)
 
-
-def to_utc(t: datetime) -> datetime:
-    return t.astimezone(UTC)

@@ -107,7 +107,9 @@ def files(s: DashboardsSettings) -> dict[str, str]:
         "provisioning/dashboards/ragpulse.yaml": _yaml(provider_yaml(s), gen),
         "provisioning/alerting/ragpulse-rules.yaml": _yaml(rules_yaml(s), gen),
         "provisioning/alerting/ragpulse-contact-points.yaml": _yaml(
-            contact_points_yaml(s), gen + "# EXAMPLE: replace the webhook URL with yours\n"),
+            contact_points_yaml(s), gen + "# EXAMPLE: replace the webhook URL with yours. Note that a\n"
+            "# provisioned `policies` entry replaces the organisation's whole notification policy\n"
+            "# tree: merge the route into your own tree instead if you have one.\n"),
         "dashboards/ragpulse-quality.json":
             json.dumps(build_dashboard(s), indent=2, ensure_ascii=False) + "\n",
     }

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .alerts import RuleResult, evaluate_all
-from .frames import Frame, Series, context, run_panel
+from .frames import Frame, context, run_panel
 from .queries import sections
 from .settings import DashboardsSettings
 
@@ -321,8 +321,4 @@ def build_report(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime,
     frames = [(sec.title, [run_panel(client, p, ctx) for p in sec.panels]) for sec in sections(s)]
     alerts = evaluate_all(client, s, t1)
     return render_html(frames, alerts, s, t0, t1, ctx.interval_s, source)
-
-
-def series_of(frame: Frame, value: str) -> list[Series]:
-    return [x for x in frame.series if x.value == value]
 
