@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 from .base import Judge
+
+if TYPE_CHECKING:
+    from ..privacy import PrivacySettings
 
 __all__ = ["JudgeChoice", "build_judge"]
 
@@ -24,11 +28,14 @@ def build_judge(
     tokens_per_hour: int | None = None,
     threads: int = 1,
     max_concurrency: int = 8,
+    privacy: PrivacySettings | None = None,
 ) -> Judge:
     """A ready judge. Raises ``ValueError`` with a user-facing message for bad options.
 
     The LLM judge reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` when ``api_key``/``base_url`` are
-    not given; both judges embed with the local multilingual USE model.
+    not given; both judges embed with the local multilingual USE model. With ``privacy`` whose
+    ``redact`` is on, the judge is wrapped in a :class:`~ragpulse.scorer.privacy.RedactingJudge`
+    so it only ever sees redacted samples.
     """
     from ..embeddings import USEEmbedder
 
@@ -37,7 +44,7 @@ def build_judge(
     if choice is JudgeChoice.local:
         from .local import LocalJudge, LocalJudgeSettings
 
-        return LocalJudge(LocalJudgeSettings(threads=threads), embedder=embedder)
+        return _private(LocalJudge(LocalJudgeSettings(threads=threads), embedder=embedder), privacy)
     from .llm import LLMJudge, LLMJudgeSettings
 
     kwargs: dict[str, object] = {"votes": votes, "max_concurrency": max_concurrency}
@@ -49,4 +56,12 @@ def build_judge(
         kwargs["api_key"] = api_key
     if tokens_per_hour:
         kwargs["tokens_per_hour"] = tokens_per_hour
-    return LLMJudge(LLMJudgeSettings(**kwargs), embedder=embedder)
+    return _private(LLMJudge(LLMJudgeSettings(**kwargs), embedder=embedder), privacy)
+
+
+def _private(judge: Judge, privacy: PrivacySettings | None) -> Judge:
+    if privacy is None or not privacy.redact:
+        return judge
+    from ..privacy import RedactingJudge, build_redactor
+
+    return RedactingJudge(judge, build_redactor(privacy))

@@ -1,0 +1,467 @@
+"""Privacy: redact personal data before any trace text reaches a judge or ClickHouse.
+
+Two switches, both in :class:`PrivacySettings` (``RAGPULSE_PRIVACY__*`` in the scorer):
+
+* ``redact`` (default on): e-mail addresses, phone numbers, payment card numbers (Luhn-checked),
+  IBANs (ISO 13616 mod-97-checked) and any configured regular expression are replaced by typed
+  placeholders such as ``[EMAIL_1]``. Numbering is per sample and per value, so the same address
+  in a context and in the answer becomes the same placeholder, and two different card numbers
+  stay different: a judge can still tell whether the answer's e-mail is the one in the context.
+* ``store_text`` (default on): when off, no question/answer excerpt and no explanation is written
+  to ClickHouse at all; only scores and metadata are stored.
+
+Recognition works on the text as sent (no Unicode normalisation, which would change what the judge
+reads): digits are matched with ``\\d``, so full-width ``０９０－１２３４－５６７８`` is found as well as
+``090-1234-5678``; e-mail parts are ASCII, so CJK text around an address does not leak into it.
+
+What is recognised, and the trade-offs (precision over recall where a pattern would otherwise
+eat ordinary numbers):
+
+* phone: digit groups joined by single separators (space, ideographic space, hyphens including
+  ``－`` and ``ー``, dots, parentheses) with 8-15 digits in all, that either start with ``+``
+  (international), start with a trunk ``0`` and have at least 10 digits (JP ``090-1234-5678``,
+  ``03-1234-5678``, UK ``020 7946 0958``), are a Chinese mobile ``1[3-9]`` + 9 digits, or have
+  the North American 3-3-4 shape with separators. Plain digit runs such as order numbers or
+  dates are left alone.
+* card: 13-19 digits, optionally grouped by spaces or hyphens, first digit 2-6 (the major
+  networks' ranges), passing the Luhn check.
+* iban: two capital letters, two check digits and 11-30 alphanumerics (optionally grouped by
+  spaces) passing the mod-97 check, cut to the country's registered length when it is known.
+
+Thread-safety: a :class:`Redactor` is immutable apart from its counters, which are guarded by a
+lock; one instance may be shared by threads and event loops. Nothing here blocks or does I/O.
+Matching is linear in the text length (every pattern is free of nested ambiguous repetition),
+so a one-megabyte hostile context costs milliseconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .judges.base import Judge, Needs
+from .model import Fact, Finding, Sample
+
+__all__ = [
+    "BUILTIN_KINDS",
+    "PrivacySettings",
+    "RedactingJudge",
+    "Redactor",
+    "build_redactor",
+    "iban_ok",
+    "luhn_ok",
+]
+
+BUILTIN_KINDS: tuple[str, ...] = ("iban", "card", "email", "phone")
+"""The built-in recognisers, in the order they run: the most specific, checksum-validated ones first
+(an IBAN's digit groups could pass for a card number, a card number for a phone)."""
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+# Metadata keys of a Sample that hold free text a user or an app wrote (the rest are ids,
+# versions, numbers). Only these are redacted in Sample.metadata.
+_FREE_TEXT_METADATA = ("error_message", "feedback_comment")
+
+
+class PrivacySettings(BaseModel):
+    """What is done to trace text before it is judged or stored. Frozen; validated on build."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    redact: bool = Field(
+        True,
+        description="replace personal data by typed placeholders before judging and storing",
+    )
+    kinds: tuple[str, ...] = Field(
+        BUILTIN_KINDS,
+        description=f"built-in recognisers to run, any of {', '.join(BUILTIN_KINDS)}",
+    )
+    patterns: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra recognisers: name (lower-case identifier, the placeholder label) -> "
+        "Python regular expression; every match is replaced",
+    )
+    store_text: bool = Field(
+        True,
+        description="store question/answer excerpts and explanations in ClickHouse; off = no "
+        "trace text is stored at all",
+    )
+
+    @field_validator("kinds", mode="before")
+    @classmethod
+    def _split(cls, v: object) -> object:
+        if isinstance(v, str):  # RAGPULSE_PRIVACY__KINDS=email,phone
+            v = [k.strip() for k in v.split(",") if k.strip()]
+        return v
+
+    @field_validator("kinds")
+    @classmethod
+    def _known(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [k for k in v if k not in BUILTIN_KINDS]
+        if unknown:
+            raise ValueError(f"unknown recognisers {unknown}; known: {list(BUILTIN_KINDS)}")
+        return tuple(dict.fromkeys(v))
+
+    @field_validator("patterns")
+    @classmethod
+    def _compile(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, pattern in v.items():
+            if not _NAME.match(name) or name in BUILTIN_KINDS:
+                raise ValueError(
+                    f"pattern name {name!r}: use a lower-case identifier (<= 32 chars) that is "
+                    f"not a built-in kind"
+                )
+            try:
+                compiled = re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {name!r} does not compile: {exc}") from None
+            if compiled.match(""):
+                # A pattern matching the empty string would insert a placeholder between every
+                # character: almost certainly a mistake, and it destroys the text.
+                raise ValueError(f"pattern {name!r} matches the empty string")
+        return v
+
+
+# -- recognisers --------------------------------------------------------------------------------
+
+_EMAIL = re.compile(
+    # ASCII-only parts: CJK text glued to an address ("連絡先はtaro@example.jpまで") stays outside it.
+    r"(?<![A-Za-z0-9._%+\-])[A-Za-z0-9._%+\-]{1,64}[@＠][A-Za-z0-9\-]{1,63}"
+    r"(?:\.[A-Za-z0-9\-]{1,63}){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9\-])"
+)
+
+# Phone shapes, tried left to right at each position. Every repetition is bounded, so the work per
+# position is bounded and a scan is linear in the text. One separator: a dash or dot with optional
+# spaces around it, or one space (plain, no-break or ideographic).
+_S = r"(?:[ \u00a0\u3000]?[\-‐‑‒–—―−－ー.．][ \u00a0\u3000]?|[ \u00a0\u3000])"
+_PHONE = re.compile(
+    r"(?<![\dA-Za-z+＋])(?:"
+    # international: +81 90-1234-5678, +44 (0)20 7946 0958, +86 138 1234 5678
+    rf"[+＋][ \u00a0\u3000]?\d{{1,3}}(?:(?:{_S}|[)）]{_S}?|{_S}?[(（])?\d{{1,4}}[)）]?){{1,5}}"
+    # mainland China mobile: 13812345678, 138-1234-5678, 138 1234 5678
+    rf"|1[3-9１-９]\d{_S}?\d{{4}}{_S}?\d{{4}}"
+    # trunk prefix 0: 090-1234-5678, 03-1234-5678, (03) 1234-5678, 020 7946 0958, 09012345678
+    rf"|[(（]?[0０]\d{{0,4}}(?:[)）]{_S}?|{_S})?\d{{1,4}}{_S}?\d{{3,4}}"
+    # North American: 555-123-4567, (555) 123-4567, 1 555 123 4567
+    rf"|(?:[1１]{_S})?[(（]?\d{{3}}(?:[)）]{_S}?|{_S})\d{{3}}{_S}\d{{4}}"
+    r")(?![\dA-Za-z])"
+)
+
+# Card numbers as printed: contiguous, or in the networks' groupings (4-4-4[-4[-3]], 4-6-4/5) with
+# one kind of separator. Free-form grouping is not accepted: it would join adjacent numbers (two
+# phone numbers side by side) into a "card" that passes Luhn one time in ten.
+_CARD = re.compile(
+    r"(?<![\dA-Za-z])(?:"
+    r"(?P<plain>[2-6２-６]\d{12,18})"
+    r"|(?P<g4>[2-6２-６]\d{3}(?P<s>[ \-－])\d{4}(?P=s)\d{4}(?:(?P=s)\d{4})?)(?P<tail>(?P=s)\d{3})?"
+    r"|(?P<g6>[2-6２-６]\d{3}(?P<t>[ \-－])\d{6}(?P=t)\d{4,5})"
+    r")(?![\dA-Za-z])"
+)
+
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![a-z0-9])")
+
+# ISO 13616 registry lengths (SWIFT IBAN registry); unknown countries fall back to trying lengths.
+_IBAN_LENGTHS: dict[str, int] = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28,
+    "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23,
+    "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26,
+    "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20,
+    "LV": 21, "MC": 27, "MD": 24, "ME": 22, "MK": 19, "MR": 27, "MT": 31, "MU": 30, "NL": 18,
+    "NO": 15, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "SA": 24,
+    "SC": 31, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "ST": 25, "SV": 28, "TL": 23, "TN": 24,
+    "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
+}
+
+
+def _digits(s: str) -> str:
+    # int() understands every Unicode decimal digit, so full-width digits check like ASCII ones.
+    return "".join(str(int(c)) for c in s if c.isdecimal())
+
+
+def luhn_ok(digits: str) -> bool:
+    """The Luhn (mod 10) check of a string of ASCII digits."""
+    total = 0
+    for i, c in enumerate(reversed(digits)):
+        d = ord(c) - 48
+        if i % 2:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def iban_ok(iban: str) -> bool:
+    """The ISO 13616 mod-97 check of an IBAN without spaces (upper case)."""
+    if len(iban) < 15 or len(iban) > 34:
+        return False
+    moved = iban[4:] + iban[:4]
+    try:
+        number = int("".join(str(int(c, 36)) for c in moved))
+    except ValueError:
+        return False
+    return number % 97 == 1
+
+
+def _card_spans(text: str) -> list[tuple[int, int]]:
+    out = []
+    for m in _CARD.finditer(text):
+        if m.group("g4") and m.group("tail"):
+            # "4111 1111 1111 1111 123": the card may be the 16 digits before a separate number.
+            for start, end in (m.span(), m.span("g4")):
+                d = _digits(text[start:end])
+                if 13 <= len(d) <= 19 and luhn_ok(d):
+                    out.append((start, end))
+                    break
+            continue
+        d = _digits(m.group())
+        if 13 <= len(d) <= 19 and luhn_ok(d):
+            out.append(m.span())
+    return out
+
+
+def _iban_spans(text: str) -> list[tuple[int, int]]:
+    out = []
+    pos = 0
+    while (m := _IBAN.search(text, pos)) is not None:
+        s = m.group()
+        # Map compact positions back to the original span so a trailing word is left out, and
+        # resume after the IBAN, not after the match (which may have run into the next one).
+        ends = [i + 1 for i, c in enumerate(s) if c != " "]
+        compact = s.replace(" ", "")
+        known = _IBAN_LENGTHS.get(compact[:2])
+        lengths = [known] if known else range(min(34, len(compact)), 14, -1)
+        pos = m.start() + 1
+        for n in lengths:
+            if n <= len(compact) and iban_ok(compact[:n]):
+                out.append((m.start(), m.start() + ends[n - 1]))
+                pos = m.start() + ends[n - 1]
+                break
+    return out
+
+
+def _email_spans(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _EMAIL.finditer(text)]
+
+
+_GROUP = re.compile(r"\d+")
+_NA_MARKS = frozenset("-‐‑‒–—―−－ー.．()（）")
+
+
+def _is_phone(candidate: str) -> bool:
+    # Called once per candidate (and per window of a long candidate): cheapest tests first.
+    # "+44 (0)20 7946 0958": the bracketed trunk zero is dialled only from inside the country.
+    groups = _GROUP.findall(candidate.replace("(0)", " ").replace("（0）", " "))
+    sizes = [len(g) for g in groups]
+    n = sum(sizes)
+    if not 8 <= n <= 15:
+        return False
+    # Groups after the first are at least two digits: "0.5 0.25" or "1 2 3" are not phones.
+    if min(sizes[1:], default=2) < 2:
+        return False
+    if candidate.lstrip("(（")[:1] in "+＋":
+        return True
+    first = groups[0][0]
+    if first in "0０":
+        return n >= 10
+    if n == 11 and first in "1１" and (len(groups) == 1 or sizes == [3, 4, 4]):
+        # mainland China mobile 1[3-9]x xxxx xxxx, grouped 3-4-4 or not
+        return _digits(groups[0][1]) in "3456789"
+    # North American 555-123-4567 / (555) 123-4567 / 1 555.123.4567. A dash, dot or bracket is
+    # required: three space-separated numbers ("ids 456 789 2024") are usually not a phone.
+    if sizes == [3, 3, 4] or (sizes == [1, 3, 3, 4] and first in "1１"):
+        return any(c in _NA_MARKS for c in candidate)
+    return False
+
+
+def _phone_spans(text: str) -> list[tuple[int, int]]:
+    out = []
+    pos = 0
+    while (m := _PHONE.search(text, pos)) is not None:
+        if _is_phone(m.group()):
+            out.append(m.span())
+            pos = m.end()
+        else:
+            # A rejected shape ("(0)20 7946") must not hide a phone that starts inside it.
+            # Matches are at most ~40 characters long, so rescanning keeps the scan linear.
+            pos = m.start() + 1
+    return out
+
+
+_BUILTIN: dict[str, Callable[[str], list[tuple[int, int]]]] = {
+    "card": _card_spans,
+    "iban": _iban_spans,
+    "email": _email_spans,
+    "phone": _phone_spans,
+}
+
+# Cheap pre-filters: most texts contain no '@' and few digits; skip a recogniser outright then.
+_NEEDS: dict[str, Callable[[str], bool]] = {
+    "card": lambda t: any(c.isdecimal() for c in t),
+    "iban": lambda t: any(c.isdecimal() for c in t),
+    "email": lambda t: "@" in t or "＠" in t,
+    "phone": lambda t: any(c.isdecimal() for c in t),
+}
+
+
+# -- the redactor -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Numbering:
+    """Placeholder numbers of one sample: the same value always gets the same number."""
+
+    seen: dict[tuple[str, str], int]
+    per_kind: dict[str, int]
+
+    def label(self, kind: str, value: str) -> str:
+        key = (kind, value)
+        n = self.seen.get(key)
+        if n is None:
+            n = self.per_kind.get(kind, 0) + 1
+            self.per_kind[kind] = n
+            self.seen[key] = n
+        return f"[{kind.upper()}_{n}]"
+
+
+class Redactor:
+    """Replaces personal data in text by placeholders. Build with :func:`build_redactor`.
+
+    :meth:`redact` and :meth:`redact_sample` never raise for any ``str`` input and never block;
+    the instance is safe to share between threads (counters are locked).
+    """
+
+    def __init__(self, settings: PrivacySettings | None = None) -> None:
+        self.settings = settings or PrivacySettings()
+        self._recognisers: list[tuple[str, Callable[[str], list[tuple[int, int]]], Callable[[str], bool]]] = [
+            (k, _BUILTIN[k], _NEEDS[k]) for k in BUILTIN_KINDS if k in self.settings.kinds
+        ]
+        for name, pattern in self.settings.patterns.items():
+            rx = re.compile(pattern)
+            self._recognisers.append(
+                (name, lambda t, rx=rx: [m.span() for m in rx.finditer(t) if m.end() > m.start()],
+                 lambda t: True)
+            )
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {"texts_redacted": 0, "samples_redacted": 0}
+        for kind, _, _ in self._recognisers:
+            self._counts[f"redactions_{kind}"] = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.redact and bool(self._recognisers)
+
+    def redact(self, text: str, *, _numbering: _Numbering | None = None) -> str:
+        """``text`` with every recognised value replaced by ``[KIND_n]``.
+
+        Numbering restarts for every call unless a sample's numbering is shared (see
+        :meth:`redact_sample`). Returns ``text`` itself when redaction is off or nothing matched.
+        """
+        if not self.settings.redact or not text:
+            return text
+        numbering = _numbering or _Numbering({}, {})
+        found: dict[str, int] = {}
+        # Each recogniser runs on the output of the previous one, so placeholders (which contain
+        # no digits or '@' beyond the number, and are bracketed) are never matched again.
+        for kind, spans_of, needed in self._recognisers:
+            if not needed(text):
+                continue
+            spans = spans_of(text)
+            if not spans:
+                continue
+            parts: list[str] = []
+            pos = 0
+            for start, end in spans:
+                if start < pos:  # overlapping matches of a custom pattern: keep the first
+                    continue
+                parts.append(text[pos:start])
+                parts.append(numbering.label(kind, text[start:end]))
+                pos = end
+                found[kind] = found.get(kind, 0) + 1
+            parts.append(text[pos:])
+            text = "".join(parts)
+        if found:
+            with self._lock:
+                self._counts["texts_redacted"] += 1
+                for kind, n in found.items():
+                    self._counts[f"redactions_{kind}"] += n
+        return text
+
+    def redact_sample(self, sample: Sample) -> Sample:
+        """A copy of ``sample`` with question, contexts, answer, reference and free-text metadata
+        redacted, one numbering shared by all of them. Returns ``sample`` itself when redaction
+        is off or nothing matched."""
+        if not self.settings.redact:
+            return sample
+        numbering = _Numbering({}, {})
+
+        def r(t: str) -> str:
+            return self.redact(t, _numbering=numbering)
+
+        update: dict[str, Any] = {}
+        q = r(sample.question)
+        if q is not sample.question:
+            update["question"] = q
+        contexts = tuple(r(c) for c in sample.contexts)
+        if any(a is not b for a, b in zip(contexts, sample.contexts)):
+            update["contexts"] = contexts
+        a = r(sample.answer)
+        if a is not sample.answer:
+            update["answer"] = a
+        if sample.reference:
+            ref = r(sample.reference)
+            if ref is not sample.reference:
+                update["reference"] = ref
+        meta = sample.metadata
+        if any(isinstance(meta.get(k), str) and meta.get(k) for k in _FREE_TEXT_METADATA):
+            new_meta = dict(meta)
+            for k in _FREE_TEXT_METADATA:
+                v = meta.get(k)
+                if isinstance(v, str) and v:
+                    new_meta[k] = r(v)
+            if any(new_meta[k] is not meta.get(k) for k in _FREE_TEXT_METADATA if k in meta):
+                update["metadata"] = new_meta
+        if not update:
+            return sample
+        with self._lock:
+            self._counts["samples_redacted"] += 1
+        return sample.model_copy(update=update)
+
+    def stats(self) -> dict[str, int]:
+        """Cumulative counters: texts and samples changed, and values replaced per kind."""
+        with self._lock:
+            return dict(self._counts)
+
+
+def build_redactor(settings: PrivacySettings | None = None) -> Redactor:
+    """A :class:`Redactor` for ``settings`` (default: every built-in recogniser on)."""
+    return Redactor(settings)
+
+
+class RedactingJudge:
+    """A :class:`~ragpulse.scorer.judges.base.Judge` that hands the wrapped judge a redacted
+    sample, so no recognised personal data reaches a model endpoint.
+
+    Same contract as the wrapped judge: ``gather`` never raises for judge trouble and is safe to
+    call concurrently (redaction is CPU-only and short; it runs on the calling loop). ``aclose``
+    closes the wrapped judge and is idempotent if the wrapped one is.
+    """
+
+    def __init__(self, judge: Judge, redactor: Redactor) -> None:
+        self.inner = judge
+        self.redactor = redactor
+        self.name = judge.name
+        self.model = judge.model
+
+    async def gather(self, sample: Sample, needs: Needs) -> Mapping[Fact, Finding]:
+        return await self.inner.gather(self.redactor.redact_sample(sample), needs)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def __getattr__(self, item: str) -> Any:
+        # Judge-specific extras (e.g. the LLM judge's stats()) stay reachable through the wrapper.
+        return getattr(self.inner, item)
