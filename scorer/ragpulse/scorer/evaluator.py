@@ -92,7 +92,8 @@ class Evaluator:
                 fd = findings.get(fact)
                 if fd is None:
                     continue
-                cost = cost + fd.cost.scaled(1.0 / users[fact])
+                if fd.cost is not ZERO_COST:
+                    cost = cost + fd.cost.scaled(1.0 / users[fact])
                 if fd.prompt_version and fd.prompt_version not in versions:
                     versions.append(fd.prompt_version)
                 model = fd.model or model

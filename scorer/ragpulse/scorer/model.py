@@ -119,8 +119,10 @@ class Cost(BaseModel):
     completion_tokens: float = 0.0
     latency_ms: float = 0.0
 
+    # Arithmetic on already-validated floats: ``model_construct`` skips re-validation, which
+    # matters on the scorer's hot path (several Cost objects per score row).
     def __add__(self, other: Cost) -> Cost:
-        return Cost(
+        return Cost.model_construct(
             llm_calls=self.llm_calls + other.llm_calls,
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
@@ -128,7 +130,8 @@ class Cost(BaseModel):
         )
 
     def scaled(self, factor: float) -> Cost:
-        return Cost(
+        factor = float(factor)
+        return Cost.model_construct(
             llm_calls=self.llm_calls * factor,
             prompt_tokens=self.prompt_tokens * factor,
             completion_tokens=self.completion_tokens * factor,
