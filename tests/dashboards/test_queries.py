@@ -185,3 +185,14 @@ def test_to_series_refuses_a_frame_grafana_would_refuse() -> None:
         to_series(["service", "v"], ["String", "Float64"], [("a", 1.0)])
     with pytest.raises(ValueError, match="numeric"):
         to_series(["time", "service"], ["DateTime", "String"], [(NOW, "a")])
+
+
+def test_interval_and_duration_helpers() -> None:
+    from ragpulse.dashboards.frames import auto_interval, since
+
+    assert auto_interval(NOW - timedelta(hours=24), NOW) == 720.0  # 24 h / 120 points
+    assert auto_interval(NOW - timedelta(minutes=10), NOW) == 60.0  # never below the rollup
+    assert since("90m") == timedelta(minutes=90) and since("7d") == timedelta(days=7)
+    for bad in ("", "h", "0h", "-1h", "24", "1y"):
+        with pytest.raises(ValueError):
+            since(bad)
