@@ -26,14 +26,21 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.scorer.pipeline.traffic builds the records
 
-from ragpulse.collector.kafka import KafkaSettings, ensure_topic  # noqa: E402
-from ragpulse.deploy.broker import TansuBroker  # noqa: E402
-from ragpulse.scorer import Fact  # noqa: E402
-from ragpulse.scorer.judges.base import Needs  # noqa: E402
-from ragpulse.scorer.model import Finding, Sample  # noqa: E402
-from ragpulse.scorer.pipeline import ScorerSettings, build_scorer  # noqa: E402
-from ragpulse.scorer.store import SchemaSettings, ScoreWriter, WriterSettings, init_schema, open_store  # noqa: E402
-from tests.scorer.pipeline.traffic import make_traces, otelcol_records, rotel_records  # noqa: E402
+from ragpulse.collector.kafka import KafkaSettings, ensure_topic
+from ragpulse.deploy.broker import TansuBroker
+from ragpulse.scorer import Fact
+from ragpulse.scorer.judges.base import Needs
+from ragpulse.scorer.model import Finding, Sample
+from ragpulse.scorer.pipeline import ScorerSettings, build_scorer
+from ragpulse.scorer.store import (
+    SchemaSettings,
+    ScoreWriter,
+    WriterSettings,
+    init_schema,
+    open_store,
+)
+
+from tests.scorer.pipeline.traffic import make_traces, otelcol_records, rotel_records
 
 SECTION = "## Scorer overhead"
 
@@ -49,7 +56,11 @@ class FreeJudge:
         values: dict[Fact, Any] = {
             Fact.STATEMENTS: ["s1", "s2"],
             Fact.STATEMENT_SUPPORT: [1, 0],
-            Fact.QUESTION_SIMILARITY: {"questions": ["q"], "similarities": [0.9], "noncommittal": False},
+            Fact.QUESTION_SIMILARITY: {
+                "questions": ["q"],
+                "similarities": [0.9],
+                "noncommittal": False,
+            },
             Fact.CONTEXT_USEFUL: [1] * n,
             Fact.CONTEXT_USED: [1] * n,
             Fact.CONTEXT_RATINGS: [2, 1],
@@ -63,8 +74,14 @@ class FreeJudge:
 def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]]) -> float:
     from kafka import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, compression_type="lz4", acks="all",
-                      linger_ms=20, batch_size=512 * 1024, max_request_size=16 * 1024 * 1024)
+    p = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        compression_type="lz4",
+        acks="all",
+        linger_ms=20,
+        batch_size=512 * 1024,
+        max_request_size=16 * 1024 * 1024,
+    )
     t0 = time.perf_counter()
     for i, (key, value) in enumerate(records):
         p.send(topic, key=key, value=value, partition=None if key else i % 3)
@@ -79,18 +96,28 @@ def run(n: int, fmt: str, per_record: int) -> dict[str, Any]:
     size = sum(len(v) for _, v in records)
     with TansuBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         topic = f"bench_{uuid.uuid4().hex[:6]}"
-        kafka = KafkaSettings(bootstrap_servers=broker.bootstrap, topic=topic, dlq_topic=f"{topic}.dlq")
+        kafka = KafkaSettings(
+            bootstrap_servers=broker.bootstrap, topic=topic, dlq_topic=f"{topic}.dlq"
+        )
         ensure_topic(kafka, 3)
         produce_s = produce(broker.bootstrap, topic, records)
         client = open_store(f"chdb://{tmp}/chdb")
         init_schema(client, SchemaSettings(database="rag"))
-        writer = ScoreWriter(client, "rag", WriterSettings(batch_rows=20_000, flush_interval_s=0.2,
-                                                           max_pending_rows=200_000))
+        writer = ScoreWriter(
+            client,
+            "rag",
+            WriterSettings(batch_rows=20_000, flush_interval_s=0.2, max_pending_rows=200_000),
+        )
         writer.start()
         settings = ScorerSettings(
-            kafka=kafka, database="rag",
-            consumer={"group_id": "bench", "session_timeout_ms": 6000, "heartbeat_interval_ms": 2000,
-                      "max_poll_records": 2000},
+            kafka=kafka,
+            database="rag",
+            consumer={
+                "group_id": "bench",
+                "session_timeout_ms": 6000,
+                "heartbeat_interval_ms": 2000,
+                "max_poll_records": 2000,
+            },
             assembly={"grace_s": 0.2, "max_wait_s": 10.0},
             evaluate={"max_in_flight": 4096},
         )
@@ -116,9 +143,16 @@ def run(n: int, fmt: str, per_record: int) -> dict[str, Any]:
     assert t_first is not None
     elapsed = t_done - t_first
     return {
-        "format": fmt, "traces": n, "records": len(records), "bytes": size,
-        "elapsed_s": elapsed, "traces_per_s": n / elapsed, "rows": rows,
-        "rows_written_stat": st["rows_written"], "cpu_s": cpu, "produce_s": produce_s,
+        "format": fmt,
+        "traces": n,
+        "records": len(records),
+        "bytes": size,
+        "elapsed_s": elapsed,
+        "traces_per_s": n / elapsed,
+        "rows": rows,
+        "rows_written_stat": st["rows_written"],
+        "cpu_s": cpu,
+        "produce_s": produce_s,
         "grace_s": settings.assembly.grace_s,
     }
 
@@ -147,73 +181,120 @@ def stage_breakdown(n: int = 3000) -> dict[str, float]:
         out[name] = (time.process_time() - t0) / n * 1e6
         return result
 
-    groups = timed("decode", lambda: [g for _, v in records for g in group_by_trace(decoder.decode(v)).items()])
-    timed("assemble", lambda: [assembler.add(t, spans) for t, spans in groups] and assembler.drain())
-    preps = timed("extract + sample",
-                  lambda: [prepare(AssembledTrace(t, spans, [], "complete", True)) for t, spans in groups])
+    groups = timed(
+        "decode", lambda: [g for _, v in records for g in group_by_trace(decoder.decode(v)).items()]
+    )
+    timed(
+        "assemble", lambda: [assembler.add(t, spans) for t, spans in groups] and assembler.drain()
+    )
+    preps = timed(
+        "extract + sample",
+        lambda: [prepare(AssembledTrace(t, spans, [], "complete", True)) for t, spans in groups],
+    )
 
     async def evaluate_all() -> list[Any]:
         return [await evaluator.evaluate(p.sample) for p in preps]
 
     results = timed("evaluate (free judge, 5 metrics)", lambda: asyncio.run(evaluate_all()))
-    rows = timed("score rows", lambda: [r for p, res in zip(preps, results)
-                                        for r in rows_from_scores(res.scores, p.meta)])
+    rows = timed(
+        "score rows",
+        lambda: [
+            r
+            for p, res in zip(preps, results, strict=True)
+            for r in rows_from_scores(res.scores, p.meta)
+        ],
+    )
     timed("columns for insert", lambda: columns_of(rows))
     return out
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--traces", type=int, default=20_000)
     ap.add_argument("--format", choices=["otelcol", "rotel", "both"], default="both")
     ap.add_argument("--per-record", type=int, default=100, help="traces per rotel record")
-    ap.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' in docs/benchmarks.md")
+    ap.add_argument(
+        "--write-docs", action="store_true", help=f"replace '{SECTION}' in docs/benchmarks.md"
+    )
     a = ap.parse_args()
     load = os.getloadavg()
-    results = [run(a.traces, f, a.per_record)
-               for f in (["otelcol", "rotel"] if a.format == "both" else [a.format])]
+    results = [
+        run(a.traces, f, a.per_record)
+        for f in (["otelcol", "rotel"] if a.format == "both" else [a.format])
+    ]
     load_after = os.getloadavg()
     stages = stage_breakdown()
     for name, us in stages.items():
         print(f"  {name:36s} {us:7.0f} us CPU per trace")
     for r in results:
-        print(f"{r['format']:8s} {r['traces']} traces in {r['records']} records ({r['bytes'] / 1e6:.1f} MB): "
-              f"{r['elapsed_s']:.2f} s -> {r['traces_per_s']:,.0f} traces/s; {r['rows']} rows in chDB; "
-              f"process CPU {r['cpu_s']:.1f} s")
+        print(
+            f"{r['format']:8s} {r['traces']} traces in {r['records']} records "
+            f"({r['bytes'] / 1e6:.1f} MB): {r['elapsed_s']:.2f} s -> "
+            f"{r['traces_per_s']:,.0f} traces/s; {r['rows']} rows in chDB; "
+            f"process CPU {r['cpu_s']:.1f} s"
+        )
     print(f"load average before {load[0]:.2f}, after {load_after[0]:.2f} on {os.cpu_count()} cores")
     if a.write_docs:
         write_docs(results, a, load, load_after, stages)
 
 
-def write_docs(results: list[dict[str, Any]], a: argparse.Namespace, load: tuple[float, ...],
-               load_after: tuple[float, ...], stages: dict[str, float]) -> None:
+def write_docs(
+    results: list[dict[str, Any]],
+    a: argparse.Namespace,
+    load: tuple[float, ...],
+    load_after: tuple[float, ...],
+    stages: dict[str, float],
+) -> None:
     cmd = f".venv/bin/python bench/scorer.py --traces {a.traces} --format {a.format}"
     lines = [
-        SECTION, "",
+        SECTION,
+        "",
         "Scorer overhead without the judge (issue 3 target: >= 2,000 traces/s): decode, assemble, "
-        "extract, sample, evaluate with a judge that answers instantly (five default metrics, so five "
-        "score rows per trace), write to chDB, commit offsets. Real tansu broker, real chDB, records "
-        "pre-produced; timed from the first consumed record to the last acknowledged row.",
+        "extract, sample, evaluate with a judge that answers instantly (five default metrics, so "
+        "five score rows per trace), write to chDB, commit offsets. Real tansu broker, real chDB, "
+        "records pre-produced; timed from the first consumed record to the last acknowledged "
+        "row.",
         "",
         f"Command: `{cmd}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores).",
         "",
-        "| records | traces | records on topic | time (s) | traces/s | rows in chDB | process CPU (s) "
-        "| traces per CPU-second |",
+        "| records | traces | records on topic | time (s) | traces/s | rows in chDB "
+        "| process CPU (s) | traces per CPU-second |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    best = max(r["traces"] / r["cpu_s"] for r in results)
+    fastest = max(r["traces_per_s"] for r in results)
+    verdict = (
+        f"{'meets' if fastest >= 2000 else 'does NOT meet'} the 2,000 traces/s target on this "
+        f"run ({fastest:,.0f} traces/s). The pipeline is CPU-bound at about {1e6 / best:,.0f} us "
+        f"of CPU per trace, so one free core would carry at most about {best:,.0f} traces/s. Its "
+        "Python stages share one GIL, so a second core helps only through a second `ragpulse "
+        "scorer` in the same consumer group (partitions split between them), which needs a "
+        "ClickHouse server or the HTTP facade because a chDB directory has one owner. Most of the "
+        "CPU is in extraction, the metric engine and row building (table below), not in the "
+        "consumer, assembly or commit bookkeeping."
+    )
     for r in results:
-        shape = ("otelcol: one keyed record per trace" if r["format"] == "otelcol"
-                 else f"rotel: {a.per_record} traces per unkeyed record")
-        lines.append(f"| {shape} | {r['traces']:,} | {r['records']:,} | {r['elapsed_s']:.2f} | "
-                     f"**{r['traces_per_s']:,.0f}** | {r['rows']:,} | {r['cpu_s']:.1f} | "
-                     f"{r['traces'] / r['cpu_s']:,.0f} |")
+        shape = (
+            "otelcol: one keyed record per trace"
+            if r["format"] == "otelcol"
+            else f"rotel: {a.per_record} traces per unkeyed record"
+        )
+        lines.append(
+            f"| {shape} | {r['traces']:,} | {r['records']:,} | {r['elapsed_s']:.2f} | "
+            f"**{r['traces_per_s']:,.0f}** | {r['rows']:,} | {r['cpu_s']:.1f} | "
+            f"{r['traces'] / r['cpu_s']:,.0f} |"
+        )
     lines += [
         "",
         f"Machine load: load average {load[0]:.1f} before and {load_after[0]:.1f} after on "
-        f"{os.cpu_count()} cores shared with other engineers' test runs, so these are lower bounds; "
-        "the process CPU column counts the benchmark process (scorer, chDB engine and the waiting "
-        "loop) and excludes the broker.",
+        f"{os.cpu_count()} cores shared with other engineers' test runs, so the wall-clock rates "
+        "are lower bounds; the process CPU column counts the benchmark process (scorer threads, "
+        "the in-process chDB engine's inserts and merges, the waiting loop), not the broker.",
+        "",
+        f"Verdict: {verdict}",
         "",
         "Where the CPU goes (``stage_breakdown`` in the script: each stage in-line on one thread, "
         "3,000 traces, process CPU time, so less sensitive to the shared machine):",
@@ -221,7 +302,8 @@ def write_docs(results: list[dict[str, Any]], a: argparse.Namespace, load: tuple
         "| stage | CPU per trace (us) |",
         "|---|---|",
         *(f"| {name} | {us:.0f} |" for name, us in stages.items()),
-        f"| **sum** | **{sum(stages.values()):.0f}** (= {1e6 / sum(stages.values()):,.0f} traces/s on one "
+        f"| **sum** | **{sum(stages.values()):.0f}** "
+        f"(= {1e6 / sum(stages.values()):,.0f} traces/s on one "
         "free core, before Kafka fetch, threads and the chDB insert) |",
         "",
     ]
@@ -232,7 +314,7 @@ def write_docs(results: list[dict[str, Any]], a: argparse.Namespace, load: tuple
         text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
     else:
         nxt = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + "\n".join(lines) + ("\n" + text[nxt + 1:] if nxt != -1 else "")
+        text = text[:start] + "\n".join(lines) + ("\n" + text[nxt + 1 :] if nxt != -1 else "")
     path.write_text(text)
     print(f"wrote {SECTION!r} to {path}")
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
-
 from ragpulse.collector.kafka import KafkaSettings, ensure_topic
 from ragpulse.scorer import Fact
 from ragpulse.scorer.judges.base import Needs
@@ -55,7 +54,7 @@ class GatedJudge(TableJudge):
 
 
 def wait_for(pred: Callable[[], bool], timeout_s: float = 60.0, what: str = "condition") -> None:
-    """Poll ``pred`` until true; fails the test after ``timeout_s`` (a bound, not a timing claim)."""
+    """Poll ``pred`` until true; fail after ``timeout_s`` (a bound, not a timing claim)."""
     deadline = time.monotonic() + timeout_s
     while not pred():
         if time.monotonic() > deadline:
@@ -67,20 +66,33 @@ def wait_for(pred: Callable[[], bool], timeout_s: float = 60.0, what: str = "con
 def topic(kafka_broker_module: Any) -> str:
     """A fresh 3-partition spans topic on the module's broker."""
     name = f"spans_{uuid.uuid4().hex[:8]}"
-    ensure_topic(KafkaSettings(bootstrap_servers=kafka_broker_module.bootstrap, topic=name,
-                               dlq_topic=f"{name}.dlq"), partitions=3)
+    ensure_topic(
+        KafkaSettings(
+            bootstrap_servers=kafka_broker_module.bootstrap, topic=name, dlq_topic=f"{name}.dlq"
+        ),
+        partitions=3,
+    )
     return name
 
 
 @pytest.fixture
-def make_settings(kafka_broker_module: Any, topic: str, rag_schema: Any) -> Callable[..., ScorerSettings]:
+def make_settings(
+    kafka_broker_module: Any, topic: str, rag_schema: Any
+) -> Callable[..., ScorerSettings]:
     def make(**over: Any) -> ScorerSettings:
         base: dict[str, Any] = {
-            "kafka": {"bootstrap_servers": kafka_broker_module.bootstrap, "topic": topic,
-                      "dlq_topic": f"{topic}.dlq"},
+            "kafka": {
+                "bootstrap_servers": kafka_broker_module.bootstrap,
+                "topic": topic,
+                "dlq_topic": f"{topic}.dlq",
+            },
             # Short sessions make tansu's group join ~1 s instead of ~3 s (INFRA.md 1.3).
-            "consumer": {"group_id": f"g_{uuid.uuid4().hex[:8]}", "session_timeout_ms": 2000,
-                         "heartbeat_interval_ms": 500, "commit_interval_s": 0.2},
+            "consumer": {
+                "group_id": f"g_{uuid.uuid4().hex[:8]}",
+                "session_timeout_ms": 2000,
+                "heartbeat_interval_ms": 500,
+                "commit_interval_s": 0.2,
+            },
             "assembly": {"grace_s": 0.3, "max_wait_s": 5.0},
             "evaluate": {"metrics": list(METRICS)},
             "database": rag_schema.database,
@@ -105,8 +117,12 @@ def writer(chdb_client: Any, rag_schema: Any) -> Iterator[ScoreWriter]:
     w.shutdown(10)
 
 
-def produce(bootstrap: str, topic: str, records: Sequence[tuple[bytes | None, bytes]],
-            partition: int | None = None) -> None:
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Sequence[tuple[bytes | None, bytes]],
+    partition: int | None = None,
+) -> None:
     from kafka import KafkaProducer
 
     p = KafkaProducer(bootstrap_servers=bootstrap, compression_type="lz4", acks="all", linger_ms=5)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
-
 from ragpulse import cli as root
 from ragpulse.scorer.pipeline.cli import _settings_from, status_line
+from typer.testing import CliRunner
 
 
 @pytest.fixture(scope="module")
@@ -15,14 +14,17 @@ def app():
     return root.app
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--kafka", "no-port"], "kafka.bootstrap_servers"),
-    (["--clickhouse", "mysql://x"], "clickhouse"),
-    (["--metrics", "faithfulness,bogus"], "unknown metrics"),
-    (["--sample-rate", "1.5"], "sampling.default_rate"),
-    (["--service-rate", "checkout"], "expected SERVICE=RATE"),
-    (["--grace", "100"], "grace_s"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--kafka", "no-port"], "kafka.bootstrap_servers"),
+        (["--clickhouse", "mysql://x"], "clickhouse"),
+        (["--metrics", "faithfulness,bogus"], "unknown metrics"),
+        (["--sample-rate", "1.5"], "sampling.default_rate"),
+        (["--service-rate", "checkout"], "expected SERVICE=RATE"),
+        (["--grace", "100"], "grace_s"),
+    ],
+)
 def test_bad_settings_exit_2_with_the_field_named(app, monkeypatch, args, message):
     for k in list(__import__("os").environ):
         if k.startswith("RAGPULSE_"):
@@ -36,17 +38,40 @@ def test_environment_then_flags(monkeypatch):
     monkeypatch.setenv("RAGPULSE_CONSUMER__GROUP_ID", "from-env")
     monkeypatch.setenv("RAGPULSE_ASSEMBLY__GRACE_S", "1.5")
     monkeypatch.setenv("RAGPULSE_KAFKA__BOOTSTRAP_SERVERS", "env-host:9092")
-    s = _settings_from({"kafka.bootstrap_servers": "flag-host:9093", "consumer.group_id": None,
-                        "sampling.service_rates": {"checkout": 0.25}})
+    s = _settings_from(
+        {
+            "kafka.bootstrap_servers": "flag-host:9093",
+            "consumer.group_id": None,
+            "sampling.service_rates": {"checkout": 0.25},
+        }
+    )
     assert s.kafka.bootstrap_servers == "flag-host:9093"
     assert s.consumer.group_id == "from-env" and s.assembly.grace_s == 1.5
     assert s.sampling.service_rates == {"checkout": 0.25}
 
 
 def test_status_line_names_every_stage():
-    line = status_line({"records_consumed": 3, "traces_assembled": 2, "traces_sampled": 2,
-                        "traces_scored": 1, "rows_written": 5, "consumer_lag": 7, "paused": 1,
-                        "write_errors": 2, "evaluate_errors": 1})
-    for part in ("consumed 3", "assembled 2", "sampled 2", "scored 1", "written 5 rows", "lag 7",
-                 "PAUSED", "errors 3"):
+    line = status_line(
+        {
+            "records_consumed": 3,
+            "traces_assembled": 2,
+            "traces_sampled": 2,
+            "traces_scored": 1,
+            "rows_written": 5,
+            "consumer_lag": 7,
+            "paused": 1,
+            "write_errors": 2,
+            "evaluate_errors": 1,
+        }
+    )
+    for part in (
+        "consumed 3",
+        "assembled 2",
+        "sampled 2",
+        "scored 1",
+        "written 5 rows",
+        "lag 7",
+        "PAUSED",
+        "errors 3",
+    ):
         assert part in line

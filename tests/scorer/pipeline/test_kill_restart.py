@@ -36,7 +36,11 @@ class ScorerProcess:
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ragpulse.cli", "scorer", *args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -74,13 +78,18 @@ def query_in_subprocess(path: Path, sql: str) -> list[list[Any]]:
         "c = clickhouse_connect.get_client(dsn=sys.argv[1])\n"
         "print(json.dumps([list(r) for r in c.query(sys.argv[2]).result_rows]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, f"chdb://{path}", sql],
-                         capture_output=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, f"chdb://{path}", sql],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     return json.loads(out.stdout)
 
 
 def test_sigkill_mid_stream_then_restart_loses_nothing_and_double_counts_nothing(
-        kafka_broker_module, topic, tmp_path):
+    kafka_broker_module, topic, tmp_path
+):
     bootstrap = kafka_broker_module.bootstrap
     traces = make_traces(N_TRACES, seed=21, unscorable_every=10)
     produce(bootstrap, topic, otelcol_records(traces))
@@ -88,24 +97,44 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_double_counts_nothing
     group = "kill-restart"
     data = tmp_path / "chdb"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
-    env.update({
-        "RAGPULSE_CONSUMER__SESSION_TIMEOUT_MS": "2000",
-        "RAGPULSE_CONSUMER__HEARTBEAT_INTERVAL_MS": "500",
-        # Commit seldom, write often: at the kill, rows are written whose offsets are not yet
-        # committed, so the restart must replay them.
-        "RAGPULSE_CONSUMER__COMMIT_INTERVAL_S": "1.5",
-        "RAGPULSE_WRITER__FLUSH_INTERVAL_S": "0.1",
-        "RAGPULSE_WRITER__BATCH_ROWS": "60",
-        "RAGPULSE_EVALUATE__MAX_IN_FLIGHT": "16",
-    })
-    args = ["--kafka", bootstrap, "--topic", topic, "--clickhouse", f"chdb://{data}",
-            "--group", group, "--judge", "local", "--metrics", METRICS, "--grace", "0.2",
-            "--status-interval", "0.2"]
+    env.update(
+        {
+            "RAGPULSE_CONSUMER__SESSION_TIMEOUT_MS": "2000",
+            "RAGPULSE_CONSUMER__HEARTBEAT_INTERVAL_MS": "500",
+            # Commit seldom, write often: at the kill, rows are written whose offsets are not yet
+            # committed, so the restart must replay them.
+            "RAGPULSE_CONSUMER__COMMIT_INTERVAL_S": "1.5",
+            "RAGPULSE_WRITER__FLUSH_INTERVAL_S": "0.1",
+            "RAGPULSE_WRITER__BATCH_ROWS": "60",
+            "RAGPULSE_EVALUATE__MAX_IN_FLIGHT": "16",
+        }
+    )
+    args = [
+        "--kafka",
+        bootstrap,
+        "--topic",
+        topic,
+        "--clickhouse",
+        f"chdb://{data}",
+        "--group",
+        group,
+        "--judge",
+        "local",
+        "--metrics",
+        METRICS,
+        "--grace",
+        "0.2",
+        "--status-interval",
+        "0.2",
+    ]
 
     first = ScorerProcess(args, env)
     try:
-        wait_for(lambda: first.rows_written() > 0 or first.proc.poll() is not None,
-                 timeout_s=120, what="the first rows")
+        wait_for(
+            lambda: first.rows_written() > 0 or first.proc.poll() is not None,
+            timeout_s=120,
+            what="the first rows",
+        )
         assert first.proc.poll() is None, first.output()
     finally:
         first.stop(signal.SIGKILL)
@@ -114,8 +143,11 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_double_counts_nothing
 
     second = ScorerProcess(args, env)
     try:
-        wait_for(lambda: committed(bootstrap, group) == total or second.proc.poll() is not None,
-                 timeout_s=180, what="the restarted scorer to commit every record")
+        wait_for(
+            lambda: committed(bootstrap, group) == total or second.proc.poll() is not None,
+            timeout_s=180,
+            what="the restarted scorer to commit every record",
+        )
         assert second.proc.poll() is None, second.output()
     finally:
         rc = second.stop(signal.SIGTERM)
@@ -123,10 +155,13 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_double_counts_nothing
 
     metrics = METRICS.split(",")
     final = query_in_subprocess(
-        data, "SELECT count(), uniqExact(trace_id, metric), uniqExact(trace_id) FROM rag.scores FINAL")
+        data,
+        "SELECT count(), uniqExact(trace_id, metric), uniqExact(trace_id) FROM rag.scores FINAL",
+    )
     assert final == [[N_TRACES * len(metrics), N_TRACES * len(metrics), N_TRACES]]
-    by_status = dict(query_in_subprocess(
-        data, "SELECT status, count() FROM rag.scores FINAL GROUP BY status"))
+    by_status = dict(
+        query_in_subprocess(data, "SELECT status, count() FROM rag.scores FINAL GROUP BY status")
+    )
     assert by_status.get("null") == (N_TRACES // 10) * len(metrics)  # the unscorable ones
     got_ids = {r[0] for r in query_in_subprocess(data, "SELECT DISTINCT trace_id FROM rag.scores")}
     assert got_ids == {t.trace_id for t in traces}

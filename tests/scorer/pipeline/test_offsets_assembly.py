@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 import pytest
 from pydantic import ValidationError
-
 from ragpulse.scorer.pipeline import AssemblySettings, OffsetTracker, TraceAssembler
 
 
@@ -104,7 +103,9 @@ def test_partitions_are_independent():
 
 
 def make(clock: Clock, **kw) -> TraceAssembler:
-    return TraceAssembler(AssemblySettings(**{"grace_s": 2.0, "max_wait_s": 10.0, **kw}), clock=clock)
+    return TraceAssembler(
+        AssemblySettings(**{"grace_s": 2.0, "max_wait_s": 10.0, **kw}), clock=clock
+    )
 
 
 def test_complete_after_root_plus_grace_and_stragglers_join():
@@ -237,14 +238,22 @@ def test_health_rows_hold_per_minute_increases_and_gauges():
     h.maybe_flush({"records_consumed": 5, "consumer_lag": 7}, {})
     assert sink.batches == []  # not due yet
     mono.t += 10
-    h.maybe_flush({"records_consumed": 5, "consumer_lag": 7}, {"traces_unscorable": {"no_answer": 2}})
+    h.maybe_flush(
+        {"records_consumed": 5, "consumer_lag": 7}, {"traces_unscorable": {"no_answer": 2}}
+    )
     wall[0] += 30
     mono.t += 10
-    h.maybe_flush({"records_consumed": 9, "consumer_lag": 1}, {"traces_unscorable": {"no_answer": 3}})
+    h.maybe_flush(
+        {"records_consumed": 9, "consumer_lag": 1}, {"traces_unscorable": {"no_answer": 3}}
+    )
     wall[0] += 30  # the next minute starts from the last flush's values
     mono.t += 10
-    h.maybe_flush({"records_consumed": 12, "consumer_lag": 0}, {"traces_unscorable": {"no_answer": 3}})
-    rows = [{(r.name, r.label): (r.minute.minute, r.kind, r.value) for r in b} for b in sink.batches]
+    h.maybe_flush(
+        {"records_consumed": 12, "consumer_lag": 0}, {"traces_unscorable": {"no_answer": 3}}
+    )
+    rows = [
+        {(r.name, r.label): (r.minute.minute, r.kind, r.value) for r in b} for b in sink.batches
+    ]
     assert rows[0][("records_consumed", "")] == (2, "counter", 5.0)
     assert rows[1][("records_consumed", "")] == (2, "counter", 9.0)
     assert rows[1][("traces_unscorable", "no_answer")] == (2, "counter", 3.0)

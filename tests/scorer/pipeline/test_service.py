@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from ragpulse.scorer.evaluator import Evaluator
 from ragpulse.scorer.pipeline import ScorerError, build_scorer
 from ragpulse.scorer.store import ScoreWriter, WriterSettings
@@ -17,11 +16,13 @@ from .traffic import RagTrace, encode, make_traces, otelcol_records, rotel_recor
 def rows(client: Any, db: str) -> list[tuple]:
     return client.query(
         f"SELECT trace_id, metric, value, status, reason, service, sampling_rate "
-        f"FROM `{db}`.scores FINAL ORDER BY trace_id, metric").result_rows
+        f"FROM `{db}`.scores FINAL ORDER BY trace_id, metric"
+    ).result_rows
 
 
 def test_otelcol_keyed_records_become_score_rows_and_offsets_are_committed(
-        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema
+):
     traces = make_traces(20, unscorable_every=5)
     produce(kafka_broker_module.bootstrap, topic, otelcol_records(traces))
     settings = make_settings(health_interval_s=0.2)
@@ -29,8 +30,10 @@ def test_otelcol_keyed_records_become_score_rows_and_offsets_are_committed(
     try:
         wait_for(lambda: svc.stats()["traces_done"] >= 20, what="20 traces written")
         ends = end_offsets(kafka_broker_module.bootstrap, topic)
-        wait_for(lambda: committed(kafka_broker_module.bootstrap, settings.consumer.group_id) == ends,
-                 what="offsets committed to the end")
+        wait_for(
+            lambda: committed(kafka_broker_module.bootstrap, settings.consumer.group_id) == ends,
+            what="offsets committed to the end",
+        )
     finally:
         svc.shutdown()
     got = rows(chdb_client, rag_schema.database)
@@ -50,16 +53,22 @@ def test_otelcol_keyed_records_become_score_rows_and_offsets_are_committed(
     assert st["records_consumed"] == 20 and st["traces_assembled"] == 20
     # Self-telemetry reached pipeline_health (flushed at shutdown at the latest): per-minute
     # counter increases sum to the totals, unscorable traces are labelled by reason.
-    health = dict(((n, lb), v) for n, lb, v in chdb_client.query(
-        f"SELECT name, label, sum(value) FROM `{rag_schema.database}`.pipeline_health FINAL "
-        "WHERE component = 'scorer' AND kind = 'counter' AND instance = {i:String} "
-        "GROUP BY name, label", parameters={"i": settings.instance}).result_rows)
+    health = dict(
+        ((n, lb), v)
+        for n, lb, v in chdb_client.query(
+            f"SELECT name, label, sum(value) FROM `{rag_schema.database}`.pipeline_health FINAL "
+            "WHERE component = 'scorer' AND kind = 'counter' AND instance = {i:String} "
+            "GROUP BY name, label",
+            parameters={"i": settings.instance},
+        ).result_rows
+    )
     assert health[("records_consumed", "")] == 20 and health[("traces_assembled", "")] == 20
     assert health[("traces_unscorable", "no_contexts")] == 4 and health[("rows_written", "")] == 60
 
 
 def test_rotel_unkeyed_records_with_many_traces_and_a_trace_split_over_records(
-        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema
+):
     traces = make_traces(30, seed=7)
     records = rotel_records(traces[:29], per_record=10)
     # The last trace's children come in one record and its root in another, on another partition.
@@ -73,39 +82,65 @@ def test_rotel_unkeyed_records_with_many_traces_and_a_trace_split_over_records(
     svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
     try:
         wait_for(lambda: svc.stats()["traces_done"] >= 30, what="30 traces written")
-        wait_for(lambda: sum(committed(kafka_broker_module.bootstrap, settings.consumer.group_id)
-                             .values()) == len(records), what="all records committed")
+        wait_for(
+            lambda: (
+                sum(committed(kafka_broker_module.bootstrap, settings.consumer.group_id).values())
+                == len(records)
+            ),
+            what="all records committed",
+        )
     finally:
         svc.shutdown()
     got = rows(chdb_client, rag_schema.database)
     assert {r[0] for r in got} == {t.trace_id for t in traces}
     assert len(got) == 30 * len(METRICS)
     st = svc.stats()
-    assert st["traces_assembled"] == 30 and st["traces_timed_out"] == 0 and st["spans_consumed"] == 90
+    assert (
+        st["traces_assembled"] == 30 and st["traces_timed_out"] == 0 and st["spans_consumed"] == 90
+    )
 
 
 def test_undecodable_records_go_to_the_dead_letter_topic_with_reason_headers(
-        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema
+):
     from kafka import KafkaConsumer
 
     garbage = b"\xff\xfe definitely not protobuf \x00\x01"
     produce(kafka_broker_module.bootstrap, topic, [(b"k1", garbage)], partition=1)
-    produce(kafka_broker_module.bootstrap, topic, otelcol_records(make_traces(2, seed=3)), partition=1)
+    produce(
+        kafka_broker_module.bootstrap, topic, otelcol_records(make_traces(2, seed=3)), partition=1
+    )
     settings = make_settings()
     svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
     try:
-        wait_for(lambda: svc.stats()["records_dead_lettered"] == 1 and svc.stats()["traces_done"] >= 2,
-                 what="dead letter + 2 traces")
-        wait_for(lambda: committed(kafka_broker_module.bootstrap, settings.consumer.group_id).get(1) == 3,
-                 what="partition 1 committed past the dead letter")
+        wait_for(
+            lambda: svc.stats()["records_dead_lettered"] == 1 and svc.stats()["traces_done"] >= 2,
+            what="dead letter + 2 traces",
+        )
+        wait_for(
+            lambda: (
+                committed(kafka_broker_module.bootstrap, settings.consumer.group_id).get(1) == 3
+            ),
+            what="partition 1 committed past the dead letter",
+        )
     finally:
         svc.shutdown()
-    c = KafkaConsumer(settings.kafka.dlq_topic, bootstrap_servers=kafka_broker_module.bootstrap,
-                      auto_offset_reset="earliest", enable_auto_commit=False, group_id=None)
+    c = KafkaConsumer(
+        settings.kafka.dlq_topic,
+        bootstrap_servers=kafka_broker_module.bootstrap,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=None,
+    )
     dead: list = []
     try:
-        wait_for(lambda: bool(dead.extend(r for rs in c.poll(timeout_ms=200).values() for r in rs))
-                 or len(dead) >= 1, what="the dead letter")
+        wait_for(
+            lambda: (
+                bool(dead.extend(r for rs in c.poll(timeout_ms=200).values() for r in rs))
+                or len(dead) >= 1
+            ),
+            what="the dead letter",
+        )
         dead.extend(r for rs in c.poll(timeout_ms=500).values() for r in rs)  # and nothing more
     finally:
         c.close()
@@ -137,11 +172,19 @@ class FlakyClient:
 
 
 def test_offsets_are_not_committed_until_clickhouse_acknowledges_the_rows(
-        kafka_broker_module, topic, make_settings, chdb_client, rag_schema):
+    kafka_broker_module, topic, make_settings, chdb_client, rag_schema
+):
     flaky = FlakyClient(chdb_client)
-    w = ScoreWriter(flaky, rag_schema.database,
-                    WriterSettings(flush_interval_s=0.05, retry_initial_backoff_s=0.01,
-                                   retry_max_backoff_s=0.05, retry_deadline_s=0.2))
+    w = ScoreWriter(
+        flaky,
+        rag_schema.database,
+        WriterSettings(
+            flush_interval_s=0.05,
+            retry_initial_backoff_s=0.01,
+            retry_max_backoff_s=0.05,
+            retry_deadline_s=0.2,
+        ),
+    )
     w.start()
     traces = make_traces(6, seed=11)
     produce(kafka_broker_module.bootstrap, topic, otelcol_records(traces))
@@ -149,16 +192,25 @@ def test_offsets_are_not_committed_until_clickhouse_acknowledges_the_rows(
     group = settings.consumer.group_id
     svc = build_scorer(settings, judge=table_judge(), writer=w).start()
     try:
-        wait_for(lambda: svc.stats()["traces_scored"] == 6 and svc.stats()["write_errors"] >= 2,
-                 what="scored traces whose writes fail")
+        wait_for(
+            lambda: svc.stats()["traces_scored"] == 6 and svc.stats()["write_errors"] >= 2,
+            what="scored traces whose writes fail",
+        )
         # Several commit intervals have passed while every write failed: nothing is committed.
         assert committed(kafka_broker_module.bootstrap, group) == {}
         assert svc.stats()["traces_done"] == 0 and svc.stats()["traces_in_flight"] == 6
-        assert chdb_client.query(f"SELECT count() FROM `{rag_schema.database}`.scores").result_rows[0][0] == 0
+        assert (
+            chdb_client.query(f"SELECT count() FROM `{rag_schema.database}`.scores").result_rows[0][
+                0
+            ]
+            == 0
+        )
         flaky.failing = False
         wait_for(lambda: svc.stats()["traces_done"] == 6, what="writes recovered")
         ends = end_offsets(kafka_broker_module.bootstrap, topic)
-        wait_for(lambda: committed(kafka_broker_module.bootstrap, group) == ends, what="commit after ack")
+        wait_for(
+            lambda: committed(kafka_broker_module.bootstrap, group) == ends, what="commit after ack"
+        )
     finally:
         svc.shutdown()
         w.shutdown(5)
@@ -167,18 +219,24 @@ def test_offsets_are_not_committed_until_clickhouse_acknowledges_the_rows(
 
 
 def test_backpressure_pauses_partitions_while_in_flight_is_full(
-        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema
+):
     judge = GatedJudge()
     produce(kafka_broker_module.bootstrap, topic, otelcol_records(make_traces(8, seed=5)))
     settings = make_settings(evaluate={"metrics": list(METRICS), "max_in_flight": 2})
     evaluator = Evaluator(judge, list(METRICS))
     svc = build_scorer(settings, evaluator=evaluator, writer=writer).start()
     try:
-        wait_for(lambda: svc.stats()["paused"] == 1 and judge.waiting == 2, what="paused at 2 in flight")
+        wait_for(
+            lambda: svc.stats()["paused"] == 1 and judge.waiting == 2, what="paused at 2 in flight"
+        )
         st = svc.stats()
         assert st["traces_in_flight"] == 2 and st["partitions_paused"] >= 1
-        assert committed(kafka_broker_module.bootstrap, settings.consumer.group_id) == {} or \
-            sum(committed(kafka_broker_module.bootstrap, settings.consumer.group_id).values()) < 8
+        assert (
+            committed(kafka_broker_module.bootstrap, settings.consumer.group_id) == {}
+            or sum(committed(kafka_broker_module.bootstrap, settings.consumer.group_id).values())
+            < 8
+        )
         judge.open()
         wait_for(lambda: svc.stats()["traces_done"] == 8, what="all traces after the gate opened")
         wait_for(lambda: svc.stats()["paused"] == 0, what="resumed")
@@ -188,11 +246,13 @@ def test_backpressure_pauses_partitions_while_in_flight_is_full(
 
 
 def test_shutdown_drains_buffered_traces_and_commits(
-        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema
+):
     # A root-less trace would wait max_wait_s (60 s here); shutdown scores it at once.
     t = make_traces(1, seed=9)[0]
-    rootless = RagTrace(t.trace_id, t.service, t.question, t.contexts, t.answer, t.start_ns,
-                        with_root=False)
+    rootless = RagTrace(
+        t.trace_id, t.service, t.question, t.contexts, t.answer, t.start_ns, with_root=False
+    )
     produce(kafka_broker_module.bootstrap, topic, otelcol_records([rootless]))
     settings = make_settings(assembly={"grace_s": 0.3, "max_wait_s": 60.0})
     svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
@@ -220,7 +280,8 @@ def test_start_then_shutdown_twice_and_shutdown_without_start(make_settings, wri
 
 
 def test_a_rebalance_with_work_in_flight_loses_nothing_and_double_counts_nothing(
-        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema
+):
     bootstrap = kafka_broker_module.bootstrap
     traces = make_traces(30, seed=13)
     produce(bootstrap, topic, otelcol_records(traces))
@@ -229,19 +290,30 @@ def test_a_rebalance_with_work_in_flight_loses_nothing_and_double_counts_nothing
     a = build_scorer(settings, evaluator=Evaluator(gated, list(METRICS)), writer=writer).start()
     b = None
     try:
-        wait_for(lambda: a.stats()["traces_in_flight"] == 30, what="A holding every trace in flight")
+        wait_for(
+            lambda: a.stats()["traces_in_flight"] == 30, what="A holding every trace in flight"
+        )
         # B joins: A's partitions are revoked while its judge is stuck; A waits a bounded time,
         # forgets what it could not finish, and the partitions' new owners read them again.
         b = build_scorer(settings, judge=table_judge(), writer=writer).start()
-        wait_for(lambda: a.stats()["partitions_assigned"] + b.stats()["partitions_assigned"] == 3
-                 and b.stats()["partitions_assigned"] > 0 and b.stats()["traces_done"] > 0,
-                 what="B owning partitions and scoring")
+        wait_for(
+            lambda: (
+                a.stats()["partitions_assigned"] + b.stats()["partitions_assigned"] == 3
+                and b.stats()["partitions_assigned"] > 0
+                and b.stats()["traces_done"] > 0
+            ),
+            what="B owning partitions and scoring",
+        )
         gated.open()
         ends = end_offsets(bootstrap, topic)
-        wait_for(lambda: committed(bootstrap, settings.consumer.group_id) == ends,
-                 what="every record committed")
-        wait_for(lambda: a.stats()["traces_in_flight"] == 0 and b.stats()["traces_in_flight"] == 0,
-                 what="nothing in flight")
+        wait_for(
+            lambda: committed(bootstrap, settings.consumer.group_id) == ends,
+            what="every record committed",
+        )
+        wait_for(
+            lambda: a.stats()["traces_in_flight"] == 0 and b.stats()["traces_in_flight"] == 0,
+            what="nothing in flight",
+        )
     finally:
         a.shutdown()
         if b is not None:
@@ -256,14 +328,20 @@ def test_a_rebalance_with_work_in_flight_loses_nothing_and_double_counts_nothing
 
 
 def test_evictions_and_late_spans_are_counted_and_their_records_committed(
-        kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema):
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema
+):
     bootstrap = kafka_broker_module.bootstrap
     traces = make_traces(6, seed=17)
-    rootless = [RagTrace(t.trace_id, t.service, t.question, t.contexts, t.answer, t.start_ns,
-                         with_root=False) for t in traces[:5]]
+    rootless = [
+        RagTrace(
+            t.trace_id, t.service, t.question, t.contexts, t.answer, t.start_ns, with_root=False
+        )
+        for t in traces[:5]
+    ]
     produce(bootstrap, topic, otelcol_records(rootless), partition=0)
-    settings = make_settings(assembly={"grace_s": 0.3, "max_wait_s": 60.0, "max_traces": 2,
-                                       "on_evict": "drop"})
+    settings = make_settings(
+        assembly={"grace_s": 0.3, "max_wait_s": 60.0, "max_traces": 2, "on_evict": "drop"}
+    )
     svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
     try:
         wait_for(lambda: svc.stats()["traces_evicted"] == 3, what="3 evictions")
@@ -272,14 +350,23 @@ def test_evictions_and_late_spans_are_counted_and_their_records_committed(
         # was scored: late, counted, ignored.
         full = traces[5]
         produce(bootstrap, topic, otelcol_records([full]), partition=1)
-        wait_for(lambda: svc.stats()["traces_done"] == 5 and svc.stats()["traces_scored"] == 1,
-                 what="the complete trace written")
+        wait_for(
+            lambda: svc.stats()["traces_done"] == 5 and svc.stats()["traces_scored"] == 1,
+            what="the complete trace written",
+        )
         assert svc.stats()["traces_evicted"] == 4
         late = [s for s in full.spans() if s.parent_span_id][:1]
-        produce(bootstrap, topic, [(full.trace_id.encode(), encode([(full.service, late)]))], partition=1)
+        produce(
+            bootstrap,
+            topic,
+            [(full.trace_id.encode(), encode([(full.service, late)]))],
+            partition=1,
+        )
         wait_for(lambda: svc.stats()["spans_late"] == 1, what="the late span")
-        wait_for(lambda: committed(bootstrap, settings.consumer.group_id).get(1) == 2,
-                 what="the late span's record committed")
+        wait_for(
+            lambda: committed(bootstrap, settings.consumer.group_id).get(1) == 2,
+            what="the late span's record committed",
+        )
         # The evicted records are committed; the still-buffered one holds partition 0 back.
         assert committed(bootstrap, settings.consumer.group_id).get(0) == 4
     finally:

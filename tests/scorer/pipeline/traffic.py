@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-__all__ = ["RagTrace", "make_traces", "otelcol_records", "rotel_records", "encode"]
+__all__ = ["RagTrace", "encode", "make_traces", "otelcol_records", "rotel_records"]
 
 BASE_NS = 1_790_000_000_000_000_000  # 2026-09-21, a fixed time: rows must be replay-stable
 
@@ -36,21 +36,45 @@ class RagTrace:
         tid = bytes.fromhex(self.trace_id)
         root_id, ret_id, llm_id = (_span_id(self.trace_id, n) for n in ("root", "retrieve", "llm"))
         t = self.start_ns
-        root = _span(tid, root_id, b"", "rag.query", t, t + 900_000_000, {
-            "openinference.span.kind": "CHAIN", "input.value": self.question,
-            "output.value": self.answer})
-        ret_attrs: dict[str, object] = {"openinference.span.kind": "RETRIEVER", "input.value": self.question}
+        root = _span(
+            tid,
+            root_id,
+            b"",
+            "rag.query",
+            t,
+            t + 900_000_000,
+            {
+                "openinference.span.kind": "CHAIN",
+                "input.value": self.question,
+                "output.value": self.answer,
+            },
+        )
+        ret_attrs: dict[str, object] = {
+            "openinference.span.kind": "RETRIEVER",
+            "input.value": self.question,
+        }
         for i, c in enumerate(self.contexts):
             ret_attrs[f"retrieval.documents.{i}.document.content"] = c
             ret_attrs[f"retrieval.documents.{i}.document.score"] = 1.0 - i / 10
         ret = _span(tid, ret_id, root_id, "retrieve", t + 10_000_000, t + 200_000_000, ret_attrs)
-        llm = _span(tid, llm_id, root_id, "llm", t + 210_000_000, t + 890_000_000, {
-            "openinference.span.kind": "LLM", "llm.model_name": "gpt-4o-mini",
-            "llm.input_messages.0.message.role": "user",
-            "llm.input_messages.0.message.content": self.question,
-            "llm.output_messages.0.message.role": "assistant",
-            "llm.output_messages.0.message.content": self.answer,
-            "llm.token_count.prompt": 420, "llm.token_count.completion": 42})
+        llm = _span(
+            tid,
+            llm_id,
+            root_id,
+            "llm",
+            t + 210_000_000,
+            t + 890_000_000,
+            {
+                "openinference.span.kind": "LLM",
+                "llm.model_name": "gpt-4o-mini",
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": self.question,
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": self.answer,
+                "llm.token_count.prompt": 420,
+                "llm.token_count.completion": 42,
+            },
+        )
         return [ret, llm, root] if self.with_root else [ret, llm]
 
 
@@ -68,16 +92,28 @@ def _any(v: object) -> common_pb2.AnyValue:
     return common_pb2.AnyValue(string_value=str(v))
 
 
-def _span(tid: bytes, sid: bytes, parent: bytes, name: str, start: int, end: int,
-          attrs: dict[str, object]) -> trace_pb2.Span:
+def _span(
+    tid: bytes, sid: bytes, parent: bytes, name: str, start: int, end: int, attrs: dict[str, object]
+) -> trace_pb2.Span:
     return trace_pb2.Span(
-        trace_id=tid, span_id=sid, parent_span_id=parent, name=name, kind=trace_pb2.Span.SPAN_KIND_INTERNAL,
-        start_time_unix_nano=start, end_time_unix_nano=end,
-        attributes=[common_pb2.KeyValue(key=k, value=_any(v)) for k, v in attrs.items()])
+        trace_id=tid,
+        span_id=sid,
+        parent_span_id=parent,
+        name=name,
+        kind=trace_pb2.Span.SPAN_KIND_INTERNAL,
+        start_time_unix_nano=start,
+        end_time_unix_nano=end,
+        attributes=[common_pb2.KeyValue(key=k, value=_any(v)) for k, v in attrs.items()],
+    )
 
 
-def make_traces(n: int, *, seed: int = 0, services: Sequence[str] = ("support-bot", "docs-qa"),
-                unscorable_every: int = 0) -> list[RagTrace]:
+def make_traces(
+    n: int,
+    *,
+    seed: int = 0,
+    services: Sequence[str] = ("support-bot", "docs-qa"),
+    unscorable_every: int = 0,
+) -> list[RagTrace]:
     """``n`` distinct traces; every ``unscorable_every``-th has no contexts (0: none)."""
     out = []
     for i in range(n):
@@ -88,9 +124,16 @@ def make_traces(n: int, *, seed: int = 0, services: Sequence[str] = ("support-bo
         )
         if unscorable_every and i % unscorable_every == unscorable_every - 1:
             contexts = ()
-        out.append(RagTrace(tid, services[i % len(services)], f"How long is warranty #{i}?",
-                            contexts, f"The warranty covers parts for {i % 5 + 1} years.",
-                            BASE_NS + i * 1_000_000))
+        out.append(
+            RagTrace(
+                tid,
+                services[i % len(services)],
+                f"How long is warranty #{i}?",
+                contexts,
+                f"The warranty covers parts for {i % 5 + 1} years.",
+                BASE_NS + i * 1_000_000,
+            )
+        )
     return out
 
 
@@ -100,8 +143,9 @@ def encode(groups: Iterable[tuple[str, Sequence[trace_pb2.Span]]]) -> bytes:
     for service, spans in groups:
         rs = req.resource_spans.add()
         rs.resource.attributes.append(common_pb2.KeyValue(key="service.name", value=_any(service)))
-        rs.resource.attributes.append(common_pb2.KeyValue(key="deployment.environment.name",
-                                                          value=_any("prod")))
+        rs.resource.attributes.append(
+            common_pb2.KeyValue(key="deployment.environment.name", value=_any("prod"))
+        )
         ss = rs.scope_spans.add()
         ss.scope.name = "openinference.instrumentation.test"
         ss.spans.extend(spans)
@@ -117,6 +161,6 @@ def rotel_records(traces: Sequence[RagTrace], per_record: int = 10) -> list[tupl
     """Unkeyed records, each holding the spans of ``per_record`` traces."""
     out: list[tuple[None, bytes]] = []
     for i in range(0, len(traces), per_record):
-        chunk = traces[i:i + per_record]
+        chunk = traces[i : i + per_record]
         out.append((None, encode([(t.service, t.spans()) for t in chunk])))
     return out

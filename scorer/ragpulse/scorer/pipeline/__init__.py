@@ -81,12 +81,18 @@ def build_scorer(
         if judge is None:
             from ..judges.factory import build_judge
 
-            judge = build_judge(settings.judge, model=settings.judge_model,
-                                base_url=settings.judge_base_url,
-                                max_concurrency=settings.evaluate.max_concurrency)
+            judge = build_judge(
+                settings.judge,
+                model=settings.judge_model,
+                base_url=settings.judge_base_url,
+                max_concurrency=settings.evaluate.max_concurrency,
+            )
             owns_judge = True
-        evaluator = Evaluator(judge, list(settings.evaluate.metrics),
-                              max_concurrency=settings.evaluate.max_concurrency)
+        evaluator = Evaluator(
+            judge,
+            list(settings.evaluate.metrics),
+            max_concurrency=settings.evaluate.max_concurrency,
+        )
     if writer is None:
         if client is None:
             client = _open_client(settings.clickhouse)
@@ -101,16 +107,27 @@ def build_scorer(
         on_close.insert(0, lambda: score_writer.shutdown(settings.drain_timeout_s))
     health = None
     if client is not None and settings.health_interval_s > 0:
-        health_writer = build_health_writer(client, settings.database,
-                                            WriterSettings(flush_interval_s=1.0, max_pending_rows=50_000))
+        health_writer = build_health_writer(
+            client, settings.database, WriterSettings(flush_interval_s=1.0, max_pending_rows=50_000)
+        )
         health_writer.start()
         on_close.append(lambda: health_writer.shutdown(10.0))
-        health = HealthReporter(health_writer, instance=settings.instance,
-                                interval_s=settings.health_interval_s)
-    preparer = build_preparer(Sampler(settings.sampling), settings.extraction,
-                              excerpts=settings.write.excerpts)
-    return Scorer(settings, evaluator=evaluator, writer=writer, preparer=preparer, clock=clock,
-                  on_close=on_close, owns_judge=owns_judge, health=health)
+        health = HealthReporter(
+            health_writer, instance=settings.instance, interval_s=settings.health_interval_s
+        )
+    preparer = build_preparer(
+        Sampler(settings.sampling), settings.extraction, excerpts=settings.write.excerpts
+    )
+    return Scorer(
+        settings,
+        evaluator=evaluator,
+        writer=writer,
+        preparer=preparer,
+        clock=clock,
+        on_close=on_close,
+        owns_judge=owns_judge,
+        health=health,
+    )
 
 
 def _open_client(dsn: str) -> Any:

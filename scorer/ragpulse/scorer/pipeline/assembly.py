@@ -15,9 +15,9 @@ frontier lag):
   the scorer then scores it with what it has or drops it, per ``on_evict``.
 
 Spans that arrive for a trace that was already emitted are **late**. They are counted; with
-``late_spans="ignore"`` they are discarded, with ``"rescore"`` the trace is reopened with its earlier
-spans (kept for the last ``late_window_traces`` emitted traces) and scored again after the grace;
-the new rows replace the old ones in the deduplicated table (same key, newer version).
+``late_spans="ignore"`` they are discarded, with ``"rescore"`` the trace is reopened with its
+earlier spans (kept for the last ``late_window_traces`` emitted traces) and scored again after
+the grace; the new rows replace the old ones in the deduplicated table (same key, newer version).
 
 Times come from an injectable monotonic clock, never from span timestamps: producers' clocks are
 skewed and the grace is about arrival, not about what the span says.
@@ -54,7 +54,7 @@ Cause = Literal["complete", "timeout", "evicted", "rescore", "drain"]
 
 
 class AssemblySettings(BaseModel):
-    """How long to wait for a trace's spans and how much to buffer (env ``RAGPULSE_ASSEMBLY__*``)."""
+    """How long to wait for a trace's spans and how much to buffer (``RAGPULSE_ASSEMBLY__*``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -62,16 +62,24 @@ class AssemblySettings(BaseModel):
         2.0, ge=0.0, le=600.0, description="wait after the root span arrived for stragglers"
     )
     max_wait_s: float = Field(
-        30.0, gt=0.0, le=3600.0, description="emit a trace without a root this long after its first span"
+        30.0,
+        gt=0.0,
+        le=3600.0,
+        description="emit a trace without a root this long after its first span",
     )
-    max_traces: int = Field(20_000, ge=1, description="traces buffered at most; the oldest is evicted")
-    max_spans: int = Field(500_000, ge=1, description="spans buffered at most; the oldest trace is evicted")
+    max_traces: int = Field(
+        20_000, ge=1, description="traces buffered at most; the oldest is evicted"
+    )
+    max_spans: int = Field(
+        500_000, ge=1, description="spans buffered at most; the oldest trace is evicted"
+    )
     on_evict: Literal["score", "drop"] = Field(
-        "score", description="an evicted trace is scored with the spans it has, or dropped (counted)"
+        "score",
+        description="an evicted trace is scored with the spans it has, or dropped (counted)",
     )
     late_spans: Literal["ignore", "rescore"] = Field(
         "ignore",
-        description="spans of an already emitted trace: count and discard, or reopen and score again",
+        description="spans of an already emitted trace: count and discard, or reopen and rescore",
     )
     late_window_traces: int = Field(
         10_000, ge=0, description="emitted trace ids remembered to recognise late spans"
@@ -83,7 +91,9 @@ class AssemblySettings(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> AssemblySettings:
         if self.grace_s >= self.max_wait_s:
-            raise ValueError(f"grace_s ({self.grace_s}) must be less than max_wait_s ({self.max_wait_s})")
+            raise ValueError(
+                f"grace_s ({self.grace_s}) must be less than max_wait_s ({self.max_wait_s})"
+            )
         return self
 
 
@@ -116,7 +126,10 @@ class TraceAssembler(Generic[S]):
     """
 
     def __init__(
-        self, settings: AssemblySettings | None = None, *, clock: Callable[[], float] = time.monotonic
+        self,
+        settings: AssemblySettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings or AssemblySettings()
         self._clock = clock
@@ -126,7 +139,9 @@ class TraceAssembler(Generic[S]):
         self._ready: list[AssembledTrace[S]] = []
         # Emitted trace ids -> (their spans when late_spans="rescore" else None, the partitions
         # their records came from, so a revoked partition's traces can be forgotten).
-        self._emitted: OrderedDict[str, tuple[list[S] | None, frozenset[tuple[str, int]]]] = OrderedDict()
+        self._emitted: OrderedDict[str, tuple[list[S] | None, frozenset[tuple[str, int]]]] = (
+            OrderedDict()
+        )
         self._emitted_spans = 0
         self.counters: dict[str, int] = {
             "spans_assembled": 0,
@@ -235,13 +250,24 @@ class TraceAssembler(Generic[S]):
         """
         gone = set(partitions)
         out: list[AssembledTrace[S]] = []
-        for trace_id in [t for t, b in self._buffers.items()
-                         if any((r.topic, r.partition) in gone for r in b.refs)]:
+        for trace_id in [
+            t
+            for t, b in self._buffers.items()
+            if any((r.topic, r.partition) in gone for r in b.refs)
+        ]:
             buf = self._buffers.pop(trace_id)
             self._rooted.pop(trace_id, None)
             self._spans -= len(buf.spans)
-            out.append(AssembledTrace(trace_id, buf.spans, buf.refs, "drain",
-                                      buf.root_seen is not None, buf.first_seen))
+            out.append(
+                AssembledTrace(
+                    trace_id,
+                    buf.spans,
+                    buf.refs,
+                    "drain",
+                    buf.root_seen is not None,
+                    buf.first_seen,
+                )
+            )
         keep: list[AssembledTrace[S]] = []
         for t in self._ready:
             (out if any((r.topic, r.partition) in gone for r in t.refs) else keep).append(t)
@@ -260,7 +286,9 @@ class TraceAssembler(Generic[S]):
         self._rooted.pop(trace_id, None)
         self._spans -= len(buf.spans)
         self._ready.append(
-            AssembledTrace(trace_id, buf.spans, buf.refs, cause, buf.root_seen is not None, buf.first_seen)
+            AssembledTrace(
+                trace_id, buf.spans, buf.refs, cause, buf.root_seen is not None, buf.first_seen
+            )
         )
         self._remember(trace_id, buf.spans, frozenset((r.topic, r.partition) for r in buf.refs))
 

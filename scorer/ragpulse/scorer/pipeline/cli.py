@@ -25,18 +25,23 @@ log = logging.getLogger("ragpulse.scorer.pipeline")
 
 def status_line(stats: dict[str, Any]) -> str:
     """One human line from :meth:`Scorer.stats` (stage names as verbs, counts since start)."""
-    errors = (stats.get("write_errors", 0) + stats.get("evaluate_errors", 0)
-              + stats.get("commit_errors", 0) + stats.get("dead_letter_errors", 0))
+    errors = (
+        stats.get("write_errors", 0)
+        + stats.get("evaluate_errors", 0)
+        + stats.get("commit_errors", 0)
+        + stats.get("dead_letter_errors", 0)
+    )
+    g = stats.get
     return (
-        f"consumed {stats.get('records_consumed', 0)} records / {stats.get('spans_consumed', 0)} spans"
-        f" | assembled {stats.get('traces_assembled', 0)} (timeout {stats.get('traces_timed_out', 0)},"
-        f" evicted {stats.get('traces_evicted', 0)}, late spans {stats.get('spans_late', 0)})"
-        f" | sampled {stats.get('traces_sampled', 0)} (out {stats.get('traces_sampled_out', 0)})"
-        f" | scored {stats.get('traces_scored', 0)} (unscorable {stats.get('traces_unscorable', 0)})"
-        f" | written {stats.get('rows_written', 0)} rows"
-        f" | in flight {stats.get('traces_in_flight', 0)}{' PAUSED' if stats.get('paused') else ''}"
-        f" | lag {stats.get('consumer_lag', 0)} (uncommitted {stats.get('commit_lag', 0)})"
-        f" | dead-lettered {stats.get('records_dead_lettered', 0)} | errors {errors}"
+        f"consumed {g('records_consumed', 0)} records / {g('spans_consumed', 0)} spans"
+        f" | assembled {g('traces_assembled', 0)} (timeout {g('traces_timed_out', 0)},"
+        f" evicted {g('traces_evicted', 0)}, late spans {g('spans_late', 0)})"
+        f" | sampled {g('traces_sampled', 0)} (out {g('traces_sampled_out', 0)})"
+        f" | scored {g('traces_scored', 0)} (unscorable {g('traces_unscorable', 0)})"
+        f" | written {g('rows_written', 0)} rows"
+        f" | in flight {g('traces_in_flight', 0)}{' PAUSED' if g('paused') else ''}"
+        f" | lag {g('consumer_lag', 0)} (uncommitted {g('commit_lag', 0)})"
+        f" | dead-lettered {g('records_dead_lettered', 0)} | errors {errors}"
     )
 
 
@@ -61,32 +66,68 @@ def _settings_from(overrides: dict[str, Any]) -> Any:
 
 
 def scorer(
-    kafka: Annotated[str | None, typer.Option("--kafka", help="bootstrap servers host:port[,host:port]")] = None,
+    kafka: Annotated[
+        str | None, typer.Option("--kafka", help="bootstrap servers host:port[,host:port]")
+    ] = None,
     topic: Annotated[str | None, typer.Option(help="spans topic (default otlp_spans)")] = None,
-    clickhouse: Annotated[str | None, typer.Option(
-        "--clickhouse", help="chdb:///path (owned by this process) or http(s)://host:8123")] = None,
+    clickhouse: Annotated[
+        str | None,
+        typer.Option(
+            "--clickhouse", help="chdb:///path (owned by this process) or http(s)://host:8123"
+        ),
+    ] = None,
     database: Annotated[str | None, typer.Option(help="ClickHouse database (default rag)")] = None,
     group: Annotated[str | None, typer.Option("--group", help="consumer group id")] = None,
     judge: Annotated[str | None, typer.Option("--judge", help="local | llm")] = None,
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL")] = None,
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="OpenAI-compatible base URL")
+    ] = None,
     metrics: Annotated[str | None, typer.Option(help="comma-separated metric names")] = None,
-    sample_rate: Annotated[float | None, typer.Option(
-        "--sample-rate", help="share of traces judged (0..1; errors and negative feedback always)")] = None,
-    service_rate: Annotated[list[str] | None, typer.Option(
-        "--service-rate", help="per-service rate SERVICE=RATE (glob patterns allowed); repeatable")] = None,
-    grace: Annotated[float | None, typer.Option("--grace", help="seconds to wait after a root span")] = None,
-    max_in_flight: Annotated[int | None, typer.Option(help="traces evaluating/writing at once")] = None,
-    drain_timeout: Annotated[float | None, typer.Option(help="seconds to drain on SIGINT/SIGTERM")] = None,
-    status_interval: Annotated[float | None, typer.Option(help="seconds between status lines")] = None,
+    sample_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--sample-rate",
+            help="share of traces judged (0..1; errors and negative feedback always)",
+        ),
+    ] = None,
+    service_rate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--service-rate",
+            help="per-service rate SERVICE=RATE (glob patterns allowed); repeatable",
+        ),
+    ] = None,
+    grace: Annotated[
+        float | None, typer.Option("--grace", help="seconds to wait after a root span")
+    ] = None,
+    max_in_flight: Annotated[
+        int | None, typer.Option(help="traces evaluating/writing at once")
+    ] = None,
+    drain_timeout: Annotated[
+        float | None, typer.Option(help="seconds to drain on SIGINT/SIGTERM")
+    ] = None,
+    status_interval: Annotated[
+        float | None, typer.Option(help="seconds between status lines")
+    ] = None,
     log_level: Annotated[str, typer.Option(help="logging level")] = "WARNING",
-    health_port: Annotated[int | None, typer.Option(
-        "--health-port", min=0, max=65535,
-        help="serve /healthz /readyz /metrics here (env RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT)")] = None,
+    health_port: Annotated[
+        int | None,
+        typer.Option(
+            "--health-port",
+            min=0,
+            max=65535,
+            help="serve /healthz /readyz /metrics here "
+            "(env RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT)",
+        ),
+    ] = None,
 ) -> None:
     """Consume OTLP spans from Kafka, score RAG traces and write the scores to ClickHouse."""
-    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     rates: dict[str, float] | None = None
     if service_rate:
         rates = {}
@@ -100,14 +141,25 @@ def scorer(
                 typer.echo(f"error: --service-rate {item!r}: expected SERVICE=RATE", err=True)
                 raise typer.Exit(2)
     try:
-        settings = _settings_from({
-            "kafka.bootstrap_servers": kafka, "kafka.topic": topic, "clickhouse": clickhouse,
-            "database": database, "consumer.group_id": group, "judge": judge,
-            "judge_model": model, "judge_base_url": base_url, "evaluate.metrics": metrics,
-            "sampling.default_rate": sample_rate, "sampling.service_rates": rates,
-            "assembly.grace_s": grace, "evaluate.max_in_flight": max_in_flight,
-            "drain_timeout_s": drain_timeout, "status_interval_s": status_interval,
-        })
+        settings = _settings_from(
+            {
+                "kafka.bootstrap_servers": kafka,
+                "kafka.topic": topic,
+                "clickhouse": clickhouse,
+                "database": database,
+                "consumer.group_id": group,
+                "judge": judge,
+                "judge_model": model,
+                "judge_base_url": base_url,
+                "evaluate.metrics": metrics,
+                "sampling.default_rate": sample_rate,
+                "sampling.service_rates": rates,
+                "assembly.grace_s": grace,
+                "evaluate.max_in_flight": max_in_flight,
+                "drain_timeout_s": drain_timeout,
+                "status_interval_s": status_interval,
+            }
+        )
     except ValidationError as exc:
         typer.echo("error: invalid scorer settings:", err=True)
         for e in exc.errors():
@@ -123,9 +175,12 @@ def scorer(
     except Exception as exc:
         typer.echo(f"error: cannot start the scorer: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1) from None
-    typer.echo(f"ragpulse scorer: {settings.kafka.bootstrap_servers} topic {settings.kafka.topic} "
-               f"group {settings.consumer.group_id} -> {_redact(settings.clickhouse)} "
-               f"database {settings.database} (judge {settings.judge})", err=True)
+    typer.echo(
+        f"ragpulse scorer: {settings.kafka.bootstrap_servers} topic {settings.kafka.topic} "
+        f"group {settings.consumer.group_id} -> {_redact(settings.clickhouse)} "
+        f"database {settings.database} (judge {settings.judge})",
+        err=True,
+    )
 
     from ragpulse.deploy.health import clickhouse_probe, kafka_probe, start_observability
 
@@ -135,8 +190,15 @@ def scorer(
 
     try:
         obs = start_observability(
-            "scorer", svc.stats, port=health_port, live=_live,
-            ready={"kafka": kafka_probe(settings.kafka), "clickhouse": clickhouse_probe(settings.clickhouse)})
+            "scorer",
+            svc.stats,
+            port=health_port,
+            live=_live,
+            ready={
+                "kafka": kafka_probe(settings.kafka),
+                "clickhouse": clickhouse_probe(settings.clickhouse),
+            },
+        )
     except (OSError, RuntimeError, ValidationError) as exc:
         svc.shutdown()
         typer.echo(f"error: cannot start the health endpoint: {exc}", err=True)
@@ -149,8 +211,10 @@ def scorer(
         if signals["n"] > 1:
             typer.echo("second signal: stopping without draining", err=True)
             raise SystemExit(130)
-        typer.echo(f"{signal.Signals(signum).name}: draining (up to {settings.drain_timeout_s:g}s)",
-                   err=True)
+        typer.echo(
+            f"{signal.Signals(signum).name}: draining (up to {settings.drain_timeout_s:g}s)",
+            err=True,
+        )
         stop.set()
 
     signal.signal(signal.SIGINT, on_signal)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..store.rows import HealthRow
@@ -27,8 +27,14 @@ __all__ = ["HealthReporter"]
 log = logging.getLogger(__name__)
 
 # Assembler counters are counters too (they live in the assembler, see assembly.py).
-_ASSEMBLER_COUNTERS = ("spans_late", "traces_assembled", "traces_timed_out", "traces_evicted",
-                       "traces_rescored", "traces_drained")
+_ASSEMBLER_COUNTERS = (
+    "spans_late",
+    "traces_assembled",
+    "traces_timed_out",
+    "traces_evicted",
+    "traces_rescored",
+    "traces_drained",
+)
 
 
 class HealthReporter:
@@ -61,8 +67,13 @@ class HealthReporter:
         self.flushes = 0
         self.errors = 0
 
-    def maybe_flush(self, stats: Mapping[str, Any], labelled: Mapping[str, Mapping[str, int]],
-                    *, force: bool = False) -> None:
+    def maybe_flush(
+        self,
+        stats: Mapping[str, Any],
+        labelled: Mapping[str, Mapping[str, int]],
+        *,
+        force: bool = False,
+    ) -> None:
         """Flush when ``interval_s`` passed (or ``force``). ``labelled`` holds counters split by a
         label, e.g. ``{"traces_unscorable": {"no_contexts": 3}}``."""
         now = self._clock()
@@ -76,9 +87,11 @@ class HealthReporter:
             self.errors += 1
             log.warning("health: rows not written: %s", exc)
 
-    def rows(self, stats: Mapping[str, Any], labelled: Mapping[str, Mapping[str, int]]) -> list[HealthRow]:
+    def rows(
+        self, stats: Mapping[str, Any], labelled: Mapping[str, Mapping[str, int]]
+    ) -> list[HealthRow]:
         """The rows for the current minute (and advance the per-minute bases)."""
-        wall = datetime.fromtimestamp(self._wall(), tz=timezone.utc)
+        wall = datetime.fromtimestamp(self._wall(), tz=UTC)
         minute = wall.replace(second=0, microsecond=0)
         current: dict[tuple[str, str], float] = {}
         for name in (*COUNTERS, *_ASSEMBLER_COUNTERS):
@@ -93,13 +106,24 @@ class HealthReporter:
             self._minute = minute
         self._last = current
         out = [
-            HealthRow(minute, self.component, self.instance, name, label, "counter",
-                      value - self._base.get((name, label), 0.0), wall)
+            HealthRow(
+                minute,
+                self.component,
+                self.instance,
+                name,
+                label,
+                "counter",
+                value - self._base.get((name, label), 0.0),
+                wall,
+            )
             for (name, label), value in current.items()
         ]
         for name in GAUGES:
             value = stats.get(name)
             if isinstance(value, (int, float)):
-                out.append(HealthRow(minute, self.component, self.instance, name, "", "gauge",
-                                     float(value), wall))
+                out.append(
+                    HealthRow(
+                        minute, self.component, self.instance, name, "", "gauge", float(value), wall
+                    )
+                )
         return out

@@ -11,7 +11,7 @@ is keyed on it, so a replayed trace must produce the same key to overwrite its f
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..store.rows import TraceMeta
 from ..traces.extract import ExtractionSettings, extract
@@ -25,7 +25,7 @@ __all__ = ["build_preparer", "utc_from_ns"]
 
 def utc_from_ns(ns: int) -> datetime:
     """A UTC datetime from Unix nanoseconds, truncated to the column's milliseconds."""
-    return datetime.fromtimestamp((ns // 1_000_000) / 1000.0, tz=timezone.utc)
+    return datetime.fromtimestamp((ns // 1_000_000) / 1000.0, tz=UTC)
 
 
 def build_preparer(

@@ -43,7 +43,6 @@ from typing import Any, Protocol
 from kafka import ConsumerRebalanceListener
 
 from ..evaluator import Evaluator
-from ..judges.base import Judge
 from ..model import Sample, Score
 from ..store.errors import WriterFull
 from ..store.rows import ScoreRow, TraceMeta, rows_from_scores
@@ -94,7 +93,7 @@ class Prepared:
 
 
 TracePreparer = Callable[[AssembledTrace[Span]], Prepared]
-"""Extract and sample one assembled trace (``pipeline.prepare.build_preparer`` builds the default)."""
+"""Extract and sample one assembled trace (default: ``pipeline.prepare.build_preparer``)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -163,7 +162,8 @@ class Scorer:
         self._in_flight: dict[int, _Work] = {}  # id(work) -> work: evaluating or writing
         self._paused = False
         self._gauges: dict[str, int] = dict.fromkeys(
-            ("consumer_lag", "commit_lag", "partitions_assigned", "records_pending"), 0)
+            ("consumer_lag", "commit_lag", "partitions_assigned", "records_pending"), 0
+        )
         self._consumer: Any = None
         self._producer: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -192,11 +192,14 @@ class Scorer:
         """
         with self._lock:
             if self._started or self._closed:
-                raise ScorerError("scorer already started" if self._started else "scorer was shut down")
+                raise ScorerError(
+                    "scorer already started" if self._started else "scorer was shut down"
+                )
             self._started = True
         s = self.settings
         try:
             if s.consumer.dead_letter:
+                self._ensure_dead_letter_topic()
                 self._producer = self._producer_factory(_producer_config(s))
             self._consumer = self._consumer_factory(_consumer_config(s))
             self._consumer.subscribe([s.kafka.topic], listener=_Rebalance(self))
@@ -207,13 +210,32 @@ class Scorer:
             raise
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(
-            target=self._run_loop, name="ragpulse-scorer-evaluate", daemon=True)
+            target=self._run_loop, name="ragpulse-scorer-evaluate", daemon=True
+        )
         self._loop_thread.start()
-        self._thread = threading.Thread(target=self._run, name="ragpulse-scorer-consume", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name="ragpulse-scorer-consume", daemon=True
+        )
         self._thread.start()
-        log.info("scorer: consuming %s as group %s from %s", s.kafka.topic, s.consumer.group_id,
-                 s.kafka.bootstrap_servers)
+        log.info(
+            "scorer: consuming %s as group %s from %s",
+            s.kafka.topic,
+            s.consumer.group_id,
+            s.kafka.bootstrap_servers,
+        )
         return self
+
+    def _ensure_dead_letter_topic(self) -> None:
+        """Create the dead-letter topic if missing: brokers that do not auto-create topics would
+        otherwise refuse every dead letter and hold the partition's commits back. Best effort:
+        without admin rights the topic must exist already (the first send says so)."""
+        from ragpulse.collector.kafka import ensure_topic
+
+        try:
+            ensure_topic(self.settings.kafka, 1, topic=self.settings.kafka.dlq_topic, timeout_s=10)
+        except Exception as exc:
+            log.warning("dead-letter: cannot ensure topic %s: %s", self.settings.kafka.dlq_topic,
+                        exc)
 
     def shutdown(self, timeout_s: float | None = None) -> None:
         """Drain and stop (see the class docstring). Blocks up to about ``timeout_s`` (default
@@ -238,7 +260,9 @@ class Scorer:
             if self._owns_judge:
                 # On its own loop: clients such as httpx's are bound to the loop that made them.
                 try:
-                    asyncio.run_coroutine_threadsafe(self._evaluator.judge.aclose(), loop).result(10.0)
+                    asyncio.run_coroutine_threadsafe(self._evaluator.judge.aclose(), loop).result(
+                        10.0
+                    )
                 except Exception as exc:
                     log.warning("scorer: closing the judge failed: %s", exc)
             loop.call_soon_threadsafe(loop.stop)
@@ -299,8 +323,16 @@ class Scorer:
         except Exception as exc:  # a programming error in a judge/metric: record, never lose
             log.exception("evaluate: trace %s failed", work.trace_id)
             self.counters.add("evaluate_errors")
-            scores = [Score(metric=m, value=None, status="error", reason="judge_error",
-                            explanation=f"{type(exc).__name__}: {exc}"[:1000]) for m in self._metrics]
+            scores = [
+                Score(
+                    metric=m,
+                    value=None,
+                    status="error",
+                    reason="judge_error",
+                    explanation=f"{type(exc).__name__}: {exc}"[:1000],
+                )
+                for m in self._metrics
+            ]
         try:
             rows = self._rows(scores, prep.meta)
         except Exception as exc:  # malformed metadata (rows_from_scores validates): never hang
@@ -310,7 +342,9 @@ class Scorer:
 
     def _rows(self, scores: Sequence[Score], meta: TraceMeta) -> list[ScoreRow]:
         w = self.settings.write
-        return rows_from_scores(scores, meta, max_excerpt_chars=w.max_excerpt_chars if w.excerpts else 0)
+        return rows_from_scores(
+            scores, meta, max_excerpt_chars=w.max_excerpt_chars if w.excerpts else 0
+        )
 
     # -- the consumer thread -------------------------------------------------------------------
 
@@ -399,7 +433,9 @@ class Scorer:
                 reason = prep.reason or "no_sample"
                 self._unscorable_by_reason[reason] = self._unscorable_by_reason.get(reason, 0) + 1
                 assert prep.meta is not None
-                scores = [Score(metric=m, value=None, status="null", reason=reason) for m in self._metrics]
+                scores = [
+                    Score(metric=m, value=None, status="null", reason=reason) for m in self._metrics
+                ]
                 try:
                     rows = self._rows(scores, prep.meta)
                 except Exception as exc:
@@ -459,12 +495,18 @@ class Scorer:
         if exc is not None:
             self.counters.add("write_errors")
             self._last_write_error = f"{type(exc).__name__}: {exc}"[:500]
-            log.warning("write: %d traces not acknowledged (attempt %d), retrying: %s", len(works),
-                        works[0].attempts + 1, exc)
+            log.warning(
+                "write: %d traces not acknowledged (attempt %d), retrying: %s",
+                len(works),
+                works[0].attempts + 1,
+                exc,
+            )
         now = self._clock()
         for work in works:
             work.attempts += 1
-            work.retry_at = now + min(w.retry_max_s, w.retry_initial_s * 2 ** min(work.attempts, 20))
+            work.retry_at = now + min(
+                w.retry_max_s, w.retry_initial_s * 2 ** min(work.attempts, 20)
+            )
             self._unsubmitted.append(work)
 
     def _retry_pending(self) -> None:
@@ -487,15 +529,20 @@ class Scorer:
         first = True
         while True:
             try:
-                kind, work, payload = self._inbox.get(timeout=block_s) if first and block_s > 0 \
+                kind, work, payload = (
+                    self._inbox.get(timeout=block_s)
+                    if first and block_s > 0
                     else self._inbox.get_nowait()
+                )
             except queue.Empty:
                 return
             first = False
             if kind == "rows":
                 self._submit(work, payload)
             elif kind == "dropped":
-                log.error("write: trace %s dropped, its rows cannot be built: %s", work.trace_id, payload)
+                log.error(
+                    "write: trace %s dropped, its rows cannot be built: %s", work.trace_id, payload
+                )
                 self.counters.add("traces_dropped")
                 self._finish(work)
             elif kind == "written":
@@ -517,7 +564,9 @@ class Scorer:
                     log.warning("dead-letter: send failed (attempt %d): %s", work.attempts + 1, exc)
                     work.attempts += 1
                     w = self.settings.write
-                    work.retry_at = self._clock() + min(w.retry_max_s, w.retry_initial_s * 2 ** work.attempts)
+                    work.retry_at = self._clock() + min(
+                        w.retry_max_s, w.retry_initial_s * 2**work.attempts
+                    )
                     self._dlq_retry.append((work, work.record))
 
     def _finish(self, work: _Work) -> None:
@@ -530,8 +579,14 @@ class Scorer:
 
     def _dead_letter(self, ref: RecordRef, rec: Any, reason: str, detail: str) -> None:
         self._dead_letter_by_reason[reason] = self._dead_letter_by_reason.get(reason, 0) + 1
-        log.warning("decode: %s[%d]@%d undecodable (%s)%s", ref.topic, ref.partition, ref.offset,
-                    reason, "; dead-lettered" if self._producer is not None else "; skipped")
+        log.warning(
+            "decode: %s[%d]@%d undecodable (%s)%s",
+            ref.topic,
+            ref.partition,
+            ref.offset,
+            reason,
+            "; dead-lettered" if self._producer is not None else "; skipped",
+        )
         if self._producer is None:
             self._offsets.seal(ref)  # dead-lettering disabled: the record is skipped (counted)
             return
@@ -552,8 +607,9 @@ class Scorer:
         key, value, headers = record
         work.record = record  # kept for a retry
         try:
-            fut = self._producer.send(self.settings.kafka.dlq_topic, key=key, value=value,
-                                      headers=headers)
+            fut = self._producer.send(
+                self.settings.kafka.dlq_topic, key=key, value=value, headers=headers
+            )
         except Exception as exc:  # buffer full, closed: retry later
             self._inbox.put(("dlq", work, exc))
             return
@@ -563,16 +619,23 @@ class Scorer:
     # -- backpressure, commits, gauges ---------------------------------------------------------
 
     def _update_pause(self) -> None:
-        want = bool(self._backlog) or bool(self._unsubmitted) \
+        want = (
+            bool(self._backlog)
+            or bool(self._unsubmitted)
             or len(self._in_flight) >= self.settings.evaluate.max_in_flight
+        )
         if want == self._paused:
             return
         parts = list(self._consumer.assignment())
         if want:
             self._consumer.pause(*parts)
             self.counters.add("partitions_paused")
-            log.info("consume: paused %d partitions (%d in flight, %d waiting)", len(parts),
-                     len(self._in_flight), len(self._backlog))
+            log.info(
+                "consume: paused %d partitions (%d in flight, %d waiting)",
+                len(parts),
+                len(self._in_flight),
+                len(self._backlog),
+            )
         else:
             self._consumer.resume(*parts)
             log.info("consume: resumed %d partitions", len(parts))
@@ -588,8 +651,12 @@ class Scorer:
         if not offsets:
             return
         try:
-            self._consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
-                                   for (t, p), o in offsets.items()})
+            self._consumer.commit(
+                {
+                    TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
+                    for (t, p), o in offsets.items()
+                }
+            )
         except Exception as exc:  # CommitFailedError during a rebalance, a timeout: retry later
             self.counters.add("commit_errors")
             log.warning("commit: %s", exc)
@@ -628,8 +695,11 @@ class Scorer:
         # kafka-python 3 runs this listener on the consumer's network loop, so heartbeats stop
         # while it blocks: wait at most half a session, and not at all when shutting down
         # (the drain already waited; what is left is replayed by the next owner).
-        budget = 0.0 if self._stop.is_set() else min(c.revoke_drain_timeout_s,
-                                                      c.session_timeout_ms / 2000.0)
+        budget = (
+            0.0
+            if self._stop.is_set()
+            else min(c.revoke_drain_timeout_s, c.session_timeout_ms / 2000.0)
+        )
         deadline = self._clock() + budget
 
         def touches(work: _Work) -> bool:
@@ -684,25 +754,32 @@ class Scorer:
             self._consumer.pause(*parts)
         if self.settings.drain_buffered:
             self._dispatch(self._assembler.pop_ready() + self._assembler.drain())
-        while (self._in_flight or self._backlog or self._unsubmitted or self._dlq_retry) \
-                and self._clock() < deadline:
+        while (
+            self._in_flight or self._backlog or self._unsubmitted or self._dlq_retry
+        ) and self._clock() < deadline:
             self._process_inbox(block_s=0.05)
             self._retry_pending()
             self._dispatch_backlog()
             # Keep the membership alive while draining: poll returns nothing (all paused).
             self._consumer.poll(timeout_ms=0)
         if self._in_flight or self._backlog:
-            log.warning("drain: %d traces in flight and %d waiting after %.1fs; they stay "
-                        "uncommitted and will be replayed", len(self._in_flight), len(self._backlog),
-                        budget)
+            log.warning(
+                "drain: %d traces in flight and %d waiting after %.1fs; they stay "
+                "uncommitted and will be replayed",
+                len(self._in_flight),
+                len(self._backlog),
+                budget,
+            )
         self._commit()
         self._update_gauges()
         if self._health is not None:
             self._health.maybe_flush(self.stats(), self._labelled(), force=True)
 
     def _labelled(self) -> dict[str, dict[str, int]]:
-        return {"traces_unscorable": dict(self._unscorable_by_reason),
-                "records_dead_lettered": dict(self._dead_letter_by_reason)}
+        return {
+            "traces_unscorable": dict(self._unscorable_by_reason),
+            "records_dead_lettered": dict(self._dead_letter_by_reason),
+        }
 
     def _close_clients(self) -> None:
         consumer, self._consumer = self._consumer, None
@@ -761,8 +838,12 @@ def _consumer_config(s: ScorerSettings) -> dict[str, Any]:
 
 def _producer_config(s: ScorerSettings) -> dict[str, Any]:
     cfg = s.kafka.client_kwargs()
-    cfg.update(acks="all", compression_type=s.kafka.producer_compression(), linger_ms=50,
-               max_request_size=s.consumer.max_partition_fetch_bytes + 1024 * 1024)
+    cfg.update(
+        acks="all",
+        compression_type=s.kafka.producer_compression(),
+        linger_ms=50,
+        max_request_size=s.consumer.max_partition_fetch_bytes + 1024 * 1024,
+    )
     return cfg
 
 
@@ -776,4 +857,3 @@ def _kafka_producer(cfg: dict[str, Any]) -> Any:
     from kafka import KafkaProducer
 
     return KafkaProducer(**cfg)
-

@@ -13,7 +13,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
 from ragpulse.collector.kafka import KafkaSettings
 
 from ..metrics import DEFAULT_METRICS, METRICS
@@ -37,20 +36,27 @@ class ConsumerSettings(BaseModel):
 
     group_id: str = Field("ragpulse-scorer", min_length=1, description="consumer group")
     session_timeout_ms: int = Field(
-        6000, ge=1000, le=300_000,
-        description="explicit: client defaults (45 s) make a tansu group join take 20 s (INFRA.md 1.3)",
+        6000,
+        ge=1000,
+        le=300_000,
+        description="explicit: the client default (45 s) makes a tansu group join take 20 s",
     )
     heartbeat_interval_ms: int = Field(2000, ge=100, le=100_000)
     max_poll_interval_ms: int = Field(300_000, ge=1000, description="max time between polls")
     max_poll_records: int = Field(500, ge=1, le=100_000, description="records per poll")
     poll_timeout_ms: int = Field(100, ge=1, le=10_000, description="how long one poll may wait")
     max_partition_fetch_bytes: int = Field(
-        16 * 1024 * 1024, ge=1024, description="per-partition fetch size; must exceed the largest record"
+        16 * 1024 * 1024,
+        ge=1024,
+        description="per-partition fetch size; must exceed the largest record",
     )
     fetch_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
-    commit_interval_s: float = Field(1.0, gt=0.0, le=300.0, description="how often offsets are committed")
+    commit_interval_s: float = Field(
+        1.0, gt=0.0, le=300.0, description="how often offsets are committed"
+    )
     revoke_drain_timeout_s: float = Field(
-        2.0, ge=0.0,
+        2.0,
+        ge=0.0,
         description="on rebalance, wait this long for in-flight traces of revoked partitions "
         "(capped at half the session timeout: heartbeats pause meanwhile)",
     )
@@ -73,7 +79,9 @@ class EvaluateSettings(BaseModel):
 
     metrics: tuple[str, ...] = Field(DEFAULT_METRICS, min_length=1, description="metric names")
     max_in_flight: int = Field(
-        256, ge=1, le=100_000,
+        256,
+        ge=1,
+        le=100_000,
         description="traces handed to evaluate/write and not yet acknowledged; at the limit the "
         "consumer pauses its partitions",
     )
@@ -104,8 +112,12 @@ class WriteSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     retry_initial_s: float = Field(0.5, gt=0.0, description="first backoff after a failed write")
-    retry_max_s: float = Field(30.0, gt=0.0, description="backoff cap; failed rows are retried until "
-                               "shutdown and their offsets are not committed meanwhile")
+    retry_max_s: float = Field(
+        30.0,
+        gt=0.0,
+        description="backoff cap; failed rows are retried until "
+        "shutdown and their offsets are not committed meanwhile",
+    )
     excerpts: bool = Field(True, description="store question/answer excerpts (privacy switch)")
     max_excerpt_chars: int = Field(1000, ge=0, le=1_000_000)
 
@@ -115,7 +127,7 @@ def _default_instance() -> str:
 
 
 class ScorerSettings(BaseSettings):
-    """Everything ``ragpulse scorer`` needs. Build from the environment with ``ScorerSettings()``."""
+    """Everything ``ragpulse scorer`` needs. ``ScorerSettings()`` reads the environment."""
 
     model_config = SettingsConfigDict(
         env_prefix="RAGPULSE_", env_nested_delimiter="__", frozen=True, extra="ignore"
@@ -134,17 +146,24 @@ class ScorerSettings(BaseSettings):
         description="chdb:///abs/dir or chdb://rel/dir (this process owns the directory), or http(s)://host:8123",
     )
     database: str = Field("rag", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
-    init_schema: bool = Field(True, description="create or migrate the schema at start-up (idempotent)")
+    init_schema: bool = Field(
+        True, description="create or migrate the schema at start-up (idempotent)"
+    )
     judge: Literal["local", "llm"] = "local"
     judge_model: str | None = Field(None, description="LLM judge model")
-    judge_base_url: str | None = Field(None, description="OpenAI-compatible base URL of the LLM judge")
+    judge_base_url: str | None = Field(
+        None, description="OpenAI-compatible base URL of the LLM judge"
+    )
     drain_timeout_s: float = Field(
-        30.0, ge=0.0, le=3600.0, description="on shutdown: finish, write and commit within this budget"
+        30.0,
+        ge=0.0,
+        le=3600.0,
+        description="on shutdown: finish, write and commit within this budget",
     )
     drain_buffered: bool = Field(
         True,
-        description="on shutdown, score traces still waiting for their grace period (else they stay "
-        "uncommitted and are assembled again by the next run)",
+        description="on shutdown, score traces still waiting for their grace period (else "
+        "they stay uncommitted and are assembled again by the next run)",
     )
     status_interval_s: float = Field(5.0, gt=0.0, description="status line period")
     health_interval_s: float = Field(

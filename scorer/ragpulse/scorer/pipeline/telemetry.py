@@ -51,7 +51,7 @@ GAUGES: dict[str, str] = {
 class Counters:
     """Monotonic counters named in :data:`COUNTERS`; unknown names raise ``KeyError``."""
 
-    __slots__ = ("_values", "_lock")
+    __slots__ = ("_lock", "_values")
 
     def __init__(self) -> None:
         self._values: dict[str, int] = dict.fromkeys(COUNTERS, 0)
