@@ -256,8 +256,8 @@ def _analyze(text: str) -> _Text:
         units.append(s)
         if s not in _STOP and (len(s) > 1 or s.isdigit()):
             content.add(s)
-    # A lone kanji/katakana between kana is content too ("駅に行く"): keep single CJK non-kana
-    # units only when the text yields no bigram at all (very short statements).
+    # A text too short for any content bigram (a one-kanji answer such as "東") keeps its
+    # single non-hiragana CJK characters as content, so it is not vacuously "covered".
     if not content:
         content.update(u for u in units if _IS_CJK.fullmatch(u) and not _HIRAGANA.fullmatch(u))
     bigrams = frozenset(zip(units, units[1:]))
