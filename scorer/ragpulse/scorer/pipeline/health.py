@@ -67,6 +67,10 @@ class HealthReporter:
         self.flushes = 0
         self.errors = 0
 
+    def due(self) -> bool:
+        """Whether ``interval_s`` passed since the last flush (cheap: call it every loop)."""
+        return self._clock() - self._last_flush >= self.interval_s
+
     def maybe_flush(
         self,
         stats: Mapping[str, Any],

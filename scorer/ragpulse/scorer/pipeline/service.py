@@ -377,7 +377,7 @@ class Scorer:
         if now - self._last_gauges >= min(self.settings.status_interval_s, 1.0):
             self._update_gauges()
             self._last_gauges = now
-        if self._health is not None:
+        if self._health is not None and self._health.due():  # stats() is not free: only when due
             self._health.maybe_flush(self.stats(), self._labelled())
 
     def _consume(self, topic: str, partition: int, rec: Any) -> None:
