@@ -76,7 +76,7 @@ def rule_specs(s: DashboardsSettings) -> list[RuleSpec]:
             title=f"Faithfulness below {a.faithfulness_min}",
             range_s=a.faithfulness_window_s, op="lt", threshold=a.faithfulness_min,
             summary=(f"{{{{ $labels.service }}}}: mean {a.faithfulness_metric} over "
-                     f"{a.faithfulness_window_s // 60} min is {{{{ $values.B }}}} "
+                     f"{a.faithfulness_window_s // 60} min is {{{{ printf `%.3g` $values.B.Value }}}} "
                      f"(< {a.faithfulness_min}, at least {a.faithfulness_min_samples} samples)"),
             severity="critical",
             sql=f"""SELECT service, sum(weighted_value_sum) / sum(weight_sum) AS value
@@ -90,7 +90,7 @@ ORDER BY service"""),
             title=f"Faithfulness {int(a.drop_fraction * 100)}% below its baseline",
             range_s=a.baseline_days * day + w, op="lt", threshold=-a.drop_fraction,
             summary=(f"{{{{ $labels.service }}}}: {a.faithfulness_metric} over the last "
-                     f"{w // 60} min is {{{{ $values.B }}}} relative to the same hours of the "
+                     f"{w // 60} min changed by {{{{ humanizePercentage $values.B.Value }}}} against the same hours of the "
                      f"previous {a.baseline_days} days"),
             sql=f"""SELECT service, r_mean / b_mean - 1 AS value
 FROM (
@@ -116,7 +116,7 @@ ORDER BY service"""),
             uid="ragpulse-null-rate",
             title=f"Null/error score share above {a.null_rate_max}",
             range_s=a.null_rate_window_s, op="gt", threshold=a.null_rate_max,
-            summary=("{{ $labels.service }} / {{ $labels.metric }}: {{ $values.B }} of the "
+            summary=("{{ $labels.service }} / {{ $labels.metric }}: {{ humanizePercentage $values.B.Value }} of the "
                      "scores have no value (null or judge error)"),
             sql=f"""SELECT service, metric, (sum(n_null) + sum(n_error)) / sum(rows) AS value
 FROM `{db}`.`scores_1m`
@@ -129,7 +129,7 @@ ORDER BY service, metric"""),
             title=f"No scores for {a.stalled_after_min} minutes",
             range_s=day, op="gt", threshold=float(a.stalled_after_min), severity="critical",
             no_data="Alerting",
-            summary="the last score was written {{ $values.B }} minutes ago",
+            summary="the last score was written {{ printf `%.3g` $values.B.Value }} minutes ago",
             # An empty day gives max(minute) = epoch, i.e. a huge value: stalled.
             sql=f"""SELECT (toInt64(toUnixTimestamp($__toTime)) - toInt64(toUnixTimestamp(max(minute))) - 60) / 60
   AS value
@@ -139,7 +139,7 @@ WHERE $__timeFilter(minute)"""),
             uid="ragpulse-lag-growing",
             title="Consumer lag growing",
             range_s=a.lag_window_s, op="gt", threshold=a.lag_growth_per_min,
-            summary="consumer lag is {{ $values.B }} records/min and rising",
+            summary="consumer lag is {{ printf `%.3g` $values.B.Value }} records/min and rising",
             sql=f"""SELECT if(count() >= 3 AND argMax(lag, minute) >= {a.lag_min},
   60 * simpleLinearRegression(toFloat64(toUnixTimestamp(minute)), lag).1, 0) AS value
 FROM (
@@ -152,7 +152,7 @@ FROM (
             uid="ragpulse-judge-budget",
             title="Judge token budget exhausted",
             range_s=a.budget_window_s, op="gt", threshold=0.0,
-            summary="{{ $labels.service }}: {{ $values.B }} scores skipped for budget_exhausted",
+            summary="{{ $labels.service }}: {{ printf `%.3g` $values.B.Value }} scores skipped for budget_exhausted",
             sql=f"""SELECT service, toFloat64(count()) AS value
 FROM `{db}`.`scores_dedup`
 WHERE $__timeFilter(ts) AND reason = 'budget_exhausted'
@@ -165,7 +165,7 @@ ORDER BY service"""),
             op="lt", threshold=round(s.drift.z_critical, 4),
             summary=("{{ $labels.metric }} / {{ $labels." + s.drift.segment_by[0] + " }}: "
                      f"the last {s.drift.window_hours} h are significantly below the same hours "
-                     f"of the previous {s.drift.baseline_days} days (z {{{{ $values.B }}}})"),
+                     f"of the previous {s.drift.baseline_days} days (z {{{{ printf `%.3g` $values.B.Value }}}})"),
             sql=drift_sql(s, latest_only=True, metrics=s.drift.metrics, with_filters=False)),
     ]
 
