@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import random
 import re
@@ -38,7 +39,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
 from ragpulse.scorer.embeddings import USEEmbedder
 from ragpulse.scorer.judges.local.support import (
     DEFAULT_WEIGHTS_PATH,
@@ -148,7 +148,7 @@ def synthesize(examples: Sequence[Example], per_context: int = 2, max_contexts: 
         rng.shuffle(sents)
         ctx_nums = _numbers(norm)
         for k, sent in enumerate(sents[:per_context]):
-            def add(text: str, label: int, kind: str) -> None:
+            def add(text: str, label: int, kind: str, src: Example = src, k: int = k) -> None:
                 out.append(Example(SYNTHETIC, src.group, f"{src.id}~{k}~{kind}", [text],
                                    list(src.contexts), label, _n_words(text), src.dataset))
 
@@ -376,7 +376,7 @@ def _length_matched(examples: list[Example], scores: list[float]) -> dict:
     num = den = 0.0
     lnum = 0.0
     used = 0
-    for lo, hi in zip(edges, edges[1:]):
+    for lo, hi in itertools.pairwise(edges):
         m = (lens > lo) & (lens <= hi)
         npos, nneg = int((y[m] == 1).sum()), int((y[m] == 0).sum())
         if npos and nneg:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from ragpulse.scorer.embeddings import USEEmbedder
 from ragpulse.scorer.judges.local.support import (
     DEFAULT_WEIGHTS_PATH,
@@ -54,7 +53,7 @@ def detector(embedder: USEEmbedder) -> SupportDetector:
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any attempt to open a connection fails loudly: the detector must work offline."""
 
-    def refuse(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def refuse(*args, **kwargs):
         raise AssertionError("the support detector tried to use the network")
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
@@ -236,7 +235,7 @@ def test_fit_logistic_reaches_the_regularized_optimum() -> None:
         fit_logistic(x, np.ones(400))
 
 
-def _load_training_script():  # noqa: ANN202
+def _load_training_script():
     """bench/ is not a package: load the script by path (once; dataclasses need the module
     registered in sys.modules while it executes)."""
     name = "ragpulse_bench_train_faithfulness"

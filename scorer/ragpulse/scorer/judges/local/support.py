@@ -18,6 +18,7 @@ The features are few and general on purpose: the detector is judged on data it n
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -35,8 +36,8 @@ from ...embeddings import Embedder, USEEmbedder
 from ...segment import split_sentences
 
 __all__ = [
-    "FEATURES",
     "DEFAULT_WEIGHTS_PATH",
+    "FEATURES",
     "SupportDetector",
     "SupportSettings",
     "SupportWeights",
@@ -138,7 +139,14 @@ class SupportWeights(BaseModel):
 
 # --------------------------------------------------------------------------- text analysis
 
-_STOP = frozenset(
+
+def _words(text: str, ordered: bool = False) -> Any:
+    """A word list written as text (one place to read it): a frozenset, or a tuple in order."""
+    words = text.split()
+    return tuple(words) if ordered else frozenset(words)
+
+
+_STOP = _words(
     """a an the and or but if then than so as of at by for from in into on onto to with about
     above after against along among around before behind below beneath beside between beyond
     during except inside near off out outside over past since through throughout till toward
@@ -146,21 +154,24 @@ _STOP = frozenset(
     had having will would shall should can could may might must it its it's this that these
     those there here he she they we you i me him her them us my your his their our which who
     whom whose what when where why how all any both each few more most other some such only
-    own same too very just also not no nor never s t said says say according""".split()
+    own same too very just also not no nor never s t said says say according"""
 )
 # Capitalized only because they open a sentence: never names.
-_STARTERS = frozenset(
+_STARTERS = _words(
     """despite however although though while whereas meanwhile additionally furthermore moreover
     overall then thus therefore hence still yet instead finally first second third lastly today
     yesterday tomorrow currently recently now in on at after before during since as once
     following according unlike like both either neither many several some most one another
-    other its this these those there here his her their our my your while""".split()
+    other its this these those there here his her their our my your while"""
 )
 _NUMBER_WORDS = {
     w: str(i)
     for i, w in enumerate(
-        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-        "fifteen sixteen seventeen eighteen nineteen twenty".split()
+        _words(
+            "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+            "fourteen fifteen sixteen seventeen eighteen nineteen twenty",
+            ordered=True,
+        )
     )
 } | {"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
      "eighty": "80", "ninety": "90", "hundred": "100", "dozen": "12"}
@@ -199,8 +210,7 @@ def _normalize(text: str) -> str:
 
 def _stem(word: str) -> str:
     w = word.lower().replace("’", "'")
-    if w.endswith("'s"):
-        w = w[:-2]
+    w = w.removesuffix("'s")
     if w in _NUMBER_WORDS:
         return _NUMBER_WORDS[w]
     for suf in _SUFFIXES:
@@ -241,9 +251,12 @@ def _analyze(text: str) -> _Text:
             units.append(tok)
             # Character bigrams stand in for words in space-less scripts; bigrams of two
             # hiragana are mostly grammar (です, ます), so they are not content.
-            if prev_cjk is not None and m.start() == prev_end:
-                if not (_HIRAGANA.fullmatch(prev_cjk) and _HIRAGANA.fullmatch(tok)):
-                    content.add(prev_cjk + tok)
+            if (
+                prev_cjk is not None
+                and m.start() == prev_end
+                and not (_HIRAGANA.fullmatch(prev_cjk) and _HIRAGANA.fullmatch(tok))
+            ):
+                content.add(prev_cjk + tok)
             prev_cjk, prev_end = tok, m.end()
             continue
         prev_cjk = None
@@ -260,7 +273,7 @@ def _analyze(text: str) -> _Text:
     # single non-hiragana CJK characters as content, so it is not vacuously "covered".
     if not content:
         content.update(u for u in units if _IS_CJK.fullmatch(u) and not _HIRAGANA.fullmatch(u))
-    bigrams = frozenset(zip(units, units[1:]))
+    bigrams = frozenset(itertools.pairwise(units))
     negated = bool(_NEG_EN.search(text) or _NEG_JA.search(text) or _NEG_ZH.search(text))
     return _Text(tuple(units), frozenset(content), bigrams, negated)
 
