@@ -162,3 +162,18 @@ def test_drift_segments_by_several_dimensions(chdb_client: Any, settings) -> Non
     panel = next(p for p in panels(s) if p.key == "drift")
     frame = run_panel(chdb_client, panel, context(NOW - timedelta(hours=6), NOW))
     assert frame.error is None and "faithfulness / drop / prod" in {x.labels[0] for x in frame.series}
+
+
+def test_drift_statistic_itself_discounts_few_noisy_samples(chdb_client: Any, settings) -> None:
+    """With the sample gate lowered to 5, the sparse service is evaluated, and its two low
+    scores in the last hour still do not make a significant decrease: the standard error does it."""
+    s = settings.model_copy(update={"drift": DriftSettings(min_samples=5)})
+    values = series(chdb_client, s, "ragpulse-drift")
+    assert "faithfulness/few" in values
+    assert "faithfulness/few" not in firing(chdb_client, s, "ragpulse-drift")
+    assert firing(chdb_client, s, "ragpulse-drift") == {"faithfulness/drop", "faithfulness/slide"}
+    # Not the effect-size floor: the raw z itself stays above the critical value.
+    panel = next(p for p in panels(s) if p.key == "drift")
+    frame = run_panel(chdb_client, panel, context(NOW - timedelta(hours=6), NOW))
+    z_few = next(x for x in frame.series if x.labels == ("faithfulness / few",)).points
+    assert all(z > s.drift.z_critical for _, z in z_few), z_few
