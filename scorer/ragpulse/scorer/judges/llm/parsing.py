@@ -14,15 +14,17 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from ...model import Reason
 
 __all__ = ["ParseFailure", "TaskParsers", "parse_reply_object", "parse_task"]
 
-Bit = Literal[0, 1]
+# Not Literal[0, 1]: a Literal compares by equality, so it accepts True (True == 1) even in strict
+# mode. A strict int rejects bools.
+Bit = Annotated[int, Strict(), Field(ge=0, le=1)]
 
 
 class _Strict(BaseModel):
