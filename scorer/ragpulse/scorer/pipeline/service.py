@@ -153,6 +153,7 @@ class Scorer:
         self._to_submit: list[_Work] = []
         self._resume: dict[tuple[str, int], int] = {}  # revoked partition -> offset to resume at
         self._tasks: set[asyncio.Task[None]] = set()
+        self._judge_slots: asyncio.Semaphore | None = None  # made on the loop thread
         max_pending = getattr(getattr(writer, "settings", None), "max_pending_rows", None)
         # Submissions stay well below the writer's bound so one never exceeds it.
         self._submit_rows_cap = max(1, min(20_000, (max_pending or 40_000) // 2))
@@ -304,6 +305,7 @@ class Scorer:
     def _run_loop(self) -> None:
         assert self._loop is not None
         asyncio.set_event_loop(self._loop)
+        self._judge_slots = asyncio.Semaphore(self.settings.evaluate.max_concurrency)
         try:
             self._loop.run_forever()
         finally:
@@ -316,8 +318,11 @@ class Scorer:
 
     async def _evaluate(self, work: _Work, prep: Prepared) -> None:
         assert prep.sample is not None and prep.meta is not None
+        assert self._judge_slots is not None
         try:
-            result = await self._evaluator.evaluate(prep.sample)
+            # max_in_flight bounds traces held (evaluating or writing); this bounds judge calls.
+            async with self._judge_slots:
+                result = await self._evaluator.evaluate(prep.sample)
             scores: Sequence[Score] = result.scores
             self.counters.add("traces_scored")
         except Exception as exc:  # a programming error in a judge/metric: record, never lose
@@ -452,7 +457,7 @@ class Scorer:
         self._flush_submits()
 
     def _spawn(self, batch: list[tuple[_Work, Prepared]]) -> None:
-        """On the loop thread: one task per trace (the evaluator bounds judge concurrency)."""
+        """On the loop thread: one task per trace; ``_evaluate`` bounds judge concurrency."""
         assert self._loop is not None
         for work, prep in batch:
             task = self._loop.create_task(self._evaluate(work, prep))
