@@ -121,9 +121,14 @@ def health_rows() -> list[HealthRow]:
         c("scorer", "traces_assembled", 60)
         c("scorer", "traces_evicted", 1)
         c("scorer", "traces_scored", 59)
+        c("scorer", "spans_consumed", 295)
+        # Like the scorer's HealthReporter: a total (label '') and its breakdown by reason.
+        c("scorer", "traces_unscorable", 3)
         c("scorer", "traces_unscorable", 2, "no_contexts")
         c("scorer", "traces_unscorable", 1, "no_answer")
         c("scorer", "records_dead_lettered", 1 if m % 30 == 0 else 0)
+        c("scorer", "records_dead_lettered", 1 if m % 30 == 0 else 0, "undecodable")
+        c("scorer", "write_errors", 1 if m % 45 == 0 else 0)
         lag = 20.0 if m > 15 else 20.0 + (16 - m) * 50.0  # grows ~50/min in the last 15 minutes
         out.append(HealthRow(minute, "scorer", "host:1", "consumer_lag", "", "gauge", lag, written))
         out.append(HealthRow(minute, "scorer", "host:1", "commit_lag", "", "gauge", lag + 5, written))

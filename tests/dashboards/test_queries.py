@@ -196,3 +196,17 @@ def test_interval_and_duration_helpers() -> None:
     for bad in ("", "h", "0h", "-1h", "24", "1y"):
         with pytest.raises(ValueError):
             since(bad)
+
+
+def test_health_panels_never_count_a_total_and_its_breakdown_twice(chdb_client: Any, settings) -> None:
+    c = context(NOW - timedelta(hours=3), NOW, 3 * 3600)
+    by_key = {p.key: p for p in panels(settings)}
+    unscorable = run_panel(chdb_client, by_key["health_unscorable"], c)
+    assert {s.labels for s in unscorable.series} == {("no_answer",), ("no_contexts",)}
+    assert sum(v for s in unscorable.series for _, v in s.points) == 120 * 3
+    dead = run_panel(chdb_client, by_key["health_dead_letter"], c)
+    assert {s.labels for s in dead.series} == {("undecodable",)}
+    assert sum(v for s in dead.series for _, v in s.points) == 4
+    spans = run_panel(chdb_client, by_key["health_spans"], c)
+    totals = {s.labels[0]: sum(v for _, v in s.points) for s in spans.series}
+    assert totals["spans_received"] == 120 * 300 and totals["spans_consumed"] == 120 * 295

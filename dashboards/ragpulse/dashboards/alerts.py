@@ -145,7 +145,7 @@ WHERE $__timeFilter(minute)"""),
 FROM (
   SELECT minute, sum(value) AS lag
   FROM `{db}`.`pipeline_health` FINAL
-  WHERE $__timeFilter(minute) AND kind = 'gauge' AND name = {_q(HEALTH['lag'][0])}
+  WHERE $__timeFilter(minute) AND kind = 'gauge' AND name = {_q(HEALTH['lag'][0])} AND label = ''
   GROUP BY minute
 )"""),
         RuleSpec(

@@ -41,12 +41,14 @@ PanelKind = Literal["timeseries", "table", "histogram", "stat"]
 # pipeline_health names this package reads (written by the collector and the scorer; see
 # ragpulse.scorer.pipeline.telemetry and the collector's counters).
 HEALTH = {
-    "spans": ("spans_received", "spans_accepted", "spans_refused", "spans_rejected"),
+    "spans": ("spans_received", "spans_accepted", "spans_refused", "spans_rejected",
+              "spans_consumed"),
     "traces": ("traces_assembled", "traces_evicted", "traces_timed_out", "traces_scored",
                "traces_sampled_out"),
     "lag": ("consumer_lag", "commit_lag"),
     "unscorable": "traces_unscorable",
-    "dead_letter": ("records_dead_lettered", "dead_letter_errors"),
+    "dead_letter": "records_dead_lettered",
+    "errors": ("dead_letter_errors", "write_errors", "commit_errors", "evaluate_errors"),
 }
 
 
@@ -288,14 +290,19 @@ ORDER BY time, reason"""),
 
     def health(key: str, title: str, names: tuple[str, ...] | str, kind: str, by: str,
                unit: str = "short", width: int = 12) -> PanelSpec:
+        """A pipeline_health panel. ``by="name"``: one series per counter/gauge, totals only
+        (``label = ''``); ``by="label"``: one series per label (e.g. the unscorable reason), the
+        labelled breakdown only. Components write a total and its breakdown side by side, so
+        mixing them would count twice."""
         names_t = (names,) if isinstance(names, str) else names
+        label_filter = "label = ''" if by == "name" else "label != ''"
         if kind == "gauge":
             # Gauges: the last value per instance and minute, summed over instances.
             sql = f"""SELECT $__timeInterval(minute) AS time, {by} AS series, max(v) AS value
 FROM (
   SELECT minute, {by}, sum(value) AS v
   FROM `{db}`.`pipeline_health` FINAL
-  WHERE $__timeFilter(minute) AND kind = 'gauge' AND name IN {_in(names_t)}
+  WHERE $__timeFilter(minute) AND kind = 'gauge' AND name IN {_in(names_t)} AND {label_filter}
   GROUP BY minute, {by}
 )
 GROUP BY time, series
@@ -303,22 +310,24 @@ ORDER BY time, series"""
         else:
             sql = f"""SELECT $__timeInterval(minute) AS time, {by} AS series, sum(value) AS value
 FROM `{db}`.`pipeline_health` FINAL
-WHERE $__timeFilter(minute) AND kind = 'counter' AND name IN {_in(names_t)}
+WHERE $__timeFilter(minute) AND kind = 'counter' AND name IN {_in(names_t)} AND {label_filter}
 GROUP BY time, series
 ORDER BY time, series"""
         return PanelSpec(key=key, title=title, kind="timeseries", format=FORMAT_TIME_SERIES,
                          sql=sql, unit=unit, width=width)
 
     pipeline = Section("Pipeline health", (
-        health("health_spans", "Spans received / accepted / refused", HEALTH["spans"],
-               "counter", "name"),
+        health("health_spans", "Spans received / accepted / refused (collector), consumed (scorer)",
+               HEALTH["spans"], "counter", "name"),
         health("health_traces", "Traces assembled / evicted / scored", HEALTH["traces"],
                "counter", "name"),
         health("health_lag", "Consumer lag (records)", HEALTH["lag"], "gauge", "name"),
         health("health_unscorable", "Unscorable traces by reason", HEALTH["unscorable"],
                "counter", "label"),
-        health("health_dead_letter", "Dead-lettered records", HEALTH["dead_letter"], "counter",
-               "name", width=24),
+        health("health_dead_letter", "Dead-lettered records by reason", HEALTH["dead_letter"],
+               "counter", "label"),
+        health("health_dead_letter_errors", "Dead-letter send errors and write errors",
+               HEALTH["errors"], "counter", "name"),
     ))
     return (quality, drift, distributions, judge, pipeline)
 
