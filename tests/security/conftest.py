@@ -7,3 +7,8 @@ from tests.scorer.local.conftest import (  # noqa: F401 (pytest fixtures)
     support_detector,
     use_embedder,
 )
+from tests.scorer.pipeline.conftest import (  # noqa: F401 (pytest fixtures)
+    make_settings,
+    topic,
+    writer,
+)

@@ -69,6 +69,7 @@ def build_scorer(
     Raises ``ValueError``/``ScorerError`` with a user-facing message for bad options, and the
     store's errors when ClickHouse cannot be opened.
     """
+    from ..privacy import build_redactor
     from ..store.schema import SchemaSettings, init_schema
     from ..store.writer import WriterSettings, build_health_writer, build_score_writer
     from ..traces.sampling import Sampler
@@ -116,7 +117,10 @@ def build_scorer(
             health_writer, instance=settings.instance, interval_s=settings.health_interval_s
         )
     preparer = build_preparer(
-        Sampler(settings.sampling), settings.extraction, excerpts=settings.write.excerpts
+        Sampler(settings.sampling),
+        settings.extraction,
+        excerpts=settings.write.excerpts and settings.privacy.store_text,
+        redactor=build_redactor(settings.privacy) if settings.privacy.redact else None,
     )
     return Scorer(
         settings,

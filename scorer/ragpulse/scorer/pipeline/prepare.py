@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from ..privacy import Redactor
 from ..store.rows import TraceMeta
 from ..traces.extract import ExtractionSettings, extract
 from ..traces.sampling import Sampler
@@ -33,8 +34,12 @@ def build_preparer(
     extraction: ExtractionSettings | None = None,
     *,
     excerpts: bool = True,
+    redactor: Redactor | None = None,
 ) -> TracePreparer:
     """A :data:`TracePreparer` over the real extractor and sampler.
+
+    With a ``redactor``, the sample is redacted here, once, before anything else sees it: the
+    judge and the stored excerpts get the same redacted text (``ragpulse.scorer.privacy``).
 
     The returned callable is not thread-safe (the sampler keeps counters): the scorer calls it
     from its consumer thread only. It never raises for odd span content.
@@ -49,6 +54,8 @@ def build_preparer(
         root = next((s for s in trace.spans if not s.parent_span_id), None)
         end_ns = m.end_ns or max((s.end_ns for s in trace.spans), default=0)
         sample = ex.sample
+        if redactor is not None and sample is not None:
+            sample = redactor.redact_sample(sample)
         meta = TraceMeta(
             trace_id=trace.trace_id,
             ts=utc_from_ns(end_ns),

@@ -347,9 +347,9 @@ class Scorer:
 
     def _rows(self, scores: Sequence[Score], meta: TraceMeta) -> list[ScoreRow]:
         w = self.settings.write
-        return rows_from_scores(
-            scores, meta, max_excerpt_chars=w.max_excerpt_chars if w.excerpts else 0
-        )
+        # privacy.store_text=false: no excerpt and no explanation (which may quote the trace)
+        keep = w.excerpts and self.settings.privacy.store_text
+        return rows_from_scores(scores, meta, max_excerpt_chars=w.max_excerpt_chars if keep else 0)
 
     # -- the consumer thread -------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ragpulse.collector.kafka import KafkaSettings
 
 from ..metrics import DEFAULT_METRICS, METRICS
+from ..privacy import PrivacySettings
 from ..store.writer import WriterSettings
 from ..traces.extract import ExtractionSettings
 from ..traces.sampling import SamplingSettings
@@ -141,6 +142,10 @@ class ScorerSettings(BaseSettings):
     writer: WriterSettings = Field(default_factory=WriterSettings)
     sampling: SamplingSettings = Field(default_factory=SamplingSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    privacy: PrivacySettings = Field(
+        default_factory=PrivacySettings,
+        description="PII redaction before judging and storing; store_text=false stores no trace text",
+    )
     clickhouse: str = Field(
         "chdb://ragpulse-data/chdb",
         description="chdb:///abs/dir or chdb://rel/dir (this process owns the directory), or http(s)://host:8123",

@@ -1,0 +1,88 @@
+"""Privacy wired into the live scorer: real tansu broker, real chDB, ``build_scorer``.
+
+The judge the scorer builds around is a recording table judge, so the test sees exactly what a
+judge would have been sent; ClickHouse is read back to see what was stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ragpulse.scorer.judges.base import Needs
+from ragpulse.scorer.model import Fact, Finding, Sample
+from ragpulse.scorer.pipeline import build_scorer
+
+from tests.scorer.doubles import TableJudge
+from tests.scorer.pipeline.conftest import FACTS, METRICS, produce, wait_for
+from tests.scorer.pipeline.traffic import BASE_NS, RagTrace, otelcol_records
+
+PII = ("ann.lee@example.com", "090-1234-5678", "4111 1111 1111 1111", "13812345678")
+TRACES = [
+    RagTrace(
+        trace_id=f"{i + 1:032x}",
+        service="support-bot",
+        question=q,
+        contexts=("Warranty claims: mail ann.lee@example.com or call 090-1234-5678.",
+                  "カード番号4111 1111 1111 1111は使えません。"),
+        answer=a,
+        start_ns=BASE_NS + i * 1_000_000_000,
+    )
+    for i, (q, a) in enumerate([
+        ("How do I claim? My number is 090-1234-5678.",
+         "Mail ann.lee@example.com; we will call 090-1234-5678."),
+        ("我的手机是13812345678，怎么保修？", "请发邮件到ann.lee@example.com。"),
+        ("What does the warranty cover?", "The warranty covers parts."),
+    ])
+]
+
+
+class RecordingJudge(TableJudge):
+    def __init__(self) -> None:
+        super().__init__(FACTS)
+        self.samples: list[Sample] = []
+
+    async def gather(self, sample: Sample, needs: Needs) -> dict[Fact, Finding]:
+        self.samples.append(sample)
+        return await super().gather(sample, needs)
+
+
+def _stored(client: Any, db: str) -> list[tuple[str, str, str, str]]:
+    return client.query(
+        f"SELECT trace_id, question, answer, explanation FROM `{db}`.scores FINAL "
+        "ORDER BY trace_id, metric"
+    ).result_rows
+
+
+@pytest.mark.parametrize("store_text", [True, False], ids=["redacted-excerpts", "no-text"])
+def test_the_judge_and_clickhouse_never_see_recognised_values(
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema, store_text
+):
+    produce(kafka_broker_module.bootstrap, topic, otelcol_records(TRACES))
+    settings = make_settings(privacy={"store_text": store_text})
+    judge = RecordingJudge()
+    svc = build_scorer(settings, judge=judge, writer=writer, client=chdb_client).start()
+    try:
+        wait_for(lambda: svc.stats()["traces_done"] >= len(TRACES), what="traces written")
+    finally:
+        svc.shutdown()
+    # the judge saw every trace, redacted
+    assert len(judge.samples) == len(TRACES)
+    seen = "\n".join(s.question + s.answer + "".join(s.contexts) for s in judge.samples)
+    for value in PII:
+        assert value not in seen
+    assert "[EMAIL_1]" in seen and "[PHONE_1]" in seen and "[CARD_1]" in seen
+    # ClickHouse holds every trace, with redacted excerpts or none at all
+    rows = _stored(chdb_client, rag_schema.database)
+    assert len(rows) == len(TRACES) * len(METRICS)
+    stored = "\n".join(q + a + e for (_, q, a, e) in rows)
+    for value in PII:
+        assert value not in stored
+    by_trace = {t: (q, a) for (t, q, a, _) in rows}
+    if store_text:
+        assert by_trace[TRACES[0].trace_id] == (
+            "How do I claim? My number is [PHONE_1].", "Mail [EMAIL_1]; we will call [PHONE_1].")
+        assert by_trace[TRACES[1].trace_id][0] == "我的手机是[PHONE_1]，怎么保修？"
+        assert by_trace[TRACES[2].trace_id] == (TRACES[2].question, TRACES[2].answer)
+    else:
+        assert stored.strip() == ""
