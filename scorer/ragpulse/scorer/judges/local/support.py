@@ -53,7 +53,7 @@ FEATURES: tuple[str, ...] = (
     "best_sentence_recall",  # share found in the single best context sentence
     "best_two_recall",  # share found in the best two sentences together (fused summaries)
     "aligned_recall",  # share found in the sentence the embedding + lexical alignment picks
-    "embedding_max",  # max USE cosine between the statement and any context sentence
+    "embedding_max",  # max USE cosine with the statement's lexically closest sentences
     "novel_bigrams",  # share of the statement's unit bigrams absent from the contexts
     "unsupported_numbers",  # share of the statement's numbers absent from the contexts
     "any_unsupported_number",  # 1 if at least one number is absent
