@@ -166,7 +166,8 @@ async def score_set(judge: Any, rows: list[dict[str, Any]], metric: str, title: 
     """The metric's value per row (``None`` when the score has no value), via ``Evaluator``."""
     missing = MISSING.setdefault(title, Counter())
     ev = Evaluator(judge, [metric], max_concurrency=concurrency)
-    samples = [to_sample(r) for r in rows]
+    # ids are made unique per row: FaithBench reuses one id for the 15 summaries of a document
+    samples = [to_sample(r).model_copy(update={"id": f"{i}:{r['id']}"}) for i, r in enumerate(rows)]
     index = {s.id: i for i, s in enumerate(samples)}
     out: list[float | None] = [None] * len(rows)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
