@@ -107,6 +107,8 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
     hi = p.max if p.max is not None else max(vals + [1e-9])
     if hi <= lo:
         hi = lo + 1
+    if p.max is None:
+        hi += (hi - lo) * 0.08  # headroom: a flat line at the maximum is not glued to the frame
     strip = 46 if samples else 0
     height = H + strip
     x = Scale(t0.timestamp(), t1.timestamp(), PAD_L, cw - PAD_R)
