@@ -326,3 +326,25 @@ def test_start_observability_from_the_environment(monkeypatch: pytest.MonkeyPatc
     assert otlp_receiver.got.wait(10)
     with pytest.raises(ValueError):
         TelemetrySettings(otlp_endpoint="otelcol:4318")
+
+
+def test_health_recorder_writes_pipeline_health_rows(chdb_client: Any, rag_schema: Any) -> None:
+    from ragpulse.deploy.telemetry import HealthRecorder
+
+    stats = {"records_consumed": 10, "rows_written": 4, "consumer_lag": 7, "last_write_error": "x"}
+    rec = HealthRecorder(StatsSource("scorer", lambda: dict(stats)), chdb_client, rag_schema.database,
+                         interval_s=3600, instance="replica-a")
+    rec.shutdown()  # safe without start
+    rec = HealthRecorder(StatsSource("scorer", lambda: dict(stats)), chdb_client, rag_schema.database,
+                         interval_s=3600, instance="replica-a").start()
+    rec.record()
+    stats["records_consumed"] = 25
+    rec.shutdown()  # writes a last sample of the same minute: it replaces the first
+    rec.shutdown()
+    assert rec.samples_dropped == 0 and rec.samples_written == 2
+    rows = chdb_client.query(
+        f"SELECT name, kind, value FROM `{rag_schema.database}`.pipeline_health FINAL "
+        "WHERE component = 'scorer' AND instance = 'replica-a' ORDER BY name").result_rows
+    got = {name: (kind, value) for name, kind, value in rows}
+    assert got == {"consumer_lag": ("gauge", 7.0), "records_consumed": ("counter", 25.0),
+                   "rows_written": ("counter", 4.0)}

@@ -151,6 +151,18 @@ def read_store(path: Path) -> list[list[Any]]:
     return json.loads(out.stdout)
 
 
+def health_names(path: Path) -> set[str]:
+    code = (
+        "import json, sys, clickhouse_connect\n"
+        "c = clickhouse_connect.get_client(dsn=sys.argv[1])\n"
+        "print(json.dumps([r[0] for r in c.query('SELECT DISTINCT name FROM rag.pipeline_health "
+        "WHERE component = \\'scorer\\'').result_rows]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, f"chdb://{path}"], capture_output=True,
+                         timeout=120, check=True)
+    return set(json.loads(out.stdout))
+
+
 def test_collector_and_two_scorer_replicas_survive_a_replica_restart(kafka_broker: Any, tmp_path: Path) -> None:
     bootstrap = kafka_broker.bootstrap
     common = {"RAGPULSE_KAFKA__BOOTSTRAP_SERVERS": bootstrap, "RAGPULSE_HEALTH__HOST": "127.0.0.1"}
@@ -243,5 +255,8 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(kafka_broke
     assert len(keys) == N_TRACES * len(METRICS.split(","))
     # Both replicas scored part of the batch (the group really split the partitions).
     assert a_rows > 0 and (b_written_before > 0 or b2_rows > 0)
+    # The scorers' self-telemetry landed in their stores too (the pipeline-health dashboard's source).
+    for replica in ("replica-a", "replica-b"):
+        assert {"records_consumed", "rows_written", "consumer_lag"} <= health_names(tmp_path / replica)
     print(f"rows in stores {len(rows)}, distinct keys {len(keys)}, "
           f"replica A {a_rows:g} rows, B before restart {b_written_before}, B after {b2_rows:g}")

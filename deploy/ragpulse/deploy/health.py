@@ -39,7 +39,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .telemetry import OtlpMetricsExporter, StatsSource, TelemetrySettings, render_prometheus
+from .telemetry import (
+    HealthRecorder,
+    OtlpMetricsExporter,
+    StatsSource,
+    TelemetrySettings,
+    render_prometheus,
+)
 
 __all__ = [
     "CheckResult",
@@ -407,9 +413,11 @@ class Observability:
     ``shutdown()`` (idempotent) pushes a last OTLP export and stops the server.
     """
 
-    def __init__(self, server: HealthServer | None, exporter: OtlpMetricsExporter | None) -> None:
+    def __init__(self, server: HealthServer | None, exporter: OtlpMetricsExporter | None,
+                 recorder: HealthRecorder | None = None) -> None:
         self.server = server
         self.exporter = exporter
+        self.recorder = recorder
 
     @property
     def endpoint(self) -> str | None:
@@ -420,10 +428,15 @@ class Observability:
             self.server.drain()
 
     def shutdown(self) -> None:
+        if self.recorder is not None:
+            try:
+                self.recorder.shutdown()
+            except Exception:  # a failed last write must not block the component's exit
+                log.exception("final pipeline_health write failed")
         if self.exporter is not None:
             try:
                 self.exporter.shutdown()
-            except Exception:  # a failed last export must not block the component's exit
+            except Exception:
                 log.exception("final OTLP metrics export failed")
         if self.server is not None:
             self.server.shutdown()
@@ -436,15 +449,19 @@ def start_observability(
     ready: Mapping[str, Check | None] | None = None,
     live: Check | None = None,
     port: int | None = None,
+    clickhouse: tuple[str, str] | None = None,
+    instance: str | None = None,
     settings: ObservabilitySettings | None = None,
 ) -> Observability:
     """Start the endpoints of ``component`` (``collector`` or ``scorer``) as configured.
 
     ``settings`` default to ``ObservabilitySettings()`` (the environment); ``port`` (the CLI's
     ``--health-port``) overrides the port and enables the server. ``None`` checks in ``ready``
-    are skipped (e.g. :func:`clickhouse_probe` of an in-process chDB). Raises ``OSError`` when
-    the port is taken and ``RuntimeError`` when OTLP export is configured but not installed;
-    nothing is left running then.
+    are skipped (e.g. :func:`clickhouse_probe` of an in-process chDB). ``clickhouse`` is the
+    component's own ``(dsn, database)`` for ``pipeline_health`` rows (the scorer passes its
+    store); ``RAGPULSE_TELEMETRY__CLICKHOUSE`` overrides it. Raises ``OSError`` when the port is
+    taken, ``RuntimeError`` when OTLP export is configured but not installed, and the store's
+    errors when the ClickHouse for health rows cannot be opened; nothing is left running then.
     """
     from importlib.metadata import PackageNotFoundError, version
 
@@ -462,12 +479,19 @@ def start_observability(
         checks = {name: fn for name, fn in (ready or {}).items() if fn is not None}
         server = HealthServer(health, sources=sources, ready=checks, live=live, build_version=build)
         server.start()
-    exporter = None
-    if settings.telemetry.enabled:
-        try:
-            exporter = OtlpMetricsExporter(settings.telemetry, sources).start()
-        except BaseException:
-            if server is not None:
-                server.shutdown()
-            raise
-    return Observability(server, exporter)
+    tel = settings.telemetry
+    instance = tel.instance or instance
+    obs = Observability(server, None)
+    try:
+        if tel.enabled:
+            obs.exporter = OtlpMetricsExporter(tel, sources, instance=instance).start()
+        target = (tel.clickhouse, tel.database) if tel.clickhouse else clickhouse
+        if target is not None:
+            from ragpulse.scorer.store import open_store
+
+            obs.recorder = HealthRecorder(sources[0], open_store(target[0]), target[1],
+                                          interval_s=tel.health_interval_s, instance=instance).start()
+    except BaseException:
+        obs.shutdown()
+        raise
+    return obs

@@ -10,6 +10,9 @@ maps those keys to exported metrics, once, in :data:`METRICS`:
 * OpenTelemetry metrics over OTLP/HTTP (optional, ``RAGPULSE_TELEMETRY__OTLP_ENDPOINT``):
   ``ragpulse.<component>.<key>`` as observable counters / gauges read from the same ``stats()``
   at each export, so both paths always agree.
+* ClickHouse copies (:class:`HealthRecorder`): per-minute ``pipeline_health`` rows of the same
+  declared keys, which the pipeline-health dashboard reads. The scorer writes them to its own
+  store by default; the collector when ``RAGPULSE_TELEMETRY__CLICKHOUSE`` names one.
 
 Keys a component reports that are not declared here are not exported; :func:`undeclared` lists
 them so a test catches drift between a component and this table.
@@ -31,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "METRICS",
+    "HealthRecorder",
     "MetricSpec",
     "OtlpMetricsExporter",
     "StatsSource",
@@ -218,6 +222,15 @@ class TelemetrySettings(BaseModel):
     export_interval_s: float = Field(15.0, ge=1.0, le=3600.0, description="seconds between exports")
     export_timeout_s: float = Field(10.0, gt=0.0, le=300.0, description="timeout of one export")
     service_namespace: str = Field("ragpulse", min_length=1)
+    clickhouse: str | None = Field(
+        None, description="ClickHouse DSN for per-minute pipeline_health rows (the scorer defaults "
+        "to its own store; the collector writes none unless set)")
+    database: str = Field("rag", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$",
+                          description="database of pipeline_health when `clickhouse` is set")
+    health_interval_s: float = Field(
+        15.0, ge=1.0, le=60.0, description="seconds between pipeline_health flushes (the current "
+        "minute is rewritten; ReplacingMergeTree keeps the newest)")
+    instance: str | None = Field(None, description="instance name in rows and resources; default host:pid")
 
     @field_validator("otlp_endpoint")
     @classmethod
@@ -334,3 +347,82 @@ class OtlpMetricsExporter:
             self._state = "stopped"
         if provider is not None:
             provider.shutdown()
+
+
+class HealthRecorder:
+    """Writes a component's declared stats as per-minute ``pipeline_health`` rows, periodically.
+
+    Every ``health_interval_s`` a background thread samples ``stats()`` through the store's
+    ``HealthSampler`` (counters become their growth within the minute, gauges their last value)
+    and submits the rows to a ``pipeline_health`` batch writer without blocking. A full or failing
+    writer drops that sample (counted in ``samples_dropped``): the next sample rewrites the same
+    minute, so nothing is lost but resolution. ``start()`` raises the store's errors when the
+    client cannot be opened; ``shutdown()`` is idempotent, safe without ``start()``, writes one
+    last sample and flushes within ``timeout_s``. Thread-safe.
+    """
+
+    def __init__(self, source: StatsSource, client: Any, database: str, *,
+                 interval_s: float = 15.0, instance: str | None = None) -> None:
+        from ragpulse.scorer.store import HealthSampler
+        from ragpulse.scorer.store.writer import WriterSettings, build_health_writer
+
+        specs = METRICS.get(source.component, {})
+        self.source = source
+        self.interval_s = interval_s
+        self._keys = tuple(specs)
+        self._sampler = HealthSampler(source.component, instance or f"{socket.gethostname()}:{os.getpid()}",
+                                      gauges=[k for k, sp in specs.items() if sp.kind == "gauge"])
+        self._writer = build_health_writer(client, database, WriterSettings(flush_interval_s=1.0))
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._state = "new"
+        self.samples_written = 0
+        self.samples_dropped = 0
+
+    def start(self) -> HealthRecorder:
+        with self._lock:
+            if self._state != "new":
+                raise RuntimeError(f"recorder cannot start from state {self._state}")
+            self._writer.start()
+            self._thread = threading.Thread(target=self._run, name="ragpulse-health-rows", daemon=True)
+            self._thread.start()
+            self._state = "running"
+        return self
+
+    def record(self) -> None:
+        """Sample now and submit the rows (never blocks, never raises)."""
+        try:
+            snapshot = self.source.stats()
+            stats = {k: v for k in self._keys if (v := _number(snapshot.get(k))) is not None}
+            rows = self._sampler.sample(stats)
+            if rows:
+                fut = self._writer.submit(rows)
+                fut.add_done_callback(self._done)
+        except Exception as exc:  # WriterFull/WriterClosed or a broken stats(): skip this sample
+            self.samples_dropped += 1
+            log.debug("pipeline_health sample dropped: %s", exc)
+
+    def _done(self, fut: Any) -> None:
+        if fut.exception() is None:
+            self.samples_written += 1
+        else:
+            self.samples_dropped += 1
+            log.warning("pipeline_health rows not written: %s", fut.exception())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.record()
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        with self._lock:
+            if self._state == "stopped":
+                return
+            was_running = self._state == "running"
+            self._state = "stopped"
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        if was_running:
+            self.record()
+        self._writer.shutdown(timeout_s)

@@ -198,8 +198,10 @@ def scorer(
                 "kafka": kafka_probe(settings.kafka),
                 "clickhouse": clickhouse_probe(settings.clickhouse),
             },
+            clickhouse=(settings.clickhouse, settings.database),  # pipeline_health rows
+            instance=settings.instance,
         )
-    except (OSError, RuntimeError, ValidationError) as exc:
+    except Exception as exc:  # port taken, OTLP extra missing, health store unreachable
         svc.shutdown()
         typer.echo(f"error: cannot start the health endpoint: {exc}", err=True)
         raise typer.Exit(2) from None
