@@ -186,7 +186,9 @@ def container_env(container: dict[str, Any]) -> dict[str, str]:
         if "secretRef" in src:
             env.update(secret_env())
     for item in container.get("env", []):
-        env[item["name"]] = item.get("value", f"<{item['name']} from the downward API>")
+        value = item.get("value", f"<{item['name']} from the downward API>")
+        # Kubernetes expands $(VAR) from the variables defined before (envFrom included).
+        env[item["name"]] = re.sub(r"\$\((\w+)\)", lambda mm: env.get(mm.group(1), mm.group(0)), value)
     return env
 
 

@@ -151,14 +151,14 @@ def read_store(path: Path) -> list[list[Any]]:
     return json.loads(out.stdout)
 
 
-def health_names(path: Path) -> set[str]:
+def health_names(path: Path, component: str = "scorer") -> set[str]:
     code = (
         "import json, sys, clickhouse_connect\n"
         "c = clickhouse_connect.get_client(dsn=sys.argv[1])\n"
         "print(json.dumps([r[0] for r in c.query('SELECT DISTINCT name FROM rag.pipeline_health "
-        "WHERE component = \\'scorer\\'').result_rows]))\n"
+        "WHERE component = {c:String}', parameters={'c': sys.argv[2]}).result_rows]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, f"chdb://{path}"], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", code, f"chdb://{path}", component], capture_output=True,
                          timeout=120, check=True)
     return set(json.loads(out.stdout))
 
@@ -167,11 +167,19 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(kafka_broke
     bootstrap = kafka_broker.bootstrap
     common = {"RAGPULSE_KAFKA__BOOTSTRAP_SERVERS": bootstrap, "RAGPULSE_HEALTH__HOST": "127.0.0.1"}
     c_port, c_health = free_port(), free_port()
+    # The db-init Job's command, for the store the collector writes its pipeline_health rows to.
+    job = m.pod_spec(m.k8s("Job", "ragpulse-db-init"))["containers"][0]
+    init_args = [a.replace("$(RAGPULSE_CLICKHOUSE)", f"chdb://{tmp_path / 'collector'}")
+                 .replace("$(RAGPULSE_DATABASE)", m.configmap_env()["RAGPULSE_DATABASE"]) for a in job["args"]]
+    subprocess.run([sys.executable, "-c", "from ragpulse.cli import main; main()", *init_args],
+                   check=True, capture_output=True, timeout=120)
     collector = Proc("collector", list(m.pod_spec(m.k8s("Deployment", "ragpulse-collector"))["containers"][0]["args"]),
                      manifest_env("ragpulse-collector", {
                          **common, "RAGPULSE_HEALTH__PORT": str(c_health),
                          "RAGPULSE_OTLP__HTTP_HOST": "127.0.0.1", "RAGPULSE_OTLP__HTTP_PORT": str(c_port),
                          "RAGPULSE_OTLP__GRPC_HOST": "127.0.0.1", "RAGPULSE_OTLP__GRPC_PORT": str(free_port()),
+                         "RAGPULSE_TELEMETRY__CLICKHOUSE": f"chdb://{tmp_path / 'collector'}",
+                         "RAGPULSE_TELEMETRY__INSTANCE": "collector-0",
                      }), c_health)
     scorer_args = list(m.pod_spec(m.k8s("Deployment", "ragpulse-scorer"))["containers"][0]["args"])
 
@@ -258,5 +266,6 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(kafka_broke
     # The scorers' self-telemetry landed in their stores too (the pipeline-health dashboard's source).
     for replica in ("replica-a", "replica-b"):
         assert {"records_consumed", "rows_written", "consumer_lag"} <= health_names(tmp_path / replica)
+    assert {"spans_received", "spans_acked", "queue_spans"} <= health_names(tmp_path / "collector", "collector")
     print(f"rows in stores {len(rows)}, distinct keys {len(keys)}, "
           f"replica A {a_rows:g} rows, B before restart {b_written_before}, B after {b2_rows:g}")
