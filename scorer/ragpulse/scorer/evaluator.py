@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +34,35 @@ class SampleResult:
         for s in self.scores:
             total = total + s.cost
         return total
+
+
+class _SampleFlags:
+    """What :meth:`Metric.precondition` reads of a sample, computed once per sample instead of
+    once per metric (each check strips the texts). Metrics that override ``precondition`` keep
+    their own."""
+
+    __slots__ = ("answer", "contexts", "question", "reference", "sample")
+
+    def __init__(self, sample: Sample) -> None:
+        self.sample = sample
+        self.reference = bool(sample.reference and sample.reference.strip())
+        self.question = bool(sample.question.strip())
+        self.contexts = any(c.strip() for c in sample.contexts)
+        self.answer = bool(sample.answer.strip())
+
+    def precondition(self, m: Metric) -> Reason | None:
+        if type(m).precondition is not Metric.precondition:
+            return m.precondition(self.sample)
+        # Same checks, same order as Metric.precondition.
+        if m.needs_reference and not self.reference:
+            return Reason.NO_REFERENCE
+        if m.needs_question and not self.question:
+            return Reason.NO_QUESTION
+        if m.needs_contexts and not self.contexts:
+            return Reason.NO_CONTEXTS
+        if m.needs_answer and not self.answer:
+            return Reason.NO_ANSWER
+        return None
 
 
 class Evaluator:
@@ -67,27 +95,33 @@ class Evaluator:
         t0 = time.perf_counter()
         runnable: list[Metric] = []
         pre: dict[str, Reason] = {}
+        flags = _SampleFlags(sample)
         for m in self.metrics:
-            reason = m.precondition(sample)
+            reason = flags.precondition(m)
             if reason is None:
                 runnable.append(m)
             else:
                 pre[m.name] = reason
-        facts = frozenset(f for m in runnable for f in m.facts)
+        # How many runnable metrics share each fact: each pays its share of the fact's cost.
+        users: dict[Fact, int] = {}
+        for m in runnable:
+            for f in m.facts:
+                users[f] = users.get(f, 0) + 1
         findings: dict[Fact, Finding] = {}
-        if facts:
+        if users:
             criteria = tuple(m.criterion for m in runnable if m.criterion is not None)
-            findings = await self.judge.gather(sample, Needs(facts=facts, criteria=criteria))
-        users = Counter(f for m in runnable for f in m.facts)
+            findings = await self.judge.gather(sample, Needs(facts=frozenset(users),
+                                                             criteria=criteria))
+        judge_name, judge_model = self.judge.name, self.judge.model
         scores: list[Score] = []
         for m in self.metrics:
             if m.name in pre:
-                scores.append(Score.missing(m.name, pre[m.name], judge=self.judge.name,
-                                            model=self.judge.model))
+                scores.append(Score.missing(m.name, pre[m.name], judge=judge_name,
+                                            model=judge_model))
                 continue
             cost = ZERO_COST
             versions: list[str] = []
-            model = self.judge.model
+            model = judge_model
             for fact in m.facts:
                 fd = findings.get(fact)
                 if fd is None:
@@ -99,7 +133,7 @@ class Evaluator:
                 model = fd.model or model
             result = m.compute(sample, findings)
             scores.append(
-                to_score(m, result, judge=self.judge.name, model=model,
+                to_score(m, result, judge=judge_name, model=model,
                          prompt_version="+".join(versions) or None, cost=cost)
             )
         return SampleResult(sample.id, tuple(scores), (time.perf_counter() - t0) * 1000.0)

@@ -307,5 +307,8 @@ def to_score(metric: Metric, result: MetricResult, **kw: object) -> Score:
         return Score.missing(metric.name, result.reason or Reason.JUDGE_ERROR,
                              counts=result.counts, explanation=result.explanation, **kw)
     interval = wilson_interval(*result.interval_of) if result.interval_of else None
-    return Score(metric=metric.name, value=clamp01(result.value), status="ok",
-                 counts=result.counts, interval=interval, explanation=result.explanation, **kw)
+    # Score._fast: the validating constructor's result and errors, without re-validating values
+    # this module computed (clamp01 already made the value a float in [0, 1]).
+    return Score._fast(metric=metric.name, value=clamp01(result.value), status="ok",
+                       counts=result.counts, interval=interval, explanation=result.explanation,
+                       **kw)
