@@ -295,30 +295,39 @@ def _json_or_text(v: AttrValue, keys: Sequence[str]) -> str | None:
     return t
 
 
-def _families(attrs: Mapping[str, AttrValue]) -> set[str]:
-    """The first two dotted components of every key (``llm.input_messages``, ``gen_ai.prompt``):
-    computed once per span so absent flattened lists cost a set lookup, not a scan of all keys."""
-    out = set()
+def _families(attrs: Mapping[str, AttrValue]) -> dict[str, list[str]]:
+    """The keys grouped by their first two dotted components (``llm.input_messages``,
+    ``gen_ai.prompt``), in attribute order: computed once per span, so an absent flattened list
+    costs a dict lookup and a present one a walk over its own keys, not a scan of all keys."""
+    out: dict[str, list[str]] = {}
     for k in attrs:
         j = k.find(".", k.find(".") + 1)
-        out.add(k if j < 0 else k[:j])
+        fam = k if j < 0 else k[:j]
+        keys = out.get(fam)
+        if keys is None:
+            out[fam] = [k]
+        else:
+            keys.append(k)
     return out
 
 
 def _indexed(
-    attrs: Mapping[str, AttrValue], prefix: str, fams: set[str] | None = None
+    attrs: Mapping[str, AttrValue], prefix: str, fams: dict[str, list[str]] | None = None
 ) -> list[dict[str, AttrValue]]:
     """Flattened list attributes ``<prefix><i>.<sub>`` as a list of ``{sub: value}`` in index order.
-    ``prefix`` ends with a dot; ``fams`` (from :func:`_families`) skips the scan when absent."""
-    if fams is not None and prefix[:-1] not in fams:
-        return []
+    ``prefix`` ends with a dot and has two components; ``fams`` (from :func:`_families`) limits
+    the walk to that family's keys."""
+    if fams is not None:
+        keys: Iterable[str] = fams.get(prefix[:-1], ())
+    else:
+        keys = attrs
     found: dict[int, dict[str, AttrValue]] = {}
     plen = len(prefix)
-    for k, v in attrs.items():
+    for k in keys:
         if k.startswith(prefix):
             i, dot, sub = k[plen:].partition(".")
             if dot and i.isdigit():
-                found.setdefault(int(i), {})[sub] = v
+                found.setdefault(int(i), {})[sub] = attrs[k]
     return [found[i] for i in sorted(found)]
 
 
@@ -424,7 +433,7 @@ def _attr_messages(v: AttrValue, default_role: str) -> list[Message]:
 
 
 def _oi_messages(
-    attrs: Mapping[str, AttrValue], prefix: str, default_role: str, fams: set[str] | None = None
+    attrs: Mapping[str, AttrValue], prefix: str, default_role: str, fams: dict[str, list[str]] | None = None
 ) -> list[Message]:
     out: list[Message] = []
     for m in _indexed(attrs, prefix, fams):
@@ -444,7 +453,7 @@ def _oi_messages(
 
 
 def _flat_messages(
-    attrs: Mapping[str, AttrValue], prefix: str, default_role: str, fams: set[str] | None = None
+    attrs: Mapping[str, AttrValue], prefix: str, default_role: str, fams: dict[str, list[str]] | None = None
 ) -> list[Message]:
     """OpenLLMetry legacy ``gen_ai.prompt.<i>.role|content``."""
     out: list[Message] = []
@@ -504,7 +513,7 @@ _LLM_FAMILIES = frozenset(
 def _llm_call(span: Span) -> _LLMCall | None:
     a = span.attributes
     fams = _families(a)
-    if not span.events and fams.isdisjoint(_LLM_FAMILIES):
+    if not span.events and fams.keys().isdisjoint(_LLM_FAMILIES):
         return None
     inputs: list[Message] = []
     outputs: list[Message] = []
@@ -621,7 +630,7 @@ def _doc_texts(items: Any) -> list[str]:
 
 
 def _oi_documents(
-    attrs: Mapping[str, AttrValue], prefix: str, fams: set[str] | None = None
+    attrs: Mapping[str, AttrValue], prefix: str, fams: dict[str, list[str]] | None = None
 ) -> list[str]:
     docs = [t for d in _indexed(attrs, prefix, fams) if (t := _text(d.get("document.content")))]
     if not docs:
@@ -891,7 +900,14 @@ def _first_attr(
     """The first key (in priority order) found on any span (in order) or its resource."""
     for key in keys:
         for s in spans:
-            v = conv(s.attr(key))
+            # Span.attr inlined, and absent keys (the usual case) never reach ``conv``: every
+            # converter maps None to None. Called for several keys x every span of every trace.
+            v = s.attributes.get(key)
+            if v is None:
+                v = s.resource.get(key)
+                if v is None:
+                    continue
+            v = conv(v)
             if v is not None:
                 return v
     return None
@@ -917,9 +933,15 @@ def _feedback(spans: Sequence[Span]) -> tuple[float | None, str | None, str | No
     label_keys = (FEEDBACK_LABEL, "user.feedback.label", "feedback.label")
     comment_keys = (FEEDBACK_COMMENT, "user.feedback.comment", "feedback.comment")
 
+    # Most spans carry no feedback at all: one C-level disjointness test skips the nine lookups.
+    span_keys = frozenset(score_keys + label_keys + comment_keys)
+    event_keys = span_keys | {"score", "value", "label", "comment"}
+
     def read(
         attrs: Mapping[str, AttrValue], bare: bool
     ) -> tuple[float | None, str | None, str | None]:
+        if attrs.keys().isdisjoint(event_keys if bare else span_keys):
+            return None, None, None
         sk = score_keys + (("score", "value") if bare else ())
         lk = label_keys + (("label",) if bare else ())
         ck = comment_keys + (("comment",) if bare else ())
