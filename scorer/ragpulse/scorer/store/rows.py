@@ -165,6 +165,31 @@ def _finite(x: float) -> float:
     return float(x) if x is not None and math.isfinite(x) else 0.0
 
 
+_LABEL_CACHE_MAX = 4096
+_label_cache: dict[Any, str] = {}
+
+
+def _label(value: Any) -> str:
+    """``safe_text(value, 256)`` memoized: metric, judge, model, reason and count names repeat on
+    every row, so they are made safe once. The cache is bounded (cleared when full) and holds
+    only hashable inputs; a race between threads at worst computes a value twice (dict operations
+    are atomic under the GIL), so this is thread-safe."""
+    try:
+        return _label_cache[value]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable: nothing to cache
+        return safe_text(value, 256)
+    out = safe_text(value, 256)
+    if len(_label_cache) >= _LABEL_CACHE_MAX:
+        _label_cache.clear()
+    _label_cache[value] = out
+    return out
+
+
+_U32 = 2**32 - 1
+
+
 def rows_from_scores(
     scores: Iterable[Score],
     meta: TraceMeta,
@@ -185,41 +210,52 @@ def rows_from_scores(
     trace_id = _hex_id(meta.trace_id, 32, "trace_id")
     span_id = _hex_id(meta.span_id, 16, "span_id")
     ts = _utc(meta.ts)
-    common = dict(
-        service=safe_text(meta.service, 256),
-        environment=safe_text(meta.environment, 256),
-        model=safe_text(meta.model, 256),
-        prompt_version=safe_text(meta.prompt_version, 256),
-        retriever_version=safe_text(meta.retriever_version, 256),
-        question=safe_text(meta.question_excerpt, max_excerpt_chars),
-        answer=safe_text(meta.answer_excerpt, max_excerpt_chars),
-    )
+    service = safe_text(meta.service, 256)
+    environment = safe_text(meta.environment, 256)
+    model = safe_text(meta.model, 256)
+    prompt_version = safe_text(meta.prompt_version, 256)
+    retriever_version = safe_text(meta.retriever_version, 256)
+    question = safe_text(meta.question_excerpt, max_excerpt_chars)
+    answer = safe_text(meta.answer_excerpt, max_excerpt_chars)
+    sampling_rate = float(meta.sampling_rate)
+    label = _label
     out: list[ScoreRow] = []
     for s in scores:
         iv = s.interval
+        cost = s.cost
+        value = s.value
+        explanation = s.explanation
+        # Positional, in field order (checked against the schema at import): a row per score is
+        # the scorer's hottest allocation, and keyword passing costs a third of it.
         out.append(ScoreRow(
-            trace_id=trace_id,
-            span_id=span_id,
-            ts=ts,
-            scored_at=scored_at,
-            metric=safe_text(s.metric, 256),
-            value=None if s.value is None else float(s.value),
-            status=s.status,
-            reason=safe_text(s.reason, 256),
-            interval_low=None if iv is None else float(iv.low),
-            interval_high=None if iv is None else float(iv.high),
-            judge=safe_text(s.judge, 256),
-            judge_model=safe_text(s.model, 256),
-            judge_prompt_version=safe_text(s.prompt_version, 256),
-            llm_calls=_finite(s.cost.llm_calls),
-            prompt_tokens=_finite(s.cost.prompt_tokens),
-            completion_tokens=_finite(s.cost.completion_tokens),
-            judge_latency_ms=_finite(s.cost.latency_ms),
-            sampling_rate=float(meta.sampling_rate),
-            counts={safe_text(k, 256): max(0, min(int(v), 2**32 - 1)) for k, v in s.counts.items()},
-            explanation=safe_text(s.explanation, max_excerpt_chars),
-            version=version,
-            **common,
+            trace_id,
+            span_id,
+            ts,
+            scored_at,
+            service,
+            environment,
+            model,
+            prompt_version,
+            retriever_version,
+            label(s.metric),
+            None if value is None else float(value),
+            s.status,
+            label(s.reason),
+            None if iv is None else float(iv.low),
+            None if iv is None else float(iv.high),
+            label(s.judge),
+            label(s.model),
+            label(s.prompt_version),
+            _finite(cost.llm_calls),
+            _finite(cost.prompt_tokens),
+            _finite(cost.completion_tokens),
+            _finite(cost.latency_ms),
+            sampling_rate,
+            {label(k): max(0, min(int(v), _U32)) for k, v in s.counts.items()},
+            question,
+            answer,
+            "" if explanation is None else safe_text(explanation, max_excerpt_chars),
+            version,
         ))
     return out
 
