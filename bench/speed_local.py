@@ -10,7 +10,9 @@ which is faster). The model is loaded before the clock starts; its load time is 
     .venv/bin/python bench/speed_local.py --threads 2 --workers 1 --write-docs
 
 The machine may be shared: the load average before and after the run is printed beside the
-numbers, and should be read with them.
+numbers, and should be read with them. The CPU time the process used per sample is not inflated
+by other processes; ``cores / CPU-seconds per sample`` is the rate the same work would reach on
+idle cores if it parallelized perfectly (an upper bound, not a measurement).
 """
 
 from __future__ import annotations
@@ -105,9 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, AssertionError):
         p.error(f"--configs {args.configs!r}: expected e.g. 1x2,2x1")
     samples = make_samples(data, args.samples)
-    rows = [("| samples | threads | workers | concurrency | samples/s | ms/sample | scores ok | "
+    rows = [("| samples | threads | workers | concurrency | samples/s | ms/sample | "
+             "CPU ms/sample | ceiling on idle cores (samples/s) | scores ok | "
              "cache hits / misses | load avg before / after |"),
-            "|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     load_s = 0.0
     for threads, workers in configs:
         load_before = os.getloadavg()
@@ -116,12 +119,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         judge = LocalJudge(settings, embedder=embedder).warm()
         load_s = time.perf_counter() - t0
+        cpu0 = _cpu_s()
         elapsed, statuses = asyncio.run(_run_and_close(samples, judge, args.concurrency))
+        cpu_per_sample = (_cpu_s() - cpu0) / len(samples)
         load_after = os.getloadavg()
         ok = sum(v for k, v in statuses.items() if k.endswith(":ok"))
         rows.append(
             f"| {len(samples)} | {threads} | {workers} | {args.concurrency} | "
             f"{len(samples) / elapsed:.1f} | {1000 * elapsed / len(samples):.0f} | "
+            f"{1000 * cpu_per_sample:.0f} | {(os.cpu_count() or 1) / cpu_per_sample:.1f} | "
             f"{ok}/{sum(statuses.values())} | {embedder.cache_hits} / {embedder.cache_misses} | "
             f"{load_before[0]:.2f} / {load_after[0]:.2f} |")
         err.print(rows[-1])
@@ -142,6 +148,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
         write_docs("Speed (local judge)", body, command)
     return 0
+
+
+def _cpu_s() -> float:
+    """CPU seconds this process has used (all threads): unlike wall time, not inflated by other
+    processes on a shared machine."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 async def _run_and_close(samples: Sequence[Sample], judge: LocalJudge,
