@@ -28,7 +28,7 @@ from tests.security.corpus import rag_spans, request, trace_id
 
 SENDERS = 8
 TRACES_PER_REQUEST = 10
-STORM_S = 8.0
+STORM_S = 5.0
 QUEUE_SPANS = 1_000
 RSS_BOUND_MB = 400  # generous: the point is "bounded", the measured peak is reported
 
