@@ -11,8 +11,9 @@ which is faster). The model is loaded before the clock starts; its load time is 
 
 The machine may be shared: the load average before and after the run is printed beside the
 numbers, and should be read with them. The CPU time the process used per sample is not inflated
-by other processes; ``cores / CPU-seconds per sample`` is the rate the same work would reach on
-idle cores if it parallelized perfectly (an upper bound, not a measurement).
+by other processes; ``min(cores, threads x workers) / CPU-seconds per sample`` is the rate the
+same work would reach on idle cores if it parallelized perfectly (an upper bound, not a
+measurement: the GIL serializes the Python parts).
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append(
             f"| {len(samples)} | {threads} | {workers} | {args.concurrency} | "
             f"{len(samples) / elapsed:.1f} | {1000 * elapsed / len(samples):.0f} | "
-            f"{1000 * cpu_per_sample:.0f} | {(os.cpu_count() or 1) / cpu_per_sample:.1f} | "
+            f"{1000 * cpu_per_sample:.0f} | "
+            f"{min(os.cpu_count() or 1, threads * workers) / cpu_per_sample:.1f} | "
             f"{ok}/{sum(statuses.values())} | {embedder.cache_hits} / {embedder.cache_misses} | "
             f"{load_before[0]:.2f} / {load_after[0]:.2f} |")
         err.print(rows[-1])
