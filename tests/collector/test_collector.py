@@ -462,3 +462,44 @@ def test_receive_buffer_budget_gives_429(make_collector: Callable[..., Collector
     finally:
         slow.close()
     assert post(collector, body)[0] == 200  # the budget was released
+
+
+def test_recovers_after_broker_restart_with_idempotent_producer() -> None:
+    """tansu's memory storage forgets producer ids on restart; kafka-python's idempotent producer
+    then fails fatally and never recovers by itself. The exporter must replace it."""
+    from ragpulse.deploy.broker import TansuBroker
+
+    broker = TansuBroker().start()
+    settings = collector_settings(
+        broker.bootstrap, "spans_restart",
+        producer={"confirm": "ack", "delivery_timeout_ms": 2_000, "linger_ms": 0, "ack_timeout_s": 5,
+                  "max_block_ms": 500, "idempotent": True},
+    )
+    collector = build_collector(settings).start()
+    restarted = None
+    try:
+        assert post(collector, rag_request(1, seed=1).SerializeToString())[0] == 200
+        port = broker.port
+        broker.shutdown()  # SIGKILL: a crash
+        assert post(collector, rag_request(1, seed=2).SerializeToString())[0] == 503
+        restarted = TansuBroker(port=port).start()
+        body = rag_request(1, seed=3).SerializeToString()
+        statuses = []
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline:
+            status, headers, _ = post(collector, body)
+            statuses.append(status)
+            if status == 200:
+                break
+            assert status == 503 and headers["retry-after"]
+            time.sleep(0.2)  # a client retrying (faster than Retry-After, to keep the test short)
+        assert statuses[-1] == 200, statuses
+        assert collector.stats()["producers_rebuilt"] >= 1
+        records = read_records(settings.kafka.model_copy(update={"bootstrap_servers": restarted.bootstrap}), 1)
+        assert [r.key for r in records] == [b for b in (ExportTraceServiceRequest.FromString(body)
+                .resource_spans[0].scope_spans[1].spans[0].trace_id.hex().encode(),)]
+    finally:
+        collector.shutdown(drain_timeout_s=1.0)
+        broker.shutdown()
+        if restarted is not None:
+            restarted.shutdown()

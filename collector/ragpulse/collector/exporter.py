@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError, UnknownError
 
 from ragpulse.collector.config import CollectorSettings
 from ragpulse.collector.kafka import ensure_topic, partitions_for_keys
@@ -45,8 +45,28 @@ _RECORD_OVERHEAD = 64
 
 def _is_outage(exc: BaseException) -> bool:
     """Retriable Kafka errors (timeouts, connection loss, leader changes) mean "unavailable";
-    permanent ones concern a single record or request and must not refuse everybody's traffic."""
-    return bool(getattr(exc, "retriable", False)) or isinstance(exc, KafkaTimeoutError)
+    so do errors without a specific Kafka error code (what kafka-python raises when the producer
+    itself has failed, e.g. a fatal InitProducerId error). Permanent errors with a code concern a
+    single record or request and must not refuse everybody's traffic."""
+    return (
+        bool(getattr(exc, "retriable", False))
+        or isinstance(exc, KafkaTimeoutError)
+        or type(exc) in (KafkaError, UnknownError, IllegalStateError)
+    )
+
+
+def _producer_is_fatal(producer: Any) -> bool:
+    """Whether kafka-python's producer is in its terminal fatal-error state.
+
+    kafka-python has no public accessor; this reads its transaction manager defensively and
+    says False when the attribute is missing (a different version or producer class).
+    """
+    manager = getattr(producer, "_transaction_manager", None)
+    check = getattr(manager, "has_fatal_error", None)
+    try:
+        return bool(check()) if callable(check) else False
+    except Exception:
+        return False
 
 
 class _EveryFewSeconds:
@@ -135,7 +155,11 @@ class KafkaExporter:
         self._last_probe = 0.0
         self._last_error = ""
         self._refusals = _EveryFewSeconds()
+        self._rebuilding = False
+        self._last_rebuild = 0.0
+        self._rebuild_after_s = max(2.0 * settings.producer.delivery_timeout_ms / 1000.0, float(self._retry_after_s))
         self._stats = {
+            "producers_rebuilt": 0,
             "records_sent": 0,
             "records_acked": 0,
             "records_failed": 0,
@@ -156,6 +180,11 @@ class KafkaExporter:
                 raise RuntimeError("exporter was shut down")
             if self._producer is not None:
                 return
+        self._producer = self._connect()
+
+    def _connect(self) -> Any:
+        """A new producer (and the topic, if configured). Blocks; raises KafkaError when Kafka
+        cannot be reached within ``kafka.bootstrap_timeout_ms``."""
         p = self._settings.producer
         if p.create_topic:
             ensure_topic(self._kafka, p.partitions)
@@ -167,7 +196,7 @@ class KafkaExporter:
         kwargs = self._kafka.client_kwargs()
         # kafka-python requires delivery_timeout_ms > linger_ms + request_timeout_ms.
         kwargs["request_timeout_ms"] = min(self._kafka.request_timeout_ms, p.delivery_timeout_ms - p.linger_ms - 1)
-        self._producer = factory(
+        return factory(
             **kwargs,
             acks="all" if p.acks == "all" else int(p.acks),
             enable_idempotence=p.idempotent,
@@ -180,6 +209,45 @@ class KafkaExporter:
             delivery_timeout_ms=p.delivery_timeout_ms,
             max_block_ms=p.max_block_ms,
         )
+
+    def _maybe_rebuild(self, now: float) -> None:
+        """Replace a producer that cannot recover by itself. Called by the probe request.
+
+        kafka-python's idempotent producer enters a fatal state when InitProducerId fails (seen
+        when a broker restarts without its producer state, as tansu's memory storage does) and
+        then aborts every batch forever; any producer that has failed for longer than
+        ``2 * delivery_timeout`` gets the same treatment. The old producer is closed at once:
+        its pending records fail (counted) and their clients already got 503 or will retry.
+        """
+        with self._lock:
+            old = self._producer
+            if old is None or self._closed or self._rebuilding:
+                return
+            stale = self._failing_since is not None and now - self._failing_since > self._rebuild_after_s
+            if not (_producer_is_fatal(old) or stale) or now - self._last_rebuild < self._rebuild_after_s:
+                return
+            self._rebuilding = True
+            self._last_rebuild = now
+        try:
+            new = self._connect()
+        except Exception as exc:  # Kafka still down: keep refusing, try again later
+            log.warning("export: cannot rebuild the producer yet: %s", exc)
+            with self._lock:
+                self._rebuilding = False
+            return
+        with self._lock:
+            self._rebuilding = False
+            if self._closed:
+                replaced, swap = new, False
+            else:
+                replaced, self._producer, swap = old, new, True
+                self._stats["producers_rebuilt"] += 1
+        log.warning("export: replaced the Kafka producer after unrecoverable failures")
+        try:
+            # Fails the old producer's pending batches at once (their errbacks count them).
+            (replaced if swap else new).close(timeout=0)
+        except Exception as exc:  # a broken producer may fail to close cleanly; it is dropped anyway
+            log.warning("export: closing the replaced producer: %s", exc)
 
     def shutdown(self, drain_timeout_s: float = 10.0) -> None:
         """Refuse new records, flush accepted ones (bounded by ``drain_timeout_s``), close."""
@@ -212,6 +280,19 @@ class KafkaExporter:
         spans = sum(r.spans for r in keep)
         size = sum(len(r.value) for r in keep)
         now = time.monotonic()
+        producer = self._producer
+        if producer is not None and _producer_is_fatal(producer):
+            with self._lock:
+                if self._failing_since is None:
+                    self._mark_failing(RuntimeError("producer in a fatal error state"))
+        with self._lock:
+            probe = (
+                self._failing_since is not None
+                and now - self._last_probe >= self._retry_after_s
+                and not self._closed
+            )
+        if probe:
+            self._maybe_rebuild(now)
         with self._lock:
             self._stats["records_rejected"] += len(records) - len(keep)
             producer = self._producer
@@ -243,7 +324,10 @@ class KafkaExporter:
         sent = 0
         try:
             # Partition as otelcol does (FNV-1a, sarama-compatible), not kafka-python's murmur2.
-            targets = partitions_for_keys([r.key for r in keep], len(producer.partitions_for(self._topic)))
+            partitions = producer.partitions_for(self._topic)
+            if not partitions:  # metadata without the topic (e.g. a broker that just restarted)
+                raise KafkaTimeoutError(f"no partitions known for topic {self._topic!r}")
+            targets = partitions_for_keys([r.key for r in keep], len(partitions))
             for rec, partition in zip(keep, targets):
                 fut = producer.send(self._topic, key=rec.key, value=rec.value, partition=partition)
                 sent += 1

@@ -32,6 +32,7 @@ COUNTERS: dict[str, str] = {
     "traces_exported": "Per-trace records handed to the producer.",
     "recent_rag_traces": "Gauge: RAG trace ids remembered for late spans (bounded by filter.remember_traces).",
     # export
+    "producers_rebuilt": "Kafka producers replaced after an unrecoverable state (fatal idempotence error, long outage).",
     "records_sent": "Records handed to the Kafka producer.",
     "records_acked": "Records acknowledged by Kafka (acks=all by default).",
     "records_failed": "Records the producer gave up on (delivery timeout, broker errors, closed at shutdown).",
