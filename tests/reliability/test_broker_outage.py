@@ -27,6 +27,9 @@ from ragpulse.deploy.broker import TansuBroker
 from tests.collector.conftest import collector_settings, read_records
 from tests.security.corpus import good_request
 
+# Real processes and outages of a few seconds each: the project's 'slow' marker (still run in CI).
+pytestmark = pytest.mark.slow
+
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 
 import clickhouse_connect
+import pytest
 from ragpulse.scorer.pipeline import build_scorer
 
 from tests.scorer.pipeline.conftest import (
@@ -29,6 +30,9 @@ from tests.scorer.pipeline.conftest import (
     wait_for,
 )
 from tests.scorer.pipeline.traffic import make_traces, otelcol_records
+
+# Real processes and outages of a few seconds each: the project's 'slow' marker (still run in CI).
+pytestmark = pytest.mark.slow
 
 OWNER = Path(__file__).with_name("chdb_owner.py")
 

@@ -21,10 +21,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from ragpulse.collector.kafka import KafkaSettings
 
 from tests.collector.conftest import read_records
 from tests.security.corpus import rag_spans, request, trace_id
+
+# Real processes and outages of a few seconds each: the project's 'slow' marker (still run in CI).
+pytestmark = pytest.mark.slow
 
 SENDERS = 8
 TRACES_PER_REQUEST = 10

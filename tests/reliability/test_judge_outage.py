@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from ragpulse.scorer.evaluator import Evaluator
 from ragpulse.scorer.judges.llm import LLMJudge, LLMJudgeSettings
 from ragpulse.scorer.pipeline import Scorer
@@ -21,6 +22,9 @@ from tests.fakes.openai_server import FakeOpenAIServer, Recorded, Reply
 from tests.scorer.llm.conftest import TableEmbedder, content_aware
 from tests.scorer.pipeline.conftest import METRICS, committed, end_offsets, produce, wait_for
 from tests.scorer.pipeline.traffic import make_traces, otelcol_records
+
+# Real processes and outages of a few seconds each: the project's 'slow' marker (still run in CI).
+pytestmark = pytest.mark.slow
 
 N_TRACES = 24
 MAX_IN_FLIGHT = 6
