@@ -25,19 +25,41 @@ import random
 import signal
 import sys
 import threading
-import time
 
 CORPUS = [
-    ("kafka-1", "Kafka partitions are the unit of parallelism: a consumer group has at most one "
-                "active member per partition."),
-    ("kafka-2", "Kafka keeps records for the retention period of the topic, seven days by default."),
-    ("ch-1", "ClickHouse ReplacingMergeTree removes rows with the same sorting key during merges, "
-             "keeping the row with the highest version."),
+    (
+        "kafka-1",
+        (
+            "Kafka partitions are the unit of parallelism: a consumer group has at most "
+            "one active member per partition."
+        ),
+    ),
+    (
+        "kafka-2",
+        "Kafka keeps records for the retention period of the topic, seven days by default.",
+    ),
+    (
+        "ch-1",
+        (
+            "ClickHouse ReplacingMergeTree removes rows with the same sorting key during "
+            "merges, keeping the row with the highest version."
+        ),
+    ),
     ("ch-2", "ClickHouse materialized views run on every insert into their source table."),
-    ("otel-1", "The OpenTelemetry Collector batch processor groups spans before export to reduce "
-               "the number of requests."),
-    ("otel-2", "OTLP over HTTP sends protobuf-encoded ExportTraceServiceRequest messages to "
-               "/v1/traces, usually on port 4318."),
+    (
+        "otel-1",
+        (
+            "The OpenTelemetry Collector batch processor groups spans before export to "
+            "reduce the number of requests."
+        ),
+    ),
+    (
+        "otel-2",
+        (
+            "OTLP over HTTP sends protobuf-encoded ExportTraceServiceRequest messages to "
+            "/v1/traces, usually on port 4318."
+        ),
+    ),
     ("fuji-1", "Mount Fuji is 3,776 metres high and is the tallest mountain in Japan."),
     ("fuji-2", "富士山の標高は3776メートルで、日本で最も高い山です。"),
 ]
@@ -58,9 +80,11 @@ def retrieve(question: str, topic: str, rng: random.Random, k: int = 2) -> list[
     """Passages of the question's topic; one interaction in eight gets an off-topic passage."""
     docs = [(doc_id, text) for doc_id, text in CORPUS if doc_id.startswith(topic)]
     if rng.random() < 0.125:
-        docs = [d for d in CORPUS if not d[0].startswith(topic)][: k]
-    return [{"id": doc_id, "content": text, "score": round(1.0 - 0.1 * i, 2)}
-            for i, (doc_id, text) in enumerate(docs[:k])]
+        docs = [d for d in CORPUS if not d[0].startswith(topic)][:k]
+    return [
+        {"id": doc_id, "content": text, "score": round(1.0 - 0.1 * i, 2)}
+        for i, (doc_id, text) in enumerate(docs[:k])
+    ]
 
 
 def generate(docs: list[dict[str, object]], rng: random.Random) -> str:
@@ -72,8 +96,12 @@ def generate(docs: list[dict[str, object]], rng: random.Random) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", type=int, default=0, help="stop after this many (0: run forever)")
-    parser.add_argument("--rate", type=float, default=2.0, help="interactions per second (0: no pause)")
+    parser.add_argument(
+        "--traces", type=int, default=0, help="stop after this many (0: run forever)"
+    )
+    parser.add_argument(
+        "--rate", type=float, default=2.0, help="interactions per second (0: no pause)"
+    )
     parser.add_argument("--seed", type=int, default=None, help="random seed (reproducible traffic)")
     args = parser.parse_args(argv)
 
@@ -81,13 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
     from ragpulse.scorer.traces.instrument import RagTracer
 
-    resource = Resource.create({
-        "service.name": os.environ.get("OTEL_SERVICE_NAME", "example-rag-app"),
-        "deployment.environment.name": os.environ.get("APP_ENVIRONMENT", "demo"),
-    })
+    resource = Resource.create(
+        {
+            "service.name": os.environ.get("OTEL_SERVICE_NAME", "example-rag-app"),
+            "deployment.environment.name": os.environ.get("APP_ENVIRONMENT", "demo"),
+        }
+    )
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # OTEL_EXPORTER_OTLP_* env
     rag = RagTracer(provider)
@@ -100,18 +129,24 @@ def main(argv: list[str] | None = None) -> int:
     while not stop.is_set() and (args.traces == 0 or done < args.traces):
         question, topic = QUESTIONS[rng.randrange(len(QUESTIONS))]
         with rag.query(question, prompt_version="example-v1") as q:
-            with rag.retrieve(question, data_source="example-corpus", top_k=2,
-                              retriever_version="keyword-v1") as r:
+            with rag.retrieve(
+                question, data_source="example-corpus", top_k=2, retriever_version="keyword-v1"
+            ) as r:
                 docs = retrieve(question, topic, rng)
                 r.set_documents(docs)
             context = "\n\n".join(str(d["content"]) for d in docs)
             messages = [
-                {"role": "system", "content": "Answer from the context only.\n\nContext:\n" + context},
+                {
+                    "role": "system",
+                    "content": "Answer from the context only.\n\nContext:\n" + context,
+                },
                 {"role": "user", "content": question},
             ]
             with rag.llm("example-llm", provider="example", messages=messages) as call:
                 answer = generate(docs, rng)
-                call.set_output(answer, prompt_tokens=len(context) // 4, completion_tokens=len(answer) // 4)
+                call.set_output(
+                    answer, prompt_tokens=len(context) // 4, completion_tokens=len(answer) // 4
+                )
             q.set_answer(answer)
             print(format(q.span.get_span_context().trace_id, "032x"), flush=True)
         done += 1

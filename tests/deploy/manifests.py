@@ -20,7 +20,9 @@ from pydantic import BaseModel
 from pydantic_settings import BaseSettings
 
 # typer >= 0.2x vendors click (``typer._click``); reach its classes through public typer names.
-UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+UsageError: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError"
+)
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -165,8 +167,12 @@ def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def k8s_containers() -> list[dict[str, Any]]:
-    return [c for obj in k8s_objects() if obj["kind"] in ("Deployment", "Job", "StatefulSet")
-            for c in pod_spec(obj)["containers"]]
+    return [
+        c
+        for obj in k8s_objects()
+        if obj["kind"] in ("Deployment", "Job", "StatefulSet")
+        for c in pod_spec(obj)["containers"]
+    ]
 
 
 def configmap_env() -> dict[str, str]:
@@ -188,7 +194,9 @@ def container_env(container: dict[str, Any]) -> dict[str, str]:
     for item in container.get("env", []):
         value = item.get("value", f"<{item['name']} from the downward API>")
         # Kubernetes expands $(VAR) from the variables defined before (envFrom included).
-        env[item["name"]] = re.sub(r"\$\((\w+)\)", lambda mm: env.get(mm.group(1), mm.group(0)), value)
+        env[item["name"]] = re.sub(
+            r"\$\((\w+)\)", lambda mm: env.get(mm.group(1), mm.group(0)), value
+        )
     return env
 
 

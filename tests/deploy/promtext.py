@@ -36,14 +36,14 @@ def _labels(text: str, lineno: int) -> tuple[dict[str, str], str]:
     i, labels = 1, {}
     while True:
         if text[i] == "}":
-            return labels, text[i + 1:]
+            return labels, text[i + 1 :]
         m = _LABEL.match(text, i)
         if not m:
             raise ParseError(f"line {lineno}: bad label name at {text[i:]!r}")
         name = m.group(0)
         i = m.end()
-        if text[i:i + 2] != '="':
-            raise ParseError(f"line {lineno}: expected =\" after label {name}")
+        if text[i : i + 2] != '="':
+            raise ParseError(f'line {lineno}: expected =" after label {name}')
         i += 2
         value = []
         while text[i] != '"':
@@ -100,7 +100,7 @@ def parse(text: str) -> dict[str, Family]:
         m = _NAME.match(line)
         if not m:
             raise ParseError(f"line {lineno}: bad sample {line!r}")
-        name, rest = m.group(0), line[m.end():]
+        name, rest = m.group(0), line[m.end() :]
         labels: dict[str, str] = {}
         if rest.startswith("{"):
             labels, rest = _labels(rest, lineno)

@@ -18,7 +18,6 @@ import uuid
 from typing import Any
 
 import pytest
-
 from ragpulse.scorer.store.schema import (
     CLUSTER_SHARDING,
     LOCAL_SUFFIX,
@@ -29,17 +28,26 @@ from ragpulse.scorer.store.schema import (
     init_schema,
 )
 
-_COLS = ("SELECT name, type, default_kind, default_expression, compression_codec, comment "
-         "FROM system.columns WHERE database = {db:String} AND table = {t:String} ORDER BY position")
+_COLS = (
+    "SELECT name, type, default_kind, default_expression, compression_codec, comment "
+    "FROM system.columns WHERE database = {db:String} AND table = {t:String} ORDER BY position"
+)
 
 
 def _unclustered(stmt: str) -> str:
     stmt = re.sub(r" ON CLUSTER `\w+`", "", stmt)
-    stmt = re.sub(r"ENGINE = Replicated(\w*MergeTree)\('[^']*', '\{replica\}'(?:, )?(.*?)\)$",
-                  lambda m: f"ENGINE = {m.group(1)}" + (f"({m.group(2)})" if m.group(2) else ""),
-                  stmt, flags=re.M)
-    return re.sub(r"ENGINE = Distributed\(`\w+`, `(\w+)`, `(\w+)`, .*\)$",
-                  r"ENGINE = Merge(\1, '^\2$')", stmt, flags=re.M)
+    stmt = re.sub(
+        r"ENGINE = Replicated(\w*MergeTree)\('[^']*', '\{replica\}'(?:, )?(.*?)\)$",
+        lambda m: f"ENGINE = {m.group(1)}" + (f"({m.group(2)})" if m.group(2) else ""),
+        stmt,
+        flags=re.MULTILINE,
+    )
+    return re.sub(
+        r"ENGINE = Distributed\(`\w+`, `(\w+)`, `(\w+)`, .*\)$",
+        r"ENGINE = Merge(\1, '^\2$')",
+        stmt,
+        flags=re.MULTILINE,
+    )
 
 
 def _columns(client: Any, db: str, table: str) -> list[tuple[Any, ...]]:
@@ -68,15 +76,22 @@ def test_cluster_ddl_has_the_single_node_columns(chdb_client: Any, two_databases
         assert _columns(chdb_client, clustered, table + LOCAL_SUFFIX) == want, table
         assert _columns(chdb_client, clustered, table) == want, table
     # The bookkeeping table is replicated whole, under its own name.
-    assert (_columns(chdb_client, clustered, "schema_migrations")
-            == _columns(chdb_client, single, "schema_migrations"))
+    assert _columns(chdb_client, clustered, "schema_migrations") == _columns(
+        chdb_client, single, "schema_migrations"
+    )
 
 
 def test_cluster_engines_and_sharding_keys() -> None:
     settings = SchemaSettings(database="rag", cluster="prod")
     sql = "\n".join(s for m in MIGRATIONS for s in m.render(settings))
-    assert "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/rag/scores_local', '{replica}', version)" in sql
-    assert "ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/rag/scores_1m_local', '{replica}')" in sql
+    assert (
+        "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/rag/scores_local', '{replica}', version)"
+        in sql
+    )
+    assert (
+        "ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/rag/scores_1m_local', '{replica}')"
+        in sql
+    )
     assert "ENGINE = Distributed(`prod`, `rag`, `scores_local`, cityHash64(trace_id))" in sql
     # The rollup view fires on the local inserts each shard receives, into the local rollup.
     assert "TO `rag`.`scores_1m_local` AS" in sql and "FROM `rag`.`scores_local`" in sql
@@ -91,7 +106,9 @@ def test_single_node_statements_unchanged_without_cluster() -> None:
     s = SchemaSettings(database="rag")
     for m in MIGRATIONS:
         for stmt in m.render(s):
-            assert "ON CLUSTER" not in stmt and "Replicated" not in stmt and "Distributed" not in stmt
+            assert (
+                "ON CLUSTER" not in stmt and "Replicated" not in stmt and "Distributed" not in stmt
+            )
 
 
 def test_unknown_statement_shape_is_refused() -> None:

@@ -17,7 +17,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-
 from ragpulse.collector.kafka import KafkaSettings
 from ragpulse.deploy.health import (
     HealthServer,
@@ -95,12 +94,18 @@ def test_readyz_follows_the_kafka_broker(kafka_broker: Any) -> None:
     try:
         code, body, _ = get(server.endpoint + "/readyz")
         assert code == 200, body
-        assert json.loads(body) == {"status": "ready", "checks": {"kafka": {"ok": True, "detail": "ok"}}}
+        assert json.loads(body) == {
+            "status": "ready",
+            "checks": {"kafka": {"ok": True, "detail": "ok"}},
+        }
         kafka_broker.shutdown()  # SIGKILL: the broker is gone
         code, body, _ = get(server.endpoint + "/readyz")
         doc = json.loads(body)
         assert code == 503 and doc["status"] == "unready"
-        assert doc["checks"]["kafka"]["ok"] is False and "no Kafka broker answered" in doc["checks"]["kafka"]["detail"]
+        assert (
+            doc["checks"]["kafka"]["ok"] is False
+            and "no Kafka broker answered" in doc["checks"]["kafka"]["detail"]
+        )
         assert get(server.endpoint + "/healthz")[0] == 200  # a dependency outage is not death
     finally:
         server.shutdown()
@@ -132,7 +137,9 @@ def test_slow_checks_time_out_and_are_cached() -> None:
     server = HealthServer(settings, ready={"slow": hang}).start()
     try:
         code, body, _ = get(server.endpoint + "/readyz")
-        assert code == 503 and "no answer within 0.2s" in json.loads(body)["checks"]["slow"]["detail"]
+        assert (
+            code == 503 and "no answer within 0.2s" in json.loads(body)["checks"]["slow"]["detail"]
+        )
         get(server.endpoint + "/readyz")  # cached for check_interval_s: no second probe
         assert len(calls) == 1
     finally:
@@ -142,11 +149,12 @@ def test_slow_checks_time_out_and_are_cached() -> None:
 
 def test_clickhouse_probe_against_the_http_facade(chdb_dir: Any) -> None:
     from pydantic import SecretStr
-
     from ragpulse.scorer.store.http import FacadeSettings, build_facade
 
-    facade = build_facade(str(chdb_dir), FacadeSettings(
-        username="ragpulse", password=SecretStr("s3cret"), advertise=False))
+    facade = build_facade(
+        str(chdb_dir),
+        FacadeSettings(username="ragpulse", password=SecretStr("s3cret"), advertise=False),
+    )
     facade.start()
     try:
         host_port = facade.url.removeprefix("http://")
@@ -168,8 +176,9 @@ def test_metrics_endpoint_parses_and_carries_the_collector_counters() -> None:
     try:
         stats = collector.stats()
         assert undeclared("collector", stats) == []
-        server = HealthServer(FAST, sources=[StatsSource("collector", collector.stats)],
-                              build_version="1.2.3").start()
+        server = HealthServer(
+            FAST, sources=[StatsSource("collector", collector.stats)], build_version="1.2.3"
+        ).start()
         try:
             code, body, ctype = get(server.endpoint + "/metrics")
         finally:
@@ -193,7 +202,9 @@ def test_scorer_stats_are_all_declared(chdb_client: Any, rag_database: str) -> N
 
     from ..scorer.doubles import TableJudge
 
-    scorer = build_scorer(ScorerSettings(database=rag_database), judge=TableJudge({}), client=chdb_client)
+    scorer = build_scorer(
+        ScorerSettings(database=rag_database), judge=TableJudge({}), client=chdb_client
+    )
     try:
         stats = scorer.stats()
     finally:
@@ -201,9 +212,14 @@ def test_scorer_stats_are_all_declared(chdb_client: Any, rag_database: str) -> N
     assert undeclared("scorer", stats) == []
     text = render_prometheus([StatsSource("scorer", lambda: stats)])
     fams = promtext.parse(text)
-    for name in ("ragpulse_scorer_records_consumed_total", "ragpulse_scorer_consumer_lag",
-                 "ragpulse_scorer_rows_written_total", "ragpulse_scorer_evaluate_errors_total",
-                 "ragpulse_scorer_traces_in_flight", "ragpulse_scorer_writer_pending_rows"):
+    for name in (
+        "ragpulse_scorer_records_consumed_total",
+        "ragpulse_scorer_consumer_lag",
+        "ragpulse_scorer_rows_written_total",
+        "ragpulse_scorer_evaluate_errors_total",
+        "ragpulse_scorer_traces_in_flight",
+        "ragpulse_scorer_writer_pending_rows",
+    ):
         assert name in fams, name
 
 
@@ -211,22 +227,38 @@ def test_render_survives_a_broken_source_and_odd_values() -> None:
     def broken() -> dict[str, Any]:
         raise RuntimeError("boom")
 
-    text = render_prometheus([
-        StatsSource("scorer", broken),
-        StatsSource("collector", lambda: {"spans_received": 7, "queue_spans": float("nan"),
-                                          "last_error": "x", "unknown_key": 3}),
-    ])
+    text = render_prometheus(
+        [
+            StatsSource("scorer", broken),
+            StatsSource(
+                "collector",
+                lambda: {
+                    "spans_received": 7,
+                    "queue_spans": float("nan"),
+                    "last_error": "x",
+                    "unknown_key": 3,
+                },
+            ),
+        ]
+    )
     fams = promtext.parse(text)
     assert fams["ragpulse_telemetry_source_up"].samples == [
-        ({"component": "scorer"}, 0.0), ({"component": "collector"}, 1.0)]
+        ({"component": "scorer"}, 0.0),
+        ({"component": "collector"}, 1.0),
+    ]
     assert fams["ragpulse_collector_spans_received_total"].samples == [({}, 7.0)]
     assert "ragpulse_collector_queue_spans" not in fams  # NaN is not exported
     assert undeclared("collector", {"unknown_key": 3, "last_error": "x"}) == ["unknown_key"]
 
 
 def test_parser_rejects_malformed_exposition() -> None:
-    for bad in ("x 1", "# TYPE x counter\nx 1\n", "# TYPE x_total counter\nx_total one\n",
-                '# TYPE g gauge\ng{a="\\q"} 1\n', "# TYPE g gauge\ng 1\n# TYPE g gauge\n"):
+    for bad in (
+        "x 1",
+        "# TYPE x counter\nx 1\n",
+        "# TYPE x_total counter\nx_total one\n",
+        '# TYPE g gauge\ng{a="\\q"} 1\n',
+        "# TYPE g gauge\ng 1\n# TYPE g gauge\n",
+    ):
         with pytest.raises(promtext.ParseError):
             promtext.parse(bad)
 
@@ -245,7 +277,7 @@ class _OtlpReceiver:
             def log_message(self, *a: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
@@ -282,8 +314,9 @@ def otlp_receiver() -> Iterator[_OtlpReceiver]:
 def test_otlp_export_carries_the_declared_metrics(otlp_receiver: _OtlpReceiver) -> None:
     stats = {"spans_received": 41, "spans_acked": 40, "queue_spans": 3}
     settings = TelemetrySettings(otlp_endpoint=otlp_receiver.url, export_interval_s=3600)
-    exporter = OtlpMetricsExporter(settings, [StatsSource("collector", lambda: dict(stats))],
-                                   instance="pod-a").start()
+    exporter = OtlpMetricsExporter(
+        settings, [StatsSource("collector", lambda: dict(stats))], instance="pod-a"
+    ).start()
     try:
         assert exporter.force_flush(10.0)
     finally:
@@ -299,7 +332,10 @@ def test_otlp_export_carries_the_declared_metrics(otlp_receiver: _OtlpReceiver) 
         for metric in sm.metrics:
             kind = metric.WhichOneof("data")
             dp = getattr(metric, kind).data_points
-            points[metric.name] = (kind, dp[0].as_int if dp[0].HasField("as_int") else dp[0].as_double)
+            points[metric.name] = (
+                kind,
+                dp[0].as_int if dp[0].HasField("as_int") else dp[0].as_double,
+            )
     assert points["ragpulse.collector.spans_received"] == ("sum", 41)
     assert points["ragpulse.collector.spans_acked"] == ("sum", 40)
     assert points["ragpulse.collector.queue_spans"] == ("gauge", 3)
@@ -307,16 +343,18 @@ def test_otlp_export_carries_the_declared_metrics(otlp_receiver: _OtlpReceiver) 
     assert "ragpulse.collector.records_failed" not in points
 
 
-def test_start_observability_from_the_environment(monkeypatch: pytest.MonkeyPatch,
-                                                  otlp_receiver: _OtlpReceiver) -> None:
+def test_start_observability_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, otlp_receiver: _OtlpReceiver
+) -> None:
     monkeypatch.setenv("RAGPULSE_HEALTH__ENABLED", "true")
     monkeypatch.setenv("RAGPULSE_HEALTH__PORT", "0")
     monkeypatch.setenv("RAGPULSE_TELEMETRY__OTLP_ENDPOINT", otlp_receiver.url)
     monkeypatch.setenv("RAGPULSE_TELEMETRY__EXPORT_INTERVAL_S", "3600")
     settings = ObservabilitySettings()
     assert settings.health.enabled and settings.telemetry.otlp_endpoint == otlp_receiver.url
-    obs = start_observability("scorer", lambda: {"rows_written": 5}, settings=settings,
-                              ready={"clickhouse": None})
+    obs = start_observability(
+        "scorer", lambda: {"rows_written": 5}, settings=settings, ready={"clickhouse": None}
+    )
     try:
         assert get(obs.endpoint + "/readyz")[0] == 200
         assert "ragpulse_scorer_rows_written_total 5" in get(obs.endpoint + "/metrics")[1].decode()
@@ -332,11 +370,21 @@ def test_health_recorder_writes_pipeline_health_rows(chdb_client: Any, rag_schem
     from ragpulse.deploy.telemetry import HealthRecorder
 
     stats = {"records_consumed": 10, "rows_written": 4, "consumer_lag": 7, "last_write_error": "x"}
-    rec = HealthRecorder(StatsSource("scorer", lambda: dict(stats)), chdb_client, rag_schema.database,
-                         interval_s=3600, instance="replica-a")
+    rec = HealthRecorder(
+        StatsSource("scorer", lambda: dict(stats)),
+        chdb_client,
+        rag_schema.database,
+        interval_s=3600,
+        instance="replica-a",
+    )
     rec.shutdown()  # safe without start
-    rec = HealthRecorder(StatsSource("scorer", lambda: dict(stats)), chdb_client, rag_schema.database,
-                         interval_s=3600, instance="replica-a").start()
+    rec = HealthRecorder(
+        StatsSource("scorer", lambda: dict(stats)),
+        chdb_client,
+        rag_schema.database,
+        interval_s=3600,
+        instance="replica-a",
+    ).start()
     rec.record()
     stats["records_consumed"] = 25
     rec.shutdown()  # writes a last sample of the same minute: it replaces the first
@@ -344,7 +392,11 @@ def test_health_recorder_writes_pipeline_health_rows(chdb_client: Any, rag_schem
     assert rec.samples_dropped == 0 and rec.samples_written == 2
     rows = chdb_client.query(
         f"SELECT name, kind, value FROM `{rag_schema.database}`.pipeline_health FINAL "
-        "WHERE component = 'scorer' AND instance = 'replica-a' ORDER BY name").result_rows
+        "WHERE component = 'scorer' AND instance = 'replica-a' ORDER BY name"
+    ).result_rows
     got = {name: (kind, value) for name, kind, value in rows}
-    assert got == {"consumer_lag": ("gauge", 7.0), "records_consumed": ("counter", 25.0),
-                   "rows_written": ("counter", 4.0)}
+    assert got == {
+        "consumer_lag": ("gauge", 7.0),
+        "records_consumed": ("counter", 25.0),
+        "rows_written": ("counter", 4.0),
+    }

@@ -35,10 +35,16 @@ def _ragpulse_env_names() -> list[tuple[str, str]]:
     out += [("configmap", k) for k in m.configmap_env()]
     out += [("secret", k) for k in m.secret_env()]
     # Commented-out secret keys are documentation a user will uncomment: check them too.
-    out += [("secret comment", k) for k in re.findall(r"#\s*(RAGPULSE_\w+):", (m.K8S / "secret.yaml").read_text())]
+    out += [
+        ("secret comment", k)
+        for k in re.findall(r"#\s*(RAGPULSE_\w+):", (m.K8S / "secret.yaml").read_text())
+    ]
     for c in m.k8s_containers():
         out += [(f"k8s {c['name']}", e["name"]) for e in c.get("env", [])]
-        out += [(f"k8s {c['name']} args", v) for v in re.findall(r"\$\((\w+)\)", json.dumps(c.get("args", [])))]
+        out += [
+            (f"k8s {c['name']} args", v)
+            for v in re.findall(r"\$\((\w+)\)", json.dumps(c.get("args", [])))
+        ]
     for instr, rest in m.dockerfile_instructions():
         if instr == "ENV":
             out += [("Dockerfile ENV", k) for k in re.findall(r"(\w+)=", rest)]
@@ -60,10 +66,18 @@ def test_env_walk_finds_nested_names() -> None:
     from ragpulse.scorer.pipeline.settings import ScorerSettings
 
     c, s = m.env_names(CollectorSettings), m.env_names(ScorerSettings)
-    assert {"RAGPULSE_KAFKA__BOOTSTRAP_SERVERS", "RAGPULSE_OTLP__HTTP_PORT",
-            "RAGPULSE_PRODUCER__PARTITIONS"} <= c
-    assert {"RAGPULSE_CONSUMER__SESSION_TIMEOUT_MS", "RAGPULSE_CLICKHOUSE", "RAGPULSE_DRAIN_TIMEOUT_S",
-            "RAGPULSE_SAMPLING__DEFAULT_RATE", "RAGPULSE_WRITER__BATCH_ROWS"} <= s
+    assert {
+        "RAGPULSE_KAFKA__BOOTSTRAP_SERVERS",
+        "RAGPULSE_OTLP__HTTP_PORT",
+        "RAGPULSE_PRODUCER__PARTITIONS",
+    } <= c
+    assert {
+        "RAGPULSE_CONSUMER__SESSION_TIMEOUT_MS",
+        "RAGPULSE_CLICKHOUSE",
+        "RAGPULSE_DRAIN_TIMEOUT_S",
+        "RAGPULSE_SAMPLING__DEFAULT_RATE",
+        "RAGPULSE_WRITER__BATCH_ROWS",
+    } <= s
     assert "RAGPULSE_KAFKA__BOOTSTRAP_SERVER" not in c | s
 
 
@@ -133,9 +147,16 @@ def _ragpulse_commands() -> list[tuple[str, list[str]]]:
 def test_every_command_and_flag_parses_in_the_cli() -> None:
     root = m.cli_root()
     cmds = _ragpulse_commands()
-    assert {w for w, _ in cmds} >= {"compose collector", "compose scorer", "compose db-init",
-                                    "compose grafana-provisioning", "k8s collector", "k8s scorer",
-                                    "k8s db-init", "Dockerfile CMD"}
+    assert {w for w, _ in cmds} >= {
+        "compose collector",
+        "compose scorer",
+        "compose db-init",
+        "compose grafana-provisioning",
+        "k8s collector",
+        "k8s scorer",
+        "k8s db-init",
+        "Dockerfile CMD",
+    }
     for where, args in cmds:
         ctx = m.parse_command(root, args)  # raises UsageError on unknown commands/flags
         assert ctx.command.name, where
@@ -149,12 +170,19 @@ def test_entrypoint_is_the_console_script_and_example_app_flags_exist() -> None:
     import tomllib
 
     scripts = tomllib.loads((m.REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    entry = [json.loads(rest) for instr, rest in m.dockerfile_instructions() if instr == "ENTRYPOINT"]
+    entry = [
+        json.loads(rest) for instr, rest in m.dockerfile_instructions() if instr == "ENTRYPOINT"
+    ]
     assert entry == [["ragpulse"]] and "ragpulse" in scripts
     app = m.compose()["services"]["example-app"]
     assert app["entrypoint"] == ["python", "/opt/ragpulse/example-app/app.py"]
-    help_text = subprocess.run([sys.executable, str(m.DEPLOY / "example-app" / "app.py"), "--help"],
-                               capture_output=True, text=True, timeout=60, check=True).stdout
+    help_text = subprocess.run(
+        [sys.executable, str(m.DEPLOY / "example-app" / "app.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     for flag in app["command"]:
         if flag.startswith("--"):
             assert flag in help_text
@@ -183,7 +211,8 @@ def test_ports_are_the_settings_defaults() -> None:
     ports = {p["name"]: p["containerPort"] for p in _k8s_container("ragpulse-collector")["ports"]}
     assert ports == want
     assert {p["name"]: p["containerPort"] for p in _k8s_container("ragpulse-scorer")["ports"]} == {
-        "health": health.port}
+        "health": health.port
+    }
     svc = m.k8s("Service", "ragpulse-collector")["spec"]["ports"]
     assert {p["name"]: p["port"] for p in svc} == want
     for dep in ("ragpulse-collector", "ragpulse-scorer"):
@@ -205,8 +234,13 @@ def test_k8s_scaling_probes_and_grace() -> None:
     assert 1 <= scorer["spec"]["replicas"] <= partitions
     hpa = m.k8s("HorizontalPodAutoscaler", "ragpulse-scorer")["spec"]
     assert hpa["maxReplicas"] <= partitions and hpa["scaleTargetRef"]["name"] == "ragpulse-scorer"
-    assert m.k8s("HorizontalPodAutoscaler", "ragpulse-collector")["spec"]["scaleTargetRef"]["name"] == "ragpulse-collector"
-    assert m.pod_spec(scorer)["terminationGracePeriodSeconds"] > float(cm["RAGPULSE_DRAIN_TIMEOUT_S"])
+    assert (
+        m.k8s("HorizontalPodAutoscaler", "ragpulse-collector")["spec"]["scaleTargetRef"]["name"]
+        == "ragpulse-collector"
+    )
+    assert m.pod_spec(scorer)["terminationGracePeriodSeconds"] > float(
+        cm["RAGPULSE_DRAIN_TIMEOUT_S"]
+    )
     for name in ("ragpulse-collector", "ragpulse-scorer"):
         dep = m.k8s("Deployment", name)
         labels = dep["spec"]["selector"]["matchLabels"]
@@ -217,8 +251,10 @@ def test_k8s_scaling_probes_and_grace() -> None:
         assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
         assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert c["securityContext"]["allowPrivilegeEscalation"] is False
-    assert m.k8s("Service", "ragpulse-collector")["spec"]["selector"] == \
-        m.k8s("Deployment", "ragpulse-collector")["spec"]["selector"]["matchLabels"]
+    assert (
+        m.k8s("Service", "ragpulse-collector")["spec"]["selector"]
+        == m.k8s("Deployment", "ragpulse-collector")["spec"]["selector"]["matchLabels"]
+    )
     compose_scorer = m.compose()["services"]["scorer"]
     assert compose_scorer["deploy"]["replicas"] == 2
     grace = int(compose_scorer["stop_grace_period"].rstrip("s"))
@@ -240,7 +276,7 @@ def test_otelcol_config_produces_what_the_scorer_reads() -> None:
     assert "topic" not in kafka and "encoding" not in kafka  # deprecated top-level keys
     filters = {k: v for k, v in cfg["processors"].items() if k.split("/")[0] == "filter"}
     assert len(filters) == 1
-    (fname, filt), = filters.items()
+    ((fname, filt),) = filters.items()
     conditions = " ".join(filt["traces"]["span"])
     # Every attribute-key marker the collector recognises is kept; event-name markers cannot be
     # tested by span conditions, and the config must say so.

@@ -50,13 +50,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_T0 = [time.monotonic()]
+
+
 def wait_for(cond: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.25) -> None:
     # Polls a condition on real processes; the bound is a failure deadline, never asserted on.
-    deadline = time.monotonic() + timeout_s
+    # Elapsed times are printed (pytest -s) to see where a slow run spends its time.
+    start = time.monotonic()
+    deadline = start + timeout_s
     while not cond():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(poll_s)
+    now = time.monotonic()
+    print(f"[{now - _T0[0]:6.1f}s] {what} after {now - start:.1f}s")
 
 
 class Proc:
@@ -67,7 +74,11 @@ class Proc:
         self.health = f"http://127.0.0.1:{health_port}"
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from ragpulse.cli import main; main()", *args],
-            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -94,8 +105,11 @@ class Proc:
         return fam.samples[0][1] if fam and fam.samples else -1.0
 
     def wait_ready(self, timeout_s: float = 180) -> None:
-        wait_for(lambda: self.proc.poll() is not None or self.get("/readyz")[0] == 200,
-                 timeout_s, f"{self.name} /readyz")
+        wait_for(
+            lambda: self.proc.poll() is not None or self.get("/readyz")[0] == 200,
+            timeout_s,
+            f"{self.name} /readyz",
+        )
         assert self.proc.poll() is None, self.output()
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 90) -> int:
@@ -118,8 +132,13 @@ def manifest_env(deployment: str, overrides: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGPULSE_", "OTEL_"))}
     manifest = m.container_env(container)
     # Only values of names the manifests set are replaced (plus the test-only knobs below).
-    extra = {"RAGPULSE_EVALUATE__METRICS", "RAGPULSE_STATUS_INTERVAL_S", "RAGPULSE_OTLP__HTTP_PORT",
-             "RAGPULSE_OTLP__GRPC_PORT", "RAGPULSE_INSTANCE"}
+    extra = {
+        "RAGPULSE_EVALUATE__METRICS",
+        "RAGPULSE_STATUS_INTERVAL_S",
+        "RAGPULSE_OTLP__HTTP_PORT",
+        "RAGPULSE_OTLP__GRPC_PORT",
+        "RAGPULSE_INSTANCE",
+    }
     assert set(overrides) <= set(manifest) | extra, set(overrides) - set(manifest) - extra
     env.update(manifest)
     env.update(overrides)
@@ -146,8 +165,9 @@ def read_store(path: Path) -> list[list[Any]]:
         "FROM rag.scores FINAL').result_rows\n"
         "print(json.dumps([list(r) for r in rows]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, f"chdb://{path}"], capture_output=True,
-                         timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, f"chdb://{path}"], capture_output=True, timeout=120, check=True
+    )
     return json.loads(out.stdout)
 
 
@@ -158,43 +178,77 @@ def health_names(path: Path, component: str = "scorer") -> set[str]:
         "print(json.dumps([r[0] for r in c.query('SELECT DISTINCT name FROM rag.pipeline_health "
         "WHERE component = {c:String}', parameters={'c': sys.argv[2]}).result_rows]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, f"chdb://{path}", component], capture_output=True,
-                         timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, f"chdb://{path}", component],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     return set(json.loads(out.stdout))
 
 
-def test_collector_and_two_scorer_replicas_survive_a_replica_restart(kafka_broker: Any, tmp_path: Path) -> None:
+def test_collector_and_two_scorer_replicas_survive_a_replica_restart(
+    kafka_broker: Any, tmp_path: Path
+) -> None:
+    _T0[0] = time.monotonic()
     bootstrap = kafka_broker.bootstrap
     common = {"RAGPULSE_KAFKA__BOOTSTRAP_SERVERS": bootstrap, "RAGPULSE_HEALTH__HOST": "127.0.0.1"}
     c_port, c_health = free_port(), free_port()
     # The db-init Job's command, for the store the collector writes its pipeline_health rows to.
     job = m.pod_spec(m.k8s("Job", "ragpulse-db-init"))["containers"][0]
-    init_args = [a.replace("$(RAGPULSE_CLICKHOUSE)", f"chdb://{tmp_path / 'collector'}")
-                 .replace("$(RAGPULSE_DATABASE)", m.configmap_env()["RAGPULSE_DATABASE"]) for a in job["args"]]
-    subprocess.run([sys.executable, "-c", "from ragpulse.cli import main; main()", *init_args],
-                   check=True, capture_output=True, timeout=120)
-    collector = Proc("collector", list(m.pod_spec(m.k8s("Deployment", "ragpulse-collector"))["containers"][0]["args"]),
-                     manifest_env("ragpulse-collector", {
-                         **common, "RAGPULSE_HEALTH__PORT": str(c_health),
-                         "RAGPULSE_OTLP__HTTP_HOST": "127.0.0.1", "RAGPULSE_OTLP__HTTP_PORT": str(c_port),
-                         "RAGPULSE_OTLP__GRPC_HOST": "127.0.0.1", "RAGPULSE_OTLP__GRPC_PORT": str(free_port()),
-                         "RAGPULSE_TELEMETRY__CLICKHOUSE": f"chdb://{tmp_path / 'collector'}",
-                         "RAGPULSE_TELEMETRY__INSTANCE": "collector-0",
-                     }), c_health)
+    init_args = [
+        a.replace("$(RAGPULSE_CLICKHOUSE)", f"chdb://{tmp_path / 'collector'}").replace(
+            "$(RAGPULSE_DATABASE)", m.configmap_env()["RAGPULSE_DATABASE"]
+        )
+        for a in job["args"]
+    ]
+    subprocess.run(
+        [sys.executable, "-c", "from ragpulse.cli import main; main()", *init_args],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    collector = Proc(
+        "collector",
+        list(m.pod_spec(m.k8s("Deployment", "ragpulse-collector"))["containers"][0]["args"]),
+        manifest_env(
+            "ragpulse-collector",
+            {
+                **common,
+                "RAGPULSE_HEALTH__PORT": str(c_health),
+                "RAGPULSE_OTLP__HTTP_HOST": "127.0.0.1",
+                "RAGPULSE_OTLP__HTTP_PORT": str(c_port),
+                "RAGPULSE_OTLP__GRPC_HOST": "127.0.0.1",
+                "RAGPULSE_OTLP__GRPC_PORT": str(free_port()),
+                "RAGPULSE_TELEMETRY__CLICKHOUSE": f"chdb://{tmp_path / 'collector'}",
+                "RAGPULSE_TELEMETRY__INSTANCE": "collector-0",
+            },
+        ),
+        c_health,
+    )
     scorer_args = list(m.pod_spec(m.k8s("Deployment", "ragpulse-scorer"))["containers"][0]["args"])
 
     def scorer(name: str, health_port: int) -> Proc:
-        return Proc(name, scorer_args, manifest_env("ragpulse-scorer", {
-            **common, "RAGPULSE_HEALTH__PORT": str(health_port),
-            "RAGPULSE_CLICKHOUSE": f"chdb://{tmp_path / name}",
-            "RAGPULSE_INIT_SCHEMA": "true",  # each replica's own store; the db-init Job's role
-            "RAGPULSE_CONSUMER__SESSION_TIMEOUT_MS": "3000",
-            "RAGPULSE_CONSUMER__HEARTBEAT_INTERVAL_MS": "1000",
-            # A tuple field: pydantic-settings reads it as JSON from the environment.
-            "RAGPULSE_EVALUATE__METRICS": json.dumps(METRICS.split(",")),
-            "RAGPULSE_STATUS_INTERVAL_S": "0.5",
-            "RAGPULSE_INSTANCE": name,
-        }), health_port)
+        return Proc(
+            name,
+            scorer_args,
+            manifest_env(
+                "ragpulse-scorer",
+                {
+                    **common,
+                    "RAGPULSE_HEALTH__PORT": str(health_port),
+                    "RAGPULSE_CLICKHOUSE": f"chdb://{tmp_path / name}",
+                    "RAGPULSE_INIT_SCHEMA": "true",  # each replica's own store; the db-init Job's role
+                    "RAGPULSE_CONSUMER__SESSION_TIMEOUT_MS": "3000",
+                    "RAGPULSE_CONSUMER__HEARTBEAT_INTERVAL_MS": "1000",
+                    # A tuple field: pydantic-settings reads it as JSON from the environment.
+                    "RAGPULSE_EVALUATE__METRICS": json.dumps(METRICS.split(",")),
+                    "RAGPULSE_STATUS_INTERVAL_S": "0.5",
+                    "RAGPULSE_INSTANCE": name,
+                },
+            ),
+            health_port,
+        )
 
     procs: list[Proc] = [collector]
     try:
@@ -204,19 +258,39 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(kafka_broke
         procs += [a, b]
         a.wait_ready()
         b.wait_ready()
-        wait_for(lambda: a.metric("ragpulse_scorer_partitions_assigned") > 0
-                 and b.metric("ragpulse_scorer_partitions_assigned") > 0, 90,
-                 "both replicas to own partitions")
+        wait_for(
+            lambda: (
+                a.metric("ragpulse_scorer_partitions_assigned") > 0
+                and b.metric("ragpulse_scorer_partitions_assigned") > 0
+            ),
+            90,
+            "both replicas to own partitions",
+        )
 
-        app_env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-                   "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{c_port}",
-                   "OTEL_BSP_SCHEDULE_DELAY": "200"}
+        app_env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{c_port}",
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+        }
 
         def send(n: int, seed: int) -> list[str]:
             done = subprocess.run(
-                [sys.executable, str(m.DEPLOY / "example-app" / "app.py"), "--traces", str(n),
-                 "--rate", "0", "--seed", str(seed)],
-                env=app_env, capture_output=True, text=True, timeout=120)
+                [
+                    sys.executable,
+                    str(m.DEPLOY / "example-app" / "app.py"),
+                    "--traces",
+                    str(n),
+                    "--rate",
+                    "0",
+                    "--seed",
+                    str(seed),
+                ],
+                check=False,
+                env=app_env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert done.returncode == 0, done.stderr
             return [x for x in done.stdout.splitlines() if re.fullmatch(r"[0-9a-f]{32}", x)]
 
@@ -224,10 +298,15 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(kafka_broke
         # part 1 to both replicas; B stopped (SIGTERM drains) once it has written rows; part 2
         # while B is down (A's partitions only after the rebalance); B restarted; part 3.
         sent = send(N_TRACES // 3, seed=1)
-        wait_for(lambda: b.metric("ragpulse_scorer_rows_written_total") > 0 or b.proc.poll() is not None,
-                 120, "replica B's first rows")
+        wait_for(
+            lambda: b.metric("ragpulse_scorer_rows_written_total") > 0 or b.proc.poll() is not None,
+            120,
+            "replica B's first rows",
+        )
         assert b.stop(signal.SIGTERM) == 0, b.output()
-        b_written_before = sum(int(x) for x in re.findall(r"written (\d+) rows", b.lines[-1] if b.lines else ""))
+        b_written_before = sum(
+            int(x) for x in re.findall(r"written (\d+) rows", b.lines[-1] if b.lines else "")
+        )
         sent += send(N_TRACES // 3, seed=2)
         b2 = scorer("replica-b", b_port)  # same store directory, same instance name
         procs.append(b2)
@@ -235,13 +314,27 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(kafka_broke
         sent += send(N_TRACES - len(sent), seed=3)
         assert len(set(sent)) == N_TRACES
 
-        wait_for(lambda: collector.metric("ragpulse_collector_spans_acked_total")
-                 >= collector.metric("ragpulse_collector_spans_accepted_total") > 0,
-                 60, "the collector to deliver every accepted span")
+        wait_for(
+            lambda: (
+                collector.metric("ragpulse_collector_spans_acked_total")
+                >= collector.metric("ragpulse_collector_spans_accepted_total")
+                > 0
+            ),
+            60,
+            "the collector to deliver every accepted span",
+        )
         records = collector.metric("ragpulse_collector_records_acked_total")
         assert records >= N_TRACES  # one record per trace and export batch
-        wait_for(lambda: committed(bootstrap) >= records, 240,
-                 f"the group to commit all {records:g} records")
+        try:
+            wait_for(
+                lambda: committed(bootstrap) >= records,
+                240,
+                f"the group to commit all {records:g} records",
+            )
+        except AssertionError as exc:
+            raise AssertionError(
+                f"{exc}: committed {committed(bootstrap)}\n" + a.output() + "\n" + b2.output()
+            ) from None
 
         # The union of the scorers' self-telemetry: both did part of the work.
         a_rows = a.metric("ragpulse_scorer_rows_written_total")
@@ -258,14 +351,23 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(kafka_broke
     by_trace: dict[str, set[str]] = {}
     for _service, metric, _day, trace_id in keys:
         by_trace.setdefault(trace_id, set()).add(metric)
-    assert set(by_trace) == set(sent), (len(set(sent) - set(by_trace)), len(set(by_trace) - set(sent)))
+    assert set(by_trace) == set(sent), (
+        len(set(sent) - set(by_trace)),
+        len(set(by_trace) - set(sent)),
+    )
     assert all(ms == set(METRICS.split(",")) for ms in by_trace.values())
     assert len(keys) == N_TRACES * len(METRICS.split(","))
     # Both replicas scored part of the batch (the group really split the partitions).
     assert a_rows > 0 and (b_written_before > 0 or b2_rows > 0)
     # The scorers' self-telemetry landed in their stores too (the pipeline-health dashboard's source).
     for replica in ("replica-a", "replica-b"):
-        assert {"records_consumed", "rows_written", "consumer_lag"} <= health_names(tmp_path / replica)
-    assert {"spans_received", "spans_acked", "queue_spans"} <= health_names(tmp_path / "collector", "collector")
-    print(f"rows in stores {len(rows)}, distinct keys {len(keys)}, "
-          f"replica A {a_rows:g} rows, B before restart {b_written_before}, B after {b2_rows:g}")
+        assert {"records_consumed", "rows_written", "consumer_lag"} <= health_names(
+            tmp_path / replica
+        )
+    assert {"spans_received", "spans_acked", "queue_spans"} <= health_names(
+        tmp_path / "collector", "collector"
+    )
+    print(
+        f"rows in stores {len(rows)}, distinct keys {len(keys)}, "
+        f"replica A {a_rows:g} rows, B before restart {b_written_before}, B after {b2_rows:g}"
+    )

@@ -80,8 +80,13 @@ class HealthSettings(BaseModel):
 
     enabled: bool = False
     host: str = "127.0.0.1"
-    port: int = Field(9464, ge=0, le=65535, description="0 picks a free port (tests); 9464 is "
-                      "the OpenTelemetry Prometheus exporter's conventional port")
+    port: int = Field(
+        9464,
+        ge=0,
+        le=65535,
+        description="0 picks a free port (tests); 9464 is "
+        "the OpenTelemetry Prometheus exporter's conventional port",
+    )
     check_timeout_s: float = Field(2.0, gt=0.0, le=60.0, description="one readiness probe's budget")
     check_interval_s: float = Field(
         2.0, ge=0.0, le=300.0, description="reuse a probe result this long (bounds probe traffic)"
@@ -182,13 +187,15 @@ def clickhouse_probe(dsn: str, *, timeout_s: float = 2.0) -> Check | None:
     url = f"{parts.scheme}://{parts.hostname}:{port}/?query=SELECT%201"
     headers = {}
     if parts.username:
-        token = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        token = (
+            f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        )
         headers["Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
 
     def check() -> None:
         request = urllib.request.Request(url, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as resp:  # noqa: S310 - http(s) only
+            with urllib.request.urlopen(request, timeout=timeout_s) as resp:
                 text = resp.read(64).decode(errors="replace").strip()
         except urllib.error.HTTPError as exc:
             raise ProbeError(f"ClickHouse answered HTTP {exc.code}") from None
@@ -212,8 +219,13 @@ class CheckResult:
 class _Checks:
     """Runs readiness checks with a timeout and caches their results (thread-safe)."""
 
-    def __init__(self, checks: Mapping[str, Check], timeout_s: float, interval_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        checks: Mapping[str, Check],
+        timeout_s: float,
+        interval_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._checks = dict(checks)
         self._timeout_s = timeout_s
         self._interval_s = interval_s
@@ -222,8 +234,9 @@ class _Checks:
         self._results: dict[str, CheckResult] = {}
         self._running: dict[str, Future[None]] = {}
         # One worker per check at most: a hung probe occupies its slot instead of piling up.
-        self._pool = ThreadPoolExecutor(max_workers=max(1, len(self._checks)),
-                                        thread_name_prefix="ragpulse-probe")
+        self._pool = ThreadPoolExecutor(
+            max_workers=max(1, len(self._checks)), thread_name_prefix="ragpulse-probe"
+        )
 
     def run(self) -> dict[str, CheckResult]:
         now = self._clock()
@@ -244,7 +257,7 @@ class _Checks:
                 result = CheckResult(True, "ok", self._clock())
             except FutureTimeout:
                 result = CheckResult(False, f"no answer within {self._timeout_s:g}s", self._clock())
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a check signals "not ready" by raising anything
                 result = CheckResult(False, f"{type(exc).__name__}: {exc}", self._clock())
             with self._lock:
                 self._results[name] = result
@@ -276,7 +289,9 @@ class HealthServer:
     ) -> None:
         self.settings = settings
         self.sources = list(sources)
-        self._checks = _Checks(ready or {}, settings.check_timeout_s, settings.check_interval_s, clock)
+        self._checks = _Checks(
+            ready or {}, settings.check_timeout_s, settings.check_interval_s, clock
+        )
         self._live = live
         self._build_version = build_version
         self._draining = threading.Event()
@@ -302,8 +317,12 @@ class HealthServer:
             server = ThreadingHTTPServer((self.settings.host, self.settings.port), self._handler())
             server.daemon_threads = True
             self._server = server
-            self._thread = threading.Thread(target=server.serve_forever, name="ragpulse-health",
-                                            kwargs={"poll_interval": 0.5}, daemon=True)
+            self._thread = threading.Thread(
+                target=server.serve_forever,
+                name="ragpulse-health",
+                kwargs={"poll_interval": 0.5},
+                daemon=True,
+            )
             self._thread.start()
             self._state = "running"
         log.info("health endpoints on %s (/healthz /readyz /metrics)", self.endpoint)
@@ -332,7 +351,7 @@ class HealthServer:
         if self._live is not None:
             try:
                 self._live()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the live callable signals death by raising
                 return 503, {"status": "dead", "detail": f"{type(exc).__name__}: {exc}"}
         return 200, {"status": "live"}
 
@@ -360,10 +379,10 @@ class HealthServer:
             def log_message(self, fmt: str, *args: Any) -> None:  # probes every few seconds: quiet
                 log.debug("health %s " + fmt, self.client_address[0], *args)
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
+            def do_GET(self) -> None:
                 self._answer(head=False)
 
-            def do_HEAD(self) -> None:  # noqa: N802
+            def do_HEAD(self) -> None:
                 self._answer(head=True)
 
             def _answer(self, head: bool) -> None:
@@ -413,8 +432,12 @@ class Observability:
     ``shutdown()`` (idempotent) pushes a last OTLP export and stops the server.
     """
 
-    def __init__(self, server: HealthServer | None, exporter: OtlpMetricsExporter | None,
-                 recorder: HealthRecorder | None = None) -> None:
+    def __init__(
+        self,
+        server: HealthServer | None,
+        exporter: OtlpMetricsExporter | None,
+        recorder: HealthRecorder | None = None,
+    ) -> None:
         self.server = server
         self.exporter = exporter
         self.recorder = recorder
@@ -489,8 +512,13 @@ def start_observability(
         if target is not None:
             from ragpulse.scorer.store import open_store
 
-            obs.recorder = HealthRecorder(sources[0], open_store(target[0]), target[1],
-                                          interval_s=tel.health_interval_s, instance=instance).start()
+            obs.recorder = HealthRecorder(
+                sources[0],
+                open_store(target[0]),
+                target[1],
+                interval_s=tel.health_interval_s,
+                instance=instance,
+            ).start()
     except BaseException:
         obs.shutdown()
         raise

@@ -90,7 +90,10 @@ def _collector_specs() -> list[MetricSpec]:
 _SCORER_EXTRA: dict[str, tuple[Kind, str]] = {
     "spans_assembled": ("counter", "spans added to the assembler's trace buffers"),
     "spans_late": ("counter", "spans of already emitted traces (ignored or re-scored)"),
-    "traces_assembled": ("counter", "traces emitted complete (root span seen plus the grace period)"),
+    "traces_assembled": (
+        "counter",
+        "traces emitted complete (root span seen plus the grace period)",
+    ),
     "traces_timed_out": ("counter", "traces emitted without a root span after assembly.max_wait_s"),
     "traces_evicted": ("counter", "traces evicted from the full assembly buffer"),
     "traces_rescored": ("counter", "emitted traces reopened by late spans (late_spans=rescore)"),
@@ -214,7 +217,8 @@ class TelemetrySettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     otlp_endpoint: str | None = Field(
-        None, description="OTLP/HTTP metrics URL, e.g. http://otelcol:4318/v1/metrics; unset: no export"
+        None,
+        description="OTLP/HTTP metrics URL, e.g. http://otelcol:4318/v1/metrics; unset: no export",
     )
     otlp_headers: dict[str, str] = Field(
         default_factory=dict, description="extra request headers (e.g. an API key); JSON in the env"
@@ -223,14 +227,25 @@ class TelemetrySettings(BaseModel):
     export_timeout_s: float = Field(10.0, gt=0.0, le=300.0, description="timeout of one export")
     service_namespace: str = Field("ragpulse", min_length=1)
     clickhouse: str | None = Field(
-        None, description="ClickHouse DSN for per-minute pipeline_health rows (the scorer defaults "
-        "to its own store; the collector writes none unless set)")
-    database: str = Field("rag", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$",
-                          description="database of pipeline_health when `clickhouse` is set")
+        None,
+        description="ClickHouse DSN for per-minute pipeline_health rows (the scorer defaults "
+        "to its own store; the collector writes none unless set)",
+    )
+    database: str = Field(
+        "rag",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$",
+        description="database of pipeline_health when `clickhouse` is set",
+    )
     health_interval_s: float = Field(
-        15.0, ge=1.0, le=60.0, description="seconds between pipeline_health flushes (the current "
-        "minute is rewritten; ReplacingMergeTree keeps the newest)")
-    instance: str | None = Field(None, description="instance name in rows and resources; default host:pid")
+        15.0,
+        ge=1.0,
+        le=60.0,
+        description="seconds between pipeline_health flushes (the current "
+        "minute is rewritten; ReplacingMergeTree keeps the newest)",
+    )
+    instance: str | None = Field(
+        None, description="instance name in rows and resources; default host:pid"
+    )
 
     @field_validator("otlp_endpoint")
     @classmethod
@@ -257,8 +272,13 @@ class OtlpMetricsExporter:
     retried at the next interval (the SDK's exporter retries retryable HTTP codes itself).
     """
 
-    def __init__(self, settings: TelemetrySettings, sources: Iterable[StatsSource],
-                 *, instance: str | None = None) -> None:
+    def __init__(
+        self,
+        settings: TelemetrySettings,
+        sources: Iterable[StatsSource],
+        *,
+        instance: str | None = None,
+    ) -> None:
         if settings.otlp_endpoint is None:
             raise ValueError("TelemetrySettings.otlp_endpoint is not set")
         self.settings = settings
@@ -285,26 +305,37 @@ class OtlpMetricsExporter:
             if self._state != "new":
                 raise RuntimeError(f"exporter cannot start from state {self._state}")
             s = self.settings
-            exporter = OTLPMetricExporter(endpoint=s.otlp_endpoint, headers=dict(s.otlp_headers),
-                                          timeout=s.export_timeout_s)
+            exporter = OTLPMetricExporter(
+                endpoint=s.otlp_endpoint, headers=dict(s.otlp_headers), timeout=s.export_timeout_s
+            )
             reader = PeriodicExportingMetricReader(
-                exporter, export_interval_millis=s.export_interval_s * 1000,
+                exporter,
+                export_interval_millis=s.export_interval_s * 1000,
                 export_timeout_millis=s.export_timeout_s * 1000,
             )
             components = sorted({src.component for src in self.sources})
-            resource = Resource.create({
-                "service.name": "ragpulse-" + "-".join(components),
-                "service.namespace": s.service_namespace,
-                "service.instance.id": self.instance,
-            })
+            resource = Resource.create(
+                {
+                    "service.name": "ragpulse-" + "-".join(components),
+                    "service.namespace": s.service_namespace,
+                    "service.instance.id": self.instance,
+                }
+            )
             self._provider = MeterProvider(resource=resource, metric_readers=[reader])
             meter = self._provider.get_meter("ragpulse.deploy.telemetry")
             for src in self.sources:
                 for spec in METRICS.get(src.component, {}).values():
-                    make = (meter.create_observable_counter if spec.kind == "counter"
-                            else meter.create_observable_gauge)
-                    make(spec.otel_name, callbacks=[self._callback(src, spec)],
-                         unit=spec.unit, description=spec.help)
+                    make = (
+                        meter.create_observable_counter
+                        if spec.kind == "counter"
+                        else meter.create_observable_gauge
+                    )
+                    make(
+                        spec.otel_name,
+                        callbacks=[self._callback(src, spec)],
+                        unit=spec.unit,
+                        description=spec.help,
+                    )
             self._state = "running"
         return self
 
@@ -361,8 +392,15 @@ class HealthRecorder:
     last sample and flushes within ``timeout_s``. Thread-safe.
     """
 
-    def __init__(self, source: StatsSource, client: Any, database: str, *,
-                 interval_s: float = 15.0, instance: str | None = None) -> None:
+    def __init__(
+        self,
+        source: StatsSource,
+        client: Any,
+        database: str,
+        *,
+        interval_s: float = 15.0,
+        instance: str | None = None,
+    ) -> None:
         from ragpulse.scorer.store import HealthSampler
         from ragpulse.scorer.store.writer import WriterSettings, build_health_writer
 
@@ -370,8 +408,11 @@ class HealthRecorder:
         self.source = source
         self.interval_s = interval_s
         self._keys = tuple(specs)
-        self._sampler = HealthSampler(source.component, instance or f"{socket.gethostname()}:{os.getpid()}",
-                                      gauges=[k for k, sp in specs.items() if sp.kind == "gauge"])
+        self._sampler = HealthSampler(
+            source.component,
+            instance or f"{socket.gethostname()}:{os.getpid()}",
+            gauges=[k for k, sp in specs.items() if sp.kind == "gauge"],
+        )
         self._writer = build_health_writer(client, database, WriterSettings(flush_interval_s=1.0))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -385,7 +426,9 @@ class HealthRecorder:
             if self._state != "new":
                 raise RuntimeError(f"recorder cannot start from state {self._state}")
             self._writer.start()
-            self._thread = threading.Thread(target=self._run, name="ragpulse-health-rows", daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, name="ragpulse-health-rows", daemon=True
+            )
             self._thread.start()
             self._state = "running"
         return self
@@ -399,7 +442,7 @@ class HealthRecorder:
             if rows:
                 fut = self._writer.submit(rows)
                 fut.add_done_callback(self._done)
-        except Exception as exc:  # WriterFull/WriterClosed or a broken stats(): skip this sample
+        except Exception as exc:  # noqa: BLE001 - WriterFull/Closed, broken stats(): skip a sample
             self.samples_dropped += 1
             log.debug("pipeline_health sample dropped: %s", exc)
 

@@ -201,7 +201,7 @@ def scorer(
             clickhouse=(settings.clickhouse, settings.database),  # pipeline_health rows
             instance=settings.instance,
         )
-    except Exception as exc:  # port taken, OTLP extra missing, health store unreachable
+    except Exception as exc:  # noqa: BLE001 - port taken, OTLP extra missing, store down
         svc.shutdown()
         typer.echo(f"error: cannot start the health endpoint: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -45,7 +45,7 @@ def init(
     health_ttl_days: int = typer.Option(30, help="delete pipeline-health rows older than this"),
     target: Optional[int] = typer.Option(None, help="migrate up to this version (default: latest)"),  # noqa: UP007 - typer
     print_sql: bool = typer.Option(False, "--print-sql", help="print the DDL instead of running it"),
-    cluster: Optional[str] = typer.Option(  # noqa: UP007 - typer
+    cluster: str | None = typer.Option(
         None, "--cluster", envvar="RAGPULSE_CLICKHOUSE__CLUSTER",
         help="ClickHouse cluster name: ON CLUSTER DDL, Replicated*MergeTree <table>_local + Distributed <table>"),
 ) -> None:

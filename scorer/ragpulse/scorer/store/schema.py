@@ -600,7 +600,7 @@ CLUSTER_SHARDING: dict[str, str] = {
 # Replicated to every node, one shard-less ZooKeeper path: the migration bookkeeping is global.
 _CLUSTER_GLOBAL = ("schema_migrations",)
 
-_ENGINE_LINE = re.compile(r"^ENGINE = (\w*MergeTree)(?:\((.*)\))?$", re.M)
+_ENGINE_LINE = re.compile(r"^ENGINE = (\w*MergeTree)(?:\((.*)\))?$", re.MULTILINE)
 
 
 def _replicated(body: str, database: str, local: str, sharded: bool) -> str:
@@ -640,16 +640,17 @@ def cluster_statements(statement: str, settings: SchemaSettings) -> list[str]:
         local = name + LOCAL_SUFFIX
         return [
             f"CREATE TABLE IF NOT EXISTS `{db}`.`{local}`{oc}\n" + _replicated(body, db, local, True),
-            f"CREATE TABLE IF NOT EXISTS `{db}`.`{name}`{oc} AS `{db}`.`{local}`\n"
-            f"ENGINE = Distributed(`{settings.cluster}`, `{db}`, `{local}`, {CLUSTER_SHARDING[name]})",
+            (f"CREATE TABLE IF NOT EXISTS `{db}`.`{name}`{oc} AS `{db}`.`{local}`\n"
+             f"ENGINE = Distributed(`{settings.cluster}`, `{db}`, `{local}`, "
+             f"{CLUSTER_SHARDING[name]})"),
         ]
     m = re.match(rf"CREATE MATERIALIZED VIEW IF NOT EXISTS {q}\.`(\w+)` TO {q}\.`(\w+)` AS\n", text)
     if m:
         select = text[m.end():]
         for t in CLUSTER_SHARDING:
             select = select.replace(f"`{db}`.`{t}`", f"`{db}`.`{t}{LOCAL_SUFFIX}`")
-        return [f"CREATE MATERIALIZED VIEW IF NOT EXISTS `{db}`.`{m.group(1)}`{oc} "
-                f"TO `{db}`.`{m.group(2)}{LOCAL_SUFFIX}` AS\n{select}"]
+        return [(f"CREATE MATERIALIZED VIEW IF NOT EXISTS `{db}`.`{m.group(1)}`{oc} "
+                 f"TO `{db}`.`{m.group(2)}{LOCAL_SUFFIX}` AS\n{select}")]
     m = re.match(rf"ALTER TABLE {q}\.`(\w+)` ", text)
     if m and m.group(1) in CLUSTER_SHARDING:
         rest = text[m.end():]
