@@ -54,6 +54,9 @@ INVALID: list[dict[str, Any]] = [
     {"metric": "m", "value": None, "status": "null", "reason": ""},
     {"metric": "m", "value": 0.5, "status": "bogus"},
     {"metric": "m", "value": "high"},
+    {"metric": "m", "value": 0.5, "status": ["ok"]},  # unhashable: refused, not a TypeError
+    {"metric": "m", "value": 0.5, "counts": {"n": "x"}},
+    {"value": 0.5},
 ]
 
 

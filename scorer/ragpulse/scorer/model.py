@@ -68,6 +68,7 @@ _STATUS_OF_REASON: dict[Reason, Status] = {
 
 
 _STATUSES = frozenset(("ok", "null", "error", "skipped"))
+_UNSET: Any = type("_Unset", (), {"__repr__": lambda self: "<unset>"})()
 _M = TypeVar("_M", bound=BaseModel)
 _set_attr = object.__setattr__
 
@@ -208,57 +209,70 @@ class Score(BaseModel):
         return cls._fast(metric=metric, value=None, status=status_of(r), reason=r.value, **kw)
 
     @classmethod
-    def _fast(cls, **kw: Any) -> Score:
-        """The engine's constructor: the same result as ``Score(**kw)`` (same invariants, same
-        ``ValueError``), but without pydantic validation when every value already has its field's
-        exact type, as the evaluator's are (a validated Score costs ~20 us, five per sample).
-        Anything unusual (a coercible type, an unknown key) takes the validating constructor, so
-        behaviour never differs from the public one."""
-        if not kw.keys() <= _SCORE_FIELDS or "metric" not in kw or "value" not in kw:
-            return cls(**kw)
-        # In field order: serialisation (model_dump_json) follows the instance dict's order.
-        v = {k: kw[k] if k in kw else _SCORE_DEFAULTS[k] for k in _SCORE_ORDER}
-        value, status, reason = v["value"], v["status"], v["reason"]
-        counts, interval, cost = v["counts"], v["interval"], v["cost"]
+    def _fast(
+        cls,
+        metric: Any = _UNSET,
+        value: Any = _UNSET,
+        status: Any = "ok",
+        reason: Any = None,
+        judge: Any = "",
+        model: Any = "",
+        prompt_version: Any = None,
+        counts: Any = _UNSET,
+        interval: Any = None,
+        cost: Any = ZERO_COST,
+        explanation: Any = None,
+        **unknown: Any,
+    ) -> Score:
+        """The engine's constructor: the same result as ``Score(...)`` with these keywords (same
+        invariants, same ``ValidationError``), but without pydantic validation when every value
+        already has its field's exact type, as the evaluator's do (a validated Score costs
+        ~20 us, five per sample). Anything unusual (a coercible type, an unknown keyword, an
+        invalid value) goes to the validating constructor, so behaviour never differs."""
+        if counts is _UNSET:
+            counts = {}  # a fresh dict per score, like the field's default_factory
         if (
-            type(v["metric"]) is not str
-            or type(v["judge"]) is not str
-            or type(v["model"]) is not str
+            unknown
+            or type(metric) is not str
             or not (value is None or type(value) is float)
+            or type(status) is not str
             or status not in _STATUSES
             or not (reason is None or type(reason) is str)
-            or not (v["prompt_version"] is None or type(v["prompt_version"]) is str)
-            or not (v["explanation"] is None or type(v["explanation"]) is str)
+            or type(judge) is not str
+            or type(model) is not str
+            or not (prompt_version is None or type(prompt_version) is str)
             or type(counts) is not dict
-            or not all(type(k) is str and type(n) is int for k, n in counts.items())
             or not (interval is None or type(interval) is Interval)
             or type(cost) is not Cost
+            or not (explanation is None or type(explanation) is str)
+            or (
+                (status == "ok" or not reason)
+                if value is None
+                else (math.isnan(value) or not 0.0 <= value <= 1.0 or status != "ok")
+            )
         ):
-            return cls(**kw)
-        if value is None:
-            if status == "ok" or not reason:
-                return cls(**kw)  # raises the validating constructor's exact error
-        elif math.isnan(value) or not 0.0 <= value <= 1.0 or status != "ok":
-            return cls(**kw)  # likewise
-        if counts is _SCORE_DEFAULTS["counts"]:
-            v["counts"] = {}  # never share the default dict between scores
-        return _trusted(cls, v)
+            return cls._validated(locals())
+        for k, n in counts.items():
+            if type(k) is not str or type(n) is not int:
+                return cls._validated(locals())
+        # A dict literal in field order: serialisation (model_dump_json) follows it.
+        return _trusted(cls, {
+            "metric": metric, "value": value, "status": status, "reason": reason,
+            "judge": judge, "model": model, "prompt_version": prompt_version, "counts": counts,
+            "interval": interval, "cost": cost, "explanation": explanation,
+        })
 
+    @classmethod
+    def _validated(cls, args: dict[str, Any]) -> Score:
+        """``Score(...)`` from :meth:`_fast`'s arguments (its locals), unset ones left out."""
+        kw = {k: args[k] for k in _SCORE_ORDER if args[k] is not _UNSET}
+        return cls(**kw, **args["unknown"])
 
 _SCORE_ORDER = tuple(Score.model_fields)
-_SCORE_FIELDS = frozenset(_SCORE_ORDER)
-_SCORE_DEFAULTS: dict[str, Any] = {
-    "status": "ok",
-    "reason": None,
-    "judge": "",
-    "model": "",
-    "prompt_version": None,
-    "counts": {},
-    "interval": None,
-    "cost": ZERO_COST,
-    "explanation": None,
-}
-if _SCORE_FIELDS != {"metric", "value", *_SCORE_DEFAULTS}:  # a raise: must hold under python -O
+if _SCORE_ORDER != (
+    "metric", "value", "status", "reason", "judge", "model", "prompt_version", "counts",
+    "interval", "cost", "explanation",
+):  # a raise, not an assert: it must hold under python -O
     raise ImportError("Score._fast drifted from Score's fields")
 
 
