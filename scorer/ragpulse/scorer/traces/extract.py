@@ -319,6 +319,8 @@ def _indexed(
     the walk to that family's keys."""
     if fams is not None:
         keys: Iterable[str] = fams.get(prefix[:-1], ())
+        if not keys:  # the usual case: most conventions are absent from most spans
+            return []
     else:
         keys = attrs
     found: dict[int, dict[str, AttrValue]] = {}
