@@ -400,3 +400,26 @@ def test_health_recorder_writes_pipeline_health_rows(chdb_client: Any, rag_schem
         "records_consumed": ("counter", 25.0),
         "rows_written": ("counter", 4.0),
     }
+
+
+def test_requests_beyond_the_limit_are_refused_not_queued() -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def blocking() -> None:
+        entered.set()
+        release.wait(10)
+
+    settings = HealthSettings(enabled=True, port=0, check_timeout_s=10.0, max_concurrent_requests=1)
+    server = HealthServer(settings, ready={"slow": blocking}).start()
+    try:
+        first = threading.Thread(target=get, args=(server.endpoint + "/readyz",))
+        first.start()
+        assert entered.wait(10)  # the only slot is taken by a request inside its check
+        code, body, _ = get(server.endpoint + "/healthz")
+        assert (code, body) == (503, b"busy\n") and server.requests_refused == 1
+        release.set()
+        first.join(10)
+        assert get(server.endpoint + "/healthz")[0] == 200
+    finally:
+        release.set()
+        server.shutdown()

@@ -29,7 +29,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -281,7 +281,7 @@ class HealthServer:
         self,
         settings: HealthSettings,
         *,
-        sources: list[StatsSource] = (),  # type: ignore[assignment]
+        sources: Sequence[StatsSource] = (),
         ready: Mapping[str, Check] | None = None,
         live: Check | None = None,
         build_version: str | None = None,
@@ -300,7 +300,13 @@ class HealthServer:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._state = "new"
-        self.requests_refused = 0
+        self._refused = 0
+        self._refused_lock = threading.Lock()
+
+    @property
+    def requests_refused(self) -> int:
+        """Requests answered 503 at once because ``max_concurrent_requests`` were in progress."""
+        return self._refused
 
     @property
     def endpoint(self) -> str | None:
@@ -387,7 +393,8 @@ class HealthServer:
 
             def _answer(self, head: bool) -> None:
                 if not owner._slots.acquire(blocking=False):
-                    owner.requests_refused += 1
+                    with owner._refused_lock:
+                        owner._refused += 1
                     self._send(503, "text/plain; charset=utf-8", b"busy\n", head)
                     return
                 try:
