@@ -174,7 +174,13 @@ class LocalJudge:
                       f"chars, {s.max_contexts} contexts")
             return {f: Finding(f, None, Reason.INPUT_TOO_LARGE, model=self.model, detail=detail)
                     for f in needs.facts}
-        a = SampleAnalysis(sample, s, self.embedder)
+        try:
+            a = SampleAnalysis(sample, s, self.embedder)
+        except Exception as e:  # segmentation of hostile input: fail the sample, not the caller
+            self._count("errors")
+            log.warning("local judge: analysis failed on sample %s", sample.id, exc_info=True)
+            return {f: Finding(f, None, Reason.JUDGE_ERROR, model=self.model,
+                               detail=f"{type(e).__name__}: {e}") for f in needs.facts}
         out: dict[Fact, Finding] = {}
         if needs.facts & _EMBEDDING_FACTS:
             try:
