@@ -7,6 +7,7 @@ ports must be the settings' defaults; image tags must be pinned (ours = the pack
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import shlex
@@ -241,6 +242,14 @@ def test_k8s_scaling_probes_and_grace() -> None:
     assert m.pod_spec(scorer)["terminationGracePeriodSeconds"] > float(
         cm["RAGPULSE_DRAIN_TIMEOUT_S"]
     )
+    # The collector drains HTTP, gRPC and the Kafka flush one after the other, each with
+    # Collector.shutdown's default budget, after the preStop pause.
+    from ragpulse.collector.service import Collector
+
+    stage_s = inspect.signature(Collector.shutdown).parameters["drain_timeout_s"].default
+    coll = m.pod_spec(m.k8s("Deployment", "ragpulse-collector"))
+    pre_stop = coll["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+    assert coll["terminationGracePeriodSeconds"] > int(pre_stop[1]) + 3 * stage_s
     for name in ("ragpulse-collector", "ragpulse-scorer"):
         dep = m.k8s("Deployment", name)
         labels = dep["spec"]["selector"]["matchLabels"]
