@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragpulse.collector.kafka import KafkaSettings
@@ -59,6 +59,12 @@ class OtlpSettings(_Frozen):
     grpc_workers: int = Field(8, ge=1, le=256, description="gRPC handler threads.")
     retry_after_s: int = Field(
         2, ge=1, le=300, description="Retry-After sent with 429/503 (seconds)."
+    )
+    auth_token: SecretStr | None = Field(
+        None,
+        description="Bearer token both receivers require (HTTP 'Authorization: Bearer <token>', "
+        "gRPC 'authorization' metadata); compared in constant time. None: no authentication, "
+        "acceptable on the loopback default only. Env: RAGPULSE_OTLP__AUTH_TOKEN.",
     )
     workers: int = Field(
         1,

@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ragpulse.collector.config import OtlpSettings
 from ragpulse.collector.exporter import ExportRefused, QueueFull
 from ragpulse.collector.ingest import Ingest
+from ragpulse.collector.otlp_http import bearer_ok
 from ragpulse.collector.split import MalformedRequest
 
 __all__ = ["GrpcReceiver"]
@@ -62,6 +63,7 @@ class GrpcReceiver:
         self._closed = False
         self._lock = threading.Lock()
         self._requests = 0
+        self._unauthenticated = 0
 
     @property
     def port(self) -> int:
@@ -118,6 +120,13 @@ class GrpcReceiver:
             context.abort_with_status(
                 _retry_status(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE, "collector is shutting down", retry)
             )
+        token = self._settings.auth_token
+        if token is not None:
+            header = dict(context.invocation_metadata()).get("authorization")
+            if not bearer_ok(header if isinstance(header, str) else None, token.get_secret_value()):
+                with self._lock:
+                    self._unauthenticated += 1
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
         try:
             result = self._ingest.consume_proto(request)
         except MalformedRequest as exc:
@@ -141,4 +150,4 @@ class GrpcReceiver:
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {"grpc_requests": self._requests}
+            return {"grpc_requests": self._requests, "grpc_unauthenticated": self._unauthenticated}

@@ -13,6 +13,7 @@ per-request overhead is small next to decoding, and it needs no extra dependency
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import socket
@@ -166,6 +167,7 @@ class HttpReceiver:
             "http_connections_refused": 0,
             "http_too_large": 0,
             "http_unsupported": 0,
+            "http_unauthenticated": 0,
         }
 
     @property
@@ -244,6 +246,14 @@ class HttpReceiver:
         settings = self._settings
         content_type = (h.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         as_json = content_type == JSON
+        if settings.auth_token is not None and not bearer_ok(
+                h.headers.get("Authorization"), settings.auth_token.get_secret_value()):
+            # Before reading the body: an unauthenticated client costs no receive budget.
+            self._count("http_unauthenticated")
+            h.close_connection = True
+            self._reply_status(h, 401, code_pb2.UNAUTHENTICATED, "missing or invalid bearer token",
+                               as_json, extra={"WWW-Authenticate": 'Bearer realm="otlp"'})
+            return
         path = h.path.split("?", 1)[0]
         if path != TRACES_PATH:
             self._discard_body(h)
@@ -389,15 +399,25 @@ class HttpReceiver:
 
     @staticmethod
     def _reply_status(
-        h: _Handler, http_code: int, rpc_code: int, message: str, as_json: bool, retry_after: int | None = None
+        h: _Handler, http_code: int, rpc_code: int, message: str, as_json: bool, retry_after: int | None = None,
+        extra: dict[str, str] | None = None,
     ) -> None:
         status = status_pb2.Status(code=rpc_code, message=message)
         if as_json:
             body = json.dumps(json_format.MessageToDict(status)).encode()
         else:
             body = status.SerializeToString()
-        extra = {"Retry-After": str(retry_after)} if retry_after is not None else {}
-        _send(h, http_code, JSON if as_json else PROTOBUF, body, extra)
+        headers = dict(extra or {})
+        if retry_after is not None:
+            headers["Retry-After"] = str(retry_after)
+        _send(h, http_code, JSON if as_json else PROTOBUF, body, headers)
+
+
+def bearer_ok(header: str | None, token: str) -> bool:
+    """``header`` is ``Bearer <token>``; constant-time in the token (hmac.compare_digest)."""
+    if not header or header[:7].lower() != "bearer ":
+        return False
+    return hmac.compare_digest(header[7:].strip().encode(), token.encode())
 
 
 def _send(h: _Handler, code: int, content_type: str, body: bytes, extra: dict[str, str] | None = None) -> None:

@@ -17,7 +17,9 @@ COUNTERS: dict[str, str] = {
     "http_inflight_bytes": "Gauge: request body bytes held by HTTP requests in progress (bounded by max_inflight_bytes).",
     "http_too_large": "HTTP requests answered 413: body or decompressed body over its limit.",
     "http_unsupported": "HTTP requests answered 415: content type or encoding not supported.",
+    "http_unauthenticated": "HTTP requests answered 401: missing or wrong bearer token (otlp.auth_token).",
     "grpc_requests": "OTLP/gRPC Export calls handled (any outcome).",
+    "grpc_unauthenticated": "gRPC calls answered UNAUTHENTICATED: missing or wrong bearer token (otlp.auth_token).",
     # receive: decode, split, filter
     "requests_received": "Requests whose body was read, over both transports.",
     "requests_malformed": "Requests answered 400 / INVALID_ARGUMENT (undecodable protobuf, JSON or gzip).",
