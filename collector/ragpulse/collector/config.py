@@ -66,6 +66,10 @@ class OtlpSettings(_Frozen):
         "gRPC 'authorization' metadata); compared in constant time. None: no authentication, "
         "acceptable on the loopback default only. Env: RAGPULSE_OTLP__AUTH_TOKEN.",
     )
+    tls_cert_file: str | None = Field(
+        None, description="PEM certificate (chain) for TLS on both receivers; with tls_key_file."
+    )
+    tls_key_file: str | None = Field(None, description="PEM private key of tls_cert_file.")
     workers: int = Field(
         1,
         ge=1,
@@ -80,6 +84,8 @@ class OtlpSettings(_Frozen):
     def _check(self) -> OtlpSettings:
         if not (self.http_enabled or self.grpc_enabled):
             raise ValueError("enable at least one of http_enabled, grpc_enabled")
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file go together")
         if self.max_decompressed_bytes < self.max_body_bytes:
             raise ValueError("max_decompressed_bytes must be >= max_body_bytes")
         if self.max_inflight_bytes < self.max_body_bytes:

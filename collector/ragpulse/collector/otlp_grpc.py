@@ -96,7 +96,13 @@ class GrpcReceiver:
         )
         server.add_generic_rpc_handlers((handler,))
         try:
-            self._port = server.add_insecure_port(f"{s.grpc_host}:{s.grpc_port}")
+            address = f"{s.grpc_host}:{s.grpc_port}"
+            if s.tls_cert_file and s.tls_key_file:
+                with open(s.tls_key_file, "rb") as key, open(s.tls_cert_file, "rb") as cert:
+                    creds = grpc.ssl_server_credentials([(key.read(), cert.read())])
+                self._port = server.add_secure_port(address, creds)
+            else:
+                self._port = server.add_insecure_port(address)
         except RuntimeError as exc:
             raise RuntimeError(f"cannot bind OTLP/gRPC on {s.grpc_host}:{s.grpc_port}: {exc}") from exc
         if self._port == 0:

@@ -17,6 +17,7 @@ import hmac
 import json
 import logging
 import socket
+import ssl
 import threading
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -108,10 +109,23 @@ class _Server(ThreadingHTTPServer):
         super().process_request(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        raw = request
         try:
+            tls = self.receiver._tls
+            if tls is not None:
+                # The TLS handshake runs here, in the connection's own thread, never in the
+                # accept loop: a slow or silent client cannot stall other connections.
+                raw.settimeout(_Handler.timeout)
+                try:
+                    request = tls.wrap_socket(raw, server_side=True)
+                except (ssl.SSLError, OSError) as exc:
+                    self.receiver._count("http_tls_failed")
+                    log.debug("http %s: TLS handshake failed: %s", client_address, exc)
+                    self.shutdown_request(raw)
+                    return
             super().process_request_thread(request, client_address)
         finally:
-            self.receiver._leave_connection(request)
+            self.receiver._leave_connection(raw)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -168,7 +182,13 @@ class HttpReceiver:
             "http_too_large": 0,
             "http_unsupported": 0,
             "http_unauthenticated": 0,
+            "http_tls_failed": 0,
         }
+        self._tls: ssl.SSLContext | None = None
+        if settings.tls_cert_file and settings.tls_key_file:
+            # Built here so a bad certificate or key fails at start-up, with the file named.
+            self._tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            self._tls.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
 
     @property
     def port(self) -> int:
@@ -177,7 +197,8 @@ class HttpReceiver:
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self._settings.http_host}:{self.port}{TRACES_PATH}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://{self._settings.http_host}:{self.port}{TRACES_PATH}"
 
     def start(self) -> None:
         if self._server is not None or self._closing:

@@ -18,6 +18,7 @@ COUNTERS: dict[str, str] = {
     "http_too_large": "HTTP requests answered 413: body or decompressed body over its limit.",
     "http_unsupported": "HTTP requests answered 415: content type or encoding not supported.",
     "http_unauthenticated": "HTTP requests answered 401: missing or wrong bearer token (otlp.auth_token).",
+    "http_tls_failed": "HTTP connections closed because the TLS handshake failed (otlp.tls_cert_file set).",
     "grpc_requests": "OTLP/gRPC Export calls handled (any outcome).",
     "grpc_unauthenticated": "gRPC calls answered UNAUTHENTICATED: missing or wrong bearer token (otlp.auth_token).",
     # receive: decode, split, filter
