@@ -372,7 +372,7 @@ def test_health_recorder_writes_pipeline_health_rows(chdb_client: Any, rag_schem
     stats = {"records_consumed": 10, "rows_written": 4, "consumer_lag": 7, "last_write_error": "x"}
     rec = HealthRecorder(
         StatsSource("scorer", lambda: dict(stats)),
-        chdb_client,
+        lambda: chdb_client,
         rag_schema.database,
         interval_s=3600,
         instance="replica-a",
@@ -380,7 +380,7 @@ def test_health_recorder_writes_pipeline_health_rows(chdb_client: Any, rag_schem
     rec.shutdown()  # safe without start
     rec = HealthRecorder(
         StatsSource("scorer", lambda: dict(stats)),
-        chdb_client,
+        lambda: chdb_client,
         rag_schema.database,
         interval_s=3600,
         instance="replica-a",
@@ -423,3 +423,36 @@ def test_requests_beyond_the_limit_are_refused_not_queued() -> None:
     finally:
         release.set()
         server.shutdown()
+
+
+def test_health_recorder_survives_an_unreachable_clickhouse(
+    chdb_client: Any, rag_schema: Any
+) -> None:
+    from ragpulse.deploy.telemetry import HealthRecorder
+    from ragpulse.scorer.store import open_store
+
+    attempts: list[str] = []
+
+    def connect() -> Any:
+        attempts.append("x")
+        if len(attempts) == 1:  # a ClickHouse that is down at first: a real refused connection
+            return open_store("http://127.0.0.1:9/", connect_timeout=1)
+        return chdb_client
+
+    rec = HealthRecorder(
+        StatsSource("collector", lambda: {"spans_received": 3}),
+        connect,
+        rag_schema.database,
+        interval_s=3600,
+        instance="collector-0",
+    ).start()  # does not connect: start-up never waits for ClickHouse
+    assert attempts == []
+    rec.record()
+    assert rec.samples_dropped == 1 and rec.samples_written == 0
+    rec.shutdown()  # the last sample connects again and is written
+    assert len(attempts) == 2 and rec.samples_written == 1
+    n = chdb_client.command(
+        f"SELECT count() FROM `{rag_schema.database}`.pipeline_health "
+        "WHERE component = 'collector' AND name = 'spans_received' AND value = 3"
+    )
+    assert n == 1

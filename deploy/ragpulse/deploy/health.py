@@ -489,9 +489,10 @@ def start_observability(
     ``--health-port``) overrides the port and enables the server. ``None`` checks in ``ready``
     are skipped (e.g. :func:`clickhouse_probe` of an in-process chDB). ``clickhouse`` is the
     component's own ``(dsn, database)`` for ``pipeline_health`` rows (the scorer passes its
-    store); ``RAGPULSE_TELEMETRY__CLICKHOUSE`` overrides it. Raises ``OSError`` when the port is
-    taken, ``RuntimeError`` when OTLP export is configured but not installed, and the store's
-    errors when the ClickHouse for health rows cannot be opened; nothing is left running then.
+    store); ``RAGPULSE_TELEMETRY__CLICKHOUSE`` overrides it. That ClickHouse is connected to
+    lazily: an outage costs health rows, never the component. Raises ``OSError`` when the port is
+    taken and ``RuntimeError`` when OTLP export is configured but not installed; nothing is left
+    running then.
     """
     from importlib.metadata import PackageNotFoundError, version
 
@@ -519,9 +520,10 @@ def start_observability(
         if target is not None:
             from ragpulse.scorer.store import open_store
 
+            dsn = target[0]
             obs.recorder = HealthRecorder(
                 sources[0],
-                open_store(target[0]),
+                lambda: open_store(dsn),  # lazily, on the recorder's thread: never blocks start-up
                 target[1],
                 interval_s=tel.health_interval_s,
                 instance=instance,

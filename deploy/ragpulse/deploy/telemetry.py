@@ -383,49 +383,63 @@ class OtlpMetricsExporter:
 class HealthRecorder:
     """Writes a component's declared stats as per-minute ``pipeline_health`` rows, periodically.
 
-    Every ``health_interval_s`` a background thread samples ``stats()`` through the store's
+    Every ``interval_s`` a background thread samples ``stats()`` through the store's
     ``HealthSampler`` (counters become their growth within the minute, gauges their last value)
-    and submits the rows to a ``pipeline_health`` batch writer without blocking. A full or failing
-    writer drops that sample (counted in ``samples_dropped``): the next sample rewrites the same
-    minute, so nothing is lost but resolution. ``start()`` raises the store's errors when the
-    client cannot be opened; ``shutdown()`` is idempotent, safe without ``start()``, writes one
-    last sample and flushes within ``timeout_s``. Thread-safe.
+    and submits the rows to a ``pipeline_health`` batch writer without blocking. ``connect`` (a
+    zero-argument callable returning a clickhouse-connect client) is called lazily on that
+    thread and again after a failure, so an unreachable ClickHouse never stops the component
+    (the collector must keep ingesting without it). A sample that cannot be written (no
+    connection yet, writer full or failing) is dropped and counted in ``samples_dropped``: the
+    next sample rewrites the same minute, so only resolution is lost. The first failure after a
+    success is logged as a warning, repeats at debug level.
+
+    ``start()`` never blocks on ClickHouse; ``shutdown()`` is idempotent, safe without
+    ``start()``, writes one last sample and flushes within ``timeout_s``. Thread-safe.
     """
 
     def __init__(
         self,
         source: StatsSource,
-        client: Any,
+        connect: Callable[[], Any],
         database: str,
         *,
         interval_s: float = 15.0,
         instance: str | None = None,
     ) -> None:
         from ragpulse.scorer.store import HealthSampler
-        from ragpulse.scorer.store.writer import WriterSettings, build_health_writer
 
         specs = METRICS.get(source.component, {})
         self.source = source
+        self.database = database
         self.interval_s = interval_s
+        self._connect = connect
         self._keys = tuple(specs)
         self._sampler = HealthSampler(
             source.component,
             instance or f"{socket.gethostname()}:{os.getpid()}",
             gauges=[k for k, sp in specs.items() if sp.kind == "gauge"],
         )
-        self._writer = build_health_writer(client, database, WriterSettings(flush_interval_s=1.0))
+        self._writer: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._state = "new"
-        self.samples_written = 0
-        self.samples_dropped = 0
+        self._written = 0
+        self._dropped = 0
+        self._failing = False
+
+    @property
+    def samples_written(self) -> int:
+        return self._written
+
+    @property
+    def samples_dropped(self) -> int:
+        return self._dropped
 
     def start(self) -> HealthRecorder:
         with self._lock:
             if self._state != "new":
                 raise RuntimeError(f"recorder cannot start from state {self._state}")
-            self._writer.start()
             self._thread = threading.Thread(
                 target=self._run, name="ragpulse-health-rows", daemon=True
             )
@@ -433,25 +447,42 @@ class HealthRecorder:
             self._state = "running"
         return self
 
+    def _ensure_writer(self) -> Any:
+        if self._writer is None:
+            from ragpulse.scorer.store.writer import WriterSettings, build_health_writer
+
+            writer = build_health_writer(
+                self._connect(), self.database, WriterSettings(flush_interval_s=1.0)
+            )
+            writer.start()
+            self._writer = writer
+        return self._writer
+
     def record(self) -> None:
-        """Sample now and submit the rows (never blocks, never raises)."""
+        """Sample now and submit the rows. Never raises; blocks only while connecting."""
         try:
             snapshot = self.source.stats()
             stats = {k: v for k in self._keys if (v := _number(snapshot.get(k))) is not None}
             rows = self._sampler.sample(stats)
             if rows:
-                fut = self._writer.submit(rows)
-                fut.add_done_callback(self._done)
-        except Exception as exc:  # noqa: BLE001 - WriterFull/Closed, broken stats(): skip a sample
-            self.samples_dropped += 1
-            log.debug("pipeline_health sample dropped: %s", exc)
+                self._ensure_writer().submit(rows).add_done_callback(self._done)
+        except Exception as exc:  # noqa: BLE001 - connect/WriterFull/broken stats(): skip a sample
+            self._failed(exc)
+
+    def _failed(self, exc: BaseException) -> None:
+        with self._lock:
+            self._dropped += 1
+            first, self._failing = not self._failing, True
+        (log.warning if first else log.debug)("pipeline_health rows not written: %s", exc)
 
     def _done(self, fut: Any) -> None:
-        if fut.exception() is None:
-            self.samples_written += 1
-        else:
-            self.samples_dropped += 1
-            log.warning("pipeline_health rows not written: %s", fut.exception())
+        exc = fut.exception()
+        if exc is not None:
+            self._failed(exc)
+            return
+        with self._lock:
+            self._written += 1
+            self._failing = False
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -468,4 +499,5 @@ class HealthRecorder:
             self._thread.join(timeout_s)
         if was_running:
             self.record()
-        self._writer.shutdown(timeout_s)
+        if self._writer is not None:
+            self._writer.shutdown(timeout_s)
