@@ -147,3 +147,35 @@ def test_row_labels_are_made_safe_once_and_cached_safely() -> None:
     assert _label(None) == ""
     assert _label(b"caf\xc3\xa9") == "café"
     assert _label(bytearray(b"ab")) == "ab"  # unhashable: not cached, still made safe
+
+
+def test_row_label_cache_is_bounded() -> None:
+    from ragpulse.scorer.store import rows
+
+    for i in range(rows._LABEL_CACHE_MAX + 10):
+        assert _label(f"label-{i}") == f"label-{i}"
+    assert len(rows._label_cache) <= rows._LABEL_CACHE_MAX
+
+
+def test_dedup_token_names_the_rows_identity() -> None:
+    """The writer's deduplication token hashes datetimes as epoch microseconds: equal batches
+    get equal tokens, and a batch differing by one microsecond in ``ts`` gets another."""
+    from datetime import UTC, datetime, timedelta
+
+    from ragpulse.scorer.store.rows import TraceMeta, columns_of, rows_from_scores
+    from ragpulse.scorer.store.writer import ScoreWriter, _epoch_us
+
+    ts = datetime(2026, 11, 22, 4, 30, 1, 123456, tzinfo=UTC)
+    at = datetime(2026, 11, 22, 4, 31, tzinfo=UTC)
+    scores = [Score(metric="faithfulness", value=0.5), Score(metric="answer_relevancy", value=1.0)]
+
+    def columns(t: datetime) -> list[list[Any]]:
+        meta = TraceMeta(trace_id="ab" * 16, ts=t, service="svc")
+        return columns_of(rows_from_scores(scores, meta, scored_at=at))
+
+    writer = ScoreWriter(None, "rag")  # type: ignore[arg-type]  # _token never touches the client
+    assert writer._token(columns(ts)) == writer._token(columns(ts))
+    assert writer._token(columns(ts)) != writer._token(columns(ts + timedelta(microseconds=1)))
+    assert _epoch_us(ts) == round(ts.timestamp() * 1_000_000)
+    naive = datetime(2026, 1, 1)
+    assert _epoch_us(naive) is naive and _epoch_us("x") == "x"  # hashed by repr as before
