@@ -179,3 +179,31 @@ def test_dedup_token_names_the_rows_identity() -> None:
     assert _epoch_us(ts) == round(ts.timestamp() * 1_000_000)
     naive = datetime(2026, 1, 1)
     assert _epoch_us(naive) is naive and _epoch_us("x") == "x"  # hashed by repr as before
+
+
+SAMPLE_KW: list[dict[str, Any]] = [
+    {"id": "ab" * 16, "question": "q", "contexts": ("c1", "c2"), "answer": "a",
+     "metadata": {"service": "svc", "conventions": ["openinference"]}},
+    {"id": "t"},
+    {"id": "t", "reference": "r"},
+    # coercible inputs take the validating path
+    {"id": 7, "question": None, "contexts": "one", "answer": None},
+    {"id": "t", "contexts": ["c"]},
+]
+
+
+@pytest.mark.parametrize("kw", SAMPLE_KW)
+def test_fast_sample_equals_validated_sample(kw: dict[str, Any]) -> None:
+    fast, slow = Sample._fast(**kw), Sample(**kw)
+    assert fast == slow
+    assert fast.model_dump_json() == slow.model_dump_json()
+    with pytest.raises(ValidationError):
+        fast.id = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("bad", ["", "  ", None])
+def test_fast_sample_refuses_what_the_constructor_refuses(bad: Any) -> None:
+    with pytest.raises(ValidationError):
+        Sample(id=bad)
+    with pytest.raises(ValidationError):
+        Sample._fast(id=bad)

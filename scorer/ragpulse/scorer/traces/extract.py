@@ -1232,7 +1232,8 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         return Extraction(trace_id, None, "no_answer", meta)
     if not contexts and settings.require_contexts:
         return Extraction(trace_id, None, "no_contexts", meta)
-    sample = Sample(
+    # Sample._fast: Sample(...)'s result without re-validating values built here as exact types.
+    sample = Sample._fast(
         id=trace_id,
         question=question.strip(),
         contexts=tuple(contexts),
