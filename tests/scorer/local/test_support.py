@@ -20,7 +20,9 @@ from ragpulse.scorer.judges.local.support import (
     SupportSettings,
     SupportWeights,
     WeightsError,
+    _analyze,
     featurize,
+    featurize_with_copies,
     fit_logistic,
 )
 
@@ -129,6 +131,82 @@ def test_japanese(detector: SupportDetector) -> None:
     assert invented < detector.threshold
 
 
+FUJI = "富士山は静岡県と山梨県にまたがる活火山で、標高は3776メートルである。"
+
+
+def test_japanese_near_verbatim_answer_is_supported(detector: SupportDetector) -> None:
+    """The case tests/e2e/test_up.py runs through the whole pipeline: the answer restates the
+    context's fact with another ending (です for である) and particle (の for は)."""
+    faithful, number, invented = detector.predict(
+        ["富士山の標高は3776メートルです。", "富士山の標高は2000メートルです。",
+         "エベレストの標高は8848メートルです。"],
+        [FUJI],
+    )
+    assert faithful >= detector.threshold
+    assert faithful >= 0.5
+    assert number < detector.threshold and number < faithful
+    assert invented < detector.threshold
+
+
+def test_japanese_units_do_not_span_particles() -> None:
+    """Content bigrams and order bigrams stay inside kanji/katakana runs: "山の" or "です" is a
+    word boundary (a particle, an ending), not evidence."""
+    a = _analyze("富士山の標高は3776メートルです。")
+    assert {"富士", "士山", "標高", "3776", "メー", "ート", "トル"} <= a.content
+    assert not any("の" in u or "は" in u or "で" in u for u in a.content)
+    assert not any(("の" in b) or ("す" in b) for b in a.bigrams)
+    assert ("で", "す") in a.all_bigrams  # the copy check still sees the ending
+    x = featurize(["富士山の標高は3776メートルです。"], [FUJI], None)
+    col = {name: i for i, name in enumerate(FEATURES)}
+    assert x[0, col["coverage"]] == 1.0
+    assert x[0, col["novel_bigrams"]] == 0.0
+
+
+def test_copy_like_statements_are_near_certain(detector: SupportDetector) -> None:
+    """A verbatim or trimmed copy of a context sentence in EN/JA/ZH gets the measured copy floor;
+    a copy with a changed number, name or negation, a reordering, or a one-word answer is not
+    copy-like and keeps the linear probability."""
+    floor = detector.weights.copy_floor
+    assert floor is not None and floor > 0.9
+    cases = [
+        (["Poseidon is a 2006 American disaster film directed by Wolfgang Petersen.",
+          "It was nominated for an Academy Award for Best Visual Effects.",
+          "Poseidon is a 1987 American disaster film directed by Wolfgang Petersen.",
+          "It was not nominated for an Academy Award for Best Visual Effects.",
+          "Wolfgang Petersen directed the 2006 disaster film Poseidon.",
+          "Poseidon."], [CONTEXT_EN], [True, True, False, False, False, False]),
+        (["高さは333メートルで、1958年に完成した。", "東京タワーは東京都港区にある電波塔である。",
+          "東京タワーは大阪府にある電波塔である。"], [CONTEXT_JA], [True, True, False]),
+        (["长城位于中国北方。", "它始建于春秋战国时期。", "长城不位于中国北方。"], [CONTEXT_ZH],
+         [True, True, False]),
+    ]
+    for stmts, ctx, want in cases:
+        _, copies = featurize_with_copies(stmts, ctx, None)
+        assert copies.tolist() == want, stmts
+        probs = detector.predict(stmts, ctx)
+        for p, is_copy, st in zip(probs, want, stmts):
+            if is_copy:
+                assert p >= floor - 1e-9, (st, p)
+            else:
+                assert p < floor, (st, p)
+        assert detector.verdicts(stmts, ctx)[: want.count(True)] == [1] * want.count(True)
+
+
+def test_weights_without_copy_floor_still_load(tmp_path: Path, embedder: USEEmbedder) -> None:
+    """Weights written before the copy floor existed load with no floor: copies keep the
+    linear probability (backward compatible)."""
+    raw = json.loads(DEFAULT_WEIGHTS_PATH.read_text(encoding="utf-8"))
+    raw.pop("copy_floor", None)
+    (tmp_path / "old.json").write_text(json.dumps(raw), encoding="utf-8")
+    old = SupportDetector(embedder, tmp_path / "old.json")
+    assert old.weights.copy_floor is None
+    new = SupportDetector(embedder)
+    stmt = ["Poseidon is a 2006 American disaster film directed by Wolfgang Petersen."]
+    (p_old,) = old.predict(stmt, [CONTEXT_EN])
+    (p_new,) = new.predict(stmt, [CONTEXT_EN])
+    assert p_old < p_new == pytest.approx(max(p_old, new.weights.copy_floor))
+
+
 def test_chinese(detector: SupportDetector) -> None:
     copied, negated, invented = detector.predict(
         ["长城位于中国北方。", "长城不位于中国北方。", "故宫是明朝皇帝的住所。"],
@@ -207,6 +285,9 @@ def test_bad_weights_are_rejected(tmp_path: Path, embedder: USEEmbedder) -> None
         SupportDetector(embedder, tmp_path / "broken.json")
     with pytest.raises(WeightsError):
         SupportDetector(embedder, tmp_path / "missing.json")
+    (tmp_path / "floor.json").write_text(json.dumps(dict(raw, copy_floor=1.5)), encoding="utf-8")
+    with pytest.raises(WeightsError, match="copy_floor"):
+        SupportDetector(embedder, tmp_path / "floor.json")
 
 
 def test_featurize_shape_and_evidence_without_embedder() -> None:
@@ -326,3 +407,24 @@ def test_a_bare_string_is_refused(detector: SupportDetector) -> None:
         detector.predict(["Poseidon is a film."], CONTEXT_EN)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         detector.predict("Poseidon is a film.", [CONTEXT_EN])  # type: ignore[arg-type]
+
+
+def test_threshold_is_the_lowest_within_tolerance_of_the_best_balanced_accuracy() -> None:
+    """Two sets; balanced accuracy is equal for thresholds between the faithful statements'
+    lowest probability and the unfaithful ones' highest: the lowest such threshold is kept."""
+    train = _load_training_script()
+    ex, oof = [], []
+    for name in ("a", "b"):
+        for k, (p, y) in enumerate([(0.9, 1), (0.8, 1), (0.62, 1), (0.58, 0), (0.3, 0),
+                                    (0.2, 0)]):
+            ex.append(train.Example(name, f"{name}:{k}", f"{name}-{k}", ["s"], ["c"], y, 1))
+            oof.append(np.array([p]))
+    got = train._pick_threshold(ex, oof, tolerance=0.005)
+    assert got["balanced_accuracy"] == got["best_balanced_accuracy"] == 1.0
+    assert 0.58 < got["value"] <= 0.62
+    assert got["value"] == pytest.approx(0.59)  # the lowest grid point that separates them
+    strict = train._pick_threshold(ex, oof, tolerance=0.0)
+    assert strict["value"] == pytest.approx(0.59)
+    # A wide tolerance trades accuracy for recall of supported statements, never below it.
+    loose = train._pick_threshold(ex, oof, tolerance=0.2)
+    assert loose["value"] < 0.59 and loose["balanced_accuracy"] >= 1.0 - 0.2

@@ -13,6 +13,10 @@ sets (``bench/train_faithfulness.py``; method, data and measured quality in
 - negation mismatch with that sentence (not/never/no, ない/ません/ず, 不/没/未);
 - novel n-grams and the length ratio to the aligned sentence (paraphrase vs invention).
 
+A copy-like statement (a verbatim or trimmed copy of a context sentence: see
+:func:`featurize_with_copies`) gets at least the weights' ``copy_floor``, the rate at which such
+statements are faithful in the labeled sets; the linear model alone compresses them to ~0.76.
+
 The features are few and general on purpose: the detector is judged on data it never saw.
 """
 
@@ -43,6 +47,7 @@ __all__ = [
     "SupportWeights",
     "WeightsError",
     "featurize",
+    "featurize_with_copies",
     "fit_logistic",
 ]
 
@@ -99,6 +104,9 @@ class SupportWeights(BaseModel):
     coef: tuple[float, ...]
     intercept: float
     threshold: float = Field(ge=0.0, le=1.0)
+    # P(supported) given to a copy-like statement (see ``featurize_with_copies``) when the
+    # linear model says less; None: no floor (weights trained before it existed).
+    copy_floor: float | None = Field(default=None, ge=0.0, le=1.0)
     aggregate: str = "mean"
     l2: float = 1.0
     trained_on: dict[str, Any] = Field(default_factory=dict)
@@ -135,6 +143,13 @@ class SupportWeights(BaseModel):
     def logits(self, x: np.ndarray) -> np.ndarray:
         z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
         return z @ np.asarray(self.coef) + self.intercept
+
+    def proba(self, x: np.ndarray, copies: np.ndarray | None = None) -> np.ndarray:
+        """P(supported) per row of ``x``; rows flagged in ``copies`` get at least ``copy_floor``."""
+        p = 1.0 / (1.0 + np.exp(-self.logits(x)))
+        if copies is not None and self.copy_floor is not None:
+            p = np.where(copies, np.maximum(p, self.copy_floor), p)
+        return p
 
 
 # --------------------------------------------------------------------------- text analysis
@@ -232,12 +247,19 @@ def _norm_number(tok: str) -> str:
 @dataclass(frozen=True)
 class _Text:
     """The lexical view of one text: units in order (EN stems, numbers, CJK chars), content units
-    (EN content stems, numbers, CJK bigrams with a non-hiragana char), unit bigrams."""
+    (EN content stems, numbers, CJK bigrams inside kanji/katakana runs), unit bigrams (none that
+    touch hiragana)."""
 
     units: tuple[str, ...]
     content: frozenset[str]
     bigrams: frozenset[tuple[str, str]]
+    all_bigrams: frozenset[tuple[str, str]]  # including pairs that touch hiragana (copy check)
     negated: bool
+
+
+def _is_kana(unit: str) -> bool:
+    """One hiragana character (cheaper than the regex in the per-pair loop)."""
+    return len(unit) == 1 and "\u3040" <= unit <= "\u309f"
 
 
 def _analyze(text: str) -> _Text:
@@ -249,12 +271,14 @@ def _analyze(text: str) -> _Text:
         tok = m.group(0)
         if _IS_CJK.fullmatch(tok):
             units.append(tok)
-            # Character bigrams stand in for words in space-less scripts; bigrams of two
-            # hiragana are mostly grammar (です, ます), so they are not content.
+            # Character bigrams stand in for words in space-less scripts. Hiragana is mostly
+            # grammar (particles, endings: の, は, です): a bigram that touches it spans a word
+            # boundary ("山の", "ルで") and would count paraphrases of the ending as unsupported,
+            # so only bigrams inside kanji/katakana runs are content.
             if (
                 prev_cjk is not None
                 and m.start() == prev_end
-                and not (_HIRAGANA.fullmatch(prev_cjk) and _HIRAGANA.fullmatch(tok))
+                and not (_HIRAGANA.fullmatch(prev_cjk) or _HIRAGANA.fullmatch(tok))
             ):
                 content.add(prev_cjk + tok)
             prev_cjk, prev_end = tok, m.end()
@@ -273,9 +297,16 @@ def _analyze(text: str) -> _Text:
     # single non-hiragana CJK characters as content, so it is not vacuously "covered".
     if not content:
         content.update(u for u in units if _IS_CJK.fullmatch(u) and not _HIRAGANA.fullmatch(u))
-    bigrams = frozenset(itertools.pairwise(units))
+    # Unit bigrams carry word order. In Japanese a pair that touches hiragana spans a particle
+    # or an ending ("山の", "です" for "である"): a faithful paraphrase changes those freely, so
+    # such pairs are left out, as they are from the content bigrams.
+    all_bigrams = frozenset(itertools.pairwise(units))
+    if _HIRAGANA.search(text):
+        bigrams = frozenset((u, v) for u, v in all_bigrams if not (_is_kana(u) or _is_kana(v)))
+    else:  # most text (all English): nothing to leave out, and no per-pair check to pay for
+        bigrams = all_bigrams
     negated = bool(_NEG_EN.search(text) or _NEG_JA.search(text) or _NEG_ZH.search(text))
-    return _Text(tuple(units), frozenset(content), bigrams, negated)
+    return _Text(tuple(units), frozenset(content), bigrams, all_bigrams, negated)
 
 
 def _numbers(text: str) -> set[str]:
@@ -339,14 +370,39 @@ def featurize(
     With ``embedder=None`` the embedding feature is the lexical best-sentence recall instead (for
     tests and for callers without a model; the shipped weights expect an embedder).
     """
+    return featurize_with_copies(statements, contexts, embedder, settings)[0]
+
+
+# A copy needs this many content units: "Yes" or a lone name inside a sentence is not a claim
+# copied from it.
+_COPY_MIN_CONTENT = 2
+
+
+def featurize_with_copies(
+    statements: Sequence[str],
+    contexts: Sequence[str],
+    embedder: Embedder | None,
+    settings: SupportSettings | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`featurize` plus a boolean mask of *copy-like* statements. Blocking.
+
+    A statement is copy-like when it has at least two content units, all of them in one context
+    sentence, every unit bigram of it (particles and endings included: JNLI's "neutral"
+    statements are mostly the premise's words rearranged around particles) occurs in the
+    contexts, no number or name is unsupported and its negation agrees with the aligned
+    sentence: a verbatim or trimmed copy. The detector raises
+    such statements to the ``copy_floor`` of its weights, measured on the labeled sets by the
+    training script (the linear model alone leaves a copy near 0.76).
+    """
     if isinstance(statements, str) or isinstance(contexts, str):
         # A bare string is a sequence of characters: scoring each character is never meant.
         raise TypeError("statements and contexts must be sequences of strings, not a string")
     cfg = settings or SupportSettings()
     statements = [_normalize(s) for s in statements]
     x = np.zeros((len(statements), len(FEATURES)), dtype=np.float64)
+    copies = np.zeros(len(statements), dtype=bool)
     if not statements:
-        return x
+        return x, copies
     ctx_texts = [_normalize(c) for c in contexts if c and c.strip()]
     sentences: list[str] = []
     seen: set[str] = set()
@@ -363,7 +419,7 @@ def featurize(
             nums, ents = _numbers(s), _entities(s)
             x[i] = [0, 0, 0, 0, 0, 1, 1 if nums else 0, 1 if nums else 0,
                     1 if ents else 0, 1 if ents else 0, 0, min(3.0, math.log1p(len(a.units)))]
-        return x
+        return x, copies
 
     joined = "\n".join(ctx_texts)
     ctx_all = _analyze(joined)
@@ -428,7 +484,15 @@ def featurize(
             1.0 if a.negated != al.negated else 0.0,
             max(-3.0, min(3.0, math.log((1 + len(a.units)) / (1 + len(al.units))))),
         ]
-    return x
+        copies[i] = (
+            len(a.content) >= _COPY_MIN_CONTENT
+            and best >= 1.0
+            and a.all_bigrams <= ctx_all.all_bigrams
+            and not bad_nums
+            and not bad_ents
+            and a.negated == al.negated
+        )
+    return x, copies
 
 
 # --------------------------------------------------------------------------- the model
@@ -526,9 +590,8 @@ class SupportDetector:
         step = self.settings.max_statements
         for k in range(0, len(statements), step):
             chunk = list(statements[k : k + step])
-            x = featurize(chunk, contexts, self.embedder, self.settings)
-            z = self.weights.logits(x)
-            out.extend(float(v) for v in 1.0 / (1.0 + np.exp(-z)))
+            x, copies = featurize_with_copies(chunk, contexts, self.embedder, self.settings)
+            out.extend(float(v) for v in self.weights.proba(x, copies))
         return out
 
     def verdicts(self, statements: Sequence[str], contexts: Sequence[str]) -> list[int]:
