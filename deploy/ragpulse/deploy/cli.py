@@ -29,6 +29,7 @@ def up(
     status_interval: Annotated[float, typer.Option("--status-interval", help="Seconds between status lines.")] = 5.0,
     drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="Ctrl-C: seconds allowed to score what was accepted.")] = 60.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log component details.")] = False,
+    durable: Annotated[bool, typer.Option("--durable", help="Broker on S3 storage (SeaweedFS, DATA_DIR/s3): acknowledged spans survive a crash.")] = False,
 ) -> None:
     """Run broker, collector, scorer and ClickHouse (chDB) on this machine, on loopback."""
     from .embedded import EmbeddedSettings, run
@@ -40,7 +41,7 @@ def up(
         data_dir=data_dir, demo=demo, demo_rate=demo_rate, demo_limit=demo_limit, host=host,
         http_port=http_port, grpc_port=grpc_port, clickhouse_port=clickhouse_port,
         kafka_port=kafka_port, judge=judge, judge_model=model, judge_base_url=base_url,
-        status_interval_s=status_interval, drain_timeout_s=drain_timeout)
+        status_interval_s=status_interval, drain_timeout_s=drain_timeout, durable=durable)
     try:
         settings = EmbeddedSettings(**overrides)
     except ValidationError as exc:

