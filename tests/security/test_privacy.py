@@ -250,3 +250,15 @@ def test_the_factory_wraps_only_when_asked():
     off = build_judge("local", privacy=PrivacySettings(redact=False))
     assert not isinstance(plain, RedactingJudge) and not isinstance(off, RedactingJudge)
     assert isinstance(wrapped, RedactingJudge) and wrapped.name == "local"
+
+
+@pytest.mark.parametrize("kinds", ["email,phone", '["email", "phone"]'])
+def test_the_scorer_reads_privacy_from_the_environment(monkeypatch, kinds):
+    from ragpulse.scorer.pipeline import ScorerSettings
+
+    monkeypatch.setenv("RAGPULSE_PRIVACY__KINDS", kinds)
+    monkeypatch.setenv("RAGPULSE_PRIVACY__STORE_TEXT", "false")
+    monkeypatch.setenv("RAGPULSE_PRIVACY__PATTERNS", '{"emp": "EMP-\\\\d+"}')
+    p = ScorerSettings().privacy
+    assert p.kinds == ("email", "phone") and p.store_text is False and p.redact is True
+    assert Redactor(p).redact("EMP-42 a@x.com 4111111111111111") == "[EMP_1] [EMAIL_1] 4111111111111111"

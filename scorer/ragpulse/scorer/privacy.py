@@ -36,13 +36,15 @@ so a one-megabyte hostile context costs milliseconds, not minutes.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import NoDecode
 
 from .judges.base import Judge, Needs
 from .model import Fact, Finding, Sample
@@ -76,7 +78,8 @@ class PrivacySettings(BaseModel):
         True,
         description="replace personal data by typed placeholders before judging and storing",
     )
-    kinds: tuple[str, ...] = Field(
+    # NoDecode: the environment gives "email,phone" (or a JSON list), split by the validator below
+    kinds: Annotated[tuple[str, ...], NoDecode] = Field(
         BUILTIN_KINDS,
         description=f"built-in recognisers to run, any of {', '.join(BUILTIN_KINDS)}",
     )
@@ -94,8 +97,11 @@ class PrivacySettings(BaseModel):
     @field_validator("kinds", mode="before")
     @classmethod
     def _split(cls, v: object) -> object:
-        if isinstance(v, str):  # RAGPULSE_PRIVACY__KINDS=email,phone
-            v = [k.strip() for k in v.split(",") if k.strip()]
+        if isinstance(v, str):  # RAGPULSE_PRIVACY__KINDS=email,phone or '["email", "phone"]'
+            text = v.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            v = [k.strip() for k in text.split(",") if k.strip()]
         return v
 
     @field_validator("kinds")
