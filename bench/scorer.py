@@ -258,7 +258,7 @@ def stages_in_subprocess(rev: str | None) -> dict[str, float]:
     return got["stages"]
 
 
-def compare_stages(rev: str, rounds: int = 2) -> tuple[dict[str, float], dict[str, float]]:
+def compare_stages(rev: str, rounds: int = 3) -> tuple[dict[str, float], dict[str, float]]:
     """Stage breakdowns of ``rev`` and of the working tree, alternated ``rounds`` times so both
     see the same machine load; the least CPU per stage over the rounds."""
     before: dict[str, float] = {}
@@ -416,9 +416,12 @@ def write_docs(
         "Where the CPU goes (``stage_breakdown`` in the script: each stage in-line on one thread, "
         "3,000 traces, process CPU time, least of 3 runs per stage, so less sensitive to the "
         "shared machine; with `--baseline`, the old revision's breakdown runs in alternation "
-        "with the working tree's, in fresh interpreters, and each keeps its least CPU over 2 "
+        "with the working tree's, in fresh interpreters, and each keeps its least CPU over 3 "
         "rounds). The preparer redacts with the default privacy settings, as `ragpulse scorer` "
-        "does; the extraction alone is shown above it and not summed twice:",
+        "does; the extraction alone is shown above it and not summed twice. On this shared "
+        "2-core machine a stage's CPU time still varies by 10-30 % from run to run (other "
+        "processes contend for caches and the sibling hyperthread), so read small changes as "
+        "noise:",
         "",
         *stage_table(stages, baseline, a.baseline),
         "",
