@@ -9,7 +9,6 @@ SIGINT/SIGTERM, then stops accepting, drains requests in progress and flushes Ka
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import signal
 import subprocess
@@ -48,7 +47,9 @@ def collector(
     health_port: Annotated[int | None, typer.Option("--health-port", min=0, max=65535, help="Serve /healthz /readyz /metrics on this port. Env: RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT.")] = None,
 ) -> None:
     """Receive OTLP traces, keep RAG traces and produce them to Kafka, one record per trace."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ragpulse.deploy.logs import configure_logging
+
+    configure_logging(log_level)
     from ragpulse.collector.config import CollectorSettings
     from ragpulse.collector.service import build_collector
 

@@ -35,8 +35,9 @@ def up(
     from .embedded import EmbeddedSettings, run
 
     console = Console(stderr=True)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .logs import configure_logging
+
+    configure_logging(logging.INFO if verbose else logging.WARNING)
     overrides: dict[str, Any] = dict(
         data_dir=data_dir, demo=demo, demo_rate=demo_rate, demo_limit=demo_limit, host=host,
         http_port=http_port, grpc_port=grpc_port, clickhouse_port=clickhouse_port,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 import threading
 from typing import Annotated, Any
 
@@ -123,11 +122,9 @@ def scorer(
     ] = None,
 ) -> None:
     """Consume OTLP spans from Kafka, score RAG traces and write the scores to ClickHouse."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from ragpulse.deploy.logs import configure_logging
+
+    configure_logging(log_level)
     rates: dict[str, float] | None = None
     if service_rate:
         rates = {}
