@@ -54,6 +54,13 @@ def _register() -> None:
 
 
 def main() -> None:
+    from ragpulse.deploy.secrets import SecretFileError, load_secret_files
+
+    try:
+        load_secret_files()
+    except SecretFileError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None
     _register()
     app()
 
