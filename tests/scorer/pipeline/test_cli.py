@@ -75,3 +75,11 @@ def test_status_line_names_every_stage():
         "errors 3",
     ):
         assert part in line
+
+
+@pytest.mark.parametrize("value", ["faithfulness, answer_relevancy", '["faithfulness", "answer_relevancy"]'])
+def test_metrics_from_the_environment_as_a_list_or_json(monkeypatch, value) -> None:
+    from ragpulse.scorer.pipeline.settings import ScorerSettings
+
+    monkeypatch.setenv("RAGPULSE_EVALUATE__METRICS", value)
+    assert ScorerSettings().evaluate.metrics == ("faithfulness", "answer_relevancy")

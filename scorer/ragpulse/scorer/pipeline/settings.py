@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from ragpulse.collector.kafka import KafkaSettings
 
 from ..metrics import DEFAULT_METRICS, METRICS
@@ -78,7 +78,10 @@ class EvaluateSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    metrics: tuple[str, ...] = Field(DEFAULT_METRICS, min_length=1, description="metric names")
+    # NoDecode: a comma-separated RAGPULSE_EVALUATE__METRICS is split below instead of being
+    # parsed as JSON (a JSON list still works: the validator passes lists through).
+    metrics: Annotated[tuple[str, ...], NoDecode] = Field(
+        DEFAULT_METRICS, min_length=1, description="metric names, comma-separated or a JSON list")
     max_in_flight: int = Field(
         256,
         ge=1,
@@ -92,7 +95,12 @@ class EvaluateSettings(BaseModel):
     @classmethod
     def _split(cls, v: object) -> object:
         if isinstance(v, str):
-            v = [m.strip() for m in v.split(",") if m.strip()]
+            text = v.strip()
+            if text.startswith("["):
+                import json
+
+                return json.loads(text)
+            v = [m.strip() for m in text.split(",") if m.strip()]
         return v
 
     @field_validator("metrics")
