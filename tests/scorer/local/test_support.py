@@ -24,6 +24,7 @@ from ragpulse.scorer.judges.local.support import (
     featurize,
     featurize_with_copies,
     fit_logistic,
+    split_clauses,
 )
 
 REPO = Path(__file__).resolve().parents[3]
@@ -235,6 +236,42 @@ def test_results_stay_aligned_when_statements_are_chunked(embedder: USEEmbedder)
         stmts, [CONTEXT_EN])
     assert len(chunked) == 5
     assert chunked == pytest.approx(whole)
+
+
+LONG_EN = ("Poseidon is a 2006 American disaster film directed by Wolfgang Petersen, while the "
+           "sequel was shot in Canada by Steven Spielberg, leading to four Academy Awards in 2009.")
+
+
+def test_long_english_statements_are_split_into_clauses() -> None:
+    assert split_clauses(LONG_EN) == [
+        "Poseidon is a 2006 American disaster film directed by Wolfgang Petersen",
+        "while the sequel was shot in Canada by Steven Spielberg",
+        "leading to four Academy Awards in 2009.",
+    ]
+    short = "Poseidon is a 2006 film, and it was directed by Wolfgang Petersen."
+    assert split_clauses(short) == [short]  # at most 20 words: one claim, kept whole
+    assert split_clauses(LONG_EN, max_words=0) == [LONG_EN]  # 0 disables the split
+    ja = "東京タワーは東京都港区にある電波塔であり、高さは333メートルで、1958年に完成し、" * 3
+    assert split_clauses(ja) == [ja]  # no comma cues for CJK: never split
+    # A piece under four words is glued back to the clause before it, never left alone.
+    tail = ("The film grossed $181,674,817 at the worldwide box office on a budget of $160 "
+            "million, which made it a commercial disappointment for the studio, with ease.")
+    assert split_clauses(tail) == [
+        "The film grossed $181,674,817 at the worldwide box office on a budget of $160 million",
+        "which made it a commercial disappointment for the studio, with ease.",
+    ]
+
+
+def test_a_long_statement_scores_the_mean_of_its_clauses(embedder: USEEmbedder) -> None:
+    split = SupportDetector(embedder)
+    whole = SupportDetector(embedder, settings=SupportSettings(clause_split_words=0))
+    clauses = whole.predict(split_clauses(LONG_EN), [CONTEXT_EN])
+    (p,) = split.predict([LONG_EN], [CONTEXT_EN])
+    assert p == pytest.approx(float(np.mean(clauses)))
+    # The supported first clause outscores the invented ones, and the invention is not diluted
+    # by it: the statement scores below the supported clause and below the threshold.
+    assert clauses[0] > max(clauses[1:])
+    assert p < clauses[0] and p < split.threshold
 
 
 def test_predict_is_thread_safe(detector: SupportDetector) -> None:
