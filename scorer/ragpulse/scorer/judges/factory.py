@@ -40,14 +40,11 @@ def build_judge(
     from ..embeddings import USEEmbedder
 
     choice = JudgeChoice(choice)
+    embedder = USEEmbedder(threads=threads)
     if choice is JudgeChoice.local:
         from .local import LocalJudge, LocalJudgeSettings
 
-        settings = LocalJudgeSettings(threads=threads)
-        # One model copy per worker thread, so the workers' forward passes overlap.
-        local = USEEmbedder(threads=threads, instances=settings.workers)
-        return _private(LocalJudge(settings, embedder=local), privacy)
-    embedder = USEEmbedder(threads=threads)
+        return _private(LocalJudge(LocalJudgeSettings(threads=threads), embedder=embedder), privacy)
     from .llm import LLMJudge, LLMJudgeSettings
 
     kwargs: dict[str, object] = {"votes": votes, "max_concurrency": max_concurrency}
