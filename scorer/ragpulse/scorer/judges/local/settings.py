@@ -41,7 +41,9 @@ class LocalJudgeSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     threads: int = Field(default=1, ge=1, le=64)
-    workers: int = Field(default=2, ge=1, le=64)
+    # One worker: the per-sample work is mostly GIL-bound Python (tokenizer, lexical views), so a
+    # second worker thread on 2 cores measured slower (bench/speed_local.py: 1x2 vs 1x1).
+    workers: int = Field(default=1, ge=1, le=64)
     max_pending: int = Field(default=64, ge=1, le=100_000)
     cache_size: int = Field(default=50_000, ge=0, le=10_000_000)
 
