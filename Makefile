@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test bench-quality
+.PHONY: install demo test chromium
 
 $(BIN)/ragpulse: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -16,5 +16,13 @@ install: $(BIN)/ragpulse
 demo: install
 	$(BIN)/ragpulse up --demo
 
-test: install
+# The report test screenshots `ragpulse report` output in headless Chromium (Debian's package).
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  echo "installing Debian's chromium for the report screenshot test"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+
+test: install chromium
 	$(BIN)/python -m pytest -q -p no:cacheprovider
