@@ -669,36 +669,6 @@ class Scorer:
         self._offsets.mark_committed(offsets)
         self.counters.add("commits")
 
-    def _commit_revoked(self, gone: set[tuple[str, int]]) -> None:
-        """Commit what revoked partitions finished, without blocking: kafka-python 3 calls the
-        rebalance listener on its network thread, where a blocking ``commit`` fails ("Cannot
-        block on net.run() from the IO thread itself"). The outcome arrives in a callback on
-        that thread (its own counters); if it fails, the partitions' next owner replays those
-        records, which idempotent rows make harmless."""
-        from kafka.structs import OffsetAndMetadata, TopicPartition
-
-        offsets = {k: v for k, v in self._offsets.committable().items() if k in gone}
-        if not offsets:
-            return
-
-        def done(_offsets: Any, result: Any) -> None:
-            if isinstance(result, Exception):
-                self.counters.add("revoke_commit_errors")
-                log.warning("commit (revoke): %s", result)
-            else:
-                self.counters.add("revoke_commits")
-
-        try:
-            self._consumer.commit_async(
-                {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()},
-                callback=done,
-            )
-        except Exception as exc:  # not in a group any more, or the coordinator is unknown
-            self.counters.add("revoke_commit_errors")
-            log.warning("commit (revoke): %s", exc)
-            return
-        self._offsets.mark_committed(offsets)
-
     def _update_gauges(self) -> None:
         lag = commit_lag = 0
         assigned = 0
@@ -744,7 +714,7 @@ class Scorer:
             self._process_inbox(block_s=0.1)
             self._retry_pending()
             self._flush_submits()
-        self._commit_revoked(gone)
+        self._commit(only=gone)
         # kafka-python keeps the fetch position of a partition that is assigned to this member
         # again (eager rebalances revoke everything first), but what is forgotten below must be
         # read again: remember where each partition's unfinished records start.

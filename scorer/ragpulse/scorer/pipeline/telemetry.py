@@ -25,10 +25,6 @@ COUNTERS: dict[str, str] = {
     "traces_done": "traces whose rows ClickHouse acknowledged (or that were dropped on purpose)",
     "commits": "successful offset commits",
     "commit_errors": "failed offset commits (retried at the next interval)",
-    # kafka-python's network thread (rebalance listener callbacks)
-    "revoke_commits": "asynchronous commits of revoked partitions acknowledged by the broker",
-    "revoke_commit_errors": "asynchronous commits of revoked partitions that failed "
-    "(the partitions' next owner replays those records; rows are idempotent)",
     "partitions_paused": "times the consumer paused its partitions (backpressure)",
     # event-loop thread
     "traces_scored": "traces evaluated by the judge",
