@@ -5,8 +5,11 @@ its own (kill/restart, a second owner) runs the chDB side in a subprocess."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +53,22 @@ def rag_schema(chdb_client: Any, rag_database: str) -> Any:
     settings = SchemaSettings(database=rag_database)
     init_schema(chdb_client, settings)
     return settings
+
+
+_QUERY_CODE = (
+    "import json, sys, clickhouse_connect\n"
+    "c = clickhouse_connect.get_client(dsn=sys.argv[1])\n"
+    "rows = c.query(sys.argv[2], parameters=json.loads(sys.argv[3])).result_rows\n"
+    "print(json.dumps([list(r) for r in rows], default=str))\n"
+)
+
+
+def query_chdb_dir(path: Path, sql: str, parameters: Mapping[str, Any] | None = None) -> list[list[Any]]:
+    """Run ``sql`` on the chDB directory ``path`` in a child process (this process may already
+    own another chDB directory) and return the rows as JSON values. Blocks; raises
+    ``CalledProcessError`` when the query fails."""
+    out = subprocess.run(
+        [sys.executable, "-c", _QUERY_CODE, f"chdb://{path}", sql, json.dumps(dict(parameters or {}))],
+        capture_output=True, timeout=120, check=True,
+    )
+    return json.loads(out.stdout)

@@ -34,6 +34,8 @@ from typing import Any
 
 import pytest
 
+from tests.infra_chdb import query_chdb_dir
+
 from . import manifests as m
 from . import promtext
 
@@ -173,33 +175,15 @@ def committed(bootstrap: str) -> int:
 
 
 def read_store(path: Path) -> list[list[Any]]:
-    code = (
-        "import json, sys, clickhouse_connect\n"
-        "c = clickhouse_connect.get_client(dsn=sys.argv[1])\n"
-        "rows = c.query('SELECT service, metric, toString(toDate(ts)), trace_id, status "
-        "FROM rag.scores FINAL').result_rows\n"
-        "print(json.dumps([list(r) for r in rows]))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, f"chdb://{path}"], capture_output=True, timeout=120, check=True
-    )
-    return json.loads(out.stdout)
+    return query_chdb_dir(
+        path, "SELECT service, metric, toString(toDate(ts)), trace_id, status FROM rag.scores FINAL")
 
 
 def health_names(path: Path, component: str = "scorer") -> set[str]:
-    code = (
-        "import json, sys, clickhouse_connect\n"
-        "c = clickhouse_connect.get_client(dsn=sys.argv[1])\n"
-        "print(json.dumps([r[0] for r in c.query('SELECT DISTINCT name FROM rag.pipeline_health "
-        "WHERE component = {c:String}', parameters={'c': sys.argv[2]}).result_rows]))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, f"chdb://{path}", component],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    return set(json.loads(out.stdout))
+    rows = query_chdb_dir(
+        path, "SELECT DISTINCT name FROM rag.pipeline_health WHERE component = {c:String}",
+        {"c": component})
+    return {r[0] for r in rows}
 
 
 def test_collector_and_two_scorer_replicas_survive_a_replica_restart(

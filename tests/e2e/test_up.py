@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from ragpulse.deploy.broker import free_port
+
+from tests.infra_chdb import query_chdb_dir
 
 pytestmark = pytest.mark.slow
 
@@ -143,9 +144,5 @@ def test_otlp_http_and_grpc_to_scores_in_chdb(up):
     assert "stopped." in (tmp_path / "up.log").read_text()
 
     # After the drain the data is on disk; read it from a fresh process that now owns it.
-    out = subprocess.run(
-        [sys.executable, "-c",
-         "import clickhouse_connect,sys;c=clickhouse_connect.get_client(dsn='chdb://'+sys.argv[1]);"
-         "print(c.query('SELECT count() FROM rag.scores FINAL').result_rows[0][0])",
-         str(tmp_path / "data" / "chdb")], capture_output=True, text=True, timeout=60, check=True)
-    assert int(out.stdout.strip()) == 3 * len(METRICS)
+    ((count,),) = query_chdb_dir(tmp_path / "data" / "chdb", "SELECT count() FROM rag.scores FINAL")
+    assert count == 3 * len(METRICS)

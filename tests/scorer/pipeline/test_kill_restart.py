@@ -9,17 +9,16 @@ the first ones, which ``FINAL`` shows.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
-from typing import Any
 
 import pytest
+
+from tests.infra_chdb import query_chdb_dir
 
 from .conftest import committed, end_offsets, produce, wait_for
 from .traffic import make_traces, otelcol_records
@@ -70,21 +69,6 @@ class ScorerProcess:
 
     def output(self) -> str:
         return "\n".join(self.lines[-30:])
-
-
-def query_in_subprocess(path: Path, sql: str) -> list[list[Any]]:
-    code = (
-        "import json, sys, clickhouse_connect\n"
-        "c = clickhouse_connect.get_client(dsn=sys.argv[1])\n"
-        "print(json.dumps([list(r) for r in c.query(sys.argv[2]).result_rows]))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, f"chdb://{path}", sql],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
-    return json.loads(out.stdout)
 
 
 def test_sigkill_mid_stream_then_restart_loses_nothing_and_double_counts_nothing(
@@ -154,14 +138,14 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_double_counts_nothing
     assert rc == 0, second.output()
 
     metrics = METRICS.split(",")
-    final = query_in_subprocess(
+    final = query_chdb_dir(
         data,
         "SELECT count(), uniqExact(trace_id, metric), uniqExact(trace_id) FROM rag.scores FINAL",
     )
     assert final == [[N_TRACES * len(metrics), N_TRACES * len(metrics), N_TRACES]]
     by_status = dict(
-        query_in_subprocess(data, "SELECT status, count() FROM rag.scores FINAL GROUP BY status")
+        query_chdb_dir(data, "SELECT status, count() FROM rag.scores FINAL GROUP BY status")
     )
     assert by_status.get("null") == (N_TRACES // 10) * len(metrics)  # the unscorable ones
-    got_ids = {r[0] for r in query_in_subprocess(data, "SELECT DISTINCT trace_id FROM rag.scores")}
+    got_ids = {r[0] for r in query_chdb_dir(data, "SELECT DISTINCT trace_id FROM rag.scores")}
     assert got_ids == {t.trace_id for t in traces}
