@@ -116,7 +116,7 @@ class Embedded:
         write_owner(str(path), self.facade.url)
 
     def _start_broker(self) -> None:
-        from ragpulse.collector.kafka import KafkaSettings, ensure_topic
+        from ragpulse.collector.kafka import ensure_topic
         from ragpulse.deploy.broker import TansuBroker
 
         if self.settings.durable:
@@ -129,7 +129,6 @@ class Embedded:
         self.broker.start()
         ensure_topic(self._kafka(), self.settings.partitions)
         ensure_topic(self._kafka(), 1, topic=self._kafka().dlq_topic)
-        del KafkaSettings
 
     def _kafka(self):  # noqa: ANN202
         from ragpulse.collector.kafka import KafkaSettings
@@ -179,16 +178,6 @@ class Embedded:
         if self.demo is not None:
             out["demo.sent"] = self.demo.sent
         return out
-
-    def caught_up(self) -> bool:
-        """True when the scorer has consumed every record the collector produced and nothing is
-        buffered, in flight or waiting to be committed."""
-        st = self.stats()
-        produced = st.get("collector.records_acked", st.get("collector.records_produced", 0))
-        consumed = st.get("scorer.records_consumed", 0)
-        busy = sum(int(st.get(f"scorer.{k}", 0) or 0) for k in
-                   ("traces_buffered", "traces_in_flight", "traces_backlog", "records_pending"))
-        return consumed >= produced and busy == 0
 
     def shutdown(self) -> None:
         """Stop upstream first and drain. Idempotent."""
