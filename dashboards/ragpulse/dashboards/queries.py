@@ -235,47 +235,36 @@ WHERE $__timeFilter(ts) AND status = 'ok'
 ORDER BY value ASC, ts DESC
 LIMIT {s.worst_traces_limit}"""),
     ))
+    def judge_series(select: str, having: str = "") -> str:
+        """Per-judge series over the minute rollup: ``select`` is the value expression(s)."""
+        return f"""SELECT $__timeInterval(minute) AS time, judge,{select}
+FROM `{db}`.`scores_1m`
+WHERE $__timeFilter(minute)
+  AND {f}
+GROUP BY time, judge
+{having}ORDER BY time, judge"""
+
     judge = Section("Judge cost and throughput", (
         PanelSpec(
             key="judge_calls", title="Judge LLM calls", kind="timeseries",
             format=FORMAT_TIME_SERIES, unit="short",
             description="LLM calls per interval (a call shared by several metrics counts once).",
-            sql=f"""SELECT $__timeInterval(minute) AS time, judge, sum(llm_calls) AS llm_calls
-FROM `{db}`.`scores_1m`
-WHERE $__timeFilter(minute)
-  AND {f}
-GROUP BY time, judge
-ORDER BY time, judge"""),
+            sql=judge_series(" sum(llm_calls) AS llm_calls")),
         PanelSpec(
             key="judge_tokens", title="Judge tokens", kind="timeseries",
             format=FORMAT_TIME_SERIES, unit="short",
-            sql=f"""SELECT $__timeInterval(minute) AS time, judge,
-  sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens
-FROM `{db}`.`scores_1m`
-WHERE $__timeFilter(minute)
-  AND {f}
-GROUP BY time, judge
-ORDER BY time, judge"""),
+            sql=judge_series(
+                "\n  sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens"
+            )),
         PanelSpec(
             key="judge_throughput", title="Scores per second", kind="timeseries",
             format=FORMAT_TIME_SERIES, unit="short",
-            sql=f"""SELECT $__timeInterval(minute) AS time, judge, sum(rows) / $__interval_s AS scores_per_s
-FROM `{db}`.`scores_1m`
-WHERE $__timeFilter(minute)
-  AND {f}
-GROUP BY time, judge
-ORDER BY time, judge"""),
+            sql=judge_series(" sum(rows) / $__interval_s AS scores_per_s")),
         PanelSpec(
             key="judge_latency", title="Judge latency per score", kind="timeseries",
             format=FORMAT_TIME_SERIES, unit="ms",
-            sql=f"""SELECT $__timeInterval(minute) AS time, judge,
-  sum(judge_latency_ms_sum) / sum(rows) AS latency_ms_per_score
-FROM `{db}`.`scores_1m`
-WHERE $__timeFilter(minute)
-  AND {f}
-GROUP BY time, judge
-HAVING sum(rows) > 0
-ORDER BY time, judge"""),
+            sql=judge_series("\n  sum(judge_latency_ms_sum) / sum(rows) AS latency_ms_per_score",
+                             having="HAVING sum(rows) > 0\n")),
         PanelSpec(
             key="judge_errors", title="Scores without a value, by reason", kind="timeseries",
             format=FORMAT_TIME_SERIES, unit="short", width=24,
