@@ -16,6 +16,7 @@ from .stats import average_precision, clamp01, wilson_interval
 
 __all__ = [
     "DEFAULT_METRICS",
+    "EXPECTED_SHARE",
     "METRICS",
     "Metric",
     "MetricResult",
@@ -94,10 +95,50 @@ def _faithfulness(sample: Sample, f: Mapping[Fact, Finding]) -> MetricResult:
         return MetricResult(None, Reason.NO_STATEMENTS, counts={"statements": 0, "supported": 0})
     if (r := _first_missing(f, Fact.STATEMENT_SUPPORT)) is not None:
         return MetricResult(None, r, counts={"statements": len(statements)})
-    verdicts = [int(bool(v)) for v in f[Fact.STATEMENT_SUPPORT].value]
+    support = f[Fact.STATEMENT_SUPPORT]
+    verdicts = [int(bool(v)) for v in support.value]
     if len(verdicts) != len(statements):
         return MetricResult(None, Reason.VERDICTS_MISMATCH, counts={"statements": len(statements)})
-    return _ratio(sum(verdicts), len(verdicts), Reason.NO_STATEMENTS, ("statements", "supported"))
+    if not support.extra.get(EXPECTED_SHARE):
+        return _ratio(sum(verdicts), len(verdicts), Reason.NO_STATEMENTS,
+                      ("statements", "supported"))
+    probs = _probabilities(support.extra.get("probabilities"), len(verdicts))
+    if probs is None:  # the judge promised one probability per statement: its bug, not a NULL
+        return MetricResult(None, Reason.VERDICTS_MISMATCH, counts={"statements": len(statements)},
+                            explanation="expected_share set without one probability in [0, 1] "
+                                        "per statement")
+    expected = sum(probs)
+    n = len(probs)
+    return MetricResult(
+        expected / n,
+        counts={"statements": n, "supported": sum(verdicts)},
+        interval_of=(expected, n),
+        explanation=f"expected share: sum of P(supported) {expected:.2f} / {n} statements",
+    )
+
+
+EXPECTED_SHARE = "expected_share"
+"""``Finding.extra`` key of a ``STATEMENT_SUPPORT`` finding. A judge whose verdicts come from
+calibrated probabilities sets it to ``True`` and stores ``extra["probabilities"]`` (one
+P(supported) in [0, 1] per statement). Faithfulness is then the *expected* share of supported
+statements, ``sum(P) / n``: the same definition (supported / statements) with the detector's
+uncertainty kept instead of thrown away by the threshold, of which binary verdicts (an LLM
+judge's) are the special case P in {0, 1}. The counts stay the thresholded verdicts
+(``supported`` = statements at or above the judge's threshold) and the Wilson interval is taken
+at ``sum(P)`` successes out of ``n``, so it is centred on the value and its width still comes
+from the statement count. Without the key the value is the verdict share, as before."""
+
+
+def _probabilities(raw: object, n: int) -> list[float] | None:
+    """``raw`` as ``n`` finite floats in [0, 1], or ``None`` when it is anything else."""
+    if not isinstance(raw, (list, tuple)) or len(raw) != n:
+        return None
+    out: list[float] = []
+    for p in raw:
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p <= 1.0:
+            return None  # NaN fails the range check too
+        out.append(float(p))
+    return out
 
 
 def _answer_relevancy(sample: Sample, f: Mapping[Fact, Finding]) -> MetricResult:

@@ -5,7 +5,8 @@ Facts and how they are computed (``analysis.py`` defines the views):
 =======================  ====================================================================
 STATEMENTS               ``segment.split_statements(answer)``
 STATEMENT_SUPPORT        ``SupportDetector`` P(supported) at its threshold (probabilities in
-                         ``Finding.extra``)
+                         ``Finding.extra``; by default flagged ``expected_share``, so
+                         faithfulness is their mean, see ``metrics.EXPECTED_SHARE``)
 QUESTION_SIMILARITY      one calibrated similarity: cosine(question, answer) blended with the
                          answer's grounding near the context sentence that best matches the
                          question; non-committal answers are flagged. The local judge cannot
@@ -38,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from ...embeddings import Embedder, USEEmbedder
+from ...metrics import EXPECTED_SHARE
 from ...model import Fact, Finding, Reason, Sample
 from ...segment import split_statements
 from ..base import Needs
@@ -224,10 +226,17 @@ class LocalJudge:
             return self._no_detector(Fact.STATEMENT_SUPPORT)
         probs = det.predict(a.statements, a.contexts) if a.statements else []
         verdicts = [int(p >= det.threshold) for p in probs]
-        return Finding(Fact.STATEMENT_SUPPORT, verdicts, prompt_version=det.version,
-                       model=self.model,
-                       extra={"probabilities": [round(p, 4) for p in probs],
-                              "threshold": det.threshold})
+        extra: dict[str, Any] = {"probabilities": [round(p, 4) for p in probs],
+                                 "threshold": det.threshold}
+        version = det.version
+        if self.settings.faithfulness_value == "expected":
+            # The metric's value becomes sum(P) / n (same definition, uncertainty kept); the
+            # verdicts above still give its counts. See metrics.EXPECTED_SHARE. The version
+            # says so, so stored scores of the two kinds are never mixed up on a dashboard.
+            extra[EXPECTED_SHARE] = True
+            version += "/expected"
+        return Finding(Fact.STATEMENT_SUPPORT, verdicts, prompt_version=version,
+                       model=self.model, extra=extra)
 
     def _question_similarity(self, a: SampleAnalysis) -> Finding:
         views = a.answer_relevancy

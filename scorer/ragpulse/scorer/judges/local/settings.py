@@ -10,6 +10,7 @@ ranges were not cross-validated: they were set from the score distributions on t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -54,6 +55,12 @@ class LocalJudgeSettings(BaseModel):
 
     support_weights_path: Path | None = None
     """Weights of the statement-support detector; ``None`` uses the ones shipped in the package."""
+    faithfulness_value: Literal["expected", "verdicts"] = "expected"
+    """``expected``: faithfulness is the expected share of supported statements, the mean of the
+    detector's calibrated P(supported) (``metrics.EXPECTED_SHARE``); counts and verdicts stay
+    thresholded. ``verdicts``: the share of statements at or above the detector's threshold.
+    Measured through ``bench/quality.py`` (docs/local-faithfulness.md): the threshold throws
+    ranking away, e.g. QAGS AUROC 0.750 with verdicts against about 0.81 expected."""
 
     # --- answer relevancy -------------------------------------------------------------------
     cos_low: float = Field(default=0.0, ge=-1.0, le=1.0)
