@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.judges.base import Needs
-from ragpulse.scorer.model import Fact
+from ragpulse.scorer.model import Fact, Score
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -157,6 +157,8 @@ def build(judge: str, base_url: str | None, model: str | None) -> Any:
     return build_judge(judge, base_url=base_url, model=model, threads=int(os.environ.get("RAGPULSE_THREADS", "2")))
 
 
+SECTIONS = ("faithfulness", "context_relevance", "answer_relevancy")
+
 MISSING: dict[str, Counter[str]] = {}
 """Per set: why scores had no value (reason counts), reported beside the numbers."""
 
@@ -164,18 +166,25 @@ MISSING: dict[str, Counter[str]] = {}
 async def score_set(judge: Any, rows: list[dict[str, Any]], metric: str, title: str,
                     concurrency: int) -> list[float | None]:
     """The metric's value per row (``None`` when the score has no value), via ``Evaluator``."""
+    return [s.value if s is not None else None
+            for s in await score_rows(judge, rows, metric, title, concurrency)]
+
+
+async def score_rows(judge: Any, rows: list[dict[str, Any]], metric: str, title: str,
+                     concurrency: int) -> list[Score | None]:
+    """The metric's ``Score`` per row (value, counts, interval), via ``Evaluator``."""
     missing = MISSING.setdefault(title, Counter())
     ev = Evaluator(judge, [metric], max_concurrency=concurrency)
     # ids are made unique per row: FaithBench reuses one id for the 15 summaries of a document
     samples = [to_sample(r).model_copy(update={"id": f"{i}:{r['id']}"}) for i, r in enumerate(rows)]
     index = {s.id: i for i, s in enumerate(samples)}
-    out: list[float | None] = [None] * len(rows)
+    out: list[Score | None] = [None] * len(rows)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=False) as bar:
         task = bar.add_task(f"{title} [{metric}]", total=len(samples))
         async for res in ev.evaluate_many(samples):
             score = res.scores[0]
-            out[index[res.sample_id]] = score.value
+            out[index[res.sample_id]] = score
             if score.value is None:
                 missing[score.reason or "?"] += 1
             bar.advance(task)
@@ -194,22 +203,42 @@ async def quality(args: argparse.Namespace) -> str:
     t0 = time.perf_counter()
 
     # ---- faithfulness
-    lines += ["### Faithfulness", "",
-              ("Sample label `faithful`; score = `faithfulness` (share of supported statements). "
-               "BA: balanced accuracy of \"all statements supported\" (score = 1) vs the label."), "",
-              "| set | n | AUROC | BA | baseline (README) |", "|---|---|---|---|---|"]
+    if "faithfulness" in args.only:
+        lines += await _faithfulness(judge, data, args)
+    if "context_relevance" in args.only:
+        lines += await _context_relevance(judge, data, args)
+    if "answer_relevancy" in args.only:
+        lines += await _answer_relevancy(judge, data, args)
+    await judge.aclose()
+    lines += ["", f"Wall time {time.perf_counter() - t0:.0f} s."]
+    return "\n".join(lines)
+
+
+async def _faithfulness(judge: Any, data: Path, args: argparse.Namespace) -> list[str]:
+    lines = ["### Faithfulness", "",
+             ("Sample label `faithful`; score = `faithfulness` (share of supported statements; the "
+              "local judge reports the expected share, the mean of its calibrated P(supported), "
+              "see docs/local-faithfulness.md). *Verdict share*: AUROC of supported / statements "
+              "from the score's counts (the judge's thresholded verdicts). BA: balanced accuracy "
+              "of \"all statements supported\" (counts: supported = statements) vs the label."), "",
+             "| set | n | AUROC | AUROC, verdict share | BA | baseline (README) |",
+             "|---|---|---|---|---|---|"]
     halu: tuple[list[float], list[int], list[int]] | None = None
     for key, fname in (("faithbench", "faithfulness_faithbench.jsonl"),
                        ("qags_cnndm", "faithfulness_qags_cnndm.jsonl"),
                        ("halueval", "faithfulness_halueval.jsonl")):
         rows = read_jsonl(data / fname, args.limit)
-        vals = await score_set(judge, rows, "faithfulness", key, args.concurrency)
+        scores = await score_rows(judge, rows, "faithfulness", key, args.concurrency)
+        vals = [s.value if s is not None else None for s in scores]
         labels = [int(r["label"]["faithful"]) for r in rows]
         v, y, missing = _valid(vals, labels)
-        ba = balanced_accuracy([int(x >= 1.0 - 1e-9) for x in v], y)
+        counted = [s.counts for s in scores if s is not None and s.value is not None]
+        share = [c["supported"] / c["statements"] for c in counted]
+        ba = balanced_accuracy([int(c["supported"] == c["statements"]) for c in counted], y)
         note = (f" ({missing} without value: "
                 f"{', '.join(f'{k} {n}' for k, n in MISSING[key].most_common())})" if missing else "")
-        lines.append(f"| {key} | {len(v)}{note} | {_fmt(auroc(v, y))} | {_fmt(ba)} | {BASELINES[key]} |")
+        lines.append(f"| {key} | {len(v)}{note} | {_fmt(auroc(v, y))} | {_fmt(auroc(share, y))} | "
+                     f"{_fmt(ba)} | {BASELINES[key]} |")
         if key == "halueval":
             lens = [_length(r["answer"]) for r, x in zip(rows, vals) if x is not None]
             halu = (v, y, lens)
@@ -222,9 +251,11 @@ async def quality(args: argparse.Namespace) -> str:
         lines += [f"| size-weighted mean | {len(v)} | {_fmt(mean_bin)} |",
                   (f"| answer length alone (shorter = faithful) | {len(v)} | "
                    f"{_fmt(auroc([-x for x in lens], y))} |")]
+    return lines
 
-    # ---- context relevance
-    lines += ["", "### Context relevance", "",
+
+async def _context_relevance(judge: Any, data: Path, args: argparse.Namespace) -> list[str]:
+    lines = ["", "### Context relevance", "",
               "Score = `context_relevance` (two local 0/1/2 views, mean / 2); label `has_positive`.",
               "", "| set | n | AUROC | baseline (README) |", "|---|---|---|---|"]
     seed_rows: list[str] = []
@@ -233,7 +264,7 @@ async def quality(args: argparse.Namespace) -> str:
         rows = read_jsonl(data / fname, args.limit)
         vals = await score_set(judge, rows, "context_relevance", key, args.concurrency)
         labels = [int(r["label"]["has_positive"]) for r in rows]
-        v, y, missing = _valid(vals, labels)
+        v, y, _ = _valid(vals, labels)
         lines.append(f"| {key} | {len(v)} | {_fmt(auroc(v, y))} | {BASELINES[key]} |")
         if key == "ctx_jsquad":
             for cls, name in ((1, "with the gold passage"), (0, "without it")):
@@ -250,9 +281,11 @@ async def quality(args: argparse.Namespace) -> str:
               "| seed 002, gpt-4o-mini via RAGAS, without | 100 | 0.158 | 0.060 | 0.210 | 0.730 |",
               "| seed 002, gpt-4o via RAGAS, with gold | 100 | 0.792 | 0.650 | 0.250 | 0.100 |",
               "| seed 002, gpt-4o via RAGAS, without | 100 | 0.030 | 0.000 | 0.060 | 0.940 |"]
+    return lines
 
-    # ---- answer relevancy
-    lines += ["", "### Answer relevancy", "",
+
+async def _answer_relevancy(judge: Any, data: Path, args: argparse.Namespace) -> list[str]:
+    lines = ["", "### Answer relevancy", "",
               "Score = `answer_relevancy`; label `relevant` (own answer vs another question's answer).",
               "", "| set | n | AUROC | baseline (README) |", "|---|---|---|---|"]
     for key, fname in (("ar_halueval", "answer_relevancy_halueval.jsonl"),
@@ -260,12 +293,9 @@ async def quality(args: argparse.Namespace) -> str:
         rows = read_jsonl(data / fname, args.limit)
         vals = await score_set(judge, rows, "answer_relevancy", key, args.concurrency)
         labels = [int(r["label"]["relevant"]) for r in rows]
-        v, y, missing = _valid(vals, labels)
+        v, y, _ = _valid(vals, labels)
         lines.append(f"| {key} | {len(v)} | {_fmt(auroc(v, y))} | {BASELINES[key]} |")
-
-    await judge.aclose()
-    lines += ["", f"Wall time {time.perf_counter() - t0:.0f} s."]
-    return "\n".join(lines)
+    return lines
 
 
 # --------------------------------------------------------------------------- tuning
@@ -433,9 +463,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model")
     p.add_argument("--limit", type=int, help="rows per set (paired rows kept together)")
     p.add_argument("--concurrency", type=int, default=4)
+    p.add_argument("--only", nargs="+", default=list(SECTIONS), choices=SECTIONS,
+                   help="measure only these metrics (default: all)")
     p.add_argument("--tune", action="store_true", help="cross-validate the local judge's cuts")
     p.add_argument("--write-docs", action="store_true", help="write the result into docs/benchmarks.md")
     args = p.parse_args(argv)
+    if args.write_docs and set(args.only) != set(SECTIONS):
+        p.error("--write-docs replaces the whole section: measure every metric (no --only)")
     if not Path(args.data).is_dir():
         p.error(f"--data {args.data}: not a directory (the labeled sets of ../shared/data)")
     command = "python bench/quality.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
