@@ -6,13 +6,11 @@ import concurrent.futures
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
-
+from pydantic import ValidationError
 from ragpulse.scorer.store import (
     PermanentStoreError,
     RetryableStoreError,
-    ScoreRow,
     ScoreWriter,
     WriterClosed,
     WriterFull,
@@ -135,7 +133,7 @@ def test_bad_submission_does_not_fail_its_batch_neighbours(rag_schema: Any, chdb
     good = rows(2)
     r = rows(1, start=50)[0]
     # A row that cannot be serialised (negative UInt32 in the counts map): a permanent error.
-    poison = ScoreRow(**{**{f: getattr(r, f) for f in r.__slots__}, "counts": {"x": -5}})
+    poison = r._replace(counts={"x": -5})
     gated = GatedClient(chdb_client)
     w = ScoreWriter(gated, db, WriterSettings(flush_interval_s=0.01))
     w.start()
