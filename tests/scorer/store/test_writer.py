@@ -333,3 +333,46 @@ def test_real_engine_error_is_permanent(chdb_client: Any) -> None:
     finally:
         w.shutdown()
     assert w.stats()["insert_retries"] == 0
+
+
+def test_datetime64_ticks_match_clickhouse_connect() -> None:
+    """The writer sends DateTime64 columns as integer ticks; they equal what clickhouse-connect
+    computes from the datetimes itself, for every precision, before and after the epoch."""
+    from datetime import datetime, timedelta, timezone
+
+    from clickhouse_connect.datatypes.registry import get_from_name
+
+    from ragpulse.scorer.store.writer import _epoch_us_column, _ticks
+
+    base = datetime(2026, 11, 22, 6, 30, 1, 999999, tzinfo=timezone.utc)
+    col = [base, base, base + timedelta(microseconds=1), datetime(1969, 12, 31, 23, 59, 59, 1,
+           tzinfo=timezone.utc), base.astimezone(timezone(timedelta(hours=9)))]
+    us = _epoch_us_column(col)
+    assert us is not None and us[0] == us[1]
+    for p in (0, 3, 6, 9):
+        ch = get_from_name(f"DateTime64({p})")
+        assert _ticks(us, p) == [ch._datetime64_ticks(d) for d in col], p
+    # Anything but aware datetimes is left to clickhouse-connect (naive ones are local time).
+    assert _epoch_us_column([base, datetime(2026, 1, 1)]) is None
+    assert _epoch_us_column([base, "2026-01-01 00:00:00"]) is None
+
+
+def test_datetime64_round_trip_through_chdb(rag_schema: Any, chdb_client: Any) -> None:
+    """Rows written with integer ticks read back with the timestamps they were built from."""
+    from datetime import timedelta
+
+    db = rag_schema.database
+    ts = T0 + timedelta(milliseconds=123, microseconds=999)  # stored floored to the ms
+    at = T0 + timedelta(minutes=5, milliseconds=7)
+    w = ScoreWriter(chdb_client, db, WriterSettings(flush_interval_s=0.01))
+    w.start()
+    try:
+        w.write(rows(2, start=900, ts=ts, scored_at=at), timeout_s=30)
+    finally:
+        w.shutdown()
+    got = chdb_client.query(
+        f"SELECT DISTINCT toUnixTimestamp64Milli(ts), toUnixTimestamp64Milli(scored_at), version "
+        f"FROM `{db}`.scores WHERE trace_id >= '{900:032x}'"
+    ).result_rows
+    ms = lambda d: int(d.timestamp() * 1000)  # noqa: E731
+    assert [tuple(r) for r in got] == [(ms(ts.replace(microsecond=123000)), ms(at), ms(at))]
