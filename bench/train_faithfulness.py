@@ -339,11 +339,15 @@ def _fold_of(group: str, k: int) -> int:
 
 
 # Sample score from statement probabilities. "mean" and "min" are the candidates for shipping;
-# "prod" (log P(all statements supported), independence assumed) is reported as a diagnostic.
+# "mean" is what the local judge reports as faithfulness: the expected share of supported
+# statements (metrics.EXPECTED_SHARE). Diagnostics of sample-level pooling (FaithBench calls a
+# summary unfaithful if any span is marked): "prod" = log P(all statements supported) under
+# independence (noisy-AND), "softmin5" = -log(mean(exp(-5 p))) / 5, between mean and min.
 AGGREGATES: dict[str, Callable[[np.ndarray], float]] = {
     "mean": lambda p: float(np.mean(p)),
     "min": lambda p: float(np.min(p)),
     "prod": lambda p: float(np.sum(np.log(np.clip(p, 1e-12, 1.0)))),
+    "softmin5": lambda p: float(-np.log(np.mean(np.exp(-5.0 * p))) / 5.0),
 }
 
 
@@ -407,6 +411,11 @@ def evaluate(examples: list[Example], feats: list[np.ndarray], l2: float, folds:
             row = {agg: round(auroc(sample_scores(m, [feats[i] for i in ix], agg,
                                                   [examples[i] for i in ix]), labels[ix]), 4)
                    for agg in AGGREGATES}
+            # The verdict share at the shipped threshold (the judge's value before it reported
+            # the expected share, i.e. "mean"): the threshold transfers worse than the ranking.
+            row["share_at_threshold"] = round(auroc(
+                [float(np.mean(statement_proba(m, feats[i], examples[i]) >= thr)) for i in ix],
+                labels[ix]), 4)
             report["leave_one_dataset_out"][n] = row
             log(f"leave-one-dataset-out  {n:12s}            AUROC " + " ".join(
                 f"{k}={v:.3f}" for k, v in row.items()))
