@@ -507,15 +507,20 @@ _LLM_FAMILIES = frozenset(
         "gen_ai.completion",
         "gen_ai.system_instructions",
         "gen_ai.operation",
-        "openinference.span",
     }
 )
+"""Attribute families (:func:`_families`) that can make a span an LLM call. The OpenInference
+span kind is not one: every OpenInference span has it, and it matters only when it says "LLM"
+(checked separately), so CHAIN and RETRIEVER spans skip the message conventions entirely."""
 
 
-def _llm_call(span: Span) -> _LLMCall | None:
+def _llm_call(span: Span, fams: dict[str, list[str]] | None = None) -> _LLMCall | None:
+    """The messages of one span if it is an LLM call, else ``None``. ``fams``: the span's
+    :func:`_families`, when the caller computed them already."""
     a = span.attributes
-    fams = _families(a)
-    if not span.events and fams.keys().isdisjoint(_LLM_FAMILIES):
+    if fams is None:
+        fams = _families(a)
+    if not span.events and fams.keys().isdisjoint(_LLM_FAMILIES) and a.get(_OI_KIND) != "LLM":
         return None
     inputs: list[Message] = []
     outputs: list[Message] = []
@@ -664,10 +669,13 @@ def _is_retrieval(span: Span) -> bool:
     return any(e.name in ("db.query.result", "db.search.result") for e in span.events)
 
 
-def _retrieved(span: Span) -> tuple[list[str], str]:
-    """The documents of one retrieval span in rank order, and which attribute held them."""
+def _retrieved(
+    span: Span, fams: dict[str, list[str]] | None = None
+) -> tuple[list[str], str]:
+    """The documents of one retrieval span in rank order, and which attribute held them.
+    ``fams``: the span's :func:`_families`, when the caller computed them already."""
     a = span.attributes
-    if docs := _oi_documents(a, "retrieval.documents.", _families(a)):
+    if docs := _oi_documents(a, "retrieval.documents.", fams if fams is not None else _families(a)):
         return docs, "retrieval.documents"
     if "gen_ai.retrieval.documents" in a and (
         docs := _doc_texts(_structured(a["gen_ai.retrieval.documents"]))
@@ -928,37 +936,41 @@ def _number(v: AttrValue) -> float | None:
     return None
 
 
+_SCORE_KEYS = (FEEDBACK_SCORE, "user.feedback.score", "feedback.score")
+_LABEL_KEYS = (FEEDBACK_LABEL, "user.feedback.label", "feedback.label")
+_COMMENT_KEYS = (FEEDBACK_COMMENT, "user.feedback.comment", "feedback.comment")
+_FEEDBACK_SPAN_KEYS = frozenset(_SCORE_KEYS + _LABEL_KEYS + _COMMENT_KEYS)
+_FEEDBACK_EVENT_KEYS = _FEEDBACK_SPAN_KEYS | {"score", "value", "label", "comment"}
+_FEEDBACK_EVENTS = frozenset((FEEDBACK_EVENT, "user.feedback", "feedback"))
+
+
+def _read_feedback(
+    attrs: Mapping[str, AttrValue], bare: bool
+) -> tuple[float | None, str | None, str | None]:
+    """Score, label and comment from span attributes, or (``bare``) a feedback event's."""
+    sk = _SCORE_KEYS + (("score", "value") if bare else ())
+    lk = _LABEL_KEYS + (("label",) if bare else ())
+    ck = _COMMENT_KEYS + (("comment",) if bare else ())
+    score = next((n for k in sk if (n := _number(attrs.get(k))) is not None), None)
+    label = next((t for k in lk if (t := _text(attrs.get(k))) is not None), None)
+    comment = next((t for k in ck if (t := _text(attrs.get(k))) is not None), None)
+    return score, label, comment
+
+
 def _feedback(spans: Sequence[Span]) -> tuple[float | None, str | None, str | None]:
     """The latest user feedback in the trace, from attributes or ``ragpulse.feedback`` events."""
     best: tuple[int, float | None, str | None, str | None] | None = None
-    score_keys = (FEEDBACK_SCORE, "user.feedback.score", "feedback.score")
-    label_keys = (FEEDBACK_LABEL, "user.feedback.label", "feedback.label")
-    comment_keys = (FEEDBACK_COMMENT, "user.feedback.comment", "feedback.comment")
-
-    # Most spans carry no feedback at all: one C-level disjointness test skips the nine lookups.
-    span_keys = frozenset(score_keys + label_keys + comment_keys)
-    event_keys = span_keys | {"score", "value", "label", "comment"}
-
-    def read(
-        attrs: Mapping[str, AttrValue], bare: bool
-    ) -> tuple[float | None, str | None, str | None]:
-        if attrs.keys().isdisjoint(event_keys if bare else span_keys):
-            return None, None, None
-        sk = score_keys + (("score", "value") if bare else ())
-        lk = label_keys + (("label",) if bare else ())
-        ck = comment_keys + (("comment",) if bare else ())
-        score = next((n for k in sk if (n := _number(attrs.get(k))) is not None), None)
-        label = next((t for k in lk if (t := _text(attrs.get(k))) is not None), None)
-        comment = next((t for k in ck if (t := _text(attrs.get(k))) is not None), None)
-        return score, label, comment
-
     for s in spans:
-        score, label, comment = read(s.attributes, False)
-        if (score is not None or label is not None) and (best is None or s.end_ns >= best[0]):
-            best = (s.end_ns, score, label, comment)
+        # Most spans carry no feedback at all: one C-level disjointness test skips the lookups.
+        if not s.attributes.keys().isdisjoint(_FEEDBACK_SPAN_KEYS):
+            score, label, comment = _read_feedback(s.attributes, False)
+            if (score is not None or label is not None) and (best is None or s.end_ns >= best[0]):
+                best = (s.end_ns, score, label, comment)
         for e in s.events:
-            if e.name in (FEEDBACK_EVENT, "user.feedback", "feedback"):
-                score, label, comment = read(e.attributes, True)
+            if e.name in _FEEDBACK_EVENTS and not e.attributes.keys().isdisjoint(
+                _FEEDBACK_EVENT_KEYS
+            ):
+                score, label, comment = _read_feedback(e.attributes, True)
                 if (score is not None or label is not None) and (
                     best is None or e.time_ns >= best[0]
                 ):
@@ -977,13 +989,27 @@ def _tokens(calls: Sequence[_LLMCall], keys: Sequence[str]) -> int | None:
     return total
 
 
-def _conventions(spans: Sequence[Span]) -> tuple[str, ...]:
+def _conventions(
+    spans: Sequence[Span], fams: Sequence[dict[str, list[str]]] | None = None
+) -> tuple[str, ...]:
+    """The instrumentation conventions seen in the trace. ``fams``: each span's
+    :func:`_families`, in order; the prefixes are then tested once per family, not per key."""
     found = set()
-    for s in spans:
-        for k in s.attributes:
-            if k == _OI_KIND:
-                found.add("openinference")
-            elif k.startswith("traceloop."):
+    for i, s in enumerate(spans):
+        if _OI_KIND in s.attributes:
+            found.add("openinference")
+        if fams is None:
+            keys: Iterable[str] = s.attributes
+        else:
+            # A family name starts with "traceloop." or "gen_ai." exactly when its keys do; the
+            # two-component prefix "ai.observability." is the family "ai.observability" itself.
+            f = fams[i]
+            trulens = f.get("ai.observability")
+            if trulens and any(k.startswith("ai.observability.") for k in trulens):
+                found.add("trulens")
+            keys = f
+        for k in keys:
+            if k.startswith("traceloop."):
                 found.add("openllmetry")
             elif k.startswith("gen_ai."):
                 found.add("gen_ai")
@@ -1026,7 +1052,10 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     root = _root(ordered)
     sources: dict[str, str] = {}
 
-    calls = [c for s in ordered if (c := _llm_call(s)) is not None]
+    # Each span's attribute families, computed once: the LLM, retrieval and convention scans
+    # below all look attributes up by family.
+    fams = [_families(s.attributes) for s in ordered]
+    calls = [c for s, f in zip(ordered, fams) if (c := _llm_call(s, f)) is not None]
     with_output = [c for c in calls if c.outputs]
     final = (
         max(with_output, key=lambda c: (c.span.end_ns, c.span.start_ns))
@@ -1072,15 +1101,15 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     # contexts ------------------------------------------------------------------------------
     retrievals: list[tuple[Span, list[str], str]] = []
     rerankers: list[tuple[Span, list[str], list[str]]] = []
-    for s in ordered:
+    for s, f in zip(ordered, fams):
         if s.attributes.get(_OI_KIND) == "RERANKER":
-            outs = _oi_documents(s.attributes, "reranker.output_documents.")
+            outs = _oi_documents(s.attributes, "reranker.output_documents.", f)
             if outs:
                 rerankers.append(
-                    (s, _oi_documents(s.attributes, "reranker.input_documents."), outs)
+                    (s, _oi_documents(s.attributes, "reranker.input_documents.", f), outs)
                 )
         elif _is_retrieval(s):
-            docs, src = _retrieved(s)
+            docs, src = _retrieved(s, f)
             retrievals.append((s, docs, src))
 
     ranked: list[tuple[int, list[str], str]] = []
@@ -1222,7 +1251,7 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         ),
         session_id=_first_attr(ordered, ("session.id", "gen_ai.conversation.id"), _text),
         user_id=_first_attr(ordered, ("user.id", "enduser.id"), _text),
-        conventions=_conventions(ordered),
+        conventions=_conventions(ordered, fams),
         sources=sources,
     )
 
