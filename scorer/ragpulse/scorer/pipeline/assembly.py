@@ -143,6 +143,12 @@ class TraceAssembler(Generic[S]):
             OrderedDict()
         )
         self._emitted_spans = 0
+        # Interned ``(None, partitions)`` entries of ``_emitted``: nearly every trace comes from
+        # one partition, so the late-window's 10,000 entries share a handful of objects instead
+        # of holding two garbage-collected containers each (every full collection walks them).
+        self._shared_entries: dict[
+            frozenset[tuple[str, int]], tuple[None, frozenset[tuple[str, int]]]
+        ] = {}
         self.counters: dict[str, int] = {
             "spans_assembled": 0,
             "spans_late": 0,
@@ -300,7 +306,15 @@ class TraceAssembler(Generic[S]):
         old = self._emitted.pop(trace_id, None)
         if old and old[0]:
             self._emitted_spans -= len(old[0])
-        self._emitted[trace_id] = (keep, parts)
+        if keep is None:
+            entry = self._shared_entries.get(parts)
+            if entry is None:
+                if len(self._shared_entries) >= _MAX_SHARED_ENTRIES:
+                    self._shared_entries.clear()  # bounded: a consumer has few partitions
+                entry = self._shared_entries[parts] = (None, parts)
+            self._emitted[trace_id] = entry
+        else:
+            self._emitted[trace_id] = (keep, parts)
         if keep:
             self._emitted_spans += len(keep)
         while self._emitted and (
@@ -309,6 +323,9 @@ class TraceAssembler(Generic[S]):
             _, (dropped, _parts) = self._emitted.popitem(last=False)
             if dropped:
                 self._emitted_spans -= len(dropped)
+
+
+_MAX_SHARED_ENTRIES = 1024
 
 
 def _is_root(span: SpanLike) -> bool:
