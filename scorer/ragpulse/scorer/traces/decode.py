@@ -212,17 +212,20 @@ class SpanDecoder:
 
     def _walk(self, msg: Any, name: Callable[[Any], str], text: Callable[[Any], str]) -> list[Span]:
         """``name`` converts keys and names (never cut: the record size bounds them); ``text``
-        converts string values (cut at ``max_value_chars``)."""
+        converts string values (cut at ``max_value_chars``). In the strict parse (``name`` is
+        ``str``) keys and names already are ``str`` and are used as they are."""
         out: list[Span] = []
         append = out.append
         max_events = self.limits.max_events
+        max_chars = self.limits.max_value_chars
+        strict = name is str
         attrs = self._attrs
         for rs in msg.resource_spans:
             resource = attrs(rs.resource.attributes, name, text) if rs.HasField("resource") else {}
             for ss in rs.scope_spans:
                 scope = ss.scope
-                scope_name = name(scope.name)
-                scope_version = name(scope.version)
+                scope_name = scope.name if strict else name(scope.name)
+                scope_version = scope.version if strict else name(scope.version)
                 for s in ss.spans:
                     tid = s.trace_id
                     sid = s.span_id
@@ -246,18 +249,21 @@ class SpanDecoder:
                     else:
                         events = ()
                     status = s.status
+                    message = status.message
+                    if not strict or len(message) > max_chars:
+                        message = text(message)
                     # positional: the field order of Span (fastest NamedTuple construction)
                     append(
                         Span(
                             tid.hex(),
                             sid.hex(),
                             pid.hex() if len(pid) == 8 and pid != _ZERO_SPAN else None,
-                            name(s.name),
+                            s.name if strict else name(s.name),
                             s.kind,
                             s.start_time_unix_nano,
                             s.end_time_unix_nano,
                             status.code,
-                            text(status.message),
+                            message,
                             attrs(s.attributes, name, text),
                             events,
                             resource,
@@ -276,33 +282,47 @@ class SpanDecoder:
         if n > self.limits.max_attributes:
             self._attributes_dropped += n - self.limits.max_attributes
             kvs = kvs[: self.limits.max_attributes]
-        strict = name is str
         max_chars = self.limits.max_value_chars
         out: dict[str, AttrValue] = {}
-        # The scalar cases are inlined: this loop runs for every attribute of every span. Most
-        # values are non-empty strings; reading string_value first (it is "" when another
-        # member is set) saves the WhichOneof call for them.
+        if name is not str:  # the lenient parse: keys and values are bytes
+            for kv in kvs:
+                out[name(kv.key)] = self._scalar_or_value(kv.value, name, text)
+            return out
+        # The strict loop is inlined: it runs for every attribute of every span. Most values are
+        # non-empty strings; reading string_value first (it is "" when another member is set)
+        # saves the WhichOneof call for them.
         for kv in kvs:
-            key = kv.key if strict else name(kv.key)
             v = kv.value
-            if strict:
-                sv = v.string_value
-                if sv:
-                    out[key] = sv if len(sv) <= max_chars else text(sv)
-                    continue
+            sv = v.string_value
+            if sv:
+                out[kv.key] = sv if len(sv) <= max_chars else text(sv)
+                continue
             which = v.WhichOneof("value")
-            if which == "string_value":
-                sv = v.string_value
-                out[key] = sv if strict and len(sv) <= max_chars else text(sv)
-            elif which == "int_value":
-                out[key] = v.int_value
+            if which == "int_value":
+                out[kv.key] = v.int_value
             elif which == "double_value":
-                out[key] = v.double_value
+                out[kv.key] = v.double_value
             elif which == "bool_value":
-                out[key] = v.bool_value
+                out[kv.key] = v.bool_value
+            elif which == "string_value":
+                out[kv.key] = sv  # the empty string
             else:
-                out[key] = self._value(v, name, text, 0)
+                out[kv.key] = self._value(v, name, text, 0)
         return out
+
+    def _scalar_or_value(
+        self, v: Any, name: Callable[[Any], str], text: Callable[[Any], str]
+    ) -> AttrValue:
+        which = v.WhichOneof("value")
+        if which == "string_value":
+            return text(v.string_value)
+        if which == "int_value":
+            return v.int_value
+        if which == "double_value":
+            return v.double_value
+        if which == "bool_value":
+            return v.bool_value
+        return self._value(v, name, text, 0)
 
     def _value(
         self, v: Any, name: Callable[[Any], str], text: Callable[[Any], str], depth: int
