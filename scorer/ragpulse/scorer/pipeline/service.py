@@ -25,6 +25,17 @@ polling, so it stays in the group) until the backlog drains; a ``WriterFull`` re
 
 Undecodable records go to the dead-letter topic with headers saying why and where they came from
 (``ragpulse.dlq.*``); the record counts as done once the dead-letter topic acknowledged it.
+
+Rebalances (eager: every partition is revoked, then the new assignment is handed out). The
+revoke listener waits a bounded time for in-flight traces of the revoked partitions, computes
+their low watermarks *before* it forgets buffered traces, commits them and awaits the broker's
+answer before the client sends its JoinGroup, so the partitions' next owners start after what
+this member finished. kafka-python 3 calls listeners on its network thread, where a blocking
+``commit()`` raises ("Cannot block on net.run() from the IO thread itself"): the listener is an
+``AsyncConsumerRebalanceListener`` that awaits ``commit_async``'s future on that loop instead.
+A partition given back to the same member resumes at its watermark, and that offset is
+committed by the next regular commit too, so a revoke commit that failed (a fenced generation,
+a lost coordinator) costs replays elsewhere but never leaves the group's offset behind here.
 """
 
 from __future__ import annotations
@@ -41,6 +52,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kafka import ConsumerRebalanceListener
+
+try:  # kafka-python >= 3: listeners run on the client's network thread (see _Rebalance)
+    from kafka import AsyncConsumerRebalanceListener
+except ImportError:  # kafka-python 2.x: listeners run inside poll() on the consumer thread
+    AsyncConsumerRebalanceListener = None
 
 from ..evaluator import Evaluator
 from ..model import Sample, Score
@@ -646,22 +662,14 @@ class Scorer:
             log.info("consume: resumed %d partitions", len(parts))
         self._paused = want
 
-    def _commit(self, only: set[tuple[str, int]] | None = None) -> None:
-        from kafka.structs import OffsetAndMetadata, TopicPartition
-
+    def _commit(self) -> None:
+        """Commit every partition's low watermark that advanced (blocking: consumer thread)."""
         self._last_commit = self._clock()
         offsets = self._offsets.committable()
-        if only is not None:
-            offsets = {k: v for k, v in offsets.items() if k in only}
         if not offsets:
             return
         try:
-            self._consumer.commit(
-                {
-                    TopicPartition(t, p): OffsetAndMetadata(o, "", -1)
-                    for (t, p), o in offsets.items()
-                }
-            )
+            self._consumer.commit(_kafka_offsets(offsets))
         except Exception as exc:  # CommitFailedError during a rebalance, a timeout: retry later
             self.counters.add("commit_errors")
             log.warning("commit: %s", exc)
@@ -691,18 +699,29 @@ class Scorer:
 
     # -- rebalance -----------------------------------------------------------------------------
 
-    def _on_revoked(self, revoked: Sequence[Any]) -> None:
-        """Finish (within a budget) what revoked partitions hold, commit them, forget the rest."""
+    def _on_revoked(
+        self, revoked: Sequence[Any], *, lost: bool = False
+    ) -> dict[tuple[str, int], int]:
+        """Finish (within a budget) what revoked partitions hold, forget the rest, and return
+        the offsets to commit for them (their low watermarks, taken *before* buffered traces
+        are forgotten: forgetting releases their records, which must not look done).
+
+        Runs while the consumer thread is blocked in ``poll``/``close`` (kafka-python calls the
+        listener from there: on the consumer thread in 2.x, on its network thread in 3.x), so
+        it owns the consumer-thread state meanwhile. Never raises for a failed step of its own;
+        the caller commits the returned offsets. ``lost``: the group already dropped this
+        member (session expired, fenced): nothing may be committed and nothing waited for.
+        """
         gone = {(tp.topic, tp.partition) for tp in revoked}
         if not gone:
-            return
+            return {}
         c = self.settings.consumer
-        # kafka-python 3 runs this listener on the consumer's network loop, so heartbeats stop
-        # while it blocks: wait at most half a session, and not at all when shutting down
-        # (the drain already waited; what is left is replayed by the next owner).
+        # Heartbeats stop while this blocks (kafka-python 3 runs it on the network loop): wait at
+        # most half a session, and not at all when shutting down (the drain already waited;
+        # what is left is replayed by the next owner) or when the membership is already lost.
         budget = (
             0.0
-            if self._stop.is_set()
+            if self._stop.is_set() or lost
             else min(c.revoke_drain_timeout_s, c.session_timeout_ms / 2000.0)
         )
         deadline = self._clock() + budget
@@ -714,7 +733,10 @@ class Scorer:
             self._process_inbox(block_s=0.1)
             self._retry_pending()
             self._flush_submits()
-        self._commit(only=gone)
+        # Offsets first: everything below releases records of traces that were NOT written.
+        offsets = {} if lost else {
+            k: v for k, v in self._offsets.committable().items() if k in gone
+        }
         # kafka-python keeps the fetch position of a partition that is assigned to this member
         # again (eager rebalances revoke everything first), but what is forgotten below must be
         # read again: remember where each partition's unfinished records start.
@@ -723,6 +745,7 @@ class Scorer:
             if low is not None:
                 self._resume[key] = low
         # What is still buffered or queued here will be read again by the partitions' next owner.
+        # (In-flight traces go on: their rows are written, their references are inert now.)
         for trace in self._assembler.forget(gone):
             self.counters.add("traces_revoked")
             self._offsets.release(trace.refs)
@@ -736,12 +759,71 @@ class Scorer:
         self._backlog = kept
         for key in gone:
             self._offsets.revoke(*key)
-        log.info("rebalance: revoked %s", sorted(gone))
+        log.info(
+            "rebalance: %s %s; resume at %s",
+            "lost" if lost else "revoked",
+            sorted(gone),
+            {f"{t}[{p}]": o for (t, p), o in sorted(self._resume.items()) if (t, p) in gone},
+        )
+        return offsets
+
+    def _revoke_commit_request(self, offsets: dict[tuple[str, int], int]) -> Any:
+        """Send the revoke-time commit without blocking; returns kafka-python's future.
+
+        ``commit_async`` never blocks, so it is allowed on kafka-python 3's network thread.
+        Awaited on that loop (``_Rebalance``), it completes before the JoinGroup is sent, so
+        the partitions' next owners fetch these offsets. If the coordinator is unknown, the
+        returned future is its lookup (it resolves to the coordinator id, where the commit's
+        resolves to ``None``) and the commit is sent right after it, still ahead of the
+        JoinGroup. Raises what ``commit_async`` raises (not in a group any more).
+        """
+
+        def done(_offsets: Any, result: Any) -> None:
+            # Called later from whichever thread next polls or commits; the awaited future
+            # already reported the outcome (_revoke_commit_result), except after a lookup.
+            log.debug("commit (revoke): completed: %r", result)
+
+        return self._consumer.commit_async(_kafka_offsets(offsets), callback=done)
+
+    def _revoke_commit_result(
+        self, offsets: dict[tuple[str, int], int], result: Any, exc: BaseException | None
+    ) -> None:
+        """Count and log the outcome of a revoke-time commit. Same thread rules as
+        :meth:`_on_revoked` (the consumer thread is blocked meanwhile), so the counters keep
+        their single writer."""
+        if exc is not None:
+            # A fenced generation or a lost coordinator: the next owner replays these finished
+            # records (idempotent rows); a partition given back to this member is committed
+            # again from its resume offset (_on_assigned).
+            self.counters.add("commit_errors")
+            log.warning("commit (revoke): %s not committed: %s", _fmt_offsets(offsets), exc)
+        elif result is not None:
+            log.info(
+                "commit (revoke): %s sent after a coordinator lookup (outcome not awaited)",
+                _fmt_offsets(offsets),
+            )
+        else:
+            self.counters.add("commits")
+            log.info("commit (revoke): %s", _fmt_offsets(offsets))
+
+    def _commit_revoked_blocking(self, offsets: dict[tuple[str, int], int]) -> None:
+        """kafka-python 2.x: the listener runs inside ``poll`` on the consumer thread, where a
+        blocking commit is allowed."""
+        if not offsets:
+            return
+        try:
+            self._consumer.commit(_kafka_offsets(offsets))
+        except Exception as exc:  # CommitFailedError (fenced), timeouts: replayed elsewhere
+            self._revoke_commit_result(offsets, None, exc)
+        else:
+            self._revoke_commit_result(offsets, None, None)
 
     def _on_assigned(self, assigned: Sequence[Any]) -> None:
         for tp in assigned:
-            self._offsets.assign(tp.topic, tp.partition)
             resume = self._resume.pop((tp.topic, tp.partition), None)
+            # Given back to this member: resume where its unfinished records start, and let the
+            # next regular commit commit that offset (the revoke commit may not have landed).
+            self._offsets.assign(tp.topic, tp.partition, resume_at=resume)
             if resume is not None:
                 self._consumer.seek(tp, resume)  # replay what was forgotten at the revoke
         self._resume.clear()  # partitions that went elsewhere: their next owner resumes them
@@ -757,6 +839,10 @@ class Scorer:
         parts = list(self._consumer.assignment())
         if parts:
             self._consumer.pause(*parts)
+        # The polls below keep the membership alive and may complete a rebalance: partitions
+        # assigned meanwhile join the paused state (_on_assigned), since records returned here
+        # would be thrown away.
+        self._paused = True
         if self.settings.drain_buffered:
             self._dispatch(self._assembler.pop_ready() + self._assembler.drain())
         while (
@@ -808,17 +894,63 @@ class Scorer:
                 log.exception("scorer: closing a component failed")
 
 
-class _Rebalance(ConsumerRebalanceListener):
-    """kafka-python ``ConsumerRebalanceListener``: called inside ``poll`` on the consumer thread."""
+def _kafka_offsets(offsets: dict[tuple[str, int], int]) -> dict[Any, Any]:
+    from kafka.structs import OffsetAndMetadata, TopicPartition
 
-    def __init__(self, scorer: Scorer) -> None:
-        self._scorer = scorer
+    return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
 
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        self._scorer._on_revoked(list(revoked))
 
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        self._scorer._on_assigned(list(assigned))
+def _fmt_offsets(offsets: dict[tuple[str, int], int]) -> str:
+    return ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(offsets.items()))
+
+
+if AsyncConsumerRebalanceListener is not None:
+
+    class _Rebalance(AsyncConsumerRebalanceListener):  # type: ignore[misc,valid-type]
+        """kafka-python 3: awaited on the client's network loop while the consumer thread is
+        blocked in ``poll`` (or ``close``), so it may touch the scorer's consumer-thread state.
+
+        The revoke-time commit is awaited here, not blocked on: the loop keeps running (the
+        commit's request and response go through it), and the JoinGroup is only sent after this
+        returns, so the commit lands before any other member can be assigned the partitions.
+        """
+
+        def __init__(self, scorer: Scorer) -> None:
+            self._scorer = scorer
+
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            offsets = self._scorer._on_revoked(list(revoked))
+            if not offsets:
+                return
+            try:
+                result = await self._scorer._revoke_commit_request(offsets)
+            except Exception as exc:  # CommitFailedError, RebalanceInProgressError, timeouts
+                self._scorer._revoke_commit_result(offsets, None, exc)
+            else:
+                self._scorer._revoke_commit_result(offsets, result, None)
+
+        async def on_partitions_lost(self, lost: Any) -> None:
+            # The group dropped this member: its generation is gone, a commit would be refused
+            # and the partitions may already have a new owner. Forget, replay elsewhere.
+            self._scorer._on_revoked(list(lost), lost=True)
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            self._scorer._on_assigned(list(assigned))
+
+else:
+
+    class _Rebalance(ConsumerRebalanceListener):  # type: ignore[no-redef]
+        """kafka-python 2.x: called inside ``poll`` on the consumer thread, where the revoke
+        commit may block."""
+
+        def __init__(self, scorer: Scorer) -> None:
+            self._scorer = scorer
+
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            self._scorer._commit_revoked_blocking(self._scorer._on_revoked(list(revoked)))
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            self._scorer._on_assigned(list(assigned))
 
 
 def _consumer_config(s: ScorerSettings) -> dict[str, Any]:
