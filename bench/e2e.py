@@ -670,7 +670,7 @@ def run(s: BenchSettings) -> dict[str, Any]:
                            "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     print(f"uptime before: {out['uptime_before']}")
     up = UpProcess.start(s, tmp)
-    out["command_up"] = " ".join(up.command[-24:])
+    out["command_up"] = " ".join(up.command)
     monitor = TreeMonitor(up.proc.pid, s.rss_interval_s).start()
     sender: Sender | None = None
     poller: StorePoller | None = None
@@ -901,8 +901,8 @@ def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] =
         f"{platform.python_version()}, {os.cpu_count()} cores, code {r.get('code', '?')}). "
          "`uptime` before: "
         f"`{r['uptime_before'].split('load average:')[-1].strip()}`, after: "
-        f"`{r['uptime_after'].split('load average:')[-1].strip()}` (load averages; another "
-        "engineer's benchmark shared the machine)."),
+        f"`{r['uptime_after'].split('load average:')[-1].strip()}` (load averages 1/5/15 min; "
+        "the 2 cores are shared with other engineers' jobs)."),
         "",
         "Settings that shape the numbers:",
         "",
@@ -979,8 +979,9 @@ def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] =
         f"{r['startup_s']:.1f} s / {r['warmup_s']:.1f} s / {r['up_stop_s']:.1f} s (exit code "
         f"{r['up_exit_code']}) |"),
         "",
-        *([("Other sampling rates, same command and settings, run one after the other (latency "
-            "from the export call):"), "", *comparison_lines([r, *others]), ""] if others else []),
+        *([("Every sampling rate of the command, run one after the other, each on a fresh "
+            "stack (latency from the export call; the first row is the run detailed above):"),
+           "", *comparison_lines([r, *others]), ""] if others else []),
         "Verdict: "
         + (f"at a steady {r['achieved_rate']:.1f} traces/s" if steady else
            f"the sender did NOT hold {s['rate']:g} traces/s ({r['achieved_rate']:.1f})")
@@ -998,7 +999,13 @@ def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] =
         "last), last row "
         f"{r['drain_s']:.1f} s after sending stopped; **peak memory "
         f"{r['peak_rss_bytes'] / 2**20:,.0f} MiB** for broker, collector, scorer, judge and chDB "
-        "together. The unsampled traces cost only decode, assembly and the sampling decision."
+        "together. The unsampled traces cost only decode, assembly and the sampling decision. "
+        f"Of the p50, fixed waits make up most: the {s['grace_s']:g} s grace and "
+        f"{r['part_scored_at_to_visible_s']['p50']:.2f} s from `scored_at` to a visible row "
+        "(writer flush interval 0.5 s, poll interval); collector, Kafka, assembly and the judge "
+        f"take the remaining {r['part_export_to_scored_at_s']['p50'] - s['grace_s']:.2f} s. "
+        "A shorter grace lowers the latency one for one but scores traces whose late spans "
+        "have not arrived (they are re-scored when they do)."
         + ("".join(f" Sampling {o['settings']['sampling_rate']:g}: {verdict(o)}, p99 "
                    f"{o['latency_from_export_s']['p99']:.2f} s." for o in others)),
         "",
@@ -1047,6 +1054,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="bucket of the latency-over-time table, seconds")
     ap.add_argument("--drain-timeout", type=float, default=d["drain_timeout_s"].default)
     ap.add_argument("--json", type=Path, help="also write the raw results here")
+    ap.add_argument("--from-json", type=Path, metavar="PATH",
+                    help="run nothing: rebuild the report (and --write-docs) from a --json file")
     ap.add_argument("--keep-data", action="store_true", help="keep the data dir and up.log")
     ap.add_argument("--write-docs", action="store_true",
                     help=f"write '{SECTION}' into docs/benchmarks.md (after '{AFTER}')")
@@ -1067,7 +1076,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not runs:
         ap.error("--sampling-rate: give at least one rate")
     results = []
-    for i, s in enumerate(runs):
+    if a.from_json:
+        results = json.loads(a.from_json.read_text())
+        runs = [BenchSettings.model_validate(r["settings"]) for r in results]
+        rates = [x.sampling_rate for x in runs]
+    for i, s in enumerate(runs if not a.from_json else []):
         print(f"=== run {i + 1}/{len(runs)}: sampling rate {s.sampling_rate:g}")
         results.append(run(s))
     s = runs[0]
@@ -1075,7 +1088,7 @@ def main(argv: Sequence[str] | None = None) -> int:
            f"--sampling-rate {','.join(f'{x:g}' for x in rates)}")
     if s.grace_s != d["grace_s"].default:
         cmd += f" --grace {s.grace_s:g}"
-    if a.json:  # first: the raw numbers survive a failure in the report below
+    if a.json and not a.from_json:  # first: the raw numbers survive a failure in the report
         a.json.write_text(json.dumps(results, indent=2, default=str))
     lines = report_lines(results[0], cmd + (" --write-docs" if a.write_docs else ""),
                          results[1:])
