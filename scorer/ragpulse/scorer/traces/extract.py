@@ -295,12 +295,27 @@ def _json_or_text(v: AttrValue, keys: Sequence[str]) -> str | None:
     return t
 
 
+_FAMILIES_CACHE: dict[tuple[str, ...], dict[str, list[str]]] = {}
+_FAMILIES_CACHE_MAX = 256
+_FAMILIES_CACHE_KEY_CHARS = 4096  # larger key sets are not memoized: the cache stays < ~2 MB
+
+
 def _families(attrs: Mapping[str, AttrValue]) -> dict[str, list[str]]:
     """The keys grouped by their first two dotted components (``llm.input_messages``,
     ``gen_ai.prompt``), in attribute order: computed once per span, so an absent flattened list
-    costs a dict lookup and a present one a walk over its own keys, not a scan of all keys."""
-    out: dict[str, list[str]] = {}
-    for k in attrs:
+    costs a dict lookup and a present one a walk over its own keys, not a scan of all keys.
+
+    Spans of one instrumentation repeat the same key sets, so results are memoized by the key
+    tuple (bounded in entries and key characters; cleared when full, so hostile key sets cost a
+    recomputation, never memory).
+    The returned dict is shared: callers must not mutate it. Thread-safe (a race at worst
+    computes a result twice)."""
+    sig = tuple(attrs)
+    out = _FAMILIES_CACHE.get(sig)
+    if out is not None:
+        return out
+    out = {}
+    for k in sig:
         j = k.find(".", k.find(".") + 1)
         fam = k if j < 0 else k[:j]
         keys = out.get(fam)
@@ -308,6 +323,10 @@ def _families(attrs: Mapping[str, AttrValue]) -> dict[str, list[str]]:
             out[fam] = [k]
         else:
             keys.append(k)
+    if sum(map(len, sig)) <= _FAMILIES_CACHE_KEY_CHARS:
+        if len(_FAMILIES_CACHE) >= _FAMILIES_CACHE_MAX:
+            _FAMILIES_CACHE.clear()
+        _FAMILIES_CACHE[sig] = out
     return out
 
 
