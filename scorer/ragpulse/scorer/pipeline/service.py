@@ -708,9 +708,11 @@ class Scorer:
 
         Runs while the consumer thread is blocked in ``poll``/``close`` (kafka-python calls the
         listener from there: on the consumer thread in 2.x, on its network thread in 3.x), so
-        it owns the consumer-thread state meanwhile. Never raises for a failed step of its own;
-        the caller commits the returned offsets. ``lost``: the group already dropped this
-        member (session expired, fenced): nothing may be committed and nothing waited for.
+        it owns the consumer-thread state meanwhile. The caller commits the returned offsets;
+        an exception here is re-raised by kafka-python from ``poll`` and stops the scorer.
+        ``lost``: the group already dropped this member (session expired, fenced): nothing is
+        committed or waited for, and no resume offset is kept (another member may have moved
+        the partitions on meanwhile; the group's committed offsets are authoritative again).
         """
         gone = {(tp.topic, tp.partition) for tp in revoked}
         if not gone:
@@ -741,9 +743,11 @@ class Scorer:
         # again (eager rebalances revoke everything first), but what is forgotten below must be
         # read again: remember where each partition's unfinished records start.
         for key in gone:
-            low = self._offsets.low_watermark(*key)
+            low = None if lost else self._offsets.low_watermark(*key)
             if low is not None:
                 self._resume[key] = low
+            else:
+                self._resume.pop(key, None)
         # What is still buffered or queued here will be read again by the partitions' next owner.
         # (In-flight traces go on: their rows are written, their references are inert now.)
         for trace in self._assembler.forget(gone):
