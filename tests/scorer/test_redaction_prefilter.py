@@ -108,3 +108,10 @@ def test_prefilter_skips_texts_with_too_few_digits() -> None:
     calls.clear()
     r.redact("call 555-123-4567")
     assert calls == ["iban", "phone"]
+
+
+@pytest.mark.parametrize(
+    "text", ["", "no digits", "a1b22c333", "１２３ full-width 45", "٠١٢ arabic 3", "x" * 5000 + "9" * 7]
+)
+def test_digit_count_matches_the_regex(text: str) -> None:
+    assert privacy._count_digits(text) == len(privacy._DIGIT.findall(text))
