@@ -847,14 +847,22 @@ def _s(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.2f}"
 
 
+def _by_rate(runs: Sequence[dict[str, Any]]) -> list[tuple[float, list[dict[str, Any]]]]:
+    """Runs grouped by sampling rate, rates ascending, runs in their order."""
+    groups: dict[float, list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault(r["settings"]["sampling_rate"], []).append(r)
+    return sorted(groups.items())
+
+
 def comparison_lines(runs: Sequence[dict[str, Any]]) -> list[str]:
     """One line per run (sampling rate): the numbers that decide which rate keeps up."""
     lines = [
         ("| sampling rate | judged traces/s | sampled / scored | p50 (s) | p99 (s) | max (s) "
         "| p99 first / last window (s) | latency growth over the window (s) "
         "| last row after sending stopped (s) | tree CPU (cores) | peak RSS (MiB) "
-        "| load avg start / end | kept up |"),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| load avg start / end | started (UTC) | kept up |"),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         s, le = r["settings"], r["latency_from_export_s"]
@@ -865,13 +873,15 @@ def comparison_lines(runs: Sequence[dict[str, Any]]) -> list[str]:
             f"{_s(r['windows'][-1]['p99'])} | {r['latency_slope'] * s['duration_s']:+.2f} | "
             f"{r['drain_s']:.1f} | {r['tree_cores_measure']:.2f} | "
             f"{r['peak_rss_bytes'] / 2**20:,.0f} | {r['load_measure_start'][0]:.1f} / "
-            f"{r['load_measure_end'][0]:.1f} | {verdict(r)} |")
+            f"{r['load_measure_end'][0]:.1f} | {r['started'][11:16]} | {verdict(r)} |")
     return lines
 
 
-def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] = ()) -> list[str]:
-    """The docs section: run ``r`` in detail, then a comparison with ``others`` (other sampling
-    rates, same command) when given. Markdown lines, starting with the heading."""
+def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] = (),
+                 repeats: Sequence[str] = ()) -> list[str]:
+    """The docs section: run ``r`` in detail, then a comparison with ``others`` (the command's
+    other sampling rates, then the runs of the ``repeats`` commands) when given. Markdown lines,
+    starting with the heading."""
     s = r["settings"]
     le, lr = r["latency_from_export_s"], r["latency_from_root_end_s"]
     st = r.get("status_at_send_end") or {}
@@ -902,7 +912,8 @@ def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] =
          "`uptime` before: "
         f"`{r['uptime_before'].split('load average:')[-1].strip()}`, after: "
         f"`{r['uptime_after'].split('load average:')[-1].strip()}` (load averages 1/5/15 min; "
-        "the 2 cores are shared with other engineers' jobs)."),
+        "the 2 cores are shared with other engineers' jobs)."
+        + "".join(f" Repeated with `{c}`." for c in repeats)),
         "",
         "Settings that shape the numbers:",
         "",
@@ -979,8 +990,8 @@ def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] =
         f"{r['startup_s']:.1f} s / {r['warmup_s']:.1f} s / {r['up_stop_s']:.1f} s (exit code "
         f"{r['up_exit_code']}) |"),
         "",
-        *([("Every sampling rate of the command, run one after the other, each on a fresh "
-            "stack (latency from the export call; the first row is the run detailed above):"),
+        *([("Every run, one after the other, each on a fresh stack (latency from the export "
+            "call; the first row is the run detailed above):"),
            "", *comparison_lines([r, *others]), ""] if others else []),
         "Verdict: "
         + (f"at a steady {r['achieved_rate']:.1f} traces/s" if steady else
@@ -1004,10 +1015,13 @@ def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] =
         f"{r['part_scored_at_to_visible_s']['p50']:.2f} s from `scored_at` to a visible row "
         "(writer flush interval 0.5 s, poll interval); collector, Kafka, assembly and the judge "
         f"take the remaining {r['part_export_to_scored_at_s']['p50'] - s['grace_s']:.2f} s. "
-        "A shorter grace lowers the latency one for one but scores traces whose late spans "
-        "have not arrived (they are re-scored when they do)."
-        + ("".join(f" Sampling {o['settings']['sampling_rate']:g}: {verdict(o)}, p99 "
-                   f"{o['latency_from_export_s']['p99']:.2f} s." for o in others)),
+        "A shorter grace lowers the latency one for one but risks scoring a trace before spans "
+        "from other services arrive (late spans are counted, then ignored or re-scored per the "
+        "assembler's `late_spans`)."
+        + (" Kept up without a backlog, per sampling rate: " + "; ".join(
+            f"{rate:g} in {sum(verdict(o) == 'yes' for o in group)} of {len(group)} run(s), "
+            f"p99 {', '.join(_s(o['latency_from_export_s']['p99']) for o in group)} s"
+            for rate, group in _by_rate([r, *others])) + "." if others else ""),
         "",
     ]
     return lines
@@ -1054,8 +1068,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="bucket of the latency-over-time table, seconds")
     ap.add_argument("--drain-timeout", type=float, default=d["drain_timeout_s"].default)
     ap.add_argument("--json", type=Path, help="also write the raw results here")
-    ap.add_argument("--from-json", type=Path, metavar="PATH",
-                    help="run nothing: rebuild the report (and --write-docs) from a --json file")
+    ap.add_argument("--from-json", type=Path, metavar="PATH", nargs="+",
+                    help="run nothing: rebuild the report (and --write-docs) from --json files; "
+                    "the first file's first run is detailed, later files are repeats")
     ap.add_argument("--keep-data", action="store_true", help="keep the data dir and up.log")
     ap.add_argument("--write-docs", action="store_true",
                     help=f"write '{SECTION}' into docs/benchmarks.md (after '{AFTER}')")
@@ -1075,23 +1090,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(str(exc))
     if not runs:
         ap.error("--sampling-rate: give at least one rate")
-    results = []
+    batches: list[list[dict[str, Any]]] = []
     if a.from_json:
-        results = json.loads(a.from_json.read_text())
-        runs = [BenchSettings.model_validate(r["settings"]) for r in results]
-        rates = [x.sampling_rate for x in runs]
-    for i, s in enumerate(runs if not a.from_json else []):
-        print(f"=== run {i + 1}/{len(runs)}: sampling rate {s.sampling_rate:g}")
-        results.append(run(s))
-    s = runs[0]
-    cmd = (f".venv/bin/python bench/e2e.py --duration {s.duration_s:g} --rate {s.rate:g} "
-           f"--sampling-rate {','.join(f'{x:g}' for x in rates)}")
-    if s.grace_s != d["grace_s"].default:
-        cmd += f" --grace {s.grace_s:g}"
-    if a.json and not a.from_json:  # first: the raw numbers survive a failure in the report
-        a.json.write_text(json.dumps(results, indent=2, default=str))
-    lines = report_lines(results[0], cmd + (" --write-docs" if a.write_docs else ""),
-                         results[1:])
+        batches = [json.loads(path.read_text()) for path in a.from_json]
+    else:
+        batches.append([])
+        for i, s in enumerate(runs):
+            print(f"=== run {i + 1}/{len(runs)}: sampling rate {s.sampling_rate:g}")
+            batches[0].append(run(s))
+        if a.json:  # first: the raw numbers survive a failure in the report below
+            a.json.write_text(json.dumps(batches[0], indent=2, default=str))
+    results = [r for batch in batches for r in batch]
+
+    def command(batch: list[dict[str, Any]]) -> str:
+        s = BenchSettings.model_validate(batch[0]["settings"])
+        rates = ",".join(f"{r['settings']['sampling_rate']:g}" for r in batch)
+        cmd = (f".venv/bin/python bench/e2e.py --duration {s.duration_s:g} --rate {s.rate:g} "
+               f"--sampling-rate {rates}")
+        return cmd + (f" --grace {s.grace_s:g}" if s.grace_s != d["grace_s"].default else "")
+
+    lines = report_lines(results[0], command(batches[0]) + (" --write-docs" if a.write_docs else ""),
+                         results[1:], [command(b) for b in batches[1:]])
     print("\n".join(lines))
     if a.write_docs:
         write_docs(lines)
