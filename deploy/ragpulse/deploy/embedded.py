@@ -131,34 +131,49 @@ class Embedded:
         ensure_topic(self._kafka(), 1, topic=self._kafka().dlq_topic)
 
     def _kafka(self):  # noqa: ANN202
-        from ragpulse.collector.kafka import KafkaSettings
+        # The same merged settings the collector gets (RAGPULSE_KAFKA__TOPIC names the topic).
+        return self.collector_settings().kafka
 
-        return KafkaSettings(bootstrap_servers=self.broker.bootstrap)
+    def scorer_settings(self) -> Any:
+        """The scorer's settings: ``up``'s own choices over ``RAGPULSE_*`` from the environment.
 
-    def _start_scorer(self) -> None:
-        from ragpulse.scorer.pipeline import ScorerSettings, build_scorer
-        from ragpulse.scorer.pipeline.assembly import AssemblySettings
+        Nested settings are given as dicts, not models: pydantic-settings deep-merges a dict with
+        the environment, so ``RAGPULSE_ASSEMBLY__*`` (max_wait_s, late_spans...) and
+        ``RAGPULSE_KAFKA__*`` (compression, timeouts...) still apply, and only what ``up`` owns
+        (the broker address, the grace) is overridden. A model instance would replace them all.
+        """
+        from ragpulse.scorer.pipeline import ScorerSettings
 
         s = self.settings
-        settings = ScorerSettings(
-            kafka=self._kafka(), clickhouse=f"chdb://{self._chdb_path}", database=s.database,
+        return ScorerSettings(
+            kafka={"bootstrap_servers": self.broker.bootstrap},
+            clickhouse=f"chdb://{self._chdb_path}", database=s.database,
             init_schema=False, judge=s.judge, judge_model=s.judge_model,
             judge_base_url=s.judge_base_url, drain_timeout_s=s.drain_timeout_s,
-            assembly=AssemblySettings(grace_s=s.grace_s),
+            assembly={"grace_s": s.grace_s},
         )
-        self.scorer = build_scorer(settings, client=self.client).start()
 
-    def _start_collector(self) -> None:
-        from ragpulse.collector.config import CollectorSettings, OtlpSettings
-        from ragpulse.collector.service import build_collector
+    def collector_settings(self) -> Any:
+        """The collector's settings, merged with ``RAGPULSE_OTLP__*`` / ``RAGPULSE_KAFKA__*``
+        (body limits, auth, TLS, producer tuning) as in :meth:`scorer_settings`."""
+        from ragpulse.collector.config import CollectorSettings
 
         s = self.settings
-        settings = CollectorSettings(
-            otlp=OtlpSettings(http_host=s.host, http_port=s.http_port, grpc_host=s.host,
-                              grpc_port=s.grpc_port),
-            kafka=self._kafka(),
+        return CollectorSettings(
+            otlp={"http_host": s.host, "http_port": s.http_port, "grpc_host": s.host,
+                  "grpc_port": s.grpc_port},
+            kafka={"bootstrap_servers": self.broker.bootstrap},
         )
-        self.collector = build_collector(settings).start()
+
+    def _start_scorer(self) -> None:
+        from ragpulse.scorer.pipeline import build_scorer
+
+        self.scorer = build_scorer(self.scorer_settings(), client=self.client).start()
+
+    def _start_collector(self) -> None:
+        from ragpulse.collector.service import build_collector
+
+        self.collector = build_collector(self.collector_settings()).start()
 
     def endpoints(self) -> dict[str, str]:
         return {
