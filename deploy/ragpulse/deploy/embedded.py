@@ -130,7 +130,7 @@ class Embedded:
         ensure_topic(self._kafka(), self.settings.partitions)
         ensure_topic(self._kafka(), 1, topic=self._kafka().dlq_topic)
 
-    def _kafka(self):  # noqa: ANN202
+    def _kafka(self):
         # The same merged settings the collector gets (RAGPULSE_KAFKA__TOPIC names the topic).
         return self.collector_settings().kafka
 
