@@ -89,6 +89,13 @@ class Evaluator:
             raise ValueError("max_concurrency must be at least 1")
         self.max_concurrency = max_concurrency
         self.criteria = tuple(m.criterion for m in self.metrics if m.criterion is not None)
+        # What every sample asks of the judge when all its metrics are runnable (the usual
+        # case): built once, not per sample. Needs is frozen, so sharing it is safe.
+        self._all_users: dict[Fact, int] = {}
+        for m in self.metrics:
+            for f in m.facts:
+                self._all_users[f] = self._all_users.get(f, 0) + 1
+        self._all_needs = Needs(facts=frozenset(self._all_users), criteria=self.criteria)
 
     async def evaluate(self, sample: Sample) -> SampleResult:
         """Score one sample with every metric. Never raises for judge trouble."""
@@ -102,20 +109,27 @@ class Evaluator:
                 runnable.append(m)
             else:
                 pre[m.name] = reason
-        # How many runnable metrics share each fact: each pays its share of the fact's cost.
-        users: dict[Fact, int] = {}
-        for m in runnable:
-            for f in m.facts:
-                users[f] = users.get(f, 0) + 1
+        if not pre:  # every metric runs: the facts, their sharing and the needs are precomputed
+            users = self._all_users
+            needs: Needs | None = self._all_needs if users else None
+        else:
+            # How many runnable metrics share each fact: each pays its share of the fact's cost.
+            users = {}
+            for m in runnable:
+                for f in m.facts:
+                    users[f] = users.get(f, 0) + 1
+            needs = (
+                Needs(facts=frozenset(users),
+                      criteria=tuple(m.criterion for m in runnable if m.criterion is not None))
+                if users else None
+            )
         findings: dict[Fact, Finding] = {}
-        if users:
-            criteria = tuple(m.criterion for m in runnable if m.criterion is not None)
-            findings = await self.judge.gather(sample, Needs(facts=frozenset(users),
-                                                             criteria=criteria))
+        if needs is not None:
+            findings = await self.judge.gather(sample, needs)
         judge_name, judge_model = self.judge.name, self.judge.model
         scores: list[Score] = []
         for m in self.metrics:
-            if m.name in pre:
+            if pre and m.name in pre:
                 scores.append(Score.missing(m.name, pre[m.name], judge=judge_name,
                                             model=judge_model))
                 continue
