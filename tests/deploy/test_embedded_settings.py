@@ -51,3 +51,46 @@ def test_defaults_without_environment(stack: Embedded) -> None:
     assert scorer.assembly.grace_s == 3.5
     assert scorer.kafka.topic == "otlp_spans"
     assert stack.collector_settings().otlp.grpc_host == "127.0.0.1"
+
+
+def _parsed(monkeypatch: pytest.MonkeyPatch, *args: str) -> EmbeddedSettings:
+    """The settings ``ragpulse up ARGS`` would run with (``run`` captured, nothing started)."""
+    import typer
+    from ragpulse.deploy import embedded
+    from ragpulse.deploy.cli import up
+    from typer.testing import CliRunner
+
+    seen: list[EmbeddedSettings] = []
+
+    def capture(settings: EmbeddedSettings, console: object) -> int:
+        seen.append(settings)
+        return 0
+
+    monkeypatch.setattr(embedded, "run", capture)
+    app = typer.Typer()
+    app.command()(up)  # a one-command app: its arguments are up's
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return seen[0]
+
+
+def test_up_flags_override_environment_and_defaults_do_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RAGPULSE_UP__DATA_DIR", str(tmp_path / "from-env"))
+    monkeypatch.setenv("RAGPULSE_UP__GRACE_S", "4")
+    monkeypatch.setenv("RAGPULSE_UP__DEMO_RATE", "7")
+    s = _parsed(monkeypatch, "--demo-rate", "3", "--sampling-rate", "0.2")
+    assert s.data_dir == tmp_path / "from-env"  # flag not given: the environment applies
+    assert s.grace_s == 4.0
+    assert s.demo_rate == 3.0  # flag given: it wins
+    assert s.sampling_rate == 0.2
+    assert s.http_port == 4318  # neither: the settings' default
+
+
+def test_up_sampling_rate_reaches_the_scorer(tmp_path: Path) -> None:
+    e = Embedded(EmbeddedSettings(data_dir=tmp_path, sampling_rate=0.15))
+    e.broker = SimpleNamespace(bootstrap="127.0.0.1:39092")
+    assert e.scorer_settings().sampling.default_rate == 0.15
+    with pytest.raises(ValueError):
+        EmbeddedSettings(data_dir=tmp_path, sampling_rate=1.5)

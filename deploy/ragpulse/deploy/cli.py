@@ -13,7 +13,15 @@ from rich.console import Console
 __all__ = ["up"]
 
 
+def _given(ctx: typer.Context, param: str) -> bool:
+    """Whether ``param`` was on the command line (not its default). Compared by name: typer
+    ships its own click, whose ParameterSource enum is not public."""
+    source = ctx.get_parameter_source(param)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 def up(
+    ctx: typer.Context,
     data_dir: Annotated[Path, typer.Option("--data-dir", help="Where chDB keeps the scores (DATA_DIR/chdb).")] = Path(".ragpulse"),
     demo: Annotated[bool, typer.Option("--demo", help="Drive realistic RAG traffic through the OpenTelemetry SDK.")] = False,
     demo_rate: Annotated[float, typer.Option("--demo-rate", help="Demo traces per second.")] = 2.0,
@@ -26,6 +34,8 @@ def up(
     judge: Annotated[str, typer.Option("--judge", help="local (no API) or llm (OpenAI-compatible).")] = "local",
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model.")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="LLM judge base URL.")] = None,
+    sampling_rate: Annotated[float | None, typer.Option("--sampling-rate", help="Share of traces judged, by trace id (default 1.0). The local judge scores ~10 traces/s on 2 cores.")] = None,
+    grace: Annotated[float, typer.Option("--grace", help="Seconds to wait after a trace's root span ends before scoring it.")] = 2.0,
     status_interval: Annotated[float, typer.Option("--status-interval", help="Seconds between status lines.")] = 5.0,
     drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="Ctrl-C: seconds allowed to score what was accepted.")] = 60.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log component details.")] = False,
@@ -38,11 +48,20 @@ def up(
     from .logs import configure_logging
 
     configure_logging(logging.INFO if verbose else logging.WARNING)
-    overrides: dict[str, Any] = dict(
-        data_dir=data_dir, demo=demo, demo_rate=demo_rate, demo_limit=demo_limit, host=host,
-        http_port=http_port, grpc_port=grpc_port, clickhouse_port=clickhouse_port,
-        kafka_port=kafka_port, judge=judge, judge_model=model, judge_base_url=base_url,
-        status_interval_s=status_interval, drain_timeout_s=drain_timeout, durable=durable)
+    values: dict[str, Any] = {
+        "data_dir": data_dir, "demo": demo, "demo_rate": demo_rate, "demo_limit": demo_limit, "host": host,
+        "http_port": http_port, "grpc_port": grpc_port, "clickhouse_port": clickhouse_port,
+        "kafka_port": kafka_port, "judge": judge, "judge_model": model, "judge_base_url": base_url,
+        "sampling_rate": sampling_rate, "grace_s": grace,
+        "status_interval_s": status_interval, "drain_timeout_s": drain_timeout, "durable": durable}
+    # Flags override RAGPULSE_UP__*, but a flag left at its default must not: pass only what was
+    # given on the command line, so the environment and then the settings' defaults apply.
+    param_of = {"judge_model": "model", "judge_base_url": "base_url", "grace_s": "grace",
+                "status_interval_s": "status_interval", "drain_timeout_s": "drain_timeout"}
+    overrides = {
+        name: value for name, value in values.items()
+        if _given(ctx, param_of.get(name, name))
+    }
     try:
         settings = EmbeddedSettings(**overrides)
     except ValidationError as exc:

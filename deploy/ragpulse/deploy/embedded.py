@@ -49,6 +49,12 @@ class EmbeddedSettings(BaseSettings):
     judge_base_url: str | None = None
     grace_s: float = Field(2.0, ge=0.0, le=600.0,
                            description="wait after a trace's root span ends before scoring it")
+    sampling_rate: float | None = Field(
+        None, ge=0.0, le=1.0,
+        description="share of traces judged (deterministic by trace id); None: "
+        "RAGPULSE_SAMPLING__DEFAULT_RATE, else 1.0. The local judge scores about 10 traces/s on "
+        "2 cores, so busier apps need a lower rate",
+    )
     status_interval_s: float = Field(5.0, gt=0.0)
     drain_timeout_s: float = Field(60.0, gt=0.0, description="Ctrl-C: time allowed to score what was accepted")
     demo: bool = False
@@ -145,12 +151,15 @@ class Embedded:
         from ragpulse.scorer.pipeline import ScorerSettings
 
         s = self.settings
+        extra: dict[str, Any] = {}
+        if s.sampling_rate is not None:
+            extra["sampling"] = {"default_rate": s.sampling_rate}
         return ScorerSettings(
             kafka={"bootstrap_servers": self.broker.bootstrap},
             clickhouse=f"chdb://{self._chdb_path}", database=s.database,
             init_schema=False, judge=s.judge, judge_model=s.judge_model,
             judge_base_url=s.judge_base_url, drain_timeout_s=s.drain_timeout_s,
-            assembly={"grace_s": s.grace_s},
+            assembly={"grace_s": s.grace_s}, **extra,
         )
 
     def collector_settings(self) -> Any:
