@@ -915,8 +915,10 @@ if AsyncConsumerRebalanceListener is not None:
         blocked in ``poll`` (or ``close``), so it may touch the scorer's consumer-thread state.
 
         The revoke-time commit is awaited here, not blocked on: the loop keeps running (the
-        commit's request and response go through it), and the JoinGroup is only sent after this
-        returns, so the commit lands before any other member can be assigned the partitions.
+        commit's request and response go through it, heartbeats too), and the JoinGroup is only
+        sent after this returns, so the commit lands before any other member can be assigned
+        the partitions. The wait is bounded by the client's ``request_timeout_ms``; a commit
+        that times out may still land later, which is safe (it only covers acknowledged rows).
         """
 
         def __init__(self, scorer: Scorer) -> None:
