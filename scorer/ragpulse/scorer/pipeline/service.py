@@ -918,7 +918,8 @@ if AsyncConsumerRebalanceListener is not None:
         commit's request and response go through it, heartbeats too), and the JoinGroup is only
         sent after this returns, so the commit lands before any other member can be assigned
         the partitions. The wait is bounded by the client's ``request_timeout_ms``; a commit
-        that times out may still land later, which is safe (it only covers acknowledged rows).
+        that timed out may still land later: never past an unacknowledged row, but possibly
+        behind what the next owner committed meanwhile (replays after its next restart).
         """
 
         def __init__(self, scorer: Scorer) -> None:
