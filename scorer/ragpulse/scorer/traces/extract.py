@@ -295,9 +295,10 @@ def _json_or_text(v: AttrValue, keys: Sequence[str]) -> str | None:
     return t
 
 
-_FAMILIES_CACHE: dict[tuple[str, ...], dict[str, list[str]]] = {}
+_FAMILIES_CACHE: dict[tuple[str, ...], tuple[dict[str, list[str]], frozenset[str]]] = {}
 _FAMILIES_CACHE_MAX = 256
 _FAMILIES_CACHE_KEY_CHARS = 4096  # larger key sets are not memoized: the cache stays < ~2 MB
+_CONVENTION_PREFIXES = ("traceloop.", "gen_ai.", "ai.observability.")
 
 
 def _families(attrs: Mapping[str, AttrValue]) -> dict[str, list[str]]:
@@ -307,27 +308,43 @@ def _families(attrs: Mapping[str, AttrValue]) -> dict[str, list[str]]:
 
     Spans of one instrumentation repeat the same key sets, so results are memoized by the key
     tuple (bounded in entries and key characters; cleared when full, so hostile key sets cost a
-    recomputation, never memory).
-    The returned dict is shared: callers must not mutate it. Thread-safe (a race at worst
-    computes a result twice)."""
+    recomputation, never memory). The returned dict is shared: callers must not mutate it.
+    Thread-safe (a race at worst computes a result twice)."""
+    return _key_info(attrs)[0]
+
+
+def _key_info(
+    attrs: Mapping[str, AttrValue],
+) -> tuple[dict[str, list[str]], frozenset[str]]:
+    """:func:`_families` and the conventions the attribute keys show (see :func:`_conventions`),
+    memoized together by the key tuple."""
     sig = tuple(attrs)
-    out = _FAMILIES_CACHE.get(sig)
-    if out is not None:
-        return out
-    out = {}
+    info = _FAMILIES_CACHE.get(sig)
+    if info is not None:
+        return info
+    fams: dict[str, list[str]] = {}
+    convs: set[str] = set()
     for k in sig:
         j = k.find(".", k.find(".") + 1)
         fam = k if j < 0 else k[:j]
-        keys = out.get(fam)
+        keys = fams.get(fam)
         if keys is None:
-            out[fam] = [k]
+            fams[fam] = [k]
         else:
             keys.append(k)
+        if k.startswith(_CONVENTION_PREFIXES):
+            convs.add(
+                "openllmetry" if k.startswith("traceloop.")
+                else "gen_ai" if k.startswith("gen_ai.") else "trulens"
+            )
+    if _OI_KIND in attrs:
+        convs.add("openinference")
+    info = (fams, frozenset(convs))
     if sum(map(len, sig)) <= _FAMILIES_CACHE_KEY_CHARS:
         if len(_FAMILIES_CACHE) >= _FAMILIES_CACHE_MAX:
             _FAMILIES_CACHE.clear()
-        _FAMILIES_CACHE[sig] = out
-    return out
+        _FAMILIES_CACHE[sig] = info
+    return info
 
 
 def _indexed(
@@ -1009,35 +1026,20 @@ def _tokens(calls: Sequence[_LLMCall], keys: Sequence[str]) -> int | None:
 
 
 def _conventions(
-    spans: Sequence[Span], fams: Sequence[dict[str, list[str]]] | None = None
+    spans: Sequence[Span], attr_conventions: Sequence[frozenset[str]] | None = None
 ) -> tuple[str, ...]:
-    """The instrumentation conventions seen in the trace. ``fams``: each span's
-    :func:`_families`, in order; the prefixes are then tested once per family, not per key."""
-    found = set()
+    """The instrumentation conventions seen in the trace. ``attr_conventions``: each span's
+    conventions from its attribute keys (:func:`_key_info`), in order, when already known."""
+    found: set[str] = set()
     for i, s in enumerate(spans):
-        if _OI_KIND in s.attributes:
-            found.add("openinference")
-        if fams is None:
-            keys: Iterable[str] = s.attributes
-        else:
-            # A family name starts with "traceloop." or "gen_ai." exactly when its keys do; the
-            # two-component prefix "ai.observability." is the family "ai.observability" itself.
-            f = fams[i]
-            trulens = f.get("ai.observability")
-            if trulens and any(k.startswith("ai.observability.") for k in trulens):
-                found.add("trulens")
-            keys = f
-        for k in keys:
-            if k.startswith("traceloop."):
-                found.add("openllmetry")
-            elif k.startswith("gen_ai."):
+        found |= (
+            attr_conventions[i] if attr_conventions is not None else _key_info(s.attributes)[1]
+        )
+        if s.events:
+            if any(e.name.startswith("gen_ai.") for e in s.events):
                 found.add("gen_ai")
-            elif k.startswith("ai.observability."):
-                found.add("trulens")
-        if any(e.name.startswith("gen_ai.") for e in s.events):
-            found.add("gen_ai")
-        if any(e.name == "db.query.result" for e in s.events):
-            found.add("db.query.result")
+            if any(e.name == "db.query.result" for e in s.events):
+                found.add("db.query.result")
     return tuple(sorted(found))
 
 
@@ -1055,6 +1057,15 @@ def _dedupe(texts: Iterable[str], limit: int) -> list[str]:
 
 
 _DEFAULT_SETTINGS = ExtractionSettings()
+_PROMPT_VERSION_KEYS = (
+    PROMPT_VERSION,
+    "llm.prompt_template.version",
+    "traceloop.prompt.version",
+    "traceloop.entity.version",
+)
+_RETRIEVER_VERSION_KEYS = (RETRIEVER_VERSION, "retriever.version")
+_SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
+_USER_KEYS = ("user.id", "enduser.id")
 
 
 def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -> Extraction:
@@ -1071,9 +1082,10 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     root = _root(ordered)
     sources: dict[str, str] = {}
 
-    # Each span's attribute families, computed once: the LLM, retrieval and convention scans
-    # below all look attributes up by family.
-    fams = [_families(s.attributes) for s in ordered]
+    # Each span's attribute families and conventions, computed once (and memoized per key set):
+    # the LLM, retrieval and convention scans below all look attributes up by family.
+    infos = [_key_info(s.attributes) for s in ordered]
+    fams = [i[0] for i in infos]
     calls = [c for s, f in zip(ordered, fams) if (c := _llm_call(s, f)) is not None]
     with_output = [c for c in calls if c.outputs]
     final = (
@@ -1213,9 +1225,16 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
             sources["answer"] = f"llm:{final.source_out}"
 
     # metadata ------------------------------------------------------------------------------
+    # Every key of the trace's spans and resources: the optional attributes looked up below
+    # are absent from most traces, which one C-level disjointness test now tells.
+    present: set[str] = set()
+    last_resource = None
+    for s in ordered:
+        present.update(s.attributes)
+        if s.resource is not last_resource:
+            present.update(s.resource)
+            last_resource = s.resource
     llm_spans = [final.span] + [c.span for c in calls if c is not final] if final else []
-    retr_spans = [s for s, _, _ in retrievals] + [r for r, _, _ in rerankers]
-    others_first = _unique(llm_spans + [root] + ordered)
     errors = [s for s in ordered if s.is_error]
     err = root if root.is_error else (errors[0] if errors else None)
     score, label, comment = _feedback(ordered)
@@ -1236,17 +1255,16 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
             _text,
         )
         or "",
-        prompt_version=_first_attr(
-            others_first,
-            (
-                PROMPT_VERSION,
-                "llm.prompt_template.version",
-                "traceloop.prompt.version",
-                "traceloop.entity.version",
+        prompt_version=None
+        if present.isdisjoint(_PROMPT_VERSION_KEYS)
+        else _first_attr(_unique(llm_spans + [root] + ordered), _PROMPT_VERSION_KEYS),
+        retriever_version=None
+        if present.isdisjoint(_RETRIEVER_VERSION_KEYS)
+        else _first_attr(
+            _unique(
+                [s for s, _, _ in retrievals] + [r for r, _, _ in rerankers] + [root] + ordered
             ),
-        ),
-        retriever_version=_first_attr(
-            _unique(retr_spans + [root] + ordered), (RETRIEVER_VERSION, "retriever.version")
+            _RETRIEVER_VERSION_KEYS,
         ),
         start_ns=min(s.start_ns for s in ordered),
         end_ns=max(s.end_ns for s in ordered),
@@ -1268,9 +1286,11 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
                 "gen_ai.usage.completion_tokens",
             ),
         ),
-        session_id=_first_attr(ordered, ("session.id", "gen_ai.conversation.id"), _text),
-        user_id=_first_attr(ordered, ("user.id", "enduser.id"), _text),
-        conventions=_conventions(ordered, fams),
+        session_id=None
+        if present.isdisjoint(_SESSION_KEYS)
+        else _first_attr(ordered, _SESSION_KEYS, _text),
+        user_id=None if present.isdisjoint(_USER_KEYS) else _first_attr(ordered, _USER_KEYS, _text),
+        conventions=_conventions(ordered, [i[1] for i in infos]),
         sources=sources,
     )
 
