@@ -56,26 +56,37 @@ def stage_total(stages: dict[str, float]) -> float:
 
 
 class FreeJudge:
-    """Answers every fact instantly with fixed evidence: the judge costs nothing."""
+    """Answers every fact instantly with fixed evidence: the judge costs (next to) nothing.
+
+    The findings for a given number of contexts and set of facts are built once and shared
+    (``Finding`` is frozen and metrics only read values), so what the benchmark measures is the
+    scorer, not this stand-in's own object construction."""
 
     name = "free"
     model = "none"
 
+    def __init__(self) -> None:
+        self._cache: dict[tuple[int, frozenset[Fact]], dict[Fact, Finding]] = {}
+
     async def gather(self, sample: Sample, needs: Needs) -> dict[Fact, Finding]:
         n = len(sample.contexts)
-        values: dict[Fact, Any] = {
-            Fact.STATEMENTS: ["s1", "s2"],
-            Fact.STATEMENT_SUPPORT: [1, 0],
-            Fact.QUESTION_SIMILARITY: {
-                "questions": ["q"],
-                "similarities": [0.9],
-                "noncommittal": False,
-            },
-            Fact.CONTEXT_USEFUL: [1] * n,
-            Fact.CONTEXT_USED: [1] * n,
-            Fact.CONTEXT_RATINGS: [2, 1],
-        }
-        return {f: Finding(f, values[f]) for f in needs.facts if f in values}
+        found = self._cache.get((n, needs.facts))
+        if found is None:
+            values: dict[Fact, Any] = {
+                Fact.STATEMENTS: ["s1", "s2"],
+                Fact.STATEMENT_SUPPORT: [1, 0],
+                Fact.QUESTION_SIMILARITY: {
+                    "questions": ["q"],
+                    "similarities": [0.9],
+                    "noncommittal": False,
+                },
+                Fact.CONTEXT_USEFUL: [1] * n,
+                Fact.CONTEXT_USED: [1] * n,
+                Fact.CONTEXT_RATINGS: [2, 1],
+            }
+            found = {f: Finding(f, values[f]) for f in needs.facts if f in values}
+            self._cache[(n, needs.facts)] = found
+        return dict(found)
 
     async def aclose(self) -> None:
         return None
