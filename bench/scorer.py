@@ -505,8 +505,10 @@ def _code_revision() -> str:
     import ragpulse.scorer as scorer_pkg
 
     code = Path(scorer_pkg.__file__).resolve()
-    if not code.is_relative_to(ROOT):  # PYTHONPATH points at another checkout (git archive)
-        return f"code from {code.parents[2]}"
+    if not code.is_relative_to(ROOT):
+        # PYTHONPATH points at another tree, e.g. ``git archive <rev> scorer`` unpacked to keep
+        # a colleague's uncommitted edits out of the measurement: the caller names it.
+        return os.environ.get("BENCH_CODE_REV") or f"code from {code.parents[2]}"
     return f"{rev} with uncommitted scorer changes" if dirty else rev
 
 
