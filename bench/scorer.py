@@ -293,8 +293,9 @@ def stage_breakdown(n: int = 3000, repeats: int = 3) -> dict[str, float]:
     """CPU microseconds per trace of each stage, run in-line on one thread (no Kafka, no chDB):
     where the scorer's CPU goes. Process CPU time, the least of ``repeats`` runs of each stage:
     on a shared machine other processes only ever add to a run's time (cache and frequency
-    contention), so the minimum is the least disturbed measurement. The preparer redacts with the
-    default privacy settings, as ``ragpulse scorer`` does."""
+    contention), so the minimum is the least disturbed measurement; each repeat starts after a
+    ``gc.collect()``. The preparer redacts with the default privacy settings, as
+    ``ragpulse scorer`` does."""
     import asyncio
 
     from ragpulse.scorer.evaluator import Evaluator
@@ -316,6 +317,10 @@ def stage_breakdown(n: int = 3000, repeats: int = 3) -> dict[str, float]:
     def timed(name: str, fn: Any) -> Any:
         best, result = float("inf"), None
         for _ in range(repeats):
+            # Each repeat starts from a collected heap: otherwise a full collection owed to the
+            # previous stage's garbage can land in this one (it did: one stage read +30 %).
+            result = None
+            gc.collect()
             t0 = time.process_time()
             result = fn()
             best = min(best, time.process_time() - t0)
@@ -603,7 +608,8 @@ def write_docs(
         f"Verdict: {verdict}",
         "",
         "Where the Python stages' CPU goes (``stage_breakdown`` in the script: each stage "
-        "in-line on one thread, 3,000 traces, process CPU time, least of 3 runs per stage; with "
+        "in-line on one thread, 3,000 traces, process CPU time, least of 3 runs per stage, each "
+        "after a `gc.collect()`; with "
         "`--baseline`, the old revision's breakdown runs in alternation with the measured "
         "code's, in fresh interpreters, and each keeps its least CPU over 3 rounds). The "
         "preparer redacts with the default privacy settings, as `ragpulse scorer` does; the "
