@@ -578,21 +578,40 @@ def write_docs(
     meets = fastest >= 2000
     verdict = (
         f"{'meets' if meets else 'does NOT meet'} the 2,000 traces/s target on this machine "
-        f"(best run {fastest:,.0f} traces/s, median {median:,.0f}"
-        + ("" if meets else f"; {2000 - median:,.0f} traces/s or {1 - median / 2000:.0%} short")
+        f"at this load (best run {fastest:,.0f} traces/s, median {median:,.0f}"
+        + (
+            f", slowest {min(r['traces_per_s'] for r in results):,.0f}"
+            if meets
+            else f"; {2000 - median:,.0f} traces/s or {1 - median / 2000:.0%} short"
+        )
         + f"). The process spends {cpu_us:,.0f} us of CPU per trace (mean of the runs). "
         f"The Python threads (consumer, event loop, writer, kafka-python I/O) use {gil_us:,.0f} "
-        "us of it and share one GIL, so one scorer process cannot go faster than about "
-        f"{1e6 / gil_us:,.0f} traces/s however many cores it gets (less: the writer thread's "
-        "figure includes the chDB insert, which runs without the GIL). The in-line stages "
-        f"(table below) account for {stage_us:,.0f} us; the rest of the Python threads' CPU "
-        "is kafka-python's record parsing inside `poll()`, the scorer's per-trace bookkeeping "
-        "(an asyncio task, the judge semaphore and an inbox message per trace, offset "
-        f"tracking) and the garbage collector ({gc_us:,.0f} us per trace, {gc_full_us:,.0f} "
-        "of it in full collections that walk every live object, the imported libraries' "
-        "included). The numbers for the next steps, outside this benchmark's own code, are in "
-        "the report of issue 3: freezing the start-up heap (`gc.freeze()` once the scorer has "
-        "started) and a second scorer process in the same consumer group."
+        "us of it and share one GIL, which caps one scorer process at roughly "
+        f"{1e6 / gil_us:,.0f} traces/s however many cores it gets (somewhat more in practice: "
+        "the writer thread's figure includes the chDB insert, which releases the GIL). So a "
+        "target holds only with a thin margin, and only while the process also gets part of a "
+        "second core for the chDB engine and kafka-python's I/O thread. The in-line stages "
+        f"(table below) account for {stage_us:,.0f} us; the rest of the Python threads' CPU is kafka-python's "
+        "record parsing inside `poll()`, the scorer service's per-trace bookkeeping (an asyncio "
+        "task, the judge semaphore and an inbox message per trace, offset tracking; "
+        "`pipeline/service.py`), clickhouse-connect's Python serialization of the insert "
+        f"(LowCardinality dictionaries, strings) and the garbage collector ({gc_us:,.0f} us per "
+        f"trace, {gc_full_us:,.0f} of it in full collections, each of which walks every live "
+        "object: the ~100,000 of the imported libraries, pandas' 35,000 included, which "
+        "clickhouse-connect's insert imports, cost ~70 ms per full collection)."
+    )
+    next_steps = (
+        "Next steps beyond this code: (1) `gc.freeze()` once the scorer has started (in "
+        "`Scorer.start()`, after the writer's imports), so full collections skip the start-up "
+        "heap; `--gc-freeze` measures that what-if (not written here by `--write-docs`). (2) "
+        "More than one core needs a second `ragpulse scorer` in the same consumer group "
+        "(partitions split between them; `--workers N` is not built yet). Trade-offs of that "
+        "route: every worker then needs a ClickHouse server, or the HTTP facade in front of the "
+        "one chDB directory (a chDB directory has one owning process), and pays an HTTP insert "
+        "instead of an in-process one; each worker keeps its own assembler, so a trace's spans "
+        "must share a partition (the collector keys records by trace id, so they do); "
+        "consumer-group rebalances replay uncommitted traces, which the `scores` "
+        "ReplacingMergeTree key absorbs."
     )
     lines += [
         "",
@@ -606,6 +625,8 @@ def write_docs(
         f"| (garbage collector, all threads) | {gc_us:.0f} |",
         "",
         f"Verdict: {verdict}",
+        "",
+        next_steps,
         "",
         "Where the Python stages' CPU goes (``stage_breakdown`` in the script: each stage "
         "in-line on one thread, 3,000 traces, process CPU time, least of 3 runs per stage, each "
