@@ -588,7 +588,7 @@ def write_docs(
         f"The Python threads (consumer, event loop, writer, kafka-python I/O) use {gil_us:,.0f} "
         "us of it and share one GIL, which caps one scorer process at roughly "
         f"{1e6 / gil_us:,.0f} traces/s however many cores it gets (somewhat more in practice: "
-        "the writer thread's figure includes the chDB insert, which releases the GIL). So a "
+        "the writer thread's figure includes the chDB insert, which releases the GIL). So the "
         "target holds only with a thin margin, and only while the process also gets part of a "
         "second core for the chDB engine and kafka-python's I/O thread. The in-line stages "
         f"(table below) account for {stage_us:,.0f} us; the rest of the Python threads' CPU is kafka-python's "
