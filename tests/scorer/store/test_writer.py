@@ -341,7 +341,6 @@ def test_datetime64_ticks_match_clickhouse_connect() -> None:
     from datetime import datetime, timedelta, timezone
 
     from clickhouse_connect.datatypes.registry import get_from_name
-
     from ragpulse.scorer.store.writer import _epoch_us_column, _ticks
 
     base = datetime(2026, 11, 22, 6, 30, 1, 999999, tzinfo=timezone.utc)
