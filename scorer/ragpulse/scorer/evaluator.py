@@ -96,6 +96,7 @@ class Evaluator:
             for f in m.facts:
                 self._all_users[f] = self._all_users.get(f, 0) + 1
         self._all_needs = Needs(facts=frozenset(self._all_users), criteria=self.criteria)
+        self._all_for = self.metrics  # what they were computed for (``metrics`` is public)
 
     async def evaluate(self, sample: Sample) -> SampleResult:
         """Score one sample with every metric. Never raises for judge trouble."""
@@ -109,7 +110,8 @@ class Evaluator:
                 runnable.append(m)
             else:
                 pre[m.name] = reason
-        if not pre:  # every metric runs: the facts, their sharing and the needs are precomputed
+        if not pre and self.metrics is self._all_for:
+            # every metric runs: the facts, their sharing and the needs are precomputed
             users = self._all_users
             needs: Needs | None = self._all_needs if users else None
         else:
