@@ -25,4 +25,5 @@ chromium:
 	fi
 
 test: install chromium
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider

@@ -35,12 +35,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ragpulse.collector.kafka import KafkaSettings, ensure_topic  # noqa: E402
-from ragpulse.deploy.broker import TansuBroker, free_port  # noqa: E402
-from tests.collector.payloads import rag_request  # noqa: E402
+from ragpulse.collector.kafka import KafkaSettings, ensure_topic
+from ragpulse.deploy.broker import TansuBroker, free_port
+from tests.collector.payloads import rag_request
 
 DEFAULT_ROTEL = REPO / "bench/.venv-rotel/lib/python3.11/site-packages/rotel/rotel-agent"
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -329,6 +329,7 @@ class Sender:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
         from ragpulse.scorer.traces.instrument import RagTracer
 
         self.passages, self.questions = load_corpus(settings.data)

@@ -42,11 +42,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.judges.base import Needs
 from ragpulse.scorer.model import Fact, Score
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs" / "benchmarks.md"
@@ -416,7 +417,8 @@ def tune(args: argparse.Namespace) -> str:
                    ((0.35, 0.5), (0.4, 0.5))):
         for fname, (lx_, bl_, ys_, _) in ratings.items():
             lx_a, bl_a, ys_a = np.array(lx_), np.array(bl_), np.array(ys_)
-            r = lambda x, c: np.where(x >= c[1], 2, np.where(x >= c[0], 1, 0))
+            def r(x, c):
+                return np.where(x >= c[1], 2, np.where(x >= c[0], 1, 0))
             sc = (r(lx_a, cl) + r(bl_a, cb)) / 4.0
             pos, neg = sc[ys_a == 1], sc[ys_a == 0]
             lines.append(

@@ -44,7 +44,6 @@ from ragpulse.scorer.store import (
     init_schema,
     open_store,
 )
-
 from tests.scorer.pipeline.traffic import make_traces, otelcol_records, rotel_records
 
 SECTION = "## Scorer overhead"

@@ -30,13 +30,14 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.embeddings import USEEmbedder
 from ragpulse.scorer.judges.local import LocalJudge, LocalJudgeSettings
 from ragpulse.scorer.metrics import DEFAULT_METRICS
 from ragpulse.scorer.segment import split_sentences
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 REPO = Path(__file__).resolve().parent.parent
 err = Console(stderr=True)

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from ragpulse.scorer.embeddings import USEEmbedder
 from ragpulse.scorer.judges.local.support import (
     DEFAULT_WEIGHTS_PATH,

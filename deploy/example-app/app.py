@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     from ragpulse.scorer.traces.instrument import RagTracer
 
     resource = Resource.create(

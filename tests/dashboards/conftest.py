@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from ragpulse.dashboards.settings import AlertSettings, DashboardsSettings
 from ragpulse.scorer.store import SchemaSettings, init_schema
 

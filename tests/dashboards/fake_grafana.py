@@ -158,7 +158,7 @@ class FakeGrafana:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> FakeGrafana:  # noqa: PYI034
+    def __enter__(self) -> FakeGrafana:
         self.thread.start()
         return self
 

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+
 from ragpulse.dashboards.alerts import evaluate, rule_specs
 from ragpulse.dashboards.frames import context, run_panel
 from ragpulse.dashboards.queries import panels
@@ -131,6 +132,7 @@ def test_thresholds_are_settings(chdb_client: Any, settings) -> None:
 
 def test_settings_validation() -> None:
     from pydantic import ValidationError
+
     from ragpulse.dashboards.settings import AlertSettings
 
     with pytest.raises(ValidationError):

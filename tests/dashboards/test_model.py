@@ -20,6 +20,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import alerting
 from grafana_foundation_sdk.models import dashboard as sdk_dashboard
 from pydantic import BaseModel, ConfigDict, Field
+
 from ragpulse.dashboards.alerts import grafana_rule, rule_specs
 from ragpulse.dashboards.dashboard import PLUGIN_TYPE, build_dashboard
 from ragpulse.dashboards.provisioning import files
@@ -247,8 +248,9 @@ def test_committed_generated_files_are_fresh() -> None:
 
 
 def test_export_cli(tmp_path: Path) -> None:
-    from ragpulse.cli import _register, app
     from typer.testing import CliRunner
+
+    from ragpulse.cli import _register, app
 
     _register()
     out = tmp_path / "grafana"
@@ -267,8 +269,9 @@ def test_export_cli(tmp_path: Path) -> None:
     ("- a list", "must be a mapping"),
 ])
 def test_settings_file_errors(tmp_path: Path, text: str, message: str) -> None:
-    from ragpulse.cli import _register, app
     from typer.testing import CliRunner
+
+    from ragpulse.cli import _register, app
 
     _register()
     p = tmp_path / "s.yaml"

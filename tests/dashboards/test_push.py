@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from typer.testing import CliRunner
+
 from ragpulse.dashboards.alerts import rule_specs
 from ragpulse.dashboards.push import GrafanaPushError, push
 from ragpulse.dashboards.settings import DashboardsSettings
-from typer.testing import CliRunner
 
 from .fake_grafana import FakeGrafana
 

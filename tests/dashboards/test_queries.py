@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from ragpulse.dashboards.alerts import rule_specs
 from ragpulse.dashboards.dashboard import build_dashboard, variables
 from ragpulse.dashboards.frames import context, run_panel, to_series

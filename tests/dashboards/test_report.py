@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
+
 from ragpulse.cli import _register, app
 from ragpulse.dashboards.queries import panels
 from ragpulse.scorer import Score
 from ragpulse.scorer.store import TraceMeta, open_store, rows_from_scores
 from ragpulse.scorer.store.writer import ScoreWriter
-from typer.testing import CliRunner
 
 from .data import NOW
 
@@ -104,9 +105,9 @@ def test_status_summarises_per_metric(chdb_dir: Path, filled_db: str, tmp_path: 
         "--database", filled_db, "--settings", str(_settings_file(tmp_path))])
     assert res.exit_code == 3, res.output  # alerts are firing
     out = res.output
-    line = next(l for l in out.splitlines() if "faithfulness" in l and " drop " in l)
+    line = next(ln for ln in out.splitlines() if "faithfulness" in ln and " drop " in ln)
     assert re.search(r"0\.5\d\d", line) and "drift" in line and re.search(r"[▁▂▃▄▅▆▇█]{10}", line)
-    few = next(l for l in out.splitlines() if "faithfulness" in l and " few " in l)
+    few = next(ln for ln in out.splitlines() if "faithfulness" in ln and " few " in ln)
     assert " ok " in few or few.rstrip().endswith("ok │")  # two samples: no alert
     assert "FIRING" in out and "Quality drift" in out
     quiet = CliRunner().invoke(app, [

@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 import pytest
+
 from ragpulse.scorer.store.schema import (
     CLUSTER_SHARDING,
     LOCAL_SUFFIX,

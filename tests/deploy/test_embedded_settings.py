@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
 from ragpulse.deploy.embedded import Embedded, EmbeddedSettings
 
 
@@ -56,9 +57,10 @@ def test_defaults_without_environment(stack: Embedded) -> None:
 def _parsed(monkeypatch: pytest.MonkeyPatch, *args: str) -> EmbeddedSettings:
     """The settings ``ragpulse up ARGS`` would run with (``run`` captured, nothing started)."""
     import typer
+    from typer.testing import CliRunner
+
     from ragpulse.deploy import embedded
     from ragpulse.deploy.cli import up
-    from typer.testing import CliRunner
 
     seen: list[EmbeddedSettings] = []
 

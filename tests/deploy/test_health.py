@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
 from ragpulse.collector.kafka import KafkaSettings
 from ragpulse.deploy.health import (
     HealthServer,
@@ -149,6 +150,7 @@ def test_slow_checks_time_out_and_are_cached() -> None:
 
 def test_clickhouse_probe_against_the_http_facade(chdb_dir: Any) -> None:
     from pydantic import SecretStr
+
     from ragpulse.scorer.store.http import FacadeSettings, build_facade
 
     facade = build_facade(

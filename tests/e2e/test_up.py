@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from ragpulse.deploy.broker import free_port
 
+from ragpulse.deploy.broker import free_port
 from tests.infra_chdb import query_chdb_dir
 
 pytestmark = pytest.mark.slow

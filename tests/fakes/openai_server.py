@@ -159,7 +159,7 @@ class FakeOpenAIServer:
             def log_message(self, *a: Any) -> None:  # keep test output clean
                 return
 
-            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+            def do_POST(self) -> None:
                 with server._lock:
                     server._in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)

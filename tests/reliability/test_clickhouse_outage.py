@@ -19,8 +19,8 @@ from pathlib import Path
 
 import clickhouse_connect
 import pytest
-from ragpulse.scorer.pipeline import build_scorer
 
+from ragpulse.scorer.pipeline import build_scorer
 from tests.scorer.pipeline.conftest import (
     METRICS,
     committed,

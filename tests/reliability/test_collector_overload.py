@@ -22,8 +22,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from ragpulse.collector.kafka import KafkaSettings
 
+from ragpulse.collector.kafka import KafkaSettings
 from tests.collector.conftest import read_records
 from tests.security.corpus import rag_spans, request, trace_id
 

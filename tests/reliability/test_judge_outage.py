@@ -12,12 +12,12 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from ragpulse.scorer.evaluator import Evaluator
 from ragpulse.scorer.judges.llm import LLMJudge, LLMJudgeSettings
 from ragpulse.scorer.pipeline import Scorer
 from ragpulse.scorer.pipeline.prepare import build_preparer
 from ragpulse.scorer.traces import Sampler
-
 from tests.fakes.openai_server import FakeOpenAIServer, Recorded, Reply
 from tests.scorer.llm.conftest import TableEmbedder, content_aware
 from tests.scorer.pipeline.conftest import METRICS, committed, end_offsets, produce, wait_for

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+
 from ragpulse.scorer.evaluator import Evaluator
 from ragpulse.scorer.metrics import DEFAULT_METRICS, METRICS, Metric, MetricResult, to_score
 from ragpulse.scorer.model import Cost, Fact, Interval, Reason, Sample, Score

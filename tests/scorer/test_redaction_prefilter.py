@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from ragpulse.scorer import privacy
 from ragpulse.scorer.privacy import PrivacySettings, Redactor
 

@@ -23,10 +23,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+
 from ragpulse.collector.service import Collector
 from ragpulse.scorer import Evaluator
 from ragpulse.scorer.traces import DecodeError, SpanDecoder, extract, group_by_trace
-
 from tests.collector.conftest import read_records
 from tests.security.corpus import (
     MAX_BODY,

@@ -19,9 +19,9 @@ import json
 import re
 
 import pytest
+
 from ragpulse.scorer import Evaluator, Fact, Reason, Sample
 from ragpulse.scorer.judges.base import Needs
-
 from tests.fakes.openai_server import FakeOpenAIServer, Recorded, Reply, data_blocks
 from tests.scorer.llm.conftest import content_aware
 

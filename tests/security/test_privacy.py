@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.judges.base import Judge
 from ragpulse.scorer.judges.factory import build_judge

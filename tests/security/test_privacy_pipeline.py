@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from ragpulse.scorer.judges.base import Needs
 from ragpulse.scorer.model import Fact, Finding, Sample
 from ragpulse.scorer.pipeline import build_scorer
-
 from tests.scorer.doubles import TableJudge
 from tests.scorer.pipeline.conftest import FACTS, METRICS, produce, wait_for
 from tests.scorer.pipeline.traffic import BASE_NS, RagTrace, otelcol_records

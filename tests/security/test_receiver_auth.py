@@ -17,10 +17,10 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
 )
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
 from ragpulse.collector.config import OtlpSettings
 from ragpulse.collector.otlp_http import bearer_ok
 from ragpulse.collector.service import Collector
-
 from tests.collector.conftest import read_records
 from tests.security.corpus import good_request
 

@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 import grpc
 import pytest
 from pydantic import ValidationError
+
 from ragpulse.collector.config import OtlpSettings
 from ragpulse.collector.service import Collector
-
 from tests.collector.conftest import read_records
 from tests.security.corpus import good_request
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from ragpulse.collector.kafka import KafkaSettings
 from ragpulse.scorer.store import FacadeSettings, StoreSettings
 

@@ -104,7 +104,7 @@ def collector(
         try:
             obs = start_observability("collector", service.stats, port=health_port,
                                       ready={"kafka": kafka_probe(settings.kafka)})
-        except Exception as exc:  # noqa: BLE001 - port taken, OTLP extra missing, store down
+        except Exception as exc:
             service.shutdown()
             typer.echo(f"ragpulse collector: cannot start the health endpoint: {exc}", err=True)
             raise typer.Exit(2) from None

@@ -135,13 +135,13 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 60  # seconds an idle keep-alive connection is kept
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s " + format, self.address_string(), *args)
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+    def do_POST(self) -> None:
         self.server.receiver._handle(self)
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._reply_plain(405, b"POST OTLP traces to /v1/traces\n", extra={"Allow": "POST"})
 
     do_PUT = do_DELETE = do_PATCH = do_GET

@@ -216,7 +216,7 @@ def evaluate(client: Any, spec: RuleSpec, now: datetime) -> RuleResult:
     result = RuleResult(spec)
     try:
         res = client.query(expand(spec.sql, ctx))
-    except Exception as exc:  # noqa: BLE001 - surfaced per rule, like execErrState
+    except Exception as exc:
         result.error = f"{type(exc).__name__}: {exc}"
         return result
     names = list(res.column_names)

@@ -122,7 +122,7 @@ def _client(clickhouse: str | None, data_dir: Path, database: str) -> tuple[Any,
         raise _fail(str(exc)) from None
     try:
         applied = applied_versions(client, database)
-    except Exception as exc:  # noqa: BLE001 - any failure here means we cannot read
+    except Exception as exc:
         client.close()
         raise _fail(f"cannot read ClickHouse at {_redact(dsn)}: {exc}") from None
     if not applied:

@@ -13,6 +13,7 @@ from statistics import NormalDist
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
 from ragpulse.scorer.metrics import DEFAULT_METRICS
 from ragpulse.scorer.store.schema import validate_identifier
 

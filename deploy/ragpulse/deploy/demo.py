@@ -168,7 +168,7 @@ class DemoTraffic:
         self._providers: dict[str, object] = {}
         self._tracers: dict[tuple[str, bool], object] = {}
 
-    def _tracer(self, sc: Scenario):  # noqa: ANN202
+    def _tracer(self, sc: Scenario):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider

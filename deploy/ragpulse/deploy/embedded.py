@@ -256,6 +256,9 @@ def run(settings: EmbeddedSettings, console: Any) -> int:
     try:
         console.print("[bold]ragpulse up[/bold]: starting the embedded stack ...")
         stack = Embedded.start(settings)
+        from ragpulse.scorer.pipeline import freeze_startup_heap
+
+        freeze_startup_heap()  # `up` owns this process: its start-up heap lives as long as it
         table = Table(show_header=False, box=None)
         for k, v in stack.endpoints().items():
             table.add_row(f"[cyan]{k}[/cyan]", v)

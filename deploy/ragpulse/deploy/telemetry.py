@@ -466,7 +466,7 @@ class HealthRecorder:
             rows = self._sampler.sample(stats)
             if rows:
                 self._ensure_writer().submit(rows).add_done_callback(self._done)
-        except Exception as exc:  # noqa: BLE001 - connect/WriterFull/broken stats(): skip a sample
+        except Exception as exc:
             self._failed(exc)
 
     def _failed(self, exc: BaseException) -> None:

@@ -221,7 +221,7 @@ def score(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256, help="Samples in flight at once.")] = 8,
     votes: Annotated[int, typer.Option("--votes", min=1, max=15, help="LLM self-consistency: votes per verdict.")] = 1,
     tokens_per_hour: Annotated[int | None, typer.Option("--tokens-per-hour", min=1, help="LLM token budget per hour; over it, scores are skipped with reason budget_exhausted.")] = None,
-    criterion: Annotated[list[str], typer.Option("--criterion", help="User-defined aspect critique NAME[:STRICTNESS]=DEFINITION (repeatable).")] = [],  # noqa: B006
+    criterion: Annotated[list[str], typer.Option("--criterion", help="User-defined aspect critique NAME[:STRICTNESS]=DEFINITION (repeatable).")] = [],
     threads: Annotated[int, typer.Option("--threads", min=1, max=64, help="Local judge: BLAS threads for the embedding model.")] = 2,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
@@ -263,7 +263,7 @@ def score(
         raise typer.Exit(1)
 
 
-async def _main(samples, evaluator, out_f, progress, task, summary, err, judge) -> None:  # noqa: ANN001
+async def _main(samples, evaluator, out_f, progress, task, summary, err, judge) -> None:
     try:
         await _run(samples, evaluator, out_f, progress, task, summary, err)
     finally:

@@ -60,7 +60,7 @@ class USEEmbedder:
         self._load()
         return self
 
-    def _load(self):  # noqa: ANN202
+    def _load(self):
         if self._model is None:
             with self._model_lock:
                 if self._model is None:

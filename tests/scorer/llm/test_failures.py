@@ -224,7 +224,6 @@ async def test_concurrency_is_bounded_across_samples(server, make_judge):
 
 async def test_connection_errors_are_retried_then_reported(make_judge):
     from ragpulse.scorer.judges.llm import LLMJudge, LLMJudgeSettings
-
     from tests.fakes.openai_server import FakeOpenAIServer
 
     with FakeOpenAIServer() as gone:

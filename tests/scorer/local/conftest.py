@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+
 from ragpulse.scorer.embeddings import USEEmbedder
 from ragpulse.scorer.judges.local import LocalJudge, LocalJudgeSettings
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+
 from ragpulse.scorer import Evaluator, Fact, Sample
 from ragpulse.scorer.judges.base import Needs
 from ragpulse.scorer.judges.local import LocalJudge, LocalJudgeSettings

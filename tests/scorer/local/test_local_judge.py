@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pydantic import ValidationError
+
 from ragpulse.scorer import Evaluator, Fact, Reason, Sample
 from ragpulse.scorer.embeddings import USEEmbedder
 from ragpulse.scorer.judges.base import Judge, Needs

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from ragpulse.scorer.embeddings import USEEmbedder
 from ragpulse.scorer.judges.local.support import (
     DEFAULT_WEIGHTS_PATH,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ragpulse.scorer.judges.local.analysis import rate
 from ragpulse.scorer.judges.local.text import (
     content_units,

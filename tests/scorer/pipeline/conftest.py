@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
+
 from ragpulse.collector.kafka import KafkaSettings, ensure_topic
 from ragpulse.scorer import Fact
 from ragpulse.scorer.judges.base import Needs

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from typer.testing import CliRunner
+
 from ragpulse import cli as root
 from ragpulse.scorer.pipeline.cli import _settings_from, status_line
-from typer.testing import CliRunner
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 from pydantic import ValidationError
+
 from ragpulse.scorer.pipeline import AssemblySettings, OffsetTracker, TraceAssembler
 
 

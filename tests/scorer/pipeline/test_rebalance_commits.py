@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer
 from kafka.errors import CommitFailedError
+
 from ragpulse.scorer.evaluator import Evaluator
 from ragpulse.scorer.pipeline import Scorer, build_scorer
 from ragpulse.scorer.pipeline.offsets import OffsetTracker

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from ragpulse.scorer.evaluator import Evaluator
 from ragpulse.scorer.pipeline import ScorerError, build_scorer
 from ragpulse.scorer.store import ScoreWriter, WriterSettings

@@ -4,14 +4,14 @@ failures or hold inserts, so the writer's behaviour is checked against real ackn
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
 from ragpulse.scorer.store import ScoreRow, TraceMeta, rows_from_scores
 
-T0 = datetime(2026, 11, 20, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
 
 
 class FlakyClient:

@@ -8,7 +8,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ def test_client_connects_and_gets_typed_results(http_client: Any, chdb_client: A
     assert res.column_names == ("n", "s", "t", "arr", "m", "lc", "nul", "fs")
     n, s, t, arr, m, lc, nul, fs = res.result_rows[0]
     assert (n, s, arr, m, lc, nul) == (42, "x'y", [1.5, 2.5], {"a": 1}, "lc", None)
-    assert t.replace(tzinfo=timezone.utc) == datetime(2026, 11, 20, 12, 0, 0, 250000, tzinfo=timezone.utc)
+    assert t.replace(tzinfo=UTC) == datetime(2026, 11, 20, 12, 0, 0, 250000, tzinfo=UTC)
     assert fs in (b"ab", "ab")
     assert http_client.command("SELECT 1 + 1") == 2
 

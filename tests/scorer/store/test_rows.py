@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,7 +22,7 @@ from .helpers import T0, meta, scores, trace_id
 
 
 def test_rows_carry_score_and_trace_metadata() -> None:
-    at = datetime(2026, 11, 20, 12, 5, 0, 123456, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 20, 12, 5, 0, 123456, tzinfo=UTC)
     r_ok, r_null = rows_from_scores(scores(), meta(1, rate=0.25), scored_at=at)
     assert r_ok.trace_id == trace_id(1) and r_ok.span_id == f"{1:016x}"
     assert (r_ok.service, r_ok.environment, r_ok.model, r_ok.prompt_version, r_ok.retriever_version) \
@@ -122,6 +122,6 @@ def test_hostile_strings_round_trip(rag_schema: Any, chdb_client: Any) -> None:
 
 
 def test_scored_at_default_is_now() -> None:
-    before = datetime.now(timezone.utc) - timedelta(seconds=1)
+    before = datetime.now(UTC) - timedelta(seconds=1)
     r = rows_from_scores(scores(), meta(1))[0]
     assert r.scored_at >= before and r.scored_at.tzinfo is not None

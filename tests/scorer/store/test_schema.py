@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -133,7 +133,7 @@ def test_ttl_and_keys_are_in_the_created_tables(chdb_client: Any, rag_database: 
 def test_expired_rows_are_deleted_by_ttl(chdb_client: Any, rag_database: str) -> None:
     init_schema(chdb_client, SchemaSettings(database=rag_database, ttl_days=1))
     old = rows(1, ts=T0 - timedelta(days=400))
-    fresh = rows(1, start=1, ts=datetime.now(timezone.utc), scored_at=datetime.now(timezone.utc))
+    fresh = rows(1, start=1, ts=datetime.now(UTC), scored_at=datetime.now(UTC))
     _write(chdb_client, rag_database, old + fresh)
     chdb_client.command(f"OPTIMIZE TABLE `{rag_database}`.scores FINAL")
     left = chdb_client.query(f"SELECT DISTINCT trace_id FROM `{rag_database}`.scores").result_rows

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import concurrent.futures
+from datetime import UTC
 from typing import Any
 
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from pydantic import ValidationError
+
 from ragpulse.scorer.store import (
     PermanentStoreError,
     RetryableStoreError,
@@ -341,11 +343,12 @@ def test_datetime64_ticks_match_clickhouse_connect() -> None:
     from datetime import datetime, timedelta, timezone
 
     from clickhouse_connect.datatypes.registry import get_from_name
+
     from ragpulse.scorer.store.writer import _epoch_us_column, _ticks
 
-    base = datetime(2026, 11, 22, 6, 30, 1, 999999, tzinfo=timezone.utc)
+    base = datetime(2026, 11, 22, 6, 30, 1, 999999, tzinfo=UTC)
     col = [base, base, base + timedelta(microseconds=1), datetime(1969, 12, 31, 23, 59, 59, 1,
-           tzinfo=timezone.utc), base.astimezone(timezone(timedelta(hours=9)))]
+           tzinfo=UTC), base.astimezone(timezone(timedelta(hours=9)))]
     us = _epoch_us_column(col)
     assert us is not None and us[0] == us[1]
     for p in (0, 3, 6, 9):

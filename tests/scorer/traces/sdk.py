@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, Status, StatusCode
+
 from ragpulse.scorer.traces import Span, SpanDecoder, group_by_trace
 
 T0 = 1_763_000_000_000_000_000

@@ -7,6 +7,7 @@ bytes → SpanDecoder → group by trace → extract.
 from __future__ import annotations
 
 import pytest
+
 from ragpulse.scorer.traces import SpanDecoder, extract, group_by_trace
 
 from .conventions import ANSWER, DOCS, EXPECTED_SOURCES, MODEL, QUESTION, WRITERS

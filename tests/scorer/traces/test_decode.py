@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.trace import SpanKind
+
 from ragpulse.scorer.traces import (
     DecodeError,
     DecodeLimits,

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from opentelemetry.trace import SpanKind
+
 from ragpulse.scorer.model import Reason
 from ragpulse.scorer.traces import ExtractionSettings, Span, SpanEvent, extract, split_prompt
 

@@ -6,6 +6,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from ragpulse.scorer.traces import Span, SpanEvent, extract, split_prompt
 
 KEYS = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from ragpulse.scorer.traces import Sampler, SamplingSettings, StatusCode, extract
 from ragpulse.scorer.traces.instrument import Document, RagTracer
 

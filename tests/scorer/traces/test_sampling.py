@@ -7,6 +7,7 @@ import random
 
 import pytest
 from pydantic import ValidationError
+
 from ragpulse.scorer.traces import (
     AttributeRule,
     Sampler,

@@ -7,6 +7,7 @@ The command line is ``ragpulse scorer`` (:mod:`.cli`).
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Callable
@@ -40,6 +41,7 @@ __all__ = [
     "TracePreparer",
     "WriteSettings",
     "build_scorer",
+    "freeze_startup_heap",
 ]
 
 log = logging.getLogger(__name__)
@@ -139,3 +141,18 @@ def _open_client(dsn: str) -> Any:
     from ..store import open_store
 
     return open_store(dsn)
+
+
+def freeze_startup_heap() -> None:
+    """Move every object alive now out of the garbage collector's reach (``gc.freeze``).
+
+    For a long-running service process, called once after start-up: the libraries the scorer
+    imports (clickhouse-connect pulls in pandas, the judge its model) leave ~100,000 long-lived
+    objects that every full collection walks again, about 70 ms each time. bench/scorer.py
+    ``--gc-freeze`` measured full-collection CPU per trace falling from 47-60 to 22-36 us.
+    Objects frozen here are still freed by reference counting; only reference cycles among them
+    are never collected, which start-up state does not produce in quantity. Not for libraries
+    or tests that start many scorers in one process: it is a process-wide decision.
+    """
+    gc.collect()
+    gc.freeze()

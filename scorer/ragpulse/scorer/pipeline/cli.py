@@ -164,11 +164,12 @@ def scorer(
             typer.echo(f"  {where}: {e['msg']}", err=True)
         raise typer.Exit(2) from None
 
-    from . import build_scorer
+    from . import build_scorer, freeze_startup_heap
 
     try:
         svc = build_scorer(settings)
         svc.start()
+        freeze_startup_heap()  # this process is the service: its start-up heap lives forever
     except Exception as exc:
         typer.echo(f"error: cannot start the scorer: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1) from None
@@ -198,7 +199,7 @@ def scorer(
             clickhouse=(settings.clickhouse, settings.database),  # pipeline_health rows
             instance=settings.instance,
         )
-    except Exception as exc:  # noqa: BLE001 - port taken, OTLP extra missing, store down
+    except Exception as exc:
         svc.shutdown()
         typer.echo(f"error: cannot start the health endpoint: {exc}", err=True)
         raise typer.Exit(2) from None

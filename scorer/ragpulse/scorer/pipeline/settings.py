@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
 from ragpulse.collector.kafka import KafkaSettings
 
 from ..metrics import DEFAULT_METRICS, METRICS

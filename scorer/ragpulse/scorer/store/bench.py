@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from ..model import Cost, Interval, Score
 from .client import open_store
@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("--no-dedup", action="store_true", help="skip insert deduplication tokens")
     a = ap.parse_args()
 
-    t0 = datetime(2026, 11, 20, tzinfo=timezone.utc)
+    t0 = datetime(2026, 11, 20, tzinfo=UTC)
     scored = [
         Score(metric="faithfulness", value=0.8, judge="local", model="use-v3", prompt_version="v1",
               counts={"statements": 5, "supported": 4}, interval=Interval(low=0.4, high=0.96),

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 from pydantic import ValidationError
 
 from .client import open_store
 from .errors import StoreError
-from .schema import MIGRATIONS, SchemaError, SchemaSettings, applied_versions, init_schema, latest_version
+from .schema import (
+    MIGRATIONS,
+    SchemaError,
+    SchemaSettings,
+    applied_versions,
+    init_schema,
+    latest_version,
+)
 
 __all__ = ["db"]
 
@@ -43,7 +48,7 @@ def init(
     ttl_days: int = typer.Option(90, help="delete raw score rows older than this"),
     rollup_ttl_days: int = typer.Option(400, help="delete per-minute rollup rows older than this"),
     health_ttl_days: int = typer.Option(30, help="delete pipeline-health rows older than this"),
-    target: Optional[int] = typer.Option(None, help="migrate up to this version (default: latest)"),  # noqa: UP007 - typer
+    target: int | None = typer.Option(None, help="migrate up to this version (default: latest)"),
     print_sql: bool = typer.Option(False, "--print-sql", help="print the DDL instead of running it"),
     cluster: str | None = typer.Option(
         None, "--cluster", envvar="RAGPULSE_CLICKHOUSE__CLUSTER",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .rows import HealthRow, safe_text
 
@@ -30,7 +30,7 @@ class HealthSampler:
     """
 
     def __init__(self, component: str, instance: str, *, gauges: Iterable[str] = (),
-                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.component = safe_text(component, 64)
         self.instance = safe_text(instance, 128)
         self.gauges = frozenset(gauges)
@@ -45,7 +45,7 @@ class HealthSampler:
         now = self._clock()
         if now.tzinfo is None:
             raise ValueError("the clock must return aware datetimes")
-        now = now.astimezone(timezone.utc)
+        now = now.astimezone(UTC)
         minute = now.replace(second=0, microsecond=0)
         flat: dict[tuple[str, str], float] = {}
         for name, v in stats.items():

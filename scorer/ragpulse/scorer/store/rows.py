@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any, NamedTuple
 
@@ -64,7 +64,7 @@ def safe_text(value: Any, limit: int | None = None) -> str:
 def _utc(ts: datetime) -> datetime:
     if ts.tzinfo is None:
         raise ValueError(f"timestamp {ts!r} has no timezone: pass an aware datetime (UTC)")
-    return ts.astimezone(timezone.utc)
+    return ts.astimezone(UTC)
 
 
 def _hex_id(value: Any, length: int, what: str) -> str:
@@ -217,7 +217,7 @@ def rows_from_scores(
     scored again later replaces its earlier rows. Raises ``ValueError`` for a malformed trace id,
     a naive timestamp, or a sampling rate outside (0, 1]. Pure; thread-safe.
     """
-    scored_at = _utc(scored_at or datetime.now(timezone.utc))
+    scored_at = _utc(scored_at or datetime.now(UTC))
     # Truncate to ms: the column is DateTime64(3); the version must match what is stored.
     scored_at = scored_at.replace(microsecond=scored_at.microsecond // 1000 * 1000)
     version = int(scored_at.timestamp() * 1000)

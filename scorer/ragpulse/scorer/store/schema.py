@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -569,7 +569,7 @@ def init_schema(
                 raise SchemaError(
                     f"migration {m.version} ({m.name}) failed at statement {i} `{first} …`: {exc}"
                 ) from exc
-        stamp = now or datetime.now(timezone.utc)
+        stamp = now or datetime.now(UTC)
         client.command(
             f"INSERT INTO `{settings.database}`.`schema_migrations` (version, name, checksum, applied_at) "
             "VALUES ({v:UInt32}, {n:String}, {c:String}, {t:DateTime64(3, 'UTC')})",

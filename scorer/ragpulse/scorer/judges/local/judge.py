@@ -142,7 +142,7 @@ class LocalJudge:
                     self._detector = SupportDetector(
                         embedder=self.embedder, weights_path=self.settings.support_weights_path
                     )
-                except Exception as e:  # noqa: BLE001 - permanent config error: report, don't crash
+                except Exception as e:
                     self._detector_error = f"support detector unavailable: {e}"
                     log.error("%s", self._detector_error)
         return self._detector

@@ -28,7 +28,7 @@ _STOP = frozenset(
     is are was were be been being am do does did have has had will would shall should can could
     may might must it its this that these those there here he she they we you i me him her them
     us my your his their our which who whom whose what when where why how whats all any both each
-    some such only own same too very just also not no nor s t""".split()  # noqa: SIM905
+    some such only own same too very just also not no nor s t""".split()
 )
 # Interrogatives and their particles carry no content: the context never contains "何年" or
 # "哪一年"; their bigrams would only lower every coverage by a constant.
