@@ -222,15 +222,35 @@ def test_partitions_given_back_are_committed_even_when_the_revoke_commits_fail(
         assert taken and len(taken) < 3
         other.close(autocommit=False)  # leaves the group: A gets every partition back
         other = None
-        # A reads the other member's partitions again from the start (nothing was committed
-        # there), and nothing else: its own resume at their ends.
+        # A gets all three partitions back. It reads the other member's partitions again from
+        # the start (nothing was committed there) and nothing else: its own resume at their
+        # ends. Unless kafka-python never delivered the intermediate assignment to A's listener
+        # (it rejoins at once when the group changed again meanwhile): then A never gave those
+        # partitions up in its own view and resumes them at their ends too, which is also
+        # right, since A finished every record below.
         replayed = sum(ends[p] for p in taken)
+        total = sum(ends.values())
+
+        def full_assignments() -> int:
+            return sum(
+                1
+                for r in caplog.records
+                if r.getMessage().startswith("rebalance: assigned") and r.getMessage().count("(") == 3
+            )
+
+        def at_ends() -> bool:
+            # Where A's bookkeeping stands on each partition: its resume offset, or one past the
+            # last record it read (read from the test thread: a plain dict lookup, test only).
+            return all(a._offsets.position(topic, p) == ends[p] for p in ends)
+
         wait_for(
-            lambda: a.stats()["records_consumed"] == sum(ends.values()) + replayed
+            lambda: full_assignments() >= 2
+            and at_ends()
             and a.stats()["records_pending"] == 0
             and a.stats()["partitions_assigned"] == 3,
-            what="A re-reading the other member's partitions",
+            what="A owning every partition again, at their ends, with nothing pending",
         )
+        assert a.stats()["records_consumed"] in (total, total + replayed)
         assert _RevokeCommitsFail.refused >= 1
         assert committed(bootstrap, group) == {}  # the refused revoke commits left nothing
     finally:
@@ -241,3 +261,109 @@ def test_partitions_given_back_are_committed_even_when_the_revoke_commits_fail(
     assert committed(bootstrap, group) == ends
     _raw, _final, ids = _rows(chdb_client, rag_schema.database)
     assert ids == {t.trace_id for t in traces}
+
+
+# -- the listener's own paths, with a recording consumer -------------------------------------------
+# kafka-python reaches these paths only in rare sequences (an assignment that fails and is revoked
+# again; leaving the group from close()), so the consumer here is a small recording stand-in with
+# kafka-python 3's calling conventions, and the Scorer methods under test are the real ones.
+
+
+class _RecordingConsumer:
+    def __init__(self) -> None:
+        self.seeks: list[tuple[int, int]] = []
+        self.commits: list[dict[Any, Any]] = []
+        self.listener: Any = None
+
+    def seek(self, tp: Any, offset: int) -> None:
+        self.seeks.append((tp.partition, offset))
+
+    def pause(self, *tps: Any) -> None:
+        pass
+
+    def assignment(self) -> set[Any]:
+        return set()
+
+    def commit_async(self, offsets: dict[Any, Any], callback: Any = None) -> Any:
+        import asyncio
+
+        self.commits.append(offsets)
+        fut = asyncio.get_event_loop().create_future()
+        fut.set_result(None)
+        return fut
+
+    def close(self, autocommit: bool = True) -> None:
+        """What KafkaConsumer.close does in 3.0.12: leave the group through the listener."""
+        import asyncio
+
+        from kafka.structs import TopicPartition
+
+        asyncio.run(self.listener.on_partitions_revoked({TopicPartition(T, 0)}))
+
+
+def _bare_scorer() -> Scorer:
+    from types import SimpleNamespace
+
+    from ragpulse.scorer.pipeline.settings import ScorerSettings
+
+    return Scorer(ScorerSettings(), evaluator=SimpleNamespace(metrics=()), writer=object(),
+                  preparer=lambda t: None)
+
+
+def test_a_second_revoke_without_an_assignment_keeps_the_resume_offset() -> None:
+    """kafka-python re-runs the revoke when an assignment fails (assign_from_subscribed ->
+    request_rejoin): the partition is then untracked, and its resume offset must survive."""
+    from types import SimpleNamespace
+
+    from kafka.structs import TopicPartition
+
+    s = _bare_scorer()
+    s._consumer = consumer = _RecordingConsumer()
+    tp = TopicPartition(T, 0)
+    s._on_assigned([tp])
+    span = SimpleNamespace(parent_span_id="ab" * 8, trace_id="t1", span_id="cd" * 8)
+    for off in range(100, 121):  # one buffered trace holds records 100..120
+        ref = s._offsets.track(T, 0, off)
+        if s._assembler.add("t1", [span], ref):
+            s._offsets.hold(ref)
+        s._offsets.seal(ref)
+    assert s._on_revoked([tp]) == {}  # nothing finished: nothing to commit
+    assert s._resume == {(T, 0): 100}
+    assert s._on_revoked([tp]) == {}  # the second revoke, no assignment in between
+    assert s._resume == {(T, 0): 100}
+    s._on_assigned([tp])
+    assert consumer.seeks == [(0, 100)]  # the forgotten trace's records are read again
+
+
+def test_a_lost_membership_keeps_no_resume_offset() -> None:
+    from kafka.structs import TopicPartition
+
+    s = _bare_scorer()
+    s._consumer = _RecordingConsumer()
+    tp = TopicPartition(T, 0)
+    s._on_assigned([tp])
+    _consume(s._offsets, 5)  # its trace is still buffered
+    s._on_revoked([tp])
+    assert s._resume == {(T, 0): 5}
+    s._on_revoked([tp], lost=True)
+    assert s._resume == {}
+
+
+def test_the_revoke_commit_at_close_reaches_the_consumer() -> None:
+    """close() leaves the group through the revoke listener, which commits with the scorer's
+    consumer: it must still be set while close() runs."""
+    from kafka.structs import TopicPartition
+
+    from ragpulse.scorer.pipeline.service import _Rebalance
+
+    s = _bare_scorer()
+    s._consumer = consumer = _RecordingConsumer()
+    consumer.listener = _Rebalance(s)
+    s._on_assigned([TopicPartition(T, 0)])
+    for off in range(10):  # ten finished records, none committed yet
+        _consume(s._offsets, off, traces=0)
+    s._stop.set()
+    s._close_clients()
+    assert [{tp.partition: m.offset for tp, m in c.items()} for c in consumer.commits] == [{0: 10}]
+    assert s.counters.snapshot().get("commit_errors", 0) == 0
+    assert s._consumer is None

@@ -530,7 +530,7 @@ class Scorer:
             )
             self._unsubmitted.append(work)
 
-    def _retry_pending(self) -> None:
+    def _retry_pending(self, *, dead_letters: bool = True) -> None:
         now = self._clock()
         for _ in range(len(self._unsubmitted)):
             work = self._unsubmitted.popleft()
@@ -538,6 +538,8 @@ class Scorer:
                 self._unsubmitted.append(work)
                 continue
             self._submit(work, work.rows)
+        if not dead_letters:
+            return
         for _ in range(len(self._dlq_retry)):
             work, rec = self._dlq_retry.popleft()
             if work.retry_at > now:
@@ -731,9 +733,11 @@ class Scorer:
         def touches(work: _Work) -> bool:
             return any((r.topic, r.partition) in gone for r in work.refs)
 
+        # Dead-letter retries are left for later: KafkaProducer.send may block up to its
+        # max_block_ms on missing metadata, and this wait holds kafka-python's network loop.
         while any(touches(w) for w in self._in_flight.values()) and self._clock() < deadline:
             self._process_inbox(block_s=0.1)
-            self._retry_pending()
+            self._retry_pending(dead_letters=False)
             self._flush_submits()
         # Offsets first: everything below releases records of traces that were NOT written.
         offsets = {} if lost else {
@@ -742,12 +746,16 @@ class Scorer:
         # kafka-python keeps the fetch position of a partition that is assigned to this member
         # again (eager rebalances revoke everything first), but what is forgotten below must be
         # read again: remember where each partition's unfinished records start.
+        # A partition this member no longer tracks (revoked twice with no assignment between:
+        # kafka-python re-runs the revoke when an assignment fails) keeps the resume offset its
+        # first revoke recorded; dropping it would skip the records forgotten back then.
         for key in gone:
-            low = None if lost else self._offsets.low_watermark(*key)
+            if lost:
+                self._resume.pop(key, None)
+                continue
+            low = self._offsets.low_watermark(*key)
             if low is not None:
                 self._resume[key] = low
-            else:
-                self._resume.pop(key, None)
         # What is still buffered or queued here will be read again by the partitions' next owner.
         # (In-flight traces go on: their rows are written, their references are inert now.)
         for trace in self._assembler.forget(gone):
@@ -877,12 +885,16 @@ class Scorer:
         }
 
     def _close_clients(self) -> None:
-        consumer, self._consumer = self._consumer, None
+        consumer = self._consumer
         if consumer is not None:
+            # close() leaves the group through the revoke listener, whose commit needs
+            # self._consumer: it is cleared only once close() returned.
             try:
                 consumer.close(autocommit=False)
             except Exception as exc:
                 log.warning("consume: close failed: %s", exc)
+            finally:
+                self._consumer = None
         producer, self._producer = self._producer, None
         if producer is not None:
             try:
