@@ -41,6 +41,15 @@ def test_rows_carry_score_and_trace_metadata() -> None:
     assert r_null.interval_low is None and r_null.question == ""
 
 
+def test_rows_have_one_value_per_column() -> None:
+    """rows_from_scores builds rows positionally (tuple.__new__, no arity check): a column added
+    to ScoreRow and the schema but not to the builder would give short rows silently."""
+    from ragpulse.scorer.store.rows import ScoreRow
+
+    for row in rows_from_scores(scores(), meta(1)):
+        assert len(row) == len(ScoreRow._fields) == len(SCORE_COLUMNS)
+
+
 def test_meta_validation() -> None:
     with pytest.raises(ValueError, match="sampling_rate"):
         meta(1, rate=0.0)
