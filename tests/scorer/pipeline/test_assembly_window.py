@@ -3,24 +3,9 @@ collector to walk) without changing what is late and what a revoke forgets."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ragpulse.scorer.pipeline import AssemblySettings, OffsetTracker, TraceAssembler
 
-
-@dataclass(frozen=True)
-class S:
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None = None
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
+from .spans import Clock, S
 
 
 def _emit_all(n: int, partitions: int) -> tuple[TraceAssembler[S], Clock, OffsetTracker]:

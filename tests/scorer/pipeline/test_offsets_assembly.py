@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 from pydantic import ValidationError
 
 from ragpulse.scorer.pipeline import AssemblySettings, OffsetTracker, TraceAssembler
 
-
-@dataclass(frozen=True)
-class S:
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None = None
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
+from .spans import Clock, S
 
 
 def child(t: str, n: int = 1) -> S:

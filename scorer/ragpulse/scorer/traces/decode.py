@@ -286,7 +286,7 @@ class SpanDecoder:
         out: dict[str, AttrValue] = {}
         if name is not str:  # the lenient parse: keys and values are bytes
             for kv in kvs:
-                out[name(kv.key)] = self._scalar_or_value(kv.value, name, text)
+                out[name(kv.key)] = self._value(kv.value, name, text, 0)
             return out
         # The strict loop is inlined: it runs for every attribute of every span. Most values are
         # non-empty strings; reading string_value first (it is "" when another member is set)
@@ -309,20 +309,6 @@ class SpanDecoder:
             else:
                 out[kv.key] = self._value(v, name, text, 0)
         return out
-
-    def _scalar_or_value(
-        self, v: Any, name: Callable[[Any], str], text: Callable[[Any], str]
-    ) -> AttrValue:
-        which = v.WhichOneof("value")
-        if which == "string_value":
-            return text(v.string_value)
-        if which == "int_value":
-            return v.int_value
-        if which == "double_value":
-            return v.double_value
-        if which == "bool_value":
-            return v.bool_value
-        return self._value(v, name, text, 0)
 
     def _value(
         self, v: Any, name: Callable[[Any], str], text: Callable[[Any], str], depth: int
