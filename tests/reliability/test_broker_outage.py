@@ -27,6 +27,8 @@ from ragpulse.deploy.broker import TansuBroker
 from tests.collector.conftest import collector_settings, read_records
 from tests.security.corpus import good_request
 
+from .otlp_post import post_traces
+
 # Real processes and outages of a few seconds each: the project's 'slow' marker (still run in CI).
 pytestmark = pytest.mark.slow
 
@@ -35,15 +37,7 @@ EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 def _post(endpoint: str, body: bytes) -> tuple[int, str | None]:
     url = urlsplit(endpoint)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-    try:
-        conn.request("POST", "/v1/traces", body=body,
-                     headers={"Content-Type": "application/x-protobuf"})
-        resp = conn.getresponse()
-        resp.read()
-        return resp.status, resp.getheader("Retry-After")
-    finally:
-        conn.close()
+    return post_traces(url.hostname or "127.0.0.1", url.port or 80, body)
 
 
 class RetryingApp:

@@ -27,6 +27,8 @@ from ragpulse.collector.kafka import KafkaSettings
 from tests.collector.conftest import read_records
 from tests.security.corpus import rag_spans, request, trace_id
 
+from .otlp_post import post_traces
+
 # Real processes and outages of a few seconds each: the project's 'slow' marker (still run in CI).
 pytestmark = pytest.mark.slow
 
@@ -51,15 +53,7 @@ def _rss_kb(pid: int, field: str) -> int:
 
 
 def _post(port: int, body: bytes) -> tuple[int, str | None]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request("POST", "/v1/traces", body=body,
-                     headers={"Content-Type": "application/x-protobuf"})
-        resp = conn.getresponse()
-        resp.read()
-        return resp.status, resp.getheader("Retry-After")
-    finally:
-        conn.close()
+    return post_traces("127.0.0.1", port, body)
 
 
 def test_ten_times_capacity_is_refused_with_429_memory_bounded_nothing_accepted_lost(
