@@ -17,6 +17,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from tests.security.corpus import anyvalue
+
 __all__ = ["RagTrace", "encode", "make_traces", "otelcol_records", "rotel_records"]
 
 BASE_NS = 1_790_000_000_000_000_000  # 2026-09-21, a fixed time: rows must be replay-stable
@@ -82,16 +84,6 @@ def _span_id(trace_id: str, name: str) -> bytes:
     return hashlib.blake2b(f"{trace_id}/{name}".encode(), digest_size=8).digest()
 
 
-def _any(v: object) -> common_pb2.AnyValue:
-    if isinstance(v, bool):
-        return common_pb2.AnyValue(bool_value=v)
-    if isinstance(v, int):
-        return common_pb2.AnyValue(int_value=v)
-    if isinstance(v, float):
-        return common_pb2.AnyValue(double_value=v)
-    return common_pb2.AnyValue(string_value=str(v))
-
-
 def _span(
     tid: bytes, sid: bytes, parent: bytes, name: str, start: int, end: int, attrs: dict[str, object]
 ) -> trace_pb2.Span:
@@ -103,7 +95,7 @@ def _span(
         kind=trace_pb2.Span.SPAN_KIND_INTERNAL,
         start_time_unix_nano=start,
         end_time_unix_nano=end,
-        attributes=[common_pb2.KeyValue(key=k, value=_any(v)) for k, v in attrs.items()],
+        attributes=[common_pb2.KeyValue(key=k, value=anyvalue(v)) for k, v in attrs.items()],
     )
 
 
@@ -142,9 +134,9 @@ def encode(groups: Iterable[tuple[str, Sequence[trace_pb2.Span]]]) -> bytes:
     req = ExportTraceServiceRequest()
     for service, spans in groups:
         rs = req.resource_spans.add()
-        rs.resource.attributes.append(common_pb2.KeyValue(key="service.name", value=_any(service)))
+        rs.resource.attributes.append(common_pb2.KeyValue(key="service.name", value=anyvalue(service)))
         rs.resource.attributes.append(
-            common_pb2.KeyValue(key="deployment.environment.name", value=_any("prod"))
+            common_pb2.KeyValue(key="deployment.environment.name", value=anyvalue("prod"))
         )
         ss = rs.scope_spans.add()
         ss.scope.name = "openinference.instrumentation.test"
