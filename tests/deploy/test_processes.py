@@ -21,7 +21,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from ragpulse.deploy.broker import free_port
 from tests.infra_chdb import query_chdb_dir
 
 from . import manifests as m
@@ -44,12 +44,6 @@ pytestmark = pytest.mark.slow
 METRICS = "faithfulness,context_precision"
 N_TRACES = 32
 GROUP = "ragpulse-scorer"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 _T0 = [time.monotonic()]

@@ -10,7 +10,6 @@ the table judge (the fault is in the store, not in judging).
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import clickhouse_connect
 import pytest
 
+from ragpulse.deploy.broker import free_port
 from ragpulse.scorer.pipeline import build_scorer
 from tests.scorer.pipeline.conftest import (
     METRICS,
@@ -35,12 +35,6 @@ from tests.scorer.pipeline.traffic import make_traces, otelcol_records
 pytestmark = pytest.mark.slow
 
 OWNER = Path(__file__).with_name("chdb_owner.py")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start_owner(path: Path, db: str, port: int) -> tuple[subprocess.Popen[str], str]:
@@ -63,7 +57,7 @@ def test_clickhouse_killed_and_restarted_loses_nothing_and_commits_nothing_early
     kafka_broker_module, topic, make_settings, tmp_path
 ):
     db = f"rag_{uuid.uuid4().hex[:8]}"
-    port = _free_port()
+    port = free_port()
     data = tmp_path / "chdb"
     owner, url = _start_owner(data, db, port)
     first, second = make_traces(20, seed=31), make_traces(20, seed=32)

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from ragpulse.collector.kafka import KafkaSettings
+from ragpulse.deploy.broker import free_port
 from tests.collector.conftest import read_records
 from tests.security.corpus import rag_spans, request, trace_id
 
@@ -39,12 +40,6 @@ QUEUE_SPANS = 1_000
 RSS_BOUND_MB = 400  # generous: the point is "bounded", the measured peak is reported
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _rss_kb(pid: int, field: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -58,7 +53,7 @@ def _post(port: int, body: bytes) -> tuple[int, str | None]:
 
 def test_ten_times_capacity_is_refused_with_429_memory_bounded_nothing_accepted_lost(
         kafka_broker) -> None:
-    port = _free_port()
+    port = free_port()
     topic = "spans_overload"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
     env.update(RAGPULSE_PRODUCER__LINGER_MS="1000", RAGPULSE_PRODUCER__DELIVERY_TIMEOUT_MS="30000")

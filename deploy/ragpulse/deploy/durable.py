@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .broker import TansuBroker
+from .broker import TansuBroker, free_port
 
 __all__ = ["S3_ACCESS_KEY", "S3_BUCKET", "S3_SECRET_KEY", "SeaweedS3", "durable_broker"]
 
@@ -33,12 +32,6 @@ S3_BUCKET = "tansu"
 # Loopback-only credentials between two local processes; SeaweedFS requires some.
 S3_ACCESS_KEY = "tansu"
 S3_SECRET_KEY = "tansutansu"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def weed_binary() -> str:
@@ -63,10 +56,10 @@ class SeaweedS3:
 
     def __init__(self, data_dir: str | Path, *, s3_port: int = 0, start_timeout_s: float = 60.0) -> None:
         self.data_dir = Path(data_dir)
-        self.s3_port = s3_port or _free_port()
+        self.s3_port = s3_port or free_port()
         # weed mini opens a master, a volume server, a filer and an admin server, each with an
         # HTTP and a gRPC port: all of them explicit, free and on loopback.
-        self._ports = {name: _free_port() for name in (
+        self._ports = {name: free_port() for name in (
             "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
             "filer.port.grpc", "s3.port.grpc", "admin.port", "admin.port.grpc", "webdav.port")}
         self._start_timeout_s = start_timeout_s
