@@ -133,8 +133,9 @@ class Embedded:
         else:
             self.broker = TansuBroker(port=self.settings.kafka_port)
         self.broker.start()
-        ensure_topic(self._kafka(), self.settings.partitions)
-        ensure_topic(self._kafka(), 1, topic=self._kafka().dlq_topic)
+        kafka = self._kafka()
+        ensure_topic(kafka, self.settings.partitions)
+        ensure_topic(kafka, 1, topic=kafka.dlq_topic)
 
     def _kafka(self):
         # The same merged settings the collector gets (RAGPULSE_KAFKA__TOPIC names the topic).
