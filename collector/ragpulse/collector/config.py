@@ -54,7 +54,31 @@ class OtlpSettings(_Frozen):
         "progress; a request that would exceed it gets 429. Bounds receive memory.",
     )
     max_concurrent_requests: int = Field(
-        64, ge=1, le=4096, description="HTTP connections served at once; more get 503."
+        64,
+        ge=1,
+        le=4096,
+        description="HTTP connections served at once. At the cap, the connection idle or sending "
+        "its request head for the longest is closed to admit a new one; only when all are busy "
+        "does a new connection get 503.",
+    )
+    idle_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="HTTP keep-alive: an idle connection is closed after this."
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="HTTP: total time from a request's first byte to the end of its headers "
+        "(slowloris protection; not reset by each byte).",
+    )
+    body_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="HTTP: time allowed for a body, plus its length at body_min_bytes_per_s.",
+    )
+    body_min_bytes_per_s: int = Field(
+        64 * 1024, ge=1024, description="HTTP: slowest body upload accepted (see body_timeout_s)."
     )
     grpc_workers: int = Field(8, ge=1, le=256, description="gRPC handler threads.")
     retry_after_s: int = Field(

@@ -185,6 +185,9 @@ def otlp_json_to_proto(body: bytes) -> bytes:
         doc = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MalformedRequest(f"invalid JSON: {exc}") from exc
+    except RecursionError:
+        # json's C scanner recurses per level; OTLP needs a few dozen at most.
+        raise MalformedRequest("invalid JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise MalformedRequest("JSON body must be an object")
     try:
@@ -199,6 +202,8 @@ def otlp_json_to_proto(body: bytes) -> bytes:
         raise
     except (json_format.ParseError, TypeError, ValueError, AttributeError, binascii.Error) as exc:
         raise MalformedRequest(f"invalid OTLP/JSON: {exc}") from exc
+    except RecursionError:  # AnyValue arrays/kvlists nested beyond the interpreter's stack
+        raise MalformedRequest("invalid OTLP/JSON: values nested too deeply") from None
     return message.SerializeToString()
 
 

@@ -20,7 +20,6 @@ import socket
 import ssl
 import threading
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from google.protobuf import json_format
@@ -31,6 +30,16 @@ from ragpulse.collector.config import OtlpSettings
 from ragpulse.collector.exporter import ExportRefused, ExportResult, QueueFull
 from ragpulse.collector.ingest import Ingest
 from ragpulse.collector.split import MalformedRequest
+from ragpulse.common.http import (
+    BodyError,
+    BodyTooLarge,
+    ConnectionLimits,
+    GuardedHTTPServer,
+    GuardedRequestHandler,
+    MalformedBody,
+    read_body,
+    serve_in_thread,
+)
 
 __all__ = ["HttpReceiver", "TooLarge", "gunzip_bounded"]
 
@@ -79,14 +88,15 @@ def gunzip_bounded(data: bytes, limit: int) -> bytes:
             return b"".join(out)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True  # idle keep-alive connections must not block interpreter exit
-    allow_reuse_address = True
-    request_queue_size = 128
-
+class _Server(GuardedHTTPServer):
     def __init__(self, address: tuple[str, int], receiver: HttpReceiver) -> None:
         self.receiver = receiver
-        super().__init__(address, _Handler)
+        s = receiver._settings
+        limits = ConnectionLimits(
+            max_connections=s.max_concurrent_requests, idle_timeout_s=s.idle_timeout_s,
+            header_timeout_s=s.header_timeout_s, body_timeout_s=s.body_timeout_s,
+            body_min_bytes_per_s=s.body_min_bytes_per_s, retry_after_s=s.retry_after_s)
+        super().__init__(address, _Handler, limits)
 
     def server_bind(self) -> None:
         if self.receiver._settings.workers > 1:
@@ -94,45 +104,24 @@ class _Server(ThreadingHTTPServer):
             self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         super().server_bind()
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        # Bound the handler threads: beyond the cap, answer 503 from the accept thread and close.
-        if not self.receiver._enter_connection(request):
-            try:
-                request.sendall(
-                    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: %d\r\n"
-                    b"Content-Length: 0\r\nConnection: close\r\n\r\n" % self.receiver._settings.retry_after_s
-                )
-            except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        raw = request
+    def wrap_connection(self, sock: socket.socket, client_address: Any) -> socket.socket | None:
+        tls = self.receiver._tls
+        if tls is None:
+            return sock
+        # The TLS handshake runs on the connection's own thread (never in the accept loop) and
+        # within the head deadline: a slow or silent client cannot stall other connections.
+        sock.settimeout(self.limits.header_timeout_s)
         try:
-            tls = self.receiver._tls
-            if tls is not None:
-                # The TLS handshake runs here, in the connection's own thread, never in the
-                # accept loop: a slow or silent client cannot stall other connections.
-                raw.settimeout(_Handler.timeout)
-                try:
-                    request = tls.wrap_socket(raw, server_side=True)
-                except (ssl.SSLError, OSError) as exc:
-                    self.receiver._count("http_tls_failed")
-                    log.debug("http %s: TLS handshake failed: %s", client_address, exc)
-                    self.shutdown_request(raw)
-                    return
-            super().process_request_thread(request, client_address)
-        finally:
-            self.receiver._leave_connection(raw)
+            return tls.wrap_socket(sock, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            self.receiver._count("http_tls_failed")
+            log.debug("http %s: TLS handshake failed: %s", client_address, exc)
+            return None
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(GuardedRequestHandler):
     server_version = "ragpulse-collector"
     sys_version = ""
-    timeout = 60  # seconds an idle keep-alive connection is kept
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -171,19 +160,18 @@ class HttpReceiver:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Condition()
-        self._connections: set[socket.socket] = set()
         self._active_requests = 0
         self._inflight_bytes = 0
         self._closing = False
         self._stats = {
             "http_requests": 0,
             "http_refused_busy": 0,
-            "http_connections_refused": 0,
             "http_too_large": 0,
             "http_unsupported": 0,
             "http_unauthenticated": 0,
             "http_tls_failed": 0,
         }
+        self._stopped_server: _Server | None = None
         self._tls: ssl.SSLContext | None = None
         if settings.tls_cert_file and settings.tls_key_file:
             # Built here so a bad certificate or key fails at start-up, with the file named.
@@ -204,10 +192,7 @@ class HttpReceiver:
         if self._server is not None or self._closing:
             raise RuntimeError("HTTP receiver already started or shut down")
         self._server = _Server((self._settings.http_host, self._settings.http_port), self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.5}, name="otlp-http", daemon=True
-        )
-        self._thread.start()
+        self._thread = serve_in_thread(self._server, "otlp-http", poll_interval_s=0.5)
 
     def shutdown(self, drain_timeout_s: float = 10.0) -> None:
         with self._lock:
@@ -217,36 +202,25 @@ class HttpReceiver:
         server, self._server = self._server, None
         if server is None:
             return
+        server.stop_accepting()
         server.shutdown()  # stop the accept loop (blocks up to poll_interval)
         server.server_close()
         with self._lock:
             self._lock.wait_for(lambda: self._active_requests == 0, timeout=drain_timeout_s)
-            idle = list(self._connections)
-        for sock in idle:  # wake handler threads blocked reading the next keep-alive request
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        # Wake handler threads blocked reading the next keep-alive request.
+        server.close_idle()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._stopped_server = server
 
     def stats(self) -> dict[str, int]:
+        server = self._server or self._stopped_server
+        guard = server.stats() if server is not None else {}
         with self._lock:
-            return {**self._stats, "http_inflight_bytes": self._inflight_bytes}
-
-    # connection accounting (called by _Server) --------------------------------------------------
-
-    def _enter_connection(self, sock: socket.socket) -> bool:
-        with self._lock:
-            if self._closing or len(self._connections) >= self._settings.max_concurrent_requests:
-                self._stats["http_connections_refused"] += 1
-                return False
-            self._connections.add(sock)
-            return True
-
-    def _leave_connection(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._connections.discard(sock)
+            return {**self._stats, "http_inflight_bytes": self._inflight_bytes,
+                    "http_connections_refused": guard.get("connections_refused", 0),
+                    "http_connections_evicted": guard.get("connections_evicted", 0),
+                    "http_requests_timed_out": guard.get("requests_timed_out", 0)}
 
     # request handling ---------------------------------------------------------------------------
 
@@ -372,44 +346,29 @@ class HttpReceiver:
 
     @staticmethod
     def _read_body(h: _Handler, limit: int) -> bytes:
-        if "chunked" in (h.headers.get("Transfer-Encoding") or "").lower():
-            return _read_chunked(h, limit)
-        raw = h.headers.get("Content-Length")
-        if raw is None or not raw.strip().isdigit():
-            raise MalformedRequest("Content-Length or chunked Transfer-Encoding required")
-        length = int(raw)
-        if length > limit:
-            # Read and discard a moderately oversized body so the client sees the 413 instead of
-            # a connection reset; beyond that, the connection is closed unread.
-            if length - limit <= _DRAIN_MAX_BYTES:
-                left = length
-                while left > 0:
-                    chunk = h.rfile.read(min(left, 1 << 16))
-                    if not chunk:
-                        break
-                    left -= len(chunk)
-                if left == 0:
-                    raise TooLarge(f"body of {length} bytes exceeds {limit} bytes", True)
-            raise TooLarge(f"body of {length} bytes exceeds {limit} bytes")
-        body = h.rfile.read(length)
-        if len(body) != length:
+        """The body (``Content-Length`` or chunked), as :class:`TooLarge` / ``MalformedRequest``.
+        A moderately oversized body is read and dropped so the client sees the 413 instead of
+        a connection reset; beyond that the connection is closed unread."""
+        try:
+            return read_body(h, limit, drain_up_to=_DRAIN_MAX_BYTES)
+        except BodyTooLarge as exc:
+            raise TooLarge(str(exc), exc.consumed) from None
+        except MalformedBody as exc:
             h.close_connection = True
-            raise MalformedRequest("body shorter than Content-Length")
-        return body
+            raise MalformedRequest(str(exc)) from None
 
     @staticmethod
     def _discard_body(h: _Handler) -> None:
         # Keep the connection usable for the next request when the body is small enough to skip.
-        raw = h.headers.get("Content-Length") or ""
-        if raw.strip().isdigit() and int(raw) <= 1 << 20:
-            h.rfile.read(int(raw))
-        else:
+        try:
+            read_body(h, 1 << 20, require_length=False)
+        except BodyError:
             h.close_connection = True
 
     @staticmethod
     def _reply_ok(h: _Handler, result: ExportResult, as_json: bool) -> None:
         response = ExportTraceServiceResponse()
-        if result.rejected_spans:
+        if result.rejected_spans or result.message:  # a message alone is a warning
             response.partial_success.rejected_spans = result.rejected_spans
             response.partial_success.error_message = result.message
         if as_json:
@@ -451,24 +410,3 @@ def _send(h: _Handler, code: int, content_type: str, body: bytes, extra: dict[st
         h.send_header("Connection", "close")
     h.end_headers()
     h.wfile.write(body)
-
-
-def _read_chunked(h: _Handler, limit: int) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        line = h.rfile.readline(1024)
-        try:
-            size = int(line.split(b";", 1)[0].strip(), 16)
-        except ValueError as exc:
-            h.close_connection = True
-            raise MalformedRequest("invalid chunked encoding") from exc
-        if size == 0:
-            while h.rfile.readline(1024) not in (b"\r\n", b"\n", b""):  # trailers
-                pass
-            return b"".join(parts)
-        total += size
-        if total > limit:
-            raise TooLarge(f"chunked body exceeds {limit} bytes")
-        parts.append(h.rfile.read(size))
-        h.rfile.readline(16)  # CRLF after the chunk

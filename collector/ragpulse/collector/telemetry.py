@@ -12,7 +12,9 @@ __all__ = ["COUNTERS"]
 COUNTERS: dict[str, str] = {
     # receive: transport
     "http_requests": "OTLP/HTTP requests handled (any outcome).",
-    "http_connections_refused": "HTTP connections answered 503 at once: max_concurrent_requests reached or shutting down.",
+    "http_connections_refused": "HTTP connections answered 503 at once: max_concurrent_requests reached with none idle or slow to evict, or shutting down.",
+    "http_connections_evicted": "HTTP connections closed to admit a new one at max_concurrent_requests: the one idle or sending its request head for the longest.",
+    "http_requests_timed_out": "HTTP connections closed because a read deadline passed (idle, header or body timeout).",
     "http_refused_busy": "HTTP requests answered 429 before reading: request bodies in progress at max_inflight_bytes.",
     "http_inflight_bytes": "Gauge: request body bytes held by HTTP requests in progress (bounded by max_inflight_bytes).",
     "http_too_large": "HTTP requests answered 413: body or decompressed body over its limit.",
@@ -39,7 +41,9 @@ COUNTERS: dict[str, str] = {
     "records_sent": "Records handed to the Kafka producer.",
     "records_acked": "Records acknowledged by Kafka (acks=all by default).",
     "records_failed": "Records the producer gave up on (delivery timeout, broker errors, closed at shutdown).",
-    "records_rejected": "Records over producer.max_request_size, never sent (their spans are in spans_rejected).",
+    "records_rejected": "Records over producer.max_request_size even with their long values cut, never sent (their spans are in spans_rejected).",
+    "records_truncated": "Records over producer.max_request_size sent with their longest attribute values cut to fit (marked '…[truncated by ragpulse: N bytes]'); the trace is still scored.",
+    "attribute_values_truncated": "Attribute values cut in records_truncated.",
     "spans_acked": "Spans in acknowledged records: what was delivered.",
     "spans_failed": "Spans in failed records: accepted but lost.",
     "spans_refused_queue_full": "Spans refused with 429 / RESOURCE_EXHAUSTED because the queue was full.",

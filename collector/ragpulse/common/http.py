@@ -1,0 +1,422 @@
+"""HTTP/1.1 serving that a slow or hostile client cannot exhaust.
+
+Both HTTP listeners of ragpulse (the OTLP/HTTP receiver and the ClickHouse-HTTP facade) are the
+standard library's threading server: one thread per connection. Three things keep a client from
+taking the server down, as Go's ``net/http`` server (which the OpenTelemetry Collector uses:
+``ReadHeaderTimeout``, ``IdleTimeout``) and nginx (``client_header_timeout``,
+``keepalive_timeout``) do:
+
+* **read deadlines**: a request head must arrive within ``header_timeout_s`` of its first byte, a
+  body within ``body_timeout_s`` plus its length at ``body_min_bytes_per_s``, and a keep-alive
+  connection may idle for ``idle_timeout_s``. A deadline is total, not per ``recv``: a client that
+  sends one byte every few seconds is cut off all the same (slowloris).
+* **a connection cap that evicts**: at ``max_connections`` a new connection does not get a 503
+  while somebody is merely idling or trickling a request head; the connection that has been in
+  that state the longest is closed to make room. Only when every connection is sending a body or
+  being served is the new one refused (503 with ``Retry-After``).
+* **one bounded body decoder** (:func:`read_body`, :func:`read_chunked`): a declared length or a
+  chunk size is checked against the limit before anything is read, and a chunk size must be
+  1-16 hexadecimal digits (RFC 9112 section 7.1: ``chunk-size = 1*HEXDIG``), so ``-1``, ``0x10``
+  or a size beyond the limit is refused before a byte of the chunk is buffered.
+
+Use: subclass :class:`GuardedRequestHandler` (instead of ``BaseHTTPRequestHandler``) and serve
+it with :class:`GuardedHTTPServer`; call ``handler.begin_body(length)`` before reading a body
+(:func:`read_body` does) and ``handler.end_body()`` once it is read.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, BinaryIO
+
+__all__ = [
+    "BodyError",
+    "BodyTooLarge",
+    "ConnectionLimits",
+    "GuardedHTTPServer",
+    "GuardedRequestHandler",
+    "MalformedBody",
+    "read_body",
+    "read_chunked",
+    "serve_in_thread",
+]
+
+log = logging.getLogger(__name__)
+
+# Phases of a connection, in the order they happen for each request.
+IDLE, HEAD, BODY, BUSY = "idle", "head", "body", "busy"
+_EVICTABLE = (IDLE, HEAD)
+
+_MAX_CHUNK_LINE = 1024  # chunk size + extensions; RFC 9112 sets no limit, servers use ~4 KiB
+_MAX_TRAILER_LINES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """How long and how many. All durations are totals measured by a monotonic clock."""
+
+    max_connections: int = 64
+    """Connections served at once (one thread each); see the module docstring for eviction."""
+    idle_timeout_s: float = 60.0
+    """A keep-alive connection waiting for its next request is closed after this long."""
+    header_timeout_s: float = 10.0
+    """From the first byte of a request to the end of its head (request line + headers)."""
+    body_timeout_s: float = 10.0
+    """Base allowance for a body, on top of its length at ``body_min_bytes_per_s``."""
+    body_min_bytes_per_s: int = 64 * 1024
+    write_timeout_s: float = 30.0
+    """Sending a response: a client that stops reading is cut off after this long."""
+    retry_after_s: int = 2
+    """``Retry-After`` of the 503 sent when every connection is busy."""
+
+    def body_deadline_s(self, length: int | None) -> float:
+        """Seconds allowed for a body of ``length`` bytes (``None``: unknown, chunked)."""
+        return self.body_timeout_s + (length or 0) / self.body_min_bytes_per_s
+
+
+class BodyError(Exception):
+    """A request body that cannot be accepted. ``status`` is the HTTP status to answer."""
+
+    status = 400
+
+
+class BodyTooLarge(BodyError):
+    """Larger than the limit (413). ``consumed``: the body was read to its end, so the
+    connection can stay open; otherwise the rest is unread and the connection must close."""
+
+    status = 413
+
+    def __init__(self, message: str, *, consumed: bool = False) -> None:
+        super().__init__(message)
+        self.consumed = consumed
+
+
+class MalformedBody(BodyError):
+    """Framing that is not HTTP/1.1 (400): a bad chunk size, a short body, a missing length."""
+
+
+class _Connection:
+    __slots__ = ("evicted", "phase", "since", "sock")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.phase = IDLE
+        self.since = time.monotonic()
+        self.evicted = False
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket reader whose reads fail with ``TimeoutError`` once ``deadline`` has passed.
+
+    The socket timeout is set to the time left before every ``recv``, so the deadline is a total
+    for all the reads it covers, however the bytes trickle in.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self._sock = sock
+        self.deadline = float("inf")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("read deadline exceeded")
+        self._sock.settimeout(min(left, 3600.0))
+        return self._sock.recv_into(buffer)
+
+
+class GuardedHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server with a connection cap that evicts idle and slow clients.
+
+    Thread-safe. ``connections()`` and ``close_idle()`` may be called from any thread;
+    ``stats()`` returns counters: ``connections_refused`` (503: nothing evictable),
+    ``connections_evicted``, ``requests_timed_out`` (a read deadline passed).
+    """
+
+    daemon_threads = True  # idle keep-alive connections must not block interpreter exit
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 limits: ConnectionLimits) -> None:
+        self.limits = limits
+        self._conns: dict[socket.socket, _Connection] = {}
+        self._conn_lock = threading.Lock()
+        self._accepting = True
+        self.guard_stats = {"connections_refused": 0, "connections_evicted": 0,
+                            "requests_timed_out": 0}
+        super().__init__(address, handler)
+
+    # -- accounting ------------------------------------------------------------------------
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        victim = None
+        with self._conn_lock:
+            live = [c for c in self._conns.values() if not c.evicted]
+            admit = self._accepting
+            if admit and len(live) >= self.limits.max_connections:
+                candidates = [c for c in live if c.phase in _EVICTABLE]
+                if candidates:
+                    victim = min(candidates, key=lambda c: c.since)
+                    victim.evicted = True
+                    self.guard_stats["connections_evicted"] += 1
+                else:
+                    admit = False
+            if admit:
+                self._conns[request] = _Connection(request)
+            else:
+                self.guard_stats["connections_refused"] += 1
+        if victim is not None:
+            _shutdown(victim.sock)  # its thread sees EOF and ends
+        if not admit:
+            try:
+                request.sendall(
+                    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: %d\r\n"
+                    b"Content-Length: 0\r\nConnection: close\r\n\r\n" % self.limits.retry_after_s)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        raw = request
+        try:
+            request = self.wrap_connection(raw, client_address)
+            if request is None:
+                self.shutdown_request(raw)
+                return
+            if request is not raw:
+                with self._conn_lock:
+                    conn = self._conns.pop(raw, None)
+                    if conn is not None:
+                        conn.sock = request
+                        self._conns[request] = conn
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._conn_lock:
+                self._conns.pop(request, None)
+                self._conns.pop(raw, None)
+
+    def wrap_connection(self, sock: socket.socket, client_address: Any) -> socket.socket | None:
+        """Hook run on the connection's own thread before the first request (e.g. a TLS
+        handshake, which must never run in the accept loop). Returns the socket to serve, or
+        ``None`` to drop the connection. The connection is idle, hence evictable, meanwhile."""
+        return sock
+
+    def _set_phase(self, sock: socket.socket, phase: str) -> None:
+        with self._conn_lock:
+            conn = self._conns.get(sock)
+            if conn is not None:
+                conn.phase = phase
+                conn.since = time.monotonic()
+
+    def count_timeout(self) -> None:
+        with self._conn_lock:
+            self.guard_stats["requests_timed_out"] += 1
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Connection resets and timeouts are a client's business: debug, not a traceback."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):
+            log.debug("http %s: %s", client_address, exc)
+        else:
+            log.error("http %s: unexpected error in the request handler", client_address,
+                      exc_info=True)
+
+    # -- control ---------------------------------------------------------------------------
+
+    def connections(self) -> int:
+        with self._conn_lock:
+            return len(self._conns)
+
+    def stop_accepting(self) -> None:
+        """New connections get 503 from now on (the accept loop may still run)."""
+        with self._conn_lock:
+            self._accepting = False
+
+    def close_idle(self) -> None:
+        """Wake every connection waiting for its next request (or still sending its head), so
+        its thread ends; connections sending a body or being served finish their request."""
+        with self._conn_lock:
+            idle = [c.sock for c in self._conns.values() if c.phase in _EVICTABLE]
+        for sock in idle:
+            _shutdown(sock)
+
+    def stats(self) -> dict[str, int]:
+        with self._conn_lock:
+            return dict(self.guard_stats)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class GuardedRequestHandler(BaseHTTPRequestHandler):
+    """``BaseHTTPRequestHandler`` with read deadlines and phase tracking for eviction.
+
+    Serve it with :class:`GuardedHTTPServer`. ``do_*`` methods run with the head read; they call
+    :meth:`begin_body`/:meth:`end_body` around reading a body (:func:`read_body` does both).
+    A passed deadline raises ``TimeoutError`` in the read, which the base class turns into a
+    closed connection; the server counts it.
+    """
+
+    protocol_version = "HTTP/1.1"
+    server: GuardedHTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        raw = self.connection
+        self._reader = _DeadlineReader(raw)
+        self.rfile = io.BufferedReader(self._reader, 64 * 1024)
+
+    def handle_one_request(self) -> None:
+        limits = self.server.limits
+        self._phase(IDLE, limits.idle_timeout_s)
+        try:
+            if not self.rfile.peek(1):
+                self.close_connection = True
+                return
+        except (TimeoutError, OSError):
+            self.close_connection = True
+            return
+        self._phase(HEAD, limits.header_timeout_s)
+        super().handle_one_request()
+
+    def log_error(self, format: str, *args: Any) -> None:
+        if format.startswith("Request timed out"):
+            self.server.count_timeout()
+        self.log_message(format, *args)
+
+    def begin_body(self, length: int | None) -> None:
+        """The body of ``length`` bytes (``None``: chunked) is about to be read."""
+        self._phase(BODY, self.server.limits.body_deadline_s(length))
+
+    def end_body(self) -> None:
+        """The body was read; the request is being served (no deadline, not evictable)."""
+        self._phase(BUSY, None)
+
+    def end_headers(self) -> None:
+        # Everything below writes: a client that does not read its response is cut off.
+        self.connection.settimeout(self.server.limits.write_timeout_s)
+        super().end_headers()
+
+    def _phase(self, phase: str, timeout_s: float | None) -> None:
+        self._reader.deadline = float("inf") if timeout_s is None else time.monotonic() + timeout_s
+        self.server._set_phase(self.connection, phase)
+
+
+def read_chunked(rfile: BinaryIO, limit: int) -> bytes:
+    """A ``Transfer-Encoding: chunked`` body (RFC 9112 section 7.1), at most ``limit`` bytes.
+
+    Each chunk size is validated (1-16 hex digits) and checked against the limit before the
+    chunk is read; chunk extensions are ignored and trailer fields are read and dropped.
+    Raises :class:`MalformedBody` or :class:`BodyTooLarge` (``consumed=False``: the rest is
+    unread). Blocks on ``rfile``; a deadline on it ends a slow body with ``TimeoutError``.
+    """
+    parts: list[bytes] = []
+    total = 0
+    while True:
+        line = rfile.readline(_MAX_CHUNK_LINE + 1)
+        if not line.endswith(b"\n") or len(line) > _MAX_CHUNK_LINE:
+            raise MalformedBody("invalid chunked encoding: chunk size line missing or too long")
+        field = line.split(b";", 1)[0].strip()
+        if not 1 <= len(field) <= 16 or field.strip(b"0123456789abcdefABCDEF"):
+            raise MalformedBody(f"invalid chunked encoding: bad chunk size {field[:20]!r}")
+        size = int(field, 16)
+        if size == 0:
+            for _ in range(_MAX_TRAILER_LINES):
+                trailer = rfile.readline(_MAX_CHUNK_LINE + 1)
+                if trailer in (b"\r\n", b"\n", b""):
+                    return b"".join(parts)
+            raise MalformedBody("invalid chunked encoding: too many trailer fields")
+        total += size
+        if total > limit:
+            raise BodyTooLarge(f"chunked body exceeds {limit} bytes")
+        chunk = rfile.read(size)
+        if len(chunk) != size:
+            raise MalformedBody("invalid chunked encoding: body ends inside a chunk")
+        parts.append(chunk)
+        if rfile.readline(3) not in (b"\r\n", b"\n"):
+            raise MalformedBody("invalid chunked encoding: chunk not followed by CRLF")
+
+
+def read_body(handler: GuardedRequestHandler, limit: int, *, drain_up_to: int = 0,
+              require_length: bool = True) -> bytes:
+    """The request body of ``handler``: ``Content-Length`` or chunked, at most ``limit`` bytes.
+
+    A declared length over ``limit`` is refused before reading; if it exceeds the limit by at
+    most ``drain_up_to`` bytes the body is read and dropped, so the client gets the 413 on a
+    connection that stays usable (``BodyTooLarge.consumed``). Without either header the body
+    is empty unless ``require_length`` (then :class:`MalformedBody`). Blocks; the body deadline
+    of :class:`ConnectionLimits` applies.
+    """
+    headers = handler.headers
+    rfile = handler.rfile
+    if "chunked" in (headers.get("Transfer-Encoding") or "").lower():
+        handler.begin_body(None)
+        try:
+            return read_chunked(rfile, limit)
+        finally:
+            handler.end_body()
+    raw = headers.get("Content-Length")
+    if raw is None:
+        if require_length:
+            raise MalformedBody("Content-Length or chunked Transfer-Encoding required")
+        return b""
+    raw = raw.strip()
+    if not raw.isdigit() or not raw.isascii():
+        raise MalformedBody(f"invalid Content-Length {raw[:20]!r}")
+    length = int(raw)
+    if length > limit:
+        if 0 < length - limit <= drain_up_to:
+            handler.begin_body(length)
+            try:
+                _skip(rfile, length)
+            finally:
+                handler.end_body()
+            raise BodyTooLarge(f"body of {length} bytes exceeds {limit} bytes", consumed=True)
+        raise BodyTooLarge(f"body of {length} bytes exceeds {limit} bytes")
+    if not length:
+        return b""
+    handler.begin_body(length)
+    try:
+        body = rfile.read(length)
+    finally:
+        handler.end_body()
+    if len(body) != length:
+        raise MalformedBody("body shorter than Content-Length")
+    return body
+
+
+def _skip(rfile: BinaryIO, length: int) -> None:
+    left = length
+    while left > 0:
+        chunk = rfile.read(min(left, 1 << 16))
+        if not chunk:
+            raise MalformedBody("body shorter than Content-Length")
+        left -= len(chunk)
+
+
+def serve_in_thread(server: GuardedHTTPServer, name: str,
+                    poll_interval_s: float = 0.2) -> threading.Thread:
+    """Run ``server.serve_forever`` on a daemon thread and return the started thread."""
+    thread = threading.Thread(target=server.serve_forever,
+                              kwargs={"poll_interval": poll_interval_s}, name=name, daemon=True)
+    thread.start()
+    return thread
+
