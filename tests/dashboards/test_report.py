@@ -5,21 +5,18 @@ metric; both read through the facade of the process that owns the chDB directory
 from __future__ import annotations
 
 import io
+import json
 import re
 import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from ragpulse.cli import _register, app
 from ragpulse.dashboards.queries import panels
-from ragpulse.scorer import Score
-from ragpulse.scorer.store import TraceMeta, open_store, rows_from_scores
-from ragpulse.scorer.store.writer import ScoreWriter
 
 from .data import NOW
 
@@ -121,25 +118,18 @@ def test_report_and_status_follow_the_owner_of_the_chdb_directory(tmp_path: Path
     """While `ragpulse up` (here: a process doing what it does) owns DATA_DIR/chdb, both commands
     read through its ClickHouse-HTTP facade."""
     data = tmp_path / "chdb"
+    specs = tmp_path / "rows.json"
+    specs.write_text(json.dumps([
+        {"trace_id": f"{i + 1:032x}", "ts": (NOW - timedelta(minutes=40 - i)).isoformat(),
+         "service": "owned", "environment": "prod", "metric": "faithfulness",
+         "value": 0.9 if i % 2 else 0.8} for i in range(40)]))
     owner = subprocess.Popen(
-        [sys.executable, str(REPO / "tests/scorer/store/owner_proc.py"), str(data), "rag"],
+        [sys.executable, str(REPO / "tests/scorer/store/owner_proc.py"), str(data), "rag",
+         str(specs)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         url = owner.stdout.readline().strip()  # type: ignore[union-attr]
         assert url.startswith("http://127.0.0.1:"), url
-        client: Any = open_store(f"chdb://{data}", follow_owner=True)
-        w = ScoreWriter(client, "rag")
-        w.start()
-        rows = []
-        for i in range(40):
-            meta = TraceMeta(trace_id=f"{i + 1:032x}", ts=NOW - timedelta(minutes=40 - i),
-                             service="owned", environment="prod")
-            rows += rows_from_scores([Score(metric="faithfulness", value=0.9 if i % 2 else 0.8,
-                                            judge="local")], meta,
-                                     scored_at=NOW - timedelta(minutes=39 - i))
-        w.write(rows, timeout_s=60)
-        w.shutdown()
-        client.close()
         st = CliRunner().invoke(app, ["status", "--data-dir", str(tmp_path), "--since", "1h",
                                       "--until", UNTIL])
         assert st.exit_code == 0, st.output

@@ -96,3 +96,32 @@ def test_up_sampling_rate_reaches_the_scorer(tmp_path: Path) -> None:
     assert e.scorer_settings().sampling.default_rate == 0.15
     with pytest.raises(ValueError):
         EmbeddedSettings(data_dir=tmp_path, sampling_rate=1.5)
+
+
+def test_up_refuses_a_facade_off_loopback_without_a_login(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from ragpulse.deploy.cli import up
+
+    app = typer.Typer()
+    app.command()(up)
+    result = CliRunner().invoke(app, ["--host", "0.0.0.0", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "without a login" in result.output and "--clickhouse-user" in result.output
+    # With a login from the environment (RAGPULSE_UP__CLICKHOUSE_PASSWORD_FILE resolves to it).
+    monkeypatch.setenv("RAGPULSE_UP__CLICKHOUSE_USER", "grafana")
+    monkeypatch.setenv("RAGPULSE_UP__CLICKHOUSE_PASSWORD", "pw")
+    s = _parsed(monkeypatch, "--host", "0.0.0.0", "--data-dir", str(tmp_path))
+    e = Embedded(s)
+    facade = e.facade_settings()
+    assert facade.host == "0.0.0.0" and facade.auth_required and facade.username == "grafana"
+    assert facade.password.get_secret_value() == "pw" and facade.database == "rag"
+    assert EmbeddedSettings(host="0.0.0.0", clickhouse_token="t").clickhouse_token is not None
+    monkeypatch.delenv("RAGPULSE_UP__CLICKHOUSE_USER")
+    monkeypatch.delenv("RAGPULSE_UP__CLICKHOUSE_PASSWORD")
+    with pytest.raises(ValueError, match="without clickhouse_user"):
+        EmbeddedSettings(clickhouse_password="x")
+    assert not Embedded(EmbeddedSettings()).facade_settings().auth_required  # loopback default

@@ -1,4 +1,5 @@
-"""The ClickHouse-HTTP facade, driven by the real clickhouse-connect HTTP client and raw HTTP."""
+"""The read-only ClickHouse-HTTP facade, driven by the real clickhouse-connect HTTP client and raw
+HTTP. The attacks it refuses are in tests/security/test_facade_attacks.py."""
 
 from __future__ import annotations
 
@@ -16,26 +17,34 @@ import clickhouse_connect
 import pytest
 from clickhouse_connect.driver.exceptions import DatabaseError
 
+from ragpulse.deploy.facade import ClickHouseHttpFacade, FacadeSettings, build_facade
 from ragpulse.scorer.store import (
-    ClickHouseHttpFacade,
-    FacadeSettings,
     ScoreWriter,
     WriterSettings,
-    build_facade,
     init_schema,
     latest_version,
     read_owner,
 )
+from tests.fakes.clickhouse_server import writable_server
+from tests.scorer.store.helpers import rows
 
-from .helpers import rows
 
-
-@pytest.fixture(scope="module")
-def facade(chdb_dir: Path, chdb_client: Any) -> Iterator[ClickHouseHttpFacade]:
-    f = build_facade(str(chdb_dir), FacadeSettings(advertise=False))
+@pytest.fixture
+def facade(chdb_dir: Path, chdb_client: Any, rag_schema: Any) -> Iterator[ClickHouseHttpFacade]:
+    f = build_facade(str(chdb_dir), FacadeSettings(database=rag_schema.database, advertise=False))
     f.start()
     yield f
     f.shutdown()
+
+
+@pytest.fixture
+def writable(chdb_dir: Path, chdb_client: Any) -> Iterator[Any]:
+    """A writable ClickHouse HTTP server on the same engine (tests/fakes), for data set-up over
+    HTTP and for the write path of clickhouse-connect itself."""
+    w = writable_server(str(chdb_dir))
+    w.start()
+    yield clickhouse_connect.get_client(host="127.0.0.1", port=w.port)
+    w.shutdown()
 
 
 @pytest.fixture
@@ -94,33 +103,35 @@ def test_reads_scores_written_in_process(facade: ClickHouseHttpFacade, http_clie
     c.close()
 
 
-def test_inserts_through_the_facade(http_client: Any, rag_schema: Any, chdb_client: Any) -> None:
+def test_writes_are_refused_and_change_nothing(http_client: Any, rag_schema: Any,
+                                               chdb_client: Any) -> None:
     db = rag_schema.database
-    # The writer works unchanged over an HTTP client (chunked, lz4-compressed Native inserts).
-    w = ScoreWriter(http_client, db, WriterSettings(flush_interval_s=0.01))
+    w = ScoreWriter(http_client, db, WriterSettings(flush_interval_s=0.01, retry_deadline_s=1))
     w.start()
     try:
-        assert w.write(rows(5), timeout_s=30).rows == 10
+        with pytest.raises(Exception, match="READONLY|readonly"):
+            w.write(rows(2), timeout_s=30)
     finally:
         w.shutdown()
-    assert chdb_client.command(f"SELECT count() FROM `{db}`.scores") == 10
-    assert chdb_client.command(f"SELECT sum(rows) FROM `{db}`.scores_1m") == 10
-    # Uncompressed and gzip-compressed clients too.
-    for compress in (False, "gzip"):
-        c = clickhouse_connect.get_client(host="127.0.0.1", port=http_client.url.rsplit(":", 1)[1],
-                                          compress=compress)
-        c.command(f"CREATE TABLE IF NOT EXISTS `{db}`.t_{compress or 'plain'} (a UInt32, s String) "
-                  "ENGINE = MergeTree ORDER BY a")
-        c.insert(f"t_{compress or 'plain'}", [[1, "x'y"], [2, "\\"]], database=db)
-        assert c.query(f"SELECT * FROM `{db}`.t_{compress or 'plain'} ORDER BY a").result_rows == \
-            [(1, "x'y"), (2, "\\")]
-        c.close()
+    for sql in (f"INSERT INTO `{db}`.scores (trace_id) VALUES ('x')", f"DROP TABLE `{db}`.scores",
+                f"TRUNCATE TABLE `{db}`.scores", f"ALTER TABLE `{db}`.scores DELETE WHERE 1",
+                f"CREATE TABLE `{db}`.t (a UInt8) ENGINE = Memory", "SYSTEM FLUSH LOGS",
+                f"OPTIMIZE TABLE `{db}`.scores FINAL", "KILL QUERY WHERE 1", "SET readonly = 0"):
+        with pytest.raises(DatabaseError, match="Code: 164|READONLY") as ei:
+            http_client.command(sql)
+        assert "reads only" in str(ei.value) or "readonly" in str(ei.value)
+    with pytest.raises(DatabaseError, match="Code: 164"):
+        http_client.insert("scores", [["x"]], column_names=["trace_id"], database=db)
+    assert chdb_client.command(f"SELECT count() FROM `{db}`.scores") == 0
+    assert chdb_client.command(f"EXISTS TABLE `{db}`.scores") == 1
 
 
-def test_errors_look_like_clickhouse(http_client: Any, facade: ClickHouseHttpFacade) -> None:
-    with pytest.raises(DatabaseError, match="UNKNOWN_DATABASE|Code: 81"):
+def test_errors_look_like_clickhouse(http_client: Any, facade: ClickHouseHttpFacade,
+                                     rag_schema: Any) -> None:
+    with pytest.raises(DatabaseError, match="ACCESS_DENIED|Code: 497"):
         http_client.query("SELECT * FROM no_such_db.t")
-    status, headers, body = _raw(f"{facade.url}/?query=SELECT%20*%20FROM%20system.no_such_table")
+    status, headers, body = _raw(
+        f"{facade.url}/?query=SELECT%20*%20FROM%20{rag_schema.database}.no_such_table")
     assert status == 404 and headers["X-ClickHouse-Exception-Code"] == "60"
     assert body.startswith(b"Code: 60. DB::Exception:")
     status, headers, _ = _raw(f"{facade.url}/?query=SELEC%201")
@@ -170,7 +181,10 @@ def test_body_and_result_limits(chdb_dir: Path, chdb_client: Any) -> None:
     f.start()
     try:
         status, headers, body = _raw(f"{f.url}/", b"SELECT '" + b"x" * 5000 + b"'")
-        assert status == 413 and b"max_body_bytes" in body
+        assert status == 413 and b"exceeds 1024 bytes" in body
+        zipped = gzip.compress(b"SELECT '" + b"x" * 5000 + b"'")  # small on the wire, big inside
+        status, _, body = _raw(f"{f.url}/", zipped, {"Content-Encoding": "gzip"})
+        assert len(zipped) < 1024 and status == 413 and b"decompressed" in body
         status, _, body = _raw(f"{f.url}/", b"SELECT number FROM numbers(1000000)")
         assert status == 500 and b"Limit for result exceeded" in body
         assert _raw(f"{f.url}/ping")[0] == 200  # the facade is fine afterwards
@@ -204,17 +218,14 @@ def test_auth(chdb_dir: Path, chdb_client: Any) -> None:
         f.shutdown()
 
 
-def test_readonly_facade_refuses_writes(chdb_dir: Path, rag_schema: Any) -> None:
-    f = build_facade(str(chdb_dir), FacadeSettings(readonly=True, advertise=False))
-    f.start()
-    try:
-        c = clickhouse_connect.get_client(host="127.0.0.1", port=f.port)
-        assert c.command(f"SELECT count() FROM `{rag_schema.database}`.scores") == 0
-        with pytest.raises(DatabaseError, match="readonly|READONLY|Code: 164"):
-            c.command(f"DROP TABLE `{rag_schema.database}`.scores")
-        c.close()
-    finally:
-        f.shutdown()
+def test_a_login_is_required_off_loopback() -> None:
+    with pytest.raises(ValueError, match="without a login"):
+        FacadeSettings(host="0.0.0.0")
+    with pytest.raises(ValueError, match="without a login"):
+        FacadeSettings(host="192.168.1.10")
+    assert FacadeSettings(host="0.0.0.0", token="t").auth_required
+    assert FacadeSettings(host="::1").host == "::1"  # loopback needs none
+    assert not FacadeSettings(host="localhost").auth_required
 
 
 def test_lifecycle_and_owner_file(chdb_dir: Path, chdb_client: Any) -> None:
@@ -239,26 +250,26 @@ def test_lifecycle_and_owner_file(chdb_dir: Path, chdb_client: Any) -> None:
         _raw(f"{url}/ping")
 
 
-def test_schema_init_through_the_facade(http_client: Any, chdb_client: Any) -> None:
+def test_schema_init_over_http(writable: Any, chdb_client: Any) -> None:
     from ragpulse.scorer.store import SchemaSettings
 
     s = SchemaSettings(database="rag_h6_http_init")
     try:
-        assert init_schema(http_client, s).after == latest_version()
-        assert init_schema(http_client, s).applied == []
+        assert init_schema(writable, s).after == latest_version()
+        assert init_schema(writable, s).applied == []
         assert chdb_client.command("SELECT count() FROM rag_h6_http_init.schema_migrations FINAL") == latest_version()
     finally:
         chdb_client.command("DROP DATABASE IF EXISTS rag_h6_http_init SYNC")
 
 
-def test_dataframes_arrow_and_streams(http_client: Any, rag_schema: Any) -> None:
+def test_dataframes_arrow_and_streams(http_client: Any, writable: Any, rag_schema: Any) -> None:
     pd = pytest.importorskip("pandas")
     pa = pytest.importorskip("pyarrow")
     db = rag_schema.database
-    http_client.command(f"CREATE TABLE `{db}`.frames (a UInt32, s String) ENGINE = MergeTree ORDER BY a")
-    http_client.insert_df("frames", pd.DataFrame({"a": [1, 2], "s": ["x", "y"]}), database=db)
-    http_client.insert_arrow("frames", pa.table({"a": pa.array([3], pa.uint32()), "s": ["z"]}),
-                             database=db)
+    writable.command(f"CREATE TABLE `{db}`.frames (a UInt32, s String) ENGINE = MergeTree ORDER BY a")
+    writable.insert_df("frames", pd.DataFrame({"a": [1, 2], "s": ["x", "y"]}), database=db)
+    writable.insert_arrow("frames", pa.table({"a": pa.array([3], pa.uint32()), "s": ["z"]}),
+                          database=db)
     df = http_client.query_df(f"SELECT * FROM `{db}`.frames ORDER BY a")
     assert df["a"].tolist() == [1, 2, 3] and df["s"].tolist() == ["x", "y", "z"]
     assert http_client.query_arrow(f"SELECT sum(a) AS t FROM `{db}`.frames").column("t").to_pylist() == [6]

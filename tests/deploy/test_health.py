@@ -151,7 +151,7 @@ def test_slow_checks_time_out_and_are_cached() -> None:
 def test_clickhouse_probe_against_the_http_facade(chdb_dir: Any) -> None:
     from pydantic import SecretStr
 
-    from ragpulse.scorer.store.http import FacadeSettings, build_facade
+    from ragpulse.deploy.facade import FacadeSettings, build_facade
 
     facade = build_facade(
         str(chdb_dir),

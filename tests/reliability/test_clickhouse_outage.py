@@ -34,11 +34,11 @@ from tests.scorer.pipeline.traffic import make_traces, otelcol_records
 # Real processes and outages of a few seconds each: the project's 'slow' marker (still run in CI).
 pytestmark = pytest.mark.slow
 
-OWNER = Path(__file__).with_name("chdb_owner.py")
+OWNER = "tests.reliability.chdb_owner"
 
 
 def _start_owner(path: Path, db: str, port: int) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, str(OWNER), str(path), db, str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", OWNER, str(path), db, str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=str(Path(__file__).resolve().parents[2]))
     assert proc.stdout is not None

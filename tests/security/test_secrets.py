@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from ragpulse.collector.kafka import KafkaSettings
-from ragpulse.scorer.store import FacadeSettings, StoreSettings
+from ragpulse.deploy.facade import FacadeSettings
+from ragpulse.scorer.store import StoreSettings
 
 CLI = [str(Path(sys.executable).with_name("ragpulse"))]
 KAFKA_SECRET = "kafka-s3cret-Zq9"

@@ -47,9 +47,10 @@ REVIEWED_FILES: dict[str, str] = {
     "scorer/ragpulse/scorer/store/schema.py":
         "DDL rendered from the module's constant schema definitions; its only run-time inputs, "
         "the database and cluster names, pass validate_identifier in SchemaSettings",
-    "scorer/ragpulse/scorer/store/http.py":
-        "the ClickHouse-HTTP facade runs its (authenticated) client's SQL by design; the SET/USE "
-        "statements it builds take names matched against _SETTING_NAME and values via _quote",
+    "deploy/ragpulse/deploy/facade.py":
+        "the ClickHouse-HTTP facade runs its client's SQL after deploy/sqlguard.py admitted it "
+        "(read-only, allow-listed tables); the SET/USE statements it builds take names from the "
+        "settings allow-list / policy and values via _quote",
     "dashboards/ragpulse/dashboards/queries.py":
         "panel SQL rendered from DashboardsSettings (database via validate_identifier, numbers) and Grafana "
         "macros; metric names and filter values go through _q (quoted literals), no trace data",

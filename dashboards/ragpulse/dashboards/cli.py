@@ -112,12 +112,13 @@ def _client(clickhouse: str | None, data_dir: Path, database: str) -> tuple[Any,
     """A client (through the owner's facade when one runs) on a database that has the ragpulse
     schema. Raises ``typer.Exit(1)`` with the reason otherwise."""
     from ragpulse.scorer.store import open_store
+    from ragpulse.scorer.store.client import credentials_from_env
     from ragpulse.scorer.store.errors import StoreError
     from ragpulse.scorer.store.schema import applied_versions
 
     dsn = clickhouse or f"chdb://{(data_dir / 'chdb').resolve()}"
     try:
-        client = open_store(dsn, follow_owner=True)
+        client = open_store(dsn, follow_owner=True, **credentials_from_env())
     except (StoreError, ValueError) as exc:
         raise _fail(str(exc)) from None
     try:

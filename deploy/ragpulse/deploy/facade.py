@@ -1,54 +1,65 @@
-"""A ClickHouse-HTTP-compatible facade over the chDB engine of the process that owns it.
+"""A read-only ClickHouse-HTTP facade over the chDB engine of the process that owns it.
 
 chDB allows one process per data directory. While ``ragpulse up`` owns it, ``ragpulse status``,
-``ragpulse report`` (and, in a pinch, Grafana's ClickHouse plugin) reach the data through this
-facade with the ordinary ``clickhouse_connect.get_client(host='127.0.0.1', port=PORT)``.
+``ragpulse report``, ``clickhouse-connect`` and Grafana's ClickHouse plugin reach the data through
+this facade (``clickhouse_connect.get_client(host='127.0.0.1', port=PORT)``).
 
-What is served (the subset of https://clickhouse.com/docs/interfaces/http that clickhouse-connect
-and curl use):
+It is read-only and narrow by construction, not by a setting a client could change: every
+statement is checked by :mod:`.sqlguard` (reads of the ragpulse database and a few system tables
+only; no table functions or functions that touch files, URLs or processes; one statement per
+request) and runs on a connection with ``readonly = 2`` (no writes); URL settings outside an
+allow-list are refused. A login (HTTP Basic, ``X-ClickHouse-User``/``-Key``, ``user``/``password`` parameters,
+or ``Authorization: Bearer``) is required whenever it listens on anything but loopback.
+
+What is served (the subset of https://clickhouse.com/docs/interfaces/http that clickhouse-connect,
+clickhouse-go and curl use):
 
 * ``GET|HEAD /ping`` and ``GET /`` without a query → ``Ok.``
 * ``GET|POST /?query=…`` and the query in the POST body (URL part first, body appended, as the
-  server does); ``INSERT … FORMAT X`` with the data in the body (``Content-Encoding`` lz4, gzip,
-  deflate, zstd) is written to a temporary file and run as ``INSERT … FROM INFILE``.
-* ``database``, ``default_format`` (TabSeparated by default, as the server), a trailing ``FORMAT``
-  clause, ``param_<name>`` query parameters, and any other URL parameter as a query-level
-  setting; transport parameters (``session_id``, ``query_id``, ``wait_end_of_query``,
-  compression flags…) are accepted and ignored.
-* ``X-ClickHouse-Summary``/``-Format``/``-Query-Id``/``-Timezone`` response headers; errors as
-  the server sends them (``Code: N. DB::Exception: …`` body, ``X-ClickHouse-Exception-Code``).
-* Optional auth: HTTP Basic, ``X-ClickHouse-User``/``-Key`` headers or ``user``/``password``
-  parameters against one configured user, or ``Authorization: Bearer <token>``.
+  server does), ``Content-Encoding`` gzip, deflate, lz4 or zstd (decompressed within the body
+  limit);
+* ``database`` (the ragpulse one or ``system``), ``default_format`` (TabSeparated by default, as
+  the server), a trailing ``FORMAT`` clause, ``param_<name>`` query parameters; transport
+  parameters (``session_id``, ``query_id``, ``wait_end_of_query``...) are accepted and ignored;
+* ``X-ClickHouse-Summary``/``-Format``/``-Query-Id``/``-Timezone`` response headers; errors as the
+  server sends them (``Code: N. DB::Exception: …`` body, ``X-ClickHouse-Exception-Code``).
 
-Not served: sessions (each request gets a fresh chDB connection, so settings never leak between
-requests), the native-compressed ``compress=1``/``decompress=1`` framing, multipart external
-data, progress headers, and result streaming (a result is materialized before it is sent, bounded
-by ``max_result_bytes``).
+Not served: writes of any kind, sessions (each request gets a fresh chDB connection, so settings
+never leak between requests), the native ``compress=1`` framing, multipart external data,
+progress headers, result streaming (a result is materialized, bounded by ``max_result_bytes``).
 """
 
 from __future__ import annotations
 
 import base64
-import gzip
 import hmac
+import ipaddress
 import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 import uuid
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from .client import remove_owner, write_owner
+from ragpulse.common.http import (
+    BodyError,
+    ConnectionLimits,
+    GuardedHTTPServer,
+    GuardedRequestHandler,
+    read_body,
+    serve_in_thread,
+)
+from ragpulse.scorer.store import remove_owner, write_owner
 
-__all__ = ["ClickHouseHttpFacade", "FacadeSettings", "build_facade"]
+from . import sqlguard
+
+__all__ = ["ClickHouseHttpFacade", "FacadeSettings", "build_facade", "is_loopback"]
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +76,6 @@ _TRANSPORT_PARAMS = frozenset({
 })
 _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TRAILING_FORMAT = re.compile(r"\bFORMAT\s+([A-Za-z0-9_]+)\s*;?\s*$", re.IGNORECASE)
-# Bytes, not str: the data after the statement is binary, and str patterns treat \x1c-\x1f as
-# whitespace (a Native block of 28 columns starts with \x1c). Only blanks may follow the format
-# name before the newline that starts the data.
-_INSERT_FORMAT = re.compile(
-    rb"^\s*(INSERT\s+INTO\s+.+?)\s+FORMAT\s+([A-Za-z0-9_]+)[ \t]*(?:\r?\n|$)", re.IGNORECASE | re.DOTALL)
 _CODE = re.compile(r"Code:\s*(\d+)")
 
 _CONTENT_TYPES = {
@@ -90,25 +96,43 @@ _HTTP_STATUS = {
 }
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class FacadeSettings(BaseModel):
     """Where and how the facade listens. Frozen; validated on construction."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     host: str = "127.0.0.1"
-    """Loopback by default: the facade exposes the whole database."""
+    """Loopback by default. Any other address requires a login (``username``/``password`` or
+    ``token``); construction fails without one."""
     port: int = Field(default=0, ge=0, le=65535)
     """0 picks a free port; read :attr:`ClickHouseHttpFacade.url` after ``start()``."""
+    database: str = Field(default="rag", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+    """The one user database readable through the facade (besides allow-listed system tables)."""
     username: str | None = None
     password: SecretStr | None = None
     token: SecretStr | None = None
     """Bearer token accepted in ``Authorization: Bearer …``."""
-    readonly: bool = False
-    """Refuse writes (``readonly = 1`` on every request's connection)."""
-    max_body_bytes: int = Field(default=256 * 2**20, ge=1024)
+    max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    """Largest query text, after decompression (the server's ``max_query_size`` is 256 KiB)."""
     max_result_bytes: int = Field(default=512 * 2**20, ge=1024)
+    max_execution_time_s: int = Field(default=60, ge=1, le=3600)
+    """Cap of ``max_execution_time`` for every statement (a client may ask for less)."""
     max_concurrent_queries: int = Field(default=8, ge=1, le=256)
     """Beyond this a request gets 503 (Code 202), like the server's ``max_concurrent_queries``."""
+    max_connections: int = Field(default=64, ge=1, le=4096)
+    """Open connections; idle or slow ones are evicted first (:mod:`ragpulse.common.http`)."""
+    header_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    idle_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     advertise: bool = True
     """Write ``ragpulse-owner.json`` (pid + URL) into the chDB directory while serving, so
     :func:`~ragpulse.scorer.store.open_store` in other processes can point at (or follow) it."""
@@ -117,11 +141,21 @@ class FacadeSettings(BaseModel):
     def _auth(self) -> FacadeSettings:
         if self.password is not None and not self.username:
             raise ValueError("password given without username")
+        if not is_loopback(self.host) and not self.auth_required:
+            raise ValueError(
+                f"the ClickHouse facade would listen on {self.host} without a login: set a "
+                "username and password or a token (ragpulse up: --clickhouse-user/"
+                "--clickhouse-password or --clickhouse-token), or bind it to 127.0.0.1")
         return self
 
     @property
     def auth_required(self) -> bool:
         return bool(self.username or self.token)
+
+    def policy(self) -> sqlguard.GuardPolicy:
+        caps = dict(sqlguard.DEFAULT_POLICY.caps, max_execution_time=self.max_execution_time_s,
+                    max_result_bytes=self.max_result_bytes)
+        return sqlguard.GuardPolicy(database=self.database, caps=caps)
 
 
 class _HttpError(Exception):
@@ -130,44 +164,60 @@ class _HttpError(Exception):
         self.status, self.code = status, code
 
 
-def _decompress(data: bytes, encoding: str) -> bytes:
+def _decompress(data: bytes, encoding: str, limit: int) -> bytes:
+    """``data`` decoded per ``Content-Encoding``, refusing more than ``limit`` bytes of output
+    (a small compressed body cannot expand into memory)."""
     enc = encoding.strip().lower()
     if not enc or enc == "identity":
         return data
-    if enc == "gzip":
-        return gzip.decompress(data)
-    if enc == "deflate":
-        return zlib.decompress(data)
-    # Streaming clients (clickhouse-connect inserts) send one compressed frame per block, so
-    # a body is a concatenation of frames: decode until nothing is left.
+    too_big = _HttpError(413, 1, f"decompressed request body exceeds {limit} bytes")
+    if enc in ("gzip", "deflate"):
+        out, pending = [], data
+        total = 0
+        while pending:
+            d = zlib.decompressobj(wbits=(16 if enc == "gzip" else 0) + zlib.MAX_WBITS)
+            chunk = d.decompress(pending, limit - total + 1)
+            total += len(chunk)
+            if total > limit or d.unconsumed_tail:
+                raise too_big
+            if not d.eof:
+                raise _HttpError(400, 1, f"truncated {enc} request body")
+            out.append(chunk)
+            pending = d.unused_data
+        return b"".join(out)
     if enc == "lz4":
         import lz4.frame
 
-        out = []
-        while data:
+        out, total = [], 0
+        while data:  # streaming clients send one frame per block
             d = lz4.frame.LZ4FrameDecompressor()
-            out.append(d.decompress(data))
+            chunk = d.decompress(data, max_length=limit - total + 1)
+            total += len(chunk)
+            if total > limit or (not d.eof and d.needs_input is False):
+                raise too_big
             if not d.eof:
                 raise _HttpError(400, 1, "truncated lz4 frame in request body")
+            out.append(chunk)
             data = d.unused_data
         return b"".join(out)
     if enc == "zstd":
+        import io
+
         try:
             import zstandard
         except ImportError as exc:
             raise _HttpError(415, 1, "zstd request bodies need the zstandard package") from exc
-        out = []
-        while data:
-            z = zstandard.ZstdDecompressor().decompressobj()
-            out.append(z.decompress(data))
-            data = z.unused_data
-        return b"".join(out)
+        reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+        out_bytes = reader.read(limit + 1)
+        if len(out_bytes) > limit:
+            raise too_big
+        return out_bytes
     raise _HttpError(415, 1, f"unsupported Content-Encoding {encoding!r}")
 
 
-def _decode_body(data: bytes, encoding: str) -> bytes:
+def _decode_body(data: bytes, encoding: str, limit: int) -> bytes:
     try:
-        return _decompress(data, encoding)
+        return _decompress(data, encoding, limit)
     except _HttpError:
         raise
     except Exception as exc:  # corrupt gzip/lz4/zstd: the client's fault, not a 500
@@ -179,7 +229,7 @@ def _quote(value: str) -> str:
 
 
 class ClickHouseHttpFacade:
-    """Serves ClickHouse's HTTP interface from this process's chDB engine.
+    """Serves ClickHouse's HTTP interface, read-only, from this process's chDB engine.
 
     ``start()`` opens the engine at ``path`` (or joins it when this process already has it open,
     e.g. through a clickhouse-connect ``chdb://`` client) and listens on a background thread;
@@ -190,7 +240,8 @@ class ClickHouseHttpFacade:
     def __init__(self, path: str, settings: FacadeSettings | None = None) -> None:
         self.path = os.path.realpath(path)
         self.settings = settings or FacadeSettings()
-        self._server: ThreadingHTTPServer | None = None
+        self.policy = self.settings.policy()
+        self._server: GuardedHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._anchor: Any = None
         self._slots = threading.BoundedSemaphore(self.settings.max_concurrent_queries)
@@ -199,7 +250,8 @@ class ClickHouseHttpFacade:
         self._version = ""
         self._timezone = "UTC"
         self._stats = dict.fromkeys(
-            ("requests", "queries", "inserts", "errors", "refused_busy", "refused_auth"), 0)
+            ("requests", "queries", "errors", "refused_busy", "refused_auth", "refused_readonly",
+             "refused_access"), 0)
 
     @property
     def url(self) -> str:
@@ -219,6 +271,7 @@ class ClickHouseHttpFacade:
         the port is taken, ``chdb`` errors if the directory is locked by another process."""
         import chdb
 
+        s = self.settings
         with self._lock:
             if self._closed:
                 raise RuntimeError("facade was shut down")
@@ -230,25 +283,21 @@ class ClickHouseHttpFacade:
             row = self._anchor.query("SELECT version(), timezone()", "TabSeparated").bytes()
             self._version, self._timezone = row.decode().strip().split("\t")
             handler = type("Handler", (_Handler,), {"facade": self})
+            limits = ConnectionLimits(max_connections=s.max_connections,
+                                      header_timeout_s=s.header_timeout_s,
+                                      idle_timeout_s=s.idle_timeout_s)
             try:
-                server = ThreadingHTTPServer((self.settings.host, self.settings.port), handler)
+                server = GuardedHTTPServer((s.host, s.port), handler, limits)
             except BaseException:
                 self._anchor.close()
                 self._anchor = None
                 raise
-            server.daemon_threads = True
             self._server = server
-            self._thread = threading.Thread(
-                target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                name="ragpulse-ch-http", daemon=True)
-            self._thread.start()
-        if self.settings.host not in ("127.0.0.1", "::1", "localhost") \
-                and not self.settings.auth_required:
-            log.warning("the ClickHouse facade listens on %s without authentication: anyone who "
-                        "can reach it can read and change every table", self.url)
-        if self.settings.advertise:
+            self._thread = serve_in_thread(server, "ragpulse-ch-http")
+        if s.advertise:
             write_owner(self.path, self.url)
-        log.info("ClickHouse HTTP facade for %s on %s", self.path, self.url)
+        log.info("read-only ClickHouse HTTP facade for %s on %s (login %s)", self.path, self.url,
+                 "required" if s.auth_required else "off: loopback only")
 
     def shutdown(self) -> None:
         """Stop listening and close the engine handle. Idempotent."""
@@ -260,8 +309,10 @@ class ClickHouseHttpFacade:
         if server is not None and self.settings.advertise:
             remove_owner(self.path)
         if server is not None:
+            server.stop_accepting()
             server.shutdown()
             server.server_close()
+            server.close_idle()
         if thread is not None:
             thread.join()
         # Wait for in-flight requests: they hold a slot each.
@@ -274,7 +325,11 @@ class ClickHouseHttpFacade:
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return dict(self._stats)
+            out = dict(self._stats)
+            server = self._server
+        if server is not None:
+            out.update(server.stats())
+        return out
 
     def _count(self, key: str) -> None:
         with self._lock:
@@ -283,6 +338,7 @@ class ClickHouseHttpFacade:
     # -- auth --------------------------------------------------------------------------------
 
     def check_auth(self, headers: Any, params: dict[str, str]) -> None:
+        """Raise 516 (401) unless the request carries the configured login. Constant-time."""
         s = self.settings
         if not s.auth_required:
             return
@@ -311,75 +367,63 @@ class ClickHouseHttpFacade:
 
     # -- execution ---------------------------------------------------------------------------
 
-    def execute(self, query: str, body: bytes, params: dict[str, str],
-                content_encoding: str, *, readonly: bool = False) -> tuple[bytes, str, dict[str, Any]]:
-        """Run one request's statement on a fresh chDB connection. Blocks (chDB releases the GIL
-        while it works). Returns (result bytes, format, summary); raises ``_HttpError``."""
+    def handle_request(self, url_query: str, body: bytes, params: dict[str, str],
+                       content_encoding: str) -> tuple[bytes, str, dict[str, Any]]:
+        """One request's statement: the URL's ``query`` followed by the (decompressed) body, as
+        the server joins them, then :meth:`execute`."""
+        query = url_query
+        if body:
+            text = _decode_body(body, content_encoding, self.settings.max_body_bytes)
+            query = (query + "\n" if query else "") + text.decode("utf-8", "replace")
+        return self.execute(query, params)
+
+    def execute(self, query: str, params: dict[str, str]) -> tuple[bytes, str, dict[str, Any]]:
+        """Check and run one read-only statement on a fresh chDB connection. Blocks (chDB
+        releases the GIL while it works). Returns (result bytes, format, summary); raises
+        ``_HttpError`` (refusals carry ClickHouse's codes: 164 READONLY, 497 ACCESS_DENIED)."""
         import chdb
 
         fmt = params.get("default_format") or "TabSeparated"
         qparams = {k[6:]: v for k, v in params.items() if k.startswith("param_")}
-        settings = {k: v for k, v in params.items()
-                    if k not in _TRANSPORT_PARAMS and not k.startswith("param_")}
-        data: bytes | None = None
-        insert: re.Match[bytes] | None = None
-        if body:
-            insert = _INSERT_FORMAT.match(query.encode()) if query else None
-            if insert is not None:
-                data = _decode_body(body, content_encoding)
-            else:
-                joined = (query.encode() + b"\n" if query else b"") + _decode_body(body, content_encoding)
-                insert = _INSERT_FORMAT.match(joined)
-                if insert is not None:
-                    # INSERT … FORMAT X<newline><data> in one body: split at the statement's end.
-                    data = joined[insert.end():]
-                else:
-                    query = joined.decode("utf-8", "replace")
-        if data is None and not query.strip():
+        requested = {k: v for k, v in params.items()
+                     if k not in _TRANSPORT_PARAMS and not k.startswith("param_")}
+        if not query.strip():
             raise _HttpError(400, 62, "Empty query. (SYNTAX_ERROR)")
         conn = chdb.connect(self.path)
-        tmp_path = None
         try:
-            db = params.get("database")
-            if db:
-                if not _SETTING_NAME.match(db):
-                    raise _HttpError(404, 81, f"Database {db} does not exist. (UNKNOWN_DATABASE)")
-                conn.query(f"USE `{db}`", "TabSeparated")
-            ro = settings.pop("readonly", "0")
+            try:
+                settings = sqlguard.filter_settings(requested, self.policy)
+                database = self._use_database(conn, params.get("database"))
+                statement = self._canonical(conn, query)
+                # With the parameters bound: an {x:Identifier} parameter names a table.
+                tree = sqlguard.parse_ast(conn.query(
+                    "EXPLAIN AST " + statement, "TabSeparated", params=qparams).bytes().decode())
+                m = _TRAILING_FORMAT.search(statement)
+                sqlguard.check(tree, database, self.policy,
+                               output_format=m.group(1) if m else None)
+            except sqlguard.Refused as exc:
+                self._count("refused_access" if exc.code == sqlguard.ACCESS_DENIED
+                            else "refused_readonly")
+                raise _HttpError(exc.status, exc.code, f"{exc} ({_NAMES.get(exc.code, 'ERROR')})") \
+                    from None
             for k, v in settings.items():
                 if not _SETTING_NAME.match(k):
                     raise _HttpError(400, 115, f"Unknown setting {k!r}. (UNKNOWN_SETTING)")
                 conn.query(f"SET {k} = {_quote(v)}", "TabSeparated")
-            if "max_result_bytes" not in settings:
-                # Stop a runaway result inside the engine, before it is materialized here.
-                conn.query(f"SET max_result_bytes = {self.settings.max_result_bytes}, "
-                           "result_overflow_mode = 'throw'", "TabSeparated")
-            # Last: a read-only connection refuses further SETs.
-            if readonly or self.settings.readonly or ro not in ("", "0"):
-                conn.query(f"SET readonly = {2 if ro == '2' else 1}", "TabSeparated")
-            if data is not None and insert is not None:
-                target, in_fmt = insert.group(1).decode("utf-8", "replace"), insert.group(2).decode()
-                with tempfile.NamedTemporaryFile(prefix="ragpulse-ins-", suffix=".bin",
-                                                 delete=False) as f:
-                    f.write(data)
-                    tmp_path = f.name
-                sql = f"{target} FROM INFILE {_quote(tmp_path)} FORMAT {in_fmt}"
-                res = conn.query(sql, "TabSeparated", params=qparams)
-                self._count("inserts")
-                out_fmt = fmt
-            else:
-                m2 = _TRAILING_FORMAT.search(query)
-                out_fmt = m2.group(1) if m2 else fmt
-                res = conn.query(query, fmt, params=qparams)
-                self._count("queries")
+            # readonly = 2 (reads, and setting changes the guard has already filtered): with 1,
+            # system.settings would report every setting unchangeable and clickhouse-connect
+            # would refuse to send even the allowed ones (max_execution_time, formats).
+            conn.query("SET result_overflow_mode = 'throw', readonly = 2", "TabSeparated")
+            out_fmt = m.group(1) if m else fmt
+            res = conn.query(statement, fmt, params=qparams)
+            self._count("queries")
             out = res.bytes() or b""
             if len(out) > self.settings.max_result_bytes:
                 raise _HttpError(500, 396, f"Limit for result exceeded: {len(out)} bytes > "
                                  f"{self.settings.max_result_bytes}. (TOO_MANY_ROWS_OR_BYTES)")
             summary = {
                 "read_rows": str(_safe(res.rows_read)), "read_bytes": str(_safe(res.bytes_read)),
-                "written_rows": str(_safe(getattr(res, "rows_written", None))),
-                "written_bytes": str(_safe(getattr(res, "bytes_written", None))),
+                "written_rows": "0", "written_bytes": "0",
                 "total_rows_to_read": str(_safe(res.rows_read)),
                 "result_rows": "0", "result_bytes": str(len(out)),
                 "elapsed_ns": str(int(_safe(res.elapsed) * 1e9)),
@@ -394,11 +438,39 @@ class ClickHouseHttpFacade:
             raise _HttpError(_HTTP_STATUS.get(code, 500), code, msg) from exc
         finally:
             conn.close()
-            if tmp_path:
-                try:
-                    os.unlink(tmp_path)
-                except OSError:
-                    pass
+
+    def _use_database(self, conn: Any, requested: str | None) -> str:
+        """Make ``requested`` (default: the ragpulse database) current; returns the current one."""
+        name = requested or self.policy.database
+        if not self.policy.database_allowed(name):
+            raise sqlguard.Refused(sqlguard.ACCESS_DENIED, f"Not enough privileges: database "
+                                   f"{name} is not readable through the ragpulse facade")
+        try:
+            conn.query(f"USE `{name}`", "TabSeparated")
+        except Exception:
+            if requested:
+                raise
+            return "default"  # schema not created yet: unqualified names resolve to nothing
+        return name
+
+    @staticmethod
+    def _canonical(conn: Any, query: str) -> str:
+        """The statement as ClickHouse's parser re-prints it; refuses several statements."""
+        try:
+            res = conn.query(f"SELECT formatQuerySingleLine({_quote(query)})", "RawBLOB")
+        except Exception as exc:
+            text = str(exc)
+            if "Multi-statements are not allowed" in text:
+                raise sqlguard.Refused(sqlguard.SYNTAX_ERROR, "Syntax error: multi-statements are "
+                                       "not allowed (one statement per request)") from None
+            m = _CODE.search(text)
+            raise _HttpError(400, int(m.group(1)) if m else 62, text.split(": In scope")[0]) \
+                from None
+        return res.bytes().decode("utf-8")
+
+
+_NAMES = {sqlguard.SYNTAX_ERROR: "SYNTAX_ERROR", sqlguard.READONLY: "READONLY",
+          sqlguard.ACCESS_DENIED: "ACCESS_DENIED"}
 
 
 def _safe(fn: Any) -> float:
@@ -409,9 +481,8 @@ def _safe(fn: Any) -> float:
         return 0.0
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(GuardedRequestHandler):
     facade: ClickHouseHttpFacade
-    protocol_version = "HTTP/1.1"  # keep-alive: clickhouse-connect pools connections
     server_version = "ragpulse-clickhouse-facade"
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -436,33 +507,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _read_body(self, limit: int) -> bytes:
-        """The request body, de-chunked (clickhouse-connect streams inserts chunked); raises
-        413 beyond ``limit`` bytes (and drops the connection: the rest is unread)."""
-        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-            parts: list[bytes] = []
-            total = 0
-            while True:
-                line = self.rfile.readline(1024)
-                try:
-                    size = int(line.split(b";", 1)[0].strip(), 16)
-                except ValueError:
-                    self.close_connection = True
-                    raise _HttpError(400, 1, "malformed chunked body") from None
-                if size == 0:
-                    while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return b"".join(parts)
-                total += size
-                if total > limit:
-                    self.close_connection = True
-                    raise _HttpError(413, 1, f"request body exceeds max_body_bytes={limit}")
-                parts.append(self.rfile.read(size))
-                self.rfile.readline(8)  # the CRLF after each chunk
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > limit:
+        try:
+            return read_body(self, limit, require_length=False)
+        except BodyError as exc:
             self.close_connection = True
-            raise _HttpError(413, 1, f"request body of {length} bytes exceeds max_body_bytes={limit}")
-        return self.rfile.read(length) if length else b""
+            raise _HttpError(exc.status, 1, str(exc)) from None
 
     def _handle(self, head: bool = False) -> None:
         f = self.facade
@@ -495,10 +544,8 @@ class _Handler(BaseHTTPRequestHandler):
                                  f"{f.settings.max_concurrent_queries}. (TOO_MANY_SIMULTANEOUS_QUERIES)")
             try:
                 t0 = time.perf_counter()
-                # The server treats GET (and so HEAD) as read-only.
-                out, fmt, summary = f.execute(query, body, params,
-                                              self.headers.get("Content-Encoding", ""),
-                                              readonly=self.command in ("GET", "HEAD"))
+                out, fmt, summary = f.handle_request(
+                    query, body, params, self.headers.get("Content-Encoding", ""))
                 summary["elapsed_ns"] = str(int((time.perf_counter() - t0) * 1e9))
             finally:
                 f._slots.release()

@@ -14,6 +14,6 @@ def test_exported_members() -> None:
         assert module.startswith("ragpulse.scorer.store"), (name, module)
     # The names other components code against.
     for name in ("ScoreWriter", "ScoreRow", "TraceMeta", "rows_from_scores", "WriterSettings",
-                 "WriterFull", "open_store", "init_schema", "SchemaSettings", "build_facade",
+                 "WriterFull", "open_store", "init_schema", "SchemaSettings", "remove_owner",
                  "StoreLockedError", "HealthSampler", "build_health_writer"):
         assert name in store.__all__

@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
+from ragpulse.deploy.facade import FacadeSettings, build_facade
 from ragpulse.scorer.store import (
-    FacadeSettings,
     StoreError,
     StoreLockedError,
     StoreSettings,
-    build_facade,
     latest_version,
     open_store,
     read_owner,

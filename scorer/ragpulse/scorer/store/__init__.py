@@ -1,11 +1,12 @@
 """ragpulse.scorer.store: the ClickHouse side of the scorer.
 
 Schema and migrations (:mod:`.schema`), row types (:mod:`.rows`), the batched acknowledged writer
-(:mod:`.writer`), the ClickHouse-HTTP facade over an owned chDB directory (:mod:`.http`) and
-:func:`open_store`, which opens a client for a ``chdb://`` or ``http(s)://`` DSN (:mod:`.client`).
+(:mod:`.writer`) and :func:`open_store`, which opens a client for a ``chdb://`` or ``http(s)://``
+DSN and follows the process that owns a chDB directory to its facade (:mod:`.client`; the facade
+itself is ``ragpulse.deploy.facade``).
 """
 
-from .client import OwnerInfo, StoreSettings, open_store, read_owner, write_owner
+from .client import OwnerInfo, StoreSettings, open_store, read_owner, remove_owner, write_owner
 from .errors import (
     PermanentStoreError,
     RetryableStoreError,
@@ -16,7 +17,6 @@ from .errors import (
     is_retryable,
 )
 from .health import HealthSampler
-from .http import ClickHouseHttpFacade, FacadeSettings, build_facade
 from .rows import HealthRow, ScoreRow, TraceMeta, columns_of, rows_from_scores, safe_text
 from .schema import (
     MIGRATIONS,
@@ -38,8 +38,6 @@ from .writer import (
 __all__ = [
     "MIGRATIONS",
     "BatchWriter",
-    "ClickHouseHttpFacade",
-    "FacadeSettings",
     "HealthRow",
     "HealthSampler",
     "MigrationReport",
@@ -58,7 +56,6 @@ __all__ = [
     "WriterClosed",
     "WriterFull",
     "WriterSettings",
-    "build_facade",
     "build_health_writer",
     "build_score_writer",
     "columns_of",
@@ -67,6 +64,7 @@ __all__ = [
     "latest_version",
     "open_store",
     "read_owner",
+    "remove_owner",
     "rows_from_scores",
     "safe_text",
     "write_owner",

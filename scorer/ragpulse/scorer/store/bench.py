@@ -1,8 +1,8 @@
-"""Measure the write path: ``python -m ragpulse.scorer.store.bench [--rows N] [--batch N] [--via http]``.
+"""Measure the write path: ``python -m ragpulse.scorer.store.bench [--rows N] [--batch N]``.
 
 Builds score rows for synthetic traces (2 metrics per trace), writes them with :class:`ScoreWriter`
-into a fresh chDB directory (in-process, or through the HTTP facade with ``--via http``) and
-prints rows/s for row building and for acknowledged writes. Results go in docs/schema.md.
+into a fresh chDB directory in this process and prints rows/s for row building and for
+acknowledged writes. Results go in docs/schema.md.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 
 from ..model import Cost, Interval, Score
 from .client import open_store
-from .http import FacadeSettings, build_facade
 from .rows import TraceMeta, rows_from_scores
 from .schema import SchemaSettings, init_schema
 from .writer import ScoreWriter, WriterSettings
@@ -24,7 +23,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--batch", type=int, default=50_000)
-    ap.add_argument("--via", choices=("chdb", "http"), default="chdb")
     ap.add_argument("--no-dedup", action="store_true", help="skip insert deduplication tokens")
     a = ap.parse_args()
 
@@ -49,13 +47,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ragpulse-bench-") as d:
         local = open_store(f"chdb://{d}")
         init_schema(local, SchemaSettings(database="bench"))
-        facade = None
-        client = local
-        if a.via == "http":
-            facade = build_facade(d, FacadeSettings(advertise=False))
-            facade.start()
-            client = open_store(facade.url)
-        w = ScoreWriter(client, "bench", WriterSettings(
+        w = ScoreWriter(local, "bench", WriterSettings(
             batch_rows=a.batch, max_pending_rows=max(a.rows, a.batch), flush_interval_s=0.05,
             deduplicate=not a.no_dedup))
         w.start()
@@ -67,9 +59,7 @@ def main() -> None:
         w.shutdown()
         n = local.command("SELECT count() FROM bench.scores")
         rolled = local.command("SELECT sum(rows) FROM bench.scores_1m")
-        if facade is not None:
-            facade.shutdown()
-    print(f"rows={len(rows)} batch={a.batch} via={a.via} dedup={not a.no_dedup}")
+    print(f"rows={len(rows)} batch={a.batch} dedup={not a.no_dedup}")
     print(f"build rows_from_scores: {len(rows) / build_s:,.0f} rows/s")
     print(f"write (acknowledged):   {len(rows) / write_s:,.0f} rows/s  ({write_s:.2f} s)")
     print(f"stored {n} rows, rollup counted {rolled}")

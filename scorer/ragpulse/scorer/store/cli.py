@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from pydantic import ValidationError
 
-from .client import open_store
+from .client import credentials_from_env, open_store
 from .errors import StoreError
 from .schema import (
     MIGRATIONS,
@@ -83,7 +83,7 @@ def status(
     """Show the applied schema version and row counts. Exit code 3 when migrations are pending."""
     settings = _settings(database, 90, 400, 30)
     try:
-        client = open_store(clickhouse, follow_owner=True)
+        client = open_store(clickhouse, follow_owner=True, **credentials_from_env())
         applied = applied_versions(client, settings.database)
         counts = {}
         if applied:

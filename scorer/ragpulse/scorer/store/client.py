@@ -2,7 +2,7 @@
 
 ``open_store("chdb:///var/lib/ragpulse/chdb")`` opens the engine in this process;
 ``open_store("http://127.0.0.1:8123")`` talks to a server or to the
-:class:`~ragpulse.scorer.store.http.ClickHouseHttpFacade` of the process owning a chDB directory.
+read-only ClickHouse-HTTP facade (``ragpulse.deploy.facade``) of the process owning a chDB directory.
 The owner advertises itself in ``<chdb dir>/ragpulse-owner.json`` (:func:`write_owner`), so a
 second process gets a precise error naming the URL to use, or follows it (``follow_owner``).
 """
@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from .errors import StoreError, StoreLockedError
 from .schema import validate_identifier
 
-__all__ = ["OWNER_FILE", "OwnerInfo", "StoreSettings", "chdb_path", "lock_holder", "open_store",
-           "read_owner", "remove_owner", "write_owner"]
+__all__ = ["OWNER_FILE", "OwnerInfo", "StoreSettings", "chdb_path", "credentials_from_env",
+           "lock_holder", "open_store", "read_owner", "remove_owner", "write_owner"]
 
 OWNER_FILE = "ragpulse-owner.json"
 
@@ -39,6 +39,8 @@ class StoreSettings(BaseModel):
     database: str = "rag"
     username: str | None = None
     password: SecretStr | None = None
+    token: SecretStr | None = None
+    """Bearer token (``Authorization: Bearer``) for http(s) DSNs, e.g. a ragpulse facade's."""
     connect_timeout_s: float = Field(default=10.0, gt=0)
     send_receive_timeout_s: float = Field(default=300.0, gt=0)
 
@@ -148,11 +150,22 @@ def remove_owner(path: str, *, pid: int | None = None) -> None:
             pass
 
 
+def credentials_from_env(environ: dict[str, str] | None = None) -> dict[str, str | None]:
+    """``username``/``password``/``token`` for :func:`open_store` from ``RAGPULSE_CLICKHOUSE__*``
+    (the names the scorer's :class:`StoreSettings` reads; ``*_FILE`` variants are resolved by
+    the ``ragpulse`` command at start-up). Used by commands that reach a store (``status``,
+    ``report``, ``db status``), e.g. through the login of ``ragpulse up``'s facade."""
+    env = os.environ if environ is None else environ
+    return {k: env.get(f"RAGPULSE_CLICKHOUSE__{k.upper()}") or None
+            for k in ("username", "password", "token")}
+
+
 def open_store(
     dsn: str | StoreSettings,
     *,
     username: str | None = None,
     password: str | None = None,
+    token: str | None = None,
     follow_owner: bool = False,
     **client_kw: Any,
 ) -> Any:
@@ -173,6 +186,8 @@ def open_store(
         username = username or st.username
         if password is None and st.password is not None:
             password = st.password.get_secret_value()
+        if token is None and st.token is not None:
+            token = st.token.get_secret_value()
         if urlsplit(dsn).scheme.lower() != "chdb":
             client_kw.setdefault("connect_timeout", st.connect_timeout_s)
             client_kw.setdefault("send_receive_timeout", st.send_receive_timeout_s)
@@ -183,7 +198,8 @@ def open_store(
         owner = read_owner(path)
         if owner is not None and owner.pid != os.getpid() and owner.alive():
             if follow_owner:
-                return open_store(owner.url, username=username, password=password, **client_kw)
+                return open_store(owner.url, username=username, password=password, token=token,
+                                  **client_kw)
             raise StoreLockedError(
                 f"the chDB directory {path} is owned by a running `ragpulse up` (pid {owner.pid}); "
                 f"use --clickhouse {owner.url}")
@@ -215,6 +231,10 @@ def open_store(
             kw["username"] = username or parts.username
         if password or parts.password:
             kw["password"] = password or parts.password
+        if token:  # clickhouse-connect takes a bearer token or a user/password, not both
+            kw.pop("username", None)
+            kw.pop("password", None)
+            kw["access_token"] = token
         try:
             return clickhouse_connect.get_client(dsn=dsn, **kw)
         except Exception as exc:
