@@ -46,6 +46,12 @@ class Reply:
     error: dict[str, Any] | None = None
     usage: tuple[int, int] | None = None
     """(prompt, completion) tokens; computed with :func:`usage_tokens` when ``None``."""
+    drip_s: float = 0.0
+    """Send the status line, headers and body one byte every ``drip_s`` seconds (a server
+    that keeps the connection alive without ever finishing: no read timeout fires)."""
+    truncate_at: int | None = None
+    """Send only the first ``truncate_at`` bytes of the JSON body, with a Content-Length that
+    matches them: a well-framed 200 whose JSON is cut short (a proxy or server failing)."""
 
     @classmethod
     def json(cls, obj: Any, **kw: Any) -> Reply:
@@ -250,6 +256,8 @@ class FakeOpenAIServer:
                           "total_tokens": usage[0] + usage[1]},
             }
         data = json.dumps(payload).encode()
+        if reply.truncate_at is not None:
+            data = data[:reply.truncate_at]
         try:
             h.send_response(reply.status)
             h.send_header("Content-Type", "application/json")
@@ -257,6 +265,16 @@ class FakeOpenAIServer:
             h.send_header("x-request-id", f"req_{len(self._records)}")
             for k, v in reply.headers.items():
                 h.send_header(k, v)
+            if reply.drip_s:
+                h._headers_buffer.append(b"\r\n")  # type: ignore[attr-defined]
+                head = b"".join(h._headers_buffer)  # type: ignore[attr-defined]
+                h._headers_buffer = []  # type: ignore[attr-defined]
+                for i in range(len(head + data)):
+                    h.wfile.write((head + data)[i:i + 1])
+                    h.wfile.flush()
+                    if self._stopping.wait(reply.drip_s):
+                        return
+                return
             h.end_headers()
             h.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):

@@ -222,6 +222,8 @@ def score(
     votes: Annotated[int, typer.Option("--votes", min=1, max=15, help="LLM self-consistency: votes per verdict.")] = 1,
     tokens_per_hour: Annotated[int | None, typer.Option("--tokens-per-hour", min=1, help="LLM token budget per hour; over it, scores are skipped with reason budget_exhausted.")] = None,
     criterion: Annotated[list[str], typer.Option("--criterion", help="User-defined aspect critique NAME[:STRICTNESS]=DEFINITION (repeatable).")] = [],
+    request_timeout: Annotated[float | None, typer.Option("--request-timeout", min=0.1, help="LLM judge: total seconds for one request, however the server answers (default 60).")] = None,
+    deadline: Annotated[float | None, typer.Option("--deadline", min=0.1, help="LLM judge: seconds a sample's judge work may take in all; then what is missing is null with judge_timeout (default 180).")] = None,
     threads: Annotated[int, typer.Option("--threads", min=1, max=64, help="Local judge: BLAS threads for the embedding model.")] = 2,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
@@ -236,7 +238,8 @@ def score(
         raise typer.BadParameter(str(exc), param_hint="--metrics") from exc
     try:
         j = build_judge(judge, model=model, base_url=base_url, votes=votes,
-                        tokens_per_hour=tokens_per_hour, threads=threads, max_concurrency=concurrency)
+                        tokens_per_hour=tokens_per_hour, threads=threads, max_concurrency=concurrency,
+                        request_timeout_s=request_timeout, deadline_s=deadline)
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc

@@ -28,6 +28,8 @@ def build_judge(
     tokens_per_hour: int | None = None,
     threads: int = 1,
     max_concurrency: int = 8,
+    request_timeout_s: float | None = None,
+    deadline_s: float | None = None,
     privacy: PrivacySettings | None = None,
 ) -> Judge:
     """A ready judge. Raises ``ValueError`` with a user-facing message for bad options.
@@ -45,6 +47,8 @@ def build_judge(
         from .local import LocalJudge, LocalJudgeSettings
 
         return _private(LocalJudge(LocalJudgeSettings(threads=threads), embedder=embedder), privacy)
+    from pydantic import ValidationError
+
     from .llm import LLMJudge, LLMJudgeSettings
 
     kwargs: dict[str, object] = {"votes": votes, "max_concurrency": max_concurrency}
@@ -56,7 +60,19 @@ def build_judge(
         kwargs["api_key"] = api_key
     if tokens_per_hour:
         kwargs["tokens_per_hour"] = tokens_per_hour
-    return _private(LLMJudge(LLMJudgeSettings(**kwargs), embedder=embedder), privacy)
+    if request_timeout_s is not None:
+        kwargs["request_timeout_s"] = request_timeout_s
+    if deadline_s is not None:
+        kwargs["deadline_s"] = deadline_s
+        if request_timeout_s is None:  # a short deadline shortens the (default) request timeout
+            kwargs["request_timeout_s"] = min(
+                deadline_s, LLMJudgeSettings.model_fields["request_timeout_s"].default)
+    try:
+        settings = LLMJudgeSettings(**kwargs)
+    except ValidationError as exc:  # a user-facing message, not a pydantic dump
+        raise ValueError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                   for e in exc.errors())) from None
+    return _private(LLMJudge(settings, embedder=embedder), privacy)
 
 
 def _private(judge: Judge, privacy: PrivacySettings | None) -> Judge:

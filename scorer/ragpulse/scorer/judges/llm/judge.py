@@ -2,16 +2,23 @@
 chat-completions endpoint (OpenAI, Azure OpenAI, vLLM, Ollama, LiteLLM).
 
 Failure handling, per request: retryable errors (429, 408, 409, 5xx, timeouts, connection
-errors) are retried with exponential backoff and full jitter, at least as long as
-``Retry-After``/``retry-after-ms`` says, within ``deadline_s`` and ``max_retries``, and stop at
-once on ``aclose``. Other errors (400, 401, 403, 404, 422, insufficient quota) are permanent and
-never retried. The openai client's own retries are off so that only this policy applies.
-A reply that is not the JSON asked for gets one repair request; a refusal is final.
+errors, a 200 whose body is not readable JSON) are retried with exponential backoff and full
+jitter, at least as long as ``Retry-After``/``retry-after-ms`` says, within ``max_retries``, and
+stop at once on ``aclose``. Other errors (400, 401, 403, 404, 422, insufficient quota) are
+permanent and never retried. The openai client's own retries are off so that only this policy
+applies. A reply that is not the JSON asked for gets one repair request; a refusal is final.
+
+Time: every request has a total timeout (``request_timeout_s``, enforced around the whole
+exchange, not per socket read, so a server that drips one byte at a time is cut off too), and
+all of a sample's requests share one deadline (``deadline_s`` from the start of ``gather``):
+when it passes, what is not answered yet becomes null with ``judge_timeout``, whatever the
+server does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import json
 import logging
@@ -110,11 +117,23 @@ class _Ledger:
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 
+# The loop time at which the current sample's judge work must end (set by ``gather`` and
+# inherited by the tasks it starts); ``inf`` outside a sample.
+_SAMPLE_DEADLINE: contextvars.ContextVar[float] = contextvars.ContextVar(
+    "ragpulse_llm_sample_deadline", default=float("inf"))
+
+
+class _RequestTimeout(Exception):
+    """The request as a whole took longer than its total timeout."""
+
 
 def _classify(exc: BaseException) -> tuple[Reason, bool, float | None]:
     """(reason if it is the last error, retryable?, server-requested wait in seconds)."""
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, (openai.APITimeoutError, _RequestTimeout)):
         return Reason.JUDGE_TIMEOUT, True, None
+    if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
+        # A 200 whose body is cut short or not JSON: the server or a proxy failed mid-reply.
+        return Reason.JUDGE_ERROR, True, None
     if isinstance(exc, openai.APIConnectionError):
         return Reason.JUDGE_ERROR, True, None
     if isinstance(exc, openai.APIStatusError):
@@ -204,6 +223,7 @@ class LLMJudge:
     async def gather(self, sample: Sample, needs: Needs) -> dict[Fact, Finding]:
         """One finding per fact in ``needs.facts``. See the class docstring for the contract."""
         inputs = SampleInputs.of(sample, self.settings)
+        _SAMPLE_DEADLINE.set(asyncio.get_running_loop().time() + self.settings.deadline_s)
         ledger = _Ledger()
         results: dict[str, list[_CallResult | _Failed]] = {}
 
@@ -352,7 +372,7 @@ class LLMJudge:
                        temperature: float, max_tokens: int) -> _Reply:
         s = self.settings
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + s.deadline_s
+        deadline = min(loop.time() + s.deadline_s, _SAMPLE_DEADLINE.get())
         estimate = estimate_prompt_tokens(messages) + max_tokens
         kwargs: dict[str, Any] = {
             "model": s.model,
@@ -382,30 +402,34 @@ class LLMJudge:
                         reason, detail = last or (Reason.RATE_LIMITED, "rate limiter")
                         raise _CallError(reason, f"deadline {s.deadline_s}s reached; {detail}")
                     await self._wait(delay)
-                    async with self._sem:
-                        left = deadline - loop.time()
-                        if left <= 0:  # the wait for a free slot used up the deadline
-                            self.budget.release(reservation)
-                            reason, detail = last or (Reason.JUDGE_TIMEOUT, "no free slot")
-                            raise _CallError(reason, f"deadline {s.deadline_s}s reached "
-                                                     f"before sending; {detail}")
-                        timeout = min(s.request_timeout_s, left)
+                    if not await self._acquire_slot(deadline - loop.time()):
+                        self.budget.release(reservation)
+                        reason, detail = last or (Reason.JUDGE_TIMEOUT, "no free slot")
+                        raise _CallError(reason, f"deadline {s.deadline_s}s reached "
+                                                 f"before sending; {detail}")
+                    try:
+                        timeout = min(s.request_timeout_s, deadline - loop.time())
                         self.stats.requests += 1
                         t0 = time.perf_counter()
                         completion = await self._race_close(
-                            self._client.chat.completions.create(**kwargs, timeout=timeout))
+                            self._client.chat.completions.create(**kwargs, timeout=timeout),
+                            timeout)
                         latency_ms = (time.perf_counter() - t0) * 1000.0
+                    finally:
+                        self._sem.release()
                 except (_Closed, asyncio.CancelledError):
                     self.budget.settle(reservation, None)  # may have been processed: keep it
                     raise
-                except openai.OpenAIError as exc:
+                except (openai.OpenAIError, _RequestTimeout, json.JSONDecodeError,
+                        UnicodeDecodeError) as exc:
                     reason, retryable, wait = _classify(exc)
                     if reason is Reason.RATE_LIMITED:
                         self.stats.rate_limited_429 += 1
                         self.limiter.on_rate_limited(wait)
                     if reason is Reason.JUDGE_TIMEOUT:
                         self.stats.timeouts += 1
-                    # Error statuses are not billed; a timeout or a dropped connection may be.
+                    # Error statuses are not billed; a timeout, a dropped connection or a cut
+                    # reply may be.
                     if isinstance(exc, openai.APIStatusError):
                         self.budget.release(reservation)
                     else:
@@ -419,7 +443,7 @@ class LLMJudge:
                     backoff = random.uniform(0.0, min(s.backoff_max_s,
                                                       s.backoff_initial_s * 2.0 ** attempt))
                     pause = max(backoff, wait or 0.0)
-                    if loop.time() + pause > deadline:
+                    if loop.time() + pause >= deadline:
                         raise _CallError(last[0], f"deadline {s.deadline_s}s reached after "
                                                   f"{attempt + 1} attempts; {last[1]}") from None
                     attempt += 1
@@ -432,22 +456,36 @@ class LLMJudge:
         except _Closed:
             raise _CallError(Reason.JUDGE_ERROR, "judge closed") from None
 
-    async def _race_close(self, coro: Any) -> Any:
-        """Await ``coro`` unless the judge closes first (then cancel it and raise _Closed)."""
+    async def _acquire_slot(self, timeout_s: float) -> bool:
+        """Take a concurrency slot within ``timeout_s``; False when none freed up in time."""
+        if timeout_s <= 0:
+            return False
+        try:
+            await asyncio.wait_for(self._sem.acquire(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _race_close(self, coro: Any, timeout_s: float) -> Any:
+        """Await ``coro`` for at most ``timeout_s`` in total (then cancel it and raise
+        _RequestTimeout), unless the judge closes first (then cancel it and raise _Closed)."""
         if self._closed.is_set():
             coro.close()
             raise _Closed
         req = asyncio.ensure_future(coro)
         closer = asyncio.ensure_future(self._closed.wait())
         try:
-            await asyncio.wait({req, closer}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({req, closer}, timeout=max(0.0, timeout_s),
+                               return_when=asyncio.FIRST_COMPLETED)
         finally:
             closer.cancel()
             if not req.done():
                 req.cancel()
-        if not req.done() or req.cancelled():
+        if req.done() and not req.cancelled():
+            return req.result()
+        if self._closed.is_set():
             raise _Closed
-        return req.result()
+        raise _RequestTimeout(f"no complete reply within {timeout_s:.1f}s")
 
     def _reply(self, completion: Any, reservation: Any, latency_ms: float) -> _Reply:
         usage = getattr(completion, "usage", None)

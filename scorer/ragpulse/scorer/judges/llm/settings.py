@@ -56,11 +56,12 @@ class LLMJudgeSettings(BaseModel):
     tokens_per_hour: int | None = Field(None, gt=0)
     """Hard token budget over any sliding hour (prompt + completion); ``None`` = unlimited."""
     request_timeout_s: float = Field(60.0, gt=0.0)
-    """Timeout of one HTTP attempt."""
+    """Total time of one HTTP attempt: the whole exchange, however slowly the server sends."""
     max_retries: int = Field(4, ge=0, le=20)
     """Retries of one call after a retryable error (429, 408, 409, 5xx, timeout, connection)."""
     deadline_s: float = Field(180.0, gt=0.0)
-    """Overall limit for one call including all retries and waits."""
+    """Overall limit for one sample's judge work: all its calls, retries, repairs and waits.
+    What is not answered by then is null with ``judge_timeout``."""
     backoff_initial_s: float = Field(0.5, gt=0.0)
     backoff_max_s: float = Field(30.0, gt=0.0)
     json_mode: bool = True

@@ -1,0 +1,110 @@
+"""The LLM judge never hangs and never crashes, whatever the endpoint does (issue 10, part 3).
+
+Over real HTTP, the real openai client, the project's OpenAI-compatible server:
+* a server that accepts the request and never answers, or drips its reply one byte at a time
+  (no socket read ever times out), used to keep `ragpulse score` running far past its deadline;
+  now each sample's judge work ends at its deadline with null + ``judge_timeout``;
+* a 200 whose JSON body is cut short raised ``JSONDecodeError`` out of the judge (a traceback,
+  exit 1, no output); now it is a retryable judge error, then null + ``judge_error``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ragpulse.scorer.judges.llm import LLMJudge
+from ragpulse.scorer.model import Reason, Sample
+from tests.fakes.openai_server import FakeOpenAIServer, Reply
+
+SAMPLE = Sample(id="s1", question="How long is the refund window?",
+                contexts=["Refunds are accepted within 30 days of purchase with a receipt."],
+                answer="You can get a refund within 30 days if you have a receipt.")
+
+
+async def _faithfulness(judge: LLMJudge) -> Any:
+    from ragpulse.scorer.evaluator import Evaluator
+    from ragpulse.scorer.metrics import resolve_metrics
+
+    evaluator = Evaluator(judge, resolve_metrics(["faithfulness"]))
+    result = await evaluator.evaluate(SAMPLE)
+    return next(s for s in result.scores if s.metric == "faithfulness")
+
+
+async def test_a_server_that_never_answers_ends_at_the_deadline(
+        make_judge: Callable[..., LLMJudge], server: FakeOpenAIServer) -> None:
+    server.script("*", *[Reply.json({}, delay_s=3600)] * 10)
+    # Faithfulness needs two calls in a row (statements, then verdicts): each used to get a
+    # deadline of its own, so the sample took twice its deadline (more with repairs).
+    judge = make_judge(request_timeout_s=2.0, deadline_s=2.0, max_retries=10)
+    t0 = time.monotonic()
+    score = await _faithfulness(judge)
+    assert time.monotonic() - t0 < 3.5
+    assert score.value is None and score.reason == Reason.JUDGE_TIMEOUT
+    assert judge.stats.timeouts >= 1
+
+
+async def test_a_dripping_server_ends_at_the_deadline(
+        make_judge: Callable[..., LLMJudge], server: FakeOpenAIServer) -> None:
+    # One byte every 0.1 s: each read arrives well within the 0.5 s read timeout, and the whole
+    # reply would take minutes.
+    server.script("*", *[Reply.json({"statements": ["a"]}, drip_s=0.1)] * 10)
+    judge = make_judge(request_timeout_s=0.5, deadline_s=2.0, max_retries=10)
+    t0 = time.monotonic()
+    score = await _faithfulness(judge)
+    assert time.monotonic() - t0 < 6.0
+    assert score.value is None and score.reason == Reason.JUDGE_TIMEOUT
+
+
+async def test_a_truncated_json_body_is_retried(make_judge: Callable[..., LLMJudge],
+                                                server: FakeOpenAIServer) -> None:
+    server.script("*", Reply.json({"statements": ["x"]}, truncate_at=60))
+    judge = make_judge()  # then the content-aware replies
+    score = await _faithfulness(judge)
+    assert score.value is not None, score
+    assert judge.stats.retries >= 1
+
+
+async def test_truncated_json_bodies_become_a_counted_null(make_judge: Callable[..., LLMJudge],
+                                                           server: FakeOpenAIServer) -> None:
+    server.script("*", *[Reply.json({"statements": ["x"]}, truncate_at=40)] * 20)
+    judge = make_judge(max_retries=2)
+    score = await _faithfulness(judge)
+    assert score.value is None and score.reason == Reason.JUDGE_ERROR
+    assert judge.stats.retries >= 2 and judge.stats.errors_by_reason["judge_error"] >= 1
+
+
+def test_ragpulse_score_finishes_with_a_line_per_input(tmp_path: Path) -> None:
+    """The reported run: `ragpulse score --judge llm` against a server that never answers (and
+    one that answers with cut JSON) ends, and every input line gets its output line."""
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("".join(json.dumps({"id": f"q{i}", "question": SAMPLE.question,
+                                       "contexts": SAMPLE.contexts, "answer": SAMPLE.answer}) + "\n"
+                           for i in range(3)))
+    for reply in (Reply.json({}, delay_s=3600), Reply.json({"statements": []}, truncate_at=30)):
+        out = tmp_path / "out.jsonl"
+        with FakeOpenAIServer() as srv:
+            srv.script("*", *[reply] * 200)
+            t0 = time.monotonic()
+            res = subprocess.run(
+                [sys.executable, "-c", "from ragpulse.cli import main; main()", "score",
+                 "--input", str(inp), "--output", str(out), "--judge", "llm", "--model", "m",
+                 "--base-url", srv.base_url, "--metrics", "faithfulness,answer_relevancy",
+                 "--deadline", "2", "--quiet"],
+                capture_output=True, text=True, timeout=120,
+                env={"OPENAI_API_KEY": "sk-test", "PATH": "/usr/bin:/bin"})
+            elapsed = time.monotonic() - t0
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert "Traceback" not in res.stderr
+        lines = [json.loads(x) for x in out.read_text().splitlines()]
+        assert [x["id"] for x in lines] == ["q0", "q1", "q2"]
+        for line in lines:
+            faith = line["scores"]["faithfulness"]
+            assert faith["value"] is None
+            assert faith["reason"] in ("judge_timeout", "judge_error"), faith
+        assert elapsed < 60
