@@ -104,11 +104,12 @@ def test_prefilter_skips_texts_with_too_few_digits() -> None:
         (k, (lambda t, k=k, f=f: calls.append(k) or f(t)), needed, n)
         for k, f, needed, n in r._recognisers
     ]
+    digit_kinds = ("iban", "card", "phone")  # address and person have pre-filters of their own
     r.redact("warranty #4471: 2 years, returns within 30 days")  # 7 digits
-    assert calls == ["iban"]  # the IBAN pattern needs 2 digits; card 13, phone 8
+    assert [k for k in calls if k in digit_kinds] == ["iban"]  # IBAN needs 2 digits, card 13, phone 8
     calls.clear()
     r.redact("call 555-123-4567")
-    assert calls == ["iban", "phone"]
+    assert [k for k in calls if k in digit_kinds] == ["iban", "phone"]
 
 
 @pytest.mark.parametrize(

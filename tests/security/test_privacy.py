@@ -29,8 +29,10 @@ R = build_redactor()
         # English
         ("Mail jane.doe+rag@example.co.uk or call +1 (555) 123-4567.",
          "Mail [EMAIL_1] or call [PHONE_1]."),
+        # one number, one placeholder, however it is punctuated (with the country code, its
+        # digits differ: a second placeholder)
         ("US 555-123-4567, 555.123.4567, 1 (555) 123-4567",
-         "US [PHONE_1], [PHONE_2], [PHONE_3]"),
+         "US [PHONE_1], [PHONE_1], [PHONE_2]"),
         ("UK +44 (0)20 7946 0958 / 020 7946 0958", "UK [PHONE_1] / [PHONE_2]"),
         ("Visa 4111 1111 1111 1111, MC 5500-0000-0000-0004, Amex 3782 822463 10005.",
          "Visa [CARD_1], MC [CARD_2], Amex [CARD_3]."),

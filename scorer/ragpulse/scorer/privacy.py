@@ -3,10 +3,16 @@
 Two switches, both in :class:`PrivacySettings` (``RAGPULSE_PRIVACY__*`` in the scorer):
 
 * ``redact`` (default on): e-mail addresses, phone numbers, payment card numbers (Luhn-checked),
-  IBANs (ISO 13616 mod-97-checked) and any configured regular expression are replaced by typed
-  placeholders such as ``[EMAIL_1]``. Numbering is per sample and per value, so the same address
-  in a context and in the answer becomes the same placeholder, and two different card numbers
-  stay different: a judge can still tell whether the answer's e-mail is the one in the context.
+  IBANs (ISO 13616 mod-97-checked), postal addresses and personal names where the text marks
+  them (see below), and any configured regular expression are replaced by typed placeholders
+  such as ``[EMAIL_1]``. Numbering is per sample and per value, compared in a normal form
+  (digits only for cards and phones, case- and width-folded for the rest), so the same card in
+  a context and in the answer becomes the same placeholder however it is spaced, and two
+  different card numbers stay different: a judge can still tell whether the answer's card is
+  the one in the context.
+* ``redactor``: the import path (``package.module:function``) of the user's own ``str -> str``
+  redactor (an NER model, Presidio, a company dictionary), run on every text after the
+  built-in recognisers. It is imported when the scorer starts (a bad path fails start-up).
 * ``store_text`` (default on): when off, no question/answer excerpt and no explanation is written
   to ClickHouse at all; only scores and metadata are stored.
 
@@ -27,6 +33,18 @@ eat ordinary numbers):
   networks' ranges), passing the Luhn check.
 * iban: two capital letters, two check digits and 11-30 alphanumerics (optionally grouped by
   spaces) passing the mod-97 check, cut to the country's registered length when it is known.
+* address: Japanese addresses from a prefecture (or a 〒 postal code) through the block number
+  (``東京都千代田区丸の内1-1-1``, ``〒100-0005``); Chinese addresses from a province or
+  city through the street number (``北京市朝阳区建国路88号``); English street addresses with a house
+  number and a street type (``221B Baker Street``, ``1600 Pennsylvania Avenue NW``), with what
+  follows on the same line up to a ZIP or UK postcode. A place name alone (``東京都``,
+  ``Paris``) is not an address and stays.
+* person: a name the text marks as one — with an honorific or a label. Japanese: a name
+  before さん, 様, さま, 氏, 殿, 君, くん, ちゃん, 先生 or after 氏名/名前/担当者/お客様名；
+  Chinese: after 姓名/名字/联系人/客户/收件人 or before 先生, 女士, 小姐; English: after Mr, Mrs,
+  Ms, Miss, Mx, Dr, Prof, Sir, Madam, "Dear", "my name is", "Name:"/"Customer:"/"Contact:".
+  A bare name in running text (``山田太郎は…``, ``王小明说``, ``Taro Yamada said``) is **not**
+  recognised: that needs a model (plug one in with ``redactor``).
 
 Thread-safety: a :class:`Redactor` is immutable apart from its counters, which are guarded by a
 lock; one instance may be shared by threads and event loops. Nothing here blocks or does I/O.
@@ -36,9 +54,11 @@ so a one-megabyte hostile context costs milliseconds, not minutes.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import threading
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -59,7 +79,7 @@ __all__ = [
     "luhn_ok",
 ]
 
-BUILTIN_KINDS: tuple[str, ...] = ("iban", "card", "email", "phone")
+BUILTIN_KINDS: tuple[str, ...] = ("iban", "card", "email", "phone", "address", "person")
 """The built-in recognisers, in the order they run: the most specific, checksum-validated ones first
 (an IBAN's digit groups could pass for a card number, a card number for a phone)."""
 
@@ -92,6 +112,12 @@ class PrivacySettings(BaseModel):
         True,
         description="store question/answer excerpts and explanations in ClickHouse; off = no "
         "trace text is stored at all",
+    )
+    redactor: str | None = Field(
+        None,
+        description="your own redactor, 'package.module:function' taking and returning a str, "
+        "run on every text after the built-in recognisers (e.g. an NER model)",
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
     )
 
     @field_validator("kinds", mode="before")
@@ -253,6 +279,126 @@ def _email_spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _EMAIL.finditer(text)]
 
 
+# Addresses. Japanese: 〒 code, or prefecture + municipality + the rest up to a block number.
+_KANJI = r"\u3005\u4e00-\u9fff"
+_KANA = r"\u3041-\u3096\u30a1-\u30fa\u30fc"
+_NUM = r"0-9０-９〇一二三四五六七八九十百千"
+_DASH = r"\-‐‑‒–—―−－ー"
+_PREFECTURES = (
+    "青森|岩手|宮城|秋田|山形|福島|茨城|栃木|群馬|埼玉|千葉|神奈川|新潟|富山|石川|福井|山梨|長野|"
+    "岐阜|静岡|愛知|三重|滋賀|兵庫|奈良|和歌山|鳥取|島根|岡山|広島|山口|徳島|香川|愛媛|高知|福岡|"
+    "佐賀|長崎|熊本|大分|宮崎|鹿児島|沖縄")
+_JA_ADDRESS = re.compile(
+    rf"〒[ \u3000]?\d{{3}}[{_DASH}]?\d{{4}}"
+    rf"|(?:東京都|北海道|(?:京都|大阪)府|(?:{_PREFECTURES})県)"
+    rf"[{_KANJI}{_KANA}]{{1,8}}?[市区町村郡]"
+    rf"[{_KANJI}{_KANA}]{{0,12}}?[{_NUM}]{{1,4}}(?:丁目|番地?|号|[{_DASH}])"
+    rf"(?:[{_NUM}]{{1,4}}(?:丁目|番地?|号|[{_DASH}])?){{0,3}}"
+)
+# Chinese: anchored on the street number (路/街/道... + number + 号) and extended to the left
+# over ideographs that are not function words, so "他住在北京市朝阳区建国路88号" yields the
+# address from 北京, not from 他; it must name a 省/市/区/县 on the way.
+_ZH_STOP = "在住是的于到从去往为和与给对把被叫说位我你他她们您请送寄"
+_ZH_ADDRESS = re.compile(
+    rf"(?:[^\W\d_{_ZH_STOP}a-zA-Z\u3041-\u30ff]{{1,16}}?(?:省|市|区|县|自治区)){{1,3}}"
+    rf"[^\W\d_{_ZH_STOP}a-zA-Z\u3041-\u30ff]{{0,10}}?(?:路|街|大道|道|巷|弄|胡同)"
+    rf"[{_NUM}]{{1,5}}号(?:[{_KANJI}{_NUM}]{{0,6}}?(?:室|楼|层|栋|单元)){{0,3}}"
+)
+# English: house number, 1-4 capitalised words, a street type; then the rest of the line up to
+# a ZIP/postcode if one follows within 60 characters.
+_STREET_TYPES = (
+    "Street|St|Avenue|Ave|Road|Rd|Boulevard|Blvd|Lane|Ln|Drive|Dr|Court|Ct|Place|Pl|Way|"
+    "Terrace|Square|Sq|Highway|Hwy|Parkway|Pkwy|Crescent|Close|Row|Gardens|Mews")
+_EN_ADDRESS = re.compile(
+    rf"\b\d{{1,6}}[A-Za-z]?(?:[ \-]\d{{1,4}})?,? (?:[A-Z][A-Za-z'\-]+ ){{1,4}}(?:{_STREET_TYPES})\b\.?"
+    r"(?:,? (?:(?:NW|NE|SW|SE|N|S|E|W)\b,?)?(?:(?:Apt|Suite|Unit|Flat|#) ?\w{1,6},? )?"
+    r"[^\n.;:!?]{0,60}?(?:\b\d{5}(?:-\d{4})?\b|\b[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2}\b))?"
+)
+
+
+_STREET_WORD = re.compile(_STREET_TYPES)  # no \b: a literal-only pattern scans fastest
+_JA_MARK = re.compile("[〒都道府県]")
+
+
+def _address_spans(text: str) -> list[tuple[int, int]]:
+    # Each form has a marker that a cheap test finds: most texts skip all three patterns, and
+    # the Japanese one is only tried just before a 〒, 都, 道, 府 or 県 (prefecture names
+    # have at most three characters), not at every position.
+    spans: list[tuple[int, int]] = []
+    if not text.isascii():
+        end = -1
+        for mark in _JA_MARK.finditer(text):
+            i = mark.start()
+            for start in range(i if mark.group() == "〒" else max(0, i - 3), i + 1):
+                if start < end:
+                    continue
+                m = _JA_ADDRESS.match(text, start)
+                if m is not None:
+                    spans.append(m.span())
+                    end = m.end()
+                    break
+        if "号" in text:
+            spans += [m.span() for m in _ZH_ADDRESS.finditer(text)]
+    if _STREET_WORD.search(text) is not None:
+        spans += [m.span() for m in _EN_ADDRESS.finditer(text)]
+    return _merged(spans, text)
+
+
+# Names, only where the text marks them. Japanese/Chinese names are 1-4 ideographs (a Japanese
+# given name may be kana); English names are 1-3 capitalised words. Each pattern starts with its
+# marker (or, for honorifics after the name, is anchored on the honorific and looks back), so
+# the engine skips most of a text by its first character: a name recogniser costs a few
+# microseconds on a text without markers.
+_PARTICLES = "はがをにでとのもへやかよねわ"  # a name does not go on into a particle: 担当は佐藤様
+_JA_NAME = (rf"[{_KANJI}]{{1,6}}(?:(?![{_PARTICLES}])[{_KANA}]{{1,4}}"
+            # "山田　太郎": a space-separated given name, unless it is the next label (電話：)
+            rf"|[ \u3000](?![{_PARTICLES}])[{_KANJI}{_KANA}]{{1,4}}(?![{_KANJI}{_KANA}：:]))?")
+_EN_NAME = r"[A-Z][a-z'\-]+(?: [A-Z]\.)?(?: [A-Z][a-z'\-]+){0,2}"
+_CJK_LABELS = ("氏名", "名前", "担当者", "お客様名", "契約者", "姓名", "名字", "联系人", "客户",
+               "收件人", "寄件人")
+_EN_TITLES = ("Mr", "Ms", "Miss", "Mx", "Dr", "Prof", "Sir", "Madam", "Dear", "name is",
+              "am called")
+_CJK_LABEL_NAME = re.compile(rf"(?:{'|'.join(_CJK_LABELS)})[ \u3000]*[：:は]?[ \u3000]*"
+                             rf"(?P<name>{_JA_NAME})")
+_EN_LABEL_NAME = re.compile(rf"\b(?:[Nn]ame|[Cc]ustomer|[Cc]ontact|[Pp]atient|[Ss]ender|"
+                            rf"[Rr]ecipient)[ \t]*:[ \t]*(?P<name>{_EN_NAME})")
+_EN_TITLE_NAME = re.compile(rf"\b(?:[Mm]y name is|I am called|Dear|Mr|Mrs|Ms|Miss|Mx|Dr|Prof|"
+                            rf"Sir|Madam)\.?[ \t]+(?P<name>{_EN_NAME})")
+_HONORIFIC = re.compile("さん|様|さま|氏|殿|君|くん|ちゃん|先生|女士|小姐")
+_NAME_BEFORE = re.compile(rf"(?:{_JA_NAME})$")
+
+
+def _person_spans(text: str) -> list[tuple[int, int]]:
+    # Plain substring tests (C speed) decide which patterns can match at all: a pattern with
+    # many alternatives costs tens of microseconds per kilobyte even when nothing matches.
+    out = []
+    if ":" in text:
+        out += [m.span("name") for m in _EN_LABEL_NAME.finditer(text)]
+    if any(t in text for t in _EN_TITLES):
+        out += [m.span("name") for m in _EN_TITLE_NAME.finditer(text)]
+    if not text.isascii():
+        if any(label in text for label in _CJK_LABELS):
+            out += [m.span("name") for m in _CJK_LABEL_NAME.finditer(text)]
+        for m in _HONORIFIC.finditer(text):  # 山田太郎さん, 王小明先生: the name ends here
+            start = m.start()
+            before = _NAME_BEFORE.search(text, max(0, start - 9), start)
+            if before is not None:
+                out.append(before.span())
+    return _merged(out, text)
+
+
+def _merged(spans: list[tuple[int, int]], text: str) -> list[tuple[int, int]]:
+    """Sorted spans with overlaps merged, and neighbours separated by one space joined (a postal
+    code and the address after it are one address)."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and (start < out[-1][1] or (start - out[-1][1] == 1 and text[start - 1].isspace())):
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
 _GROUP = re.compile(r"\d+")
 _NA_MARKS = frozenset("-‐‑‒–—―−－ー.．()（）")
 
@@ -302,6 +448,8 @@ _BUILTIN: dict[str, Callable[[str], list[tuple[int, int]]]] = {
     "iban": _iban_spans,
     "email": _email_spans,
     "phone": _phone_spans,
+    "address": _address_spans,
+    "person": _person_spans,
 }
 
 # Cheap pre-filters: most texts contain no '@' and few digits; skip a recogniser outright then.
@@ -311,6 +459,9 @@ _NEEDS: dict[str, Callable[[str], bool]] = {
     "iban": lambda t: _DIGIT.search(t) is not None,
     "email": lambda t: "@" in t or "＠" in t,
     "phone": lambda t: _DIGIT.search(t) is not None,
+    # Every English address holds an ASCII digit; CJK ones may use ideographic numerals.
+    "address": lambda t: not t.isascii() or any(d in t for d in "0123456789"),
+    "person": lambda t: True,
 }
 # The fewest decimal digits (``\d``, Unicode category Nd, what ``str.isdecimal`` and ``_digits``
 # count) a text must hold for a recogniser to find anything in it: a card passes only with 13 to
@@ -332,6 +483,16 @@ def _count_digits(text: str) -> int:
 # -- the redactor -------------------------------------------------------------------------------
 
 
+def _normal_form(kind: str, value: str) -> str:
+    """What makes two matches the same value: a card or phone is its digits (``4111 1111 ...``
+    and ``4111111111...`` are one card), everything else is compared width-, case- and
+    space-folded (``ＴＡＲＯ@example.jp`` and ``taro@example.jp`` are one address)."""
+    if kind in ("card", "phone"):
+        return _digits(value)
+    folded = unicodedata.normalize("NFKC", value).casefold()
+    return "".join(folded.split())
+
+
 @dataclass
 class _Numbering:
     """Placeholder numbers of one sample: the same value always gets the same number."""
@@ -340,7 +501,7 @@ class _Numbering:
     per_kind: dict[str, int]
 
     def label(self, kind: str, value: str) -> str:
-        key = (kind, value)
+        key = (kind, _normal_form(kind, value))
         n = self.seen.get(key)
         if n is None:
             n = self.per_kind.get(kind, 0) + 1
@@ -372,14 +533,17 @@ class Redactor:
                 (name, lambda t, rx=rx: [m.span() for m in rx.finditer(t) if m.end() > m.start()],
                  lambda t: True, 0)
             )
+        self._custom = _load_redactor(self.settings.redactor) if self.settings.redactor else None
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {"texts_redacted": 0, "samples_redacted": 0}
         for kind, *_ in self._recognisers:
             self._counts[f"redactions_{kind}"] = 0
+        if self._custom is not None:
+            self._counts["redactions_custom"] = 0
 
     @property
     def enabled(self) -> bool:
-        return self.settings.redact and bool(self._recognisers)
+        return self.settings.redact and (bool(self._recognisers) or self._custom is not None)
 
     def redact(self, text: str, *, _numbering: _Numbering | None = None) -> str:
         """``text`` with every recognised value replaced by ``[KIND_n]``.
@@ -417,6 +581,14 @@ class Redactor:
                 found[kind] = found.get(kind, 0) + 1
             parts.append(text[pos:])
             text = "".join(parts)
+        if self._custom is not None:
+            redacted = self._custom(text)
+            if not isinstance(redacted, str):
+                raise TypeError(f"the redactor {self.settings.redactor} returned "
+                                f"{type(redacted).__name__}, not str")
+            if redacted != text:
+                found["custom"] = found.get("custom", 0) + 1
+                text = redacted
         if found:
             with self._lock:
                 self._counts["texts_redacted"] += 1
@@ -468,6 +640,18 @@ class Redactor:
         """Cumulative counters: texts and samples changed, and values replaced per kind."""
         with self._lock:
             return dict(self._counts)
+
+
+def _load_redactor(path: str) -> Callable[[str], str]:
+    """The function named by ``package.module:function``. Raises ``ValueError`` (start-up)."""
+    module_name, _, attr = path.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"privacy.redactor {path!r} cannot be loaded: {exc}") from None
+    if not callable(fn):
+        raise ValueError(f"privacy.redactor {path!r} is not callable")
+    return fn
 
 
 def build_redactor(settings: PrivacySettings | None = None) -> Redactor:
