@@ -429,19 +429,51 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         CollectorSettings()
 
 
-def test_trace_over_the_record_limit_is_a_partial_success(make_collector: Callable[..., Collector]) -> None:
+def test_a_trace_over_the_record_limit_is_cut_to_fit_not_dropped(
+        make_collector: Callable[..., Collector]) -> None:
+    """Issue 10: one huge retrieved document used to drop the whole trace (no scores at all).
+    Now its longest values are cut to fit, with a marker, and the trace is delivered and
+    counted; only a trace that cannot fit even so is refused (partial success)."""
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+    from ragpulse.collector.shrink import MARKER
+
     collector = make_collector(producer={"max_request_size": 16_384})
     request = rag_request(3, seed=12)
     huge = request.resource_spans[0].scope_spans[1].spans[0]
     huge.attributes.add(key="output.value").value.string_value = "x" * 20_000
     status, _, body = post(collector, request.SerializeToString())
     response = ExportTraceServiceResponse.FromString(body)
-    assert status == 200 and response.partial_success.rejected_spans == 7
-    assert "record limit" in response.partial_success.error_message
-    records = read_records(collector.settings.kafka, expected=2)
-    assert len(records) == 2 and huge.trace_id.hex().encode() not in {r.key for r in records}
+    assert status == 200 and response.partial_success.rejected_spans == 0
+    assert "truncated" in response.partial_success.error_message
+    records = read_records(collector.settings.kafka, expected=3)
+    assert len(records) == 3
+    cut = next(r for r in records if r.key == huge.trace_id.hex().encode())
+    assert len(cut.value) <= 16_384
+    spans = [s for rs in ExportTraceServiceRequest.FromString(cut.value).resource_spans
+             for ss in rs.scope_spans for s in ss.spans]
+    assert len(spans) == 7  # every span kept
+    value = next(kv.value.string_value for s in spans for kv in s.attributes
+                 if kv.key == "output.value" and kv.value.string_value.startswith("xxx"))
+    assert value.endswith(MARKER.format(n=20_000 - len(value.split(" …")[0]))) and len(value) < 20_000
     stats = collector.stats()
-    assert stats["records_rejected"] == 1 and stats["spans_accepted"] == 14 and stats["spans_rejected"] == 7
+    assert stats["records_truncated"] == 1 and stats["attribute_values_truncated"] >= 1
+    assert stats["spans_accepted"] == 21 and stats["spans_rejected"] == 0
+
+    # 200 spans of one trace cannot fit in 16 KiB however their values are cut: refused.
+    many = rag_request(1, seed=13)
+    scope = many.resource_spans[0].scope_spans[1]
+    template = scope.spans[0]
+    for i in range(200):
+        span = scope.spans.add()
+        span.CopyFrom(template)
+        span.span_id = (i + 1).to_bytes(8, "big")
+        span.kind = Span.SPAN_KIND_INTERNAL
+    status, _, body = post(collector, many.SerializeToString())
+    response = ExportTraceServiceResponse.FromString(body)
+    assert status == 200 and response.partial_success.rejected_spans > 200
+    assert "record limit" in response.partial_success.error_message
+    assert collector.stats()["records_rejected"] == 1
 
 
 def test_receive_buffer_budget_gives_429(make_collector: Callable[..., Collector]) -> None:

@@ -25,6 +25,7 @@ from kafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError, Unkno
 
 from ragpulse.collector.config import CollectorSettings
 from ragpulse.collector.kafka import ensure_topic, partitions_for_keys
+from ragpulse.collector.shrink import shrink_request
 from ragpulse.collector.split import TraceRecord
 
 __all__ = [
@@ -164,6 +165,8 @@ class KafkaExporter:
             "records_acked": 0,
             "records_failed": 0,
             "records_rejected": 0,
+            "records_truncated": 0,
+            "attribute_values_truncated": 0,
             "spans_acked": 0,
             "spans_failed": 0,
             "spans_refused_queue_full": 0,
@@ -268,15 +271,29 @@ class KafkaExporter:
     def export(self, records: Sequence[TraceRecord]) -> ExportResult:
         limit = self._settings.producer.max_request_size
         keep: list[TraceRecord] = []
-        rejected_spans = 0
+        rejected_spans = truncated = 0
         for rec in records:
-            if len(rec.value) + len(rec.key) + _RECORD_OVERHEAD > limit:
-                rejected_spans += rec.spans
-            else:
-                keep.append(rec)
-        message = ""
+            room = limit - len(rec.key) - _RECORD_OVERHEAD
+            if len(rec.value) > room:
+                # Cut the longest attribute values rather than lose the whole trace.
+                shrunk = shrink_request(rec.value, room)
+                with self._lock:
+                    self._stats["records_truncated" if shrunk.value else "records_rejected"] += 1
+                    self._stats["attribute_values_truncated"] += shrunk.values_cut
+                if shrunk.value is None:
+                    rejected_spans += rec.spans
+                    continue
+                truncated += 1
+                rec = TraceRecord(rec.key, shrunk.value, rec.spans, rec.rag)
+            keep.append(rec)
+        messages = []
         if rejected_spans:
-            message = f"{rejected_spans} span(s) in traces larger than the {limit}-byte Kafka record limit"
+            messages.append(f"{rejected_spans} span(s) in traces larger than the {limit}-byte "
+                            "Kafka record limit")
+        if truncated:  # accepted, with a warning (OTLP partial success with 0 rejected)
+            messages.append(f"{truncated} trace(s) over the {limit}-byte Kafka record limit "
+                            "had their longest attribute values truncated")
+        message = "; ".join(messages)
         spans = sum(r.spans for r in keep)
         size = sum(len(r.value) for r in keep)
         now = time.monotonic()
@@ -294,7 +311,6 @@ class KafkaExporter:
         if probe:
             self._maybe_rebuild(now)
         with self._lock:
-            self._stats["records_rejected"] += len(records) - len(keep)
             producer = self._producer
             if self._closed or producer is None:
                 self._stats["spans_refused_unavailable"] += spans

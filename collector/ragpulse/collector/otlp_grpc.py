@@ -149,7 +149,7 @@ class GrpcReceiver:
             log.exception("receive: unexpected error")
             context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}")
         response = ExportTraceServiceResponse()
-        if result.rejected_spans:
+        if result.rejected_spans or result.message:  # a message alone is a warning
             response.partial_success.rejected_spans = result.rejected_spans
             response.partial_success.error_message = result.message
         return response.SerializeToString()
