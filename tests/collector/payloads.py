@@ -49,8 +49,10 @@ def _span(rng, trace_id, parent, name, kind, t0, attrs) -> Span:
     return span
 
 
-def rag_trace(rng: random.Random, t0: int = 1_763_000_000_000_000_000) -> tuple[bytes, Span, list[Span], list[Span]]:
-    """(trace id, HTTP root span, RAG spans, plain DB spans) of one RAG request."""
+def rag_trace(rng: random.Random, t0: int = 1_763_000_000_000_000_000, *,
+              words: int = 45) -> tuple[bytes, Span, list[Span], list[Span]]:
+    """(trace id, HTTP root span, RAG spans, plain DB spans) of one RAG request; retrieved
+    documents have ``words`` words each, the answer a little more."""
     tid = rng.randbytes(16)
     root = _span(rng, tid, b"", "POST /ask", Span.SPAN_KIND_SERVER, t0, {
         "http.request.method": "POST", "url.path": "/ask", "http.response.status_code": 200,
@@ -58,7 +60,7 @@ def rag_trace(rng: random.Random, t0: int = 1_763_000_000_000_000_000) -> tuple[
     })
     question = _text(rng, 12) + "?"
     chain = _span(rng, tid, root.span_id, "RetrievalQA", Span.SPAN_KIND_INTERNAL, t0 + 1000, {
-        "openinference.span.kind": "CHAIN", "input.value": question, "output.value": _text(rng, 40),
+        "openinference.span.kind": "CHAIN", "input.value": question, "output.value": _text(rng, words - 5),
     })
     emb = _span(rng, tid, chain.span_id, "embed", Span.SPAN_KIND_CLIENT, t0 + 2000, {
         "openinference.span.kind": "EMBEDDING", "embedding.model_name": "text-embedding-3-small",
@@ -67,7 +69,7 @@ def rag_trace(rng: random.Random, t0: int = 1_763_000_000_000_000_000) -> tuple[
     retr_attrs: dict[str, object] = {"openinference.span.kind": "RETRIEVER", "input.value": question}
     for i in range(5):
         retr_attrs[f"retrieval.documents.{i}.document.id"] = f"doc-{rng.randrange(10**6)}"
-        retr_attrs[f"retrieval.documents.{i}.document.content"] = _text(rng, 45)
+        retr_attrs[f"retrieval.documents.{i}.document.content"] = _text(rng, words)
         retr_attrs[f"retrieval.documents.{i}.document.score"] = round(rng.random(), 4)
     retr = _span(rng, tid, chain.span_id, "retrieve", Span.SPAN_KIND_CLIENT, t0 + 3000, retr_attrs)
     rerank = _span(rng, tid, chain.span_id, "rerank", Span.SPAN_KIND_INTERNAL, t0 + 4000, {
@@ -81,7 +83,7 @@ def rag_trace(rng: random.Random, t0: int = 1_763_000_000_000_000_000) -> tuple[
         "llm.input_messages.1.message.role": "user",
         "llm.input_messages.1.message.content": question,
         "llm.output_messages.0.message.role": "assistant",
-        "llm.output_messages.0.message.content": _text(rng, 50),
+        "llm.output_messages.0.message.content": _text(rng, words + 5),
         "llm.token_count.prompt": rng.randrange(300, 2000), "llm.token_count.completion": rng.randrange(20, 300),
     })
     db = _span(rng, tid, root.span_id, "SELECT users", Span.SPAN_KIND_CLIENT, t0 + 6000, {
@@ -106,12 +108,15 @@ def plain_trace(rng: random.Random, t0: int = 1_763_000_000_000_000_000) -> tupl
 
 
 def rag_request(
-    n_traces: int, seed: int = 0, *, plain_every: int = 0, services: int = 2
+    n_traces: int, seed: int = 0, *, plain_every: int = 0, services: int = 2,
+    rag_only: bool = False, words: int = 45,
 ) -> ExportTraceServiceRequest:
     """A request with ``n_traces`` traces spread over ``services`` resources, SDK-shaped.
 
     Every ``plain_every``-th trace is a non-RAG one (0: none). Spans of one trace are spread
-    over two scopes (the web framework's and the RAG instrumentation's) of one resource.
+    over two scopes (the web framework's and the RAG instrumentation's) of one resource;
+    ``rag_only`` keeps the five RAG spans of each trace (no HTTP root, no database span).
+    ``words``: words per retrieved document.
     """
     rng = random.Random(seed)
     req = ExportTraceServiceRequest()
@@ -134,7 +139,8 @@ def rag_request(
             _, spans = plain_trace(rng)
             web.spans.extend(spans)
         else:
-            _, root, rag_spans, db = rag_trace(rng)
+            _, root, rag_spans, db = rag_trace(rng, words=words)
             rag.spans.extend(rag_spans)
-            web.spans.extend([root, *db])
+            if not rag_only:
+                web.spans.extend([root, *db])
     return req

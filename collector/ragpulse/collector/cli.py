@@ -9,6 +9,7 @@ SIGINT/SIGTERM, then stops accepting, drains requests in progress and flushes Ka
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -40,7 +41,7 @@ def collector(
     partitions: Annotated[int | None, typer.Option("--partitions", min=1, help="Partitions if the topic is created.")] = None,
     queue_max_spans: Annotated[int | None, typer.Option("--queue-max-spans", min=1, help="Spans in flight before 429.")] = None,
     confirm: Annotated[str | None, typer.Option("--confirm", help="Answer after 'enqueue' (default) or Kafka 'ack'.")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, max=64, help="Processes sharing the ports (SO_REUSEPORT); needs fixed ports.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, max=64, help="Processes sharing the ports (SO_REUSEPORT); needs fixed ports. Default: one per usable core (at most 8) with fixed ports, else 1.")] = None,
     status_interval_s: Annotated[float, typer.Option("--status-interval", min=0, help="Seconds between status lines; 0: none.")] = 10.0,
     worker: Annotated[bool, typer.Option("--worker", hidden=True, help="Internal: run as a spawned worker.")] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
@@ -90,45 +91,47 @@ def collector(
     try:
         service.start()
     except Exception as exc:
-        from kafka.errors import KafkaError
+        from ragpulse.collector.kafka import KafkaUnavailable
 
         typer.echo(f"ragpulse collector: cannot start: {type(exc).__name__}: {exc}", err=True)
-        if isinstance(exc, KafkaError):
+        if isinstance(exc, KafkaUnavailable):
             typer.echo(f"  is Kafka reachable at {settings.kafka.bootstrap_servers}?", err=True)
         raise typer.Exit(1) from None
 
-    obs = None
-    if not worker:  # spawned workers share the ports, not the health endpoint
-        from ragpulse.deploy.health import kafka_probe, start_observability
+    if worker:
+        # A spawned worker: serve until the parent's SIGTERM (or its death, see _spawn_workers),
+        # reporting its counters to the parent on stdout.
+        _serve_as_worker(service)
+        return
+    workers_group = _Workers(settings.otlp.workers - 1, service.stats)
+    # Spawned workers share the ports, not the health endpoint: this process serves it, with
+    # every worker's counters summed in.
+    from ragpulse.deploy.health import kafka_probe, start_observability
 
-        try:
-            obs = start_observability("collector", service.stats, port=health_port,
-                                      ready={"kafka": kafka_probe(settings.kafka)})
-        except Exception as exc:
-            service.shutdown()
-            typer.echo(f"ragpulse collector: cannot start the health endpoint: {exc}", err=True)
-            raise typer.Exit(2) from None
+    try:
+        obs = start_observability("collector", workers_group.stats, port=health_port,
+                                  ready={"kafka": kafka_probe(settings.kafka)})
+    except Exception as exc:
+        service.shutdown()
+        typer.echo(f"ragpulse collector: cannot start the health endpoint: {exc}", err=True)
+        raise typer.Exit(2) from None
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: Any) -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    if worker:
-        # A spawned worker: serve until the parent's SIGTERM (or its death, see _spawn_workers).
-        stop.wait()
-        service.shutdown()
-        return
-    children = _spawn_workers(settings.otlp.workers - 1)
+    workers_group.start()
     typer.echo(f"OTLP/HTTP  {service.http_endpoint or 'off'}")
     typer.echo(f"OTLP/gRPC  {service.grpc_endpoint or 'off'}")
     typer.echo(f"Kafka      {settings.kafka.bootstrap_servers} topic {settings.kafka.topic} "
                f"({'all traces' if settings.filter.mode == 'all' else 'RAG traces'})")
-    if children:
-        typer.echo(f"workers    {len(children) + 1} processes (status lines count this process only)")
+    if workers_group.count:
+        typer.echo(f"workers    {workers_group.count + 1} processes (counters and /metrics are "
+                   "their sums)")
     try:
         while not stop.wait(status_interval_s or None):
-            s = service.stats()
+            s = workers_group.stats()
             typer.echo(
                 f"spans received {s['spans_received']} accepted {s['spans_accepted']} "
                 f"acked {s['spans_acked']} dropped(non-RAG) {s['spans_dropped_non_rag']} "
@@ -138,41 +141,113 @@ def collector(
         typer.echo("draining ...")
         if obs is not None:
             obs.drain()
-        for child in children:
-            child.send_signal(signal.SIGTERM)
+        workers_group.terminate()
         service.shutdown()
-        for child in children:
-            try:
-                child.wait(timeout=settings.producer.ack_timeout_s + 30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        workers_group.wait(settings.producer.ack_timeout_s + 30)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         if obs is not None:
             obs.shutdown()
-        s = service.stats()
+        s = workers_group.stats()
         typer.echo(f"stopped: {s['spans_acked']} spans acknowledged by Kafka, {s['spans_failed']} failed")
 
 
-def _spawn_workers(count: int) -> list[subprocess.Popen[bytes]]:
-    """Start ``count`` more collector processes with this process's arguments and environment.
+# Gauges of a worker's stats() that are not summed across workers (the others are).
+_MAX_GAUGES = frozenset({"kafka_unavailable"})
 
-    They bind the same ports with SO_REUSEPORT. Each asks the kernel to SIGTERM it when this
-    process dies (PR_SET_PDEATHSIG), so a killed parent leaves no orphan holding the ports.
+
+def _serve_as_worker(service: Any) -> None:
+    """A spawned worker's life: a JSON line of its counters on stdout every second (the parent
+    sums them), until SIGTERM; then drain, and a last line with the final counters."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+
+    def report() -> None:
+        sys.stdout.write(json.dumps(service.stats()) + "\n")
+        sys.stdout.flush()
+
+    try:
+        while not stop.wait(1.0):
+            report()
+    finally:
+        service.shutdown()
+        report()
+
+
+class _Workers:
+    """The extra worker processes of ``ragpulse collector --workers N`` and their counters.
+
+    ``stats()`` (thread-safe) is this process's ``own_stats()`` plus each worker's latest
+    report: counters and most gauges summed, ``kafka_unavailable`` the maximum. Workers bind the
+    same ports with SO_REUSEPORT, and each asks the kernel to SIGTERM it when this process dies
+    (PR_SET_PDEATHSIG), so a killed parent leaves no orphan holding the ports.
     """
-    if count <= 0:
-        return []
-    args = sys.argv[1:]
-    if args[:1] != ["collector"]:
-        args = ["collector", *args]
 
-    def _die_with_parent() -> None:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    def __init__(self, count: int, own_stats: Any) -> None:
+        self.count = max(0, count)
+        self._own_stats = own_stats
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._latest: list[dict[str, Any]] = [{} for _ in range(self.count)]
+        self._readers: list[threading.Thread] = []
+        self._lock = threading.Lock()
 
-    cmd = [sys.executable, "-c", "from ragpulse.cli import main; main()", *args, "--worker"]
-    return [
-        subprocess.Popen(cmd, env=dict(os.environ), stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-        for _ in range(count)
-    ]
+    def start(self) -> None:
+        """Spawn the workers with this process's arguments and environment. Does not wait."""
+        if not self.count:
+            return
+        args = sys.argv[1:]
+        if args[:1] != ["collector"]:
+            args = ["collector", *args]
+
+        def _die_with_parent() -> None:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+        cmd = [sys.executable, "-c", "from ragpulse.cli import main; main()", *args, "--worker"]
+        for i in range(self.count):
+            proc = subprocess.Popen(cmd, env=dict(os.environ), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, preexec_fn=_die_with_parent)
+            self._procs.append(proc)
+            reader = threading.Thread(target=self._read, args=(i, proc), daemon=True,
+                                      name=f"collector-worker-{i + 1}-stats")
+            reader.start()
+            self._readers.append(reader)
+
+    def _read(self, i: int, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                stats = json.loads(line)
+            except ValueError:
+                continue
+            with self._lock:
+                self._latest[i] = stats
+
+    def stats(self) -> dict[str, Any]:
+        out = dict(self._own_stats())
+        with self._lock:
+            reports = list(self._latest)
+        for report in reports:
+            for key, value in report.items():
+                if not isinstance(value, int | float):
+                    continue
+                out[key] = max(out.get(key, 0), value) if key in _MAX_GAUGES \
+                    else out.get(key, 0) + value
+        return out
+
+    def terminate(self) -> None:
+        for proc in self._procs:
+            proc.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout_s: float) -> None:
+        """Wait for the workers to drain and exit (SIGKILL after ``timeout_s``), and for their
+        last reports."""
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for reader in self._readers:
+            reader.join(timeout=5)

@@ -8,7 +8,8 @@ on construction so a bad value fails at start-up with the field's name.
 
 from __future__ import annotations
 
-from typing import Literal
+import os
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -17,6 +18,7 @@ from ragpulse.collector.kafka import KafkaSettings
 
 __all__ = [
     "CollectorSettings",
+    "available_cores",
     "FilterSettings",
     "OtlpSettings",
     "ProducerSettings",
@@ -24,6 +26,23 @@ __all__ = [
 ]
 
 _MiB = 1 << 20
+
+
+def available_cores() -> int:
+    """Cores this process may run on: its CPU affinity, lowered by a cgroup v2 CPU quota
+    (``cpu.max``, what a container's CPU limit sets). At least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
 
 
 class _Frozen(BaseModel):
@@ -95,14 +114,27 @@ class OtlpSettings(_Frozen):
     )
     tls_key_file: str | None = Field(None, description="PEM private key of tls_cert_file.")
     workers: int = Field(
-        1,
+        None,  # type: ignore[assignment]  # resolved before validation (see _default_workers)
         ge=1,
         le=64,
         description="Collector processes serving the same ports (SO_REUSEPORT, the kernel spreads "
         "connections). Python runs one core per process; each worker has its own queue, producer "
         "and recent-RAG-trace memory (a late root span arriving on another connection may land on "
-        "a worker that has not seen its trace).",
+        "a worker that has not seen its trace). Default: one per core this process may use "
+        "(CPU affinity and the cgroup's CPU quota, at most 8) when the ports are fixed, else 1.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_workers(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("workers") is not None:
+            return data
+        fields = cls.model_fields
+        ports = [data.get(f"{proto}_port", fields[f"{proto}_port"].default)
+                 for proto in ("http", "grpc")
+                 if str(data.get(f"{proto}_enabled", True)).lower() not in ("false", "0")]
+        fixed = all(str(p).strip() not in ("0", "") for p in ports)
+        return {**data, "workers": min(available_cores(), 8) if fixed else 1}
 
     @model_validator(mode="after")
     def _check(self) -> OtlpSettings:

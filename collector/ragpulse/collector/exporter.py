@@ -1,13 +1,21 @@
-"""The export stage: per-trace records → Kafka, through a bounded in-flight queue.
+"""The export stage: per-trace records → Kafka with librdkafka, through a bounded in-flight queue.
 
-The queue is the set of records handed to the kafka-python producer and not yet acknowledged
-(kafka-python 3 has no ``buffer_memory`` bound of its own). Capacity is reserved in spans and
-bytes before a request's records are sent and released by the producer's delivery callbacks, so
-memory is bounded no matter how fast clients push. A request that does not fit is refused as a
-whole with :class:`QueueFull` (HTTP 429 / gRPC RESOURCE_EXHAUSTED); the OTLP exporter retries it.
+The producer is librdkafka (``confluent-kafka``): handing it a record costs a couple of
+microseconds of C, where kafka-python's per-record Python path was most of the collector's CPU
+(docs/benchmarks.md). Each record goes to the partition otelcol-contrib's kafka exporter picks
+for its trace id (:func:`~ragpulse.collector.kafka.partitions_for_keys`), so both collectors
+can feed one topic.
 
-Kafka trouble is detected from delivery failures and from metadata timeouts in ``send()``; it
-opens a small circuit breaker so that later requests get :class:`ExportUnavailable` (503 /
+The queue is the set of records handed to the producer and not yet acknowledged. Capacity is
+reserved in spans and bytes before a request's records are produced and released by the
+delivery reports, so memory is bounded no matter how fast clients push. A request that does not
+fit is refused as a whole with :class:`QueueFull` (HTTP 429 / gRPC RESOURCE_EXHAUSTED); the OTLP
+exporter retries it.
+
+Threads: ``export()`` runs on the receivers' threads; one poll thread serves librdkafka's
+delivery reports and error events (confluent-kafka calls them from ``poll()``) and refreshes the
+topic's partition count. Kafka trouble is detected from failed deliveries and broker-wide errors;
+it opens a small circuit breaker so that later requests get :class:`ExportUnavailable` (503 /
 UNAVAILABLE) at once instead of piling into the producer. After ``retry_after_s`` one request is
 let through as a probe; the first acknowledged record closes the breaker again.
 """
@@ -19,12 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
-from kafka.errors import IllegalStateError, KafkaError, KafkaTimeoutError, UnknownError
-
 from ragpulse.collector.config import CollectorSettings
-from ragpulse.collector.kafka import ensure_topic, partitions_for_keys
+from ragpulse.collector.kafka import KafkaUnavailable, partitions_for_keys
 from ragpulse.collector.shrink import shrink_request
 from ragpulse.collector.split import TraceRecord
 
@@ -42,32 +49,6 @@ log = logging.getLogger(__name__)
 # Bytes a record costs in a v2 record batch beyond key and value (varints, attributes, ...):
 # used to reject a record that the producer would refuse as too large before reserving it.
 _RECORD_OVERHEAD = 64
-
-
-def _is_outage(exc: BaseException) -> bool:
-    """Retriable Kafka errors (timeouts, connection loss, leader changes) mean "unavailable";
-    so do errors without a specific Kafka error code (what kafka-python raises when the producer
-    itself has failed, e.g. a fatal InitProducerId error). Permanent errors with a code concern a
-    single record or request and must not refuse everybody's traffic."""
-    return (
-        bool(getattr(exc, "retriable", False))
-        or isinstance(exc, KafkaTimeoutError)
-        or type(exc) in (KafkaError, UnknownError, IllegalStateError)
-    )
-
-
-def _producer_is_fatal(producer: Any) -> bool:
-    """Whether kafka-python's producer is in its terminal fatal-error state.
-
-    kafka-python has no public accessor; this reads its transaction manager defensively and
-    says False when the attribute is missing (a different version or producer class).
-    """
-    manager = getattr(producer, "_transaction_manager", None)
-    check = getattr(manager, "has_fatal_error", None)
-    try:
-        return bool(check()) if callable(check) else False
-    except Exception:
-        return False
 
 
 class _EveryFewSeconds:
@@ -124,21 +105,51 @@ class TraceExporter(Protocol):
         ...
 
 
-class KafkaExporter:
-    """Produces per-trace records to ``settings.kafka.topic`` with kafka-python.
+# librdkafka error codes that mean "Kafka is unreachable or failing", not "this record is bad".
+_OUTAGE_CODES = frozenset({
+    "_MSG_TIMED_OUT", "_TIMED_OUT", "_TIMED_OUT_QUEUE", "_TRANSPORT", "_ALL_BROKERS_DOWN",
+    "_RESOLVE", "_DESTROY", "_PURGE_QUEUE", "_PURGE_INFLIGHT", "_FATAL", "_UNKNOWN_PARTITION",
+    "_UNKNOWN_TOPIC", "UNKNOWN_TOPIC_OR_PART", "LEADER_NOT_AVAILABLE", "NOT_LEADER_FOR_PARTITION",
+    "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION", "BROKER_NOT_AVAILABLE", "NOT_ENOUGH_REPLICAS",
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "UNKNOWN_PRODUCER_ID", "OUT_OF_ORDER_SEQUENCE_NUMBER",
+    "INVALID_PRODUCER_EPOCH", "KAFKA_STORAGE_ERROR",
+})
 
-    ``export()`` is thread-safe and called concurrently by the receivers; it blocks only for
-    topic metadata (at most ``producer.max_block_ms``) or, with ``confirm="ack"``, until Kafka
-    acknowledged the request's records. ``start()`` raises ``kafka.errors.KafkaTimeoutError``
-    when the cluster cannot be reached. ``shutdown()`` is idempotent, safe without ``start()``,
-    refuses new work at once and flushes what was accepted for up to ``drain_timeout_s``.
+
+def _is_outage(err: Any) -> bool:
+    """A delivery or producer error that concerns Kafka as a whole (open the breaker), as
+    opposed to one record (e.g. MSG_SIZE_TOO_LARGE: the record is lost, Kafka is fine)."""
+    return bool(err.fatal() or err.retriable() or err.name() in _OUTAGE_CODES)
+
+
+class _Ack:
+    """The delivery reports of one request's records, for ``confirm = "ack"``."""
+
+    __slots__ = ("done", "error", "pending")
+
+    def __init__(self, pending: int) -> None:
+        self.pending = pending
+        self.error: str | None = None
+        self.done = threading.Event()
+
+
+class KafkaExporter:
+    """Produces per-trace records to ``settings.kafka.topic`` with librdkafka.
+
+    ``export()`` is thread-safe and called concurrently by the receivers; it never blocks on
+    Kafka except with ``confirm="ack"``, where it waits until Kafka acknowledged the request's
+    records (at most ``ack_timeout_s``). ``start()`` creates the topic if configured, connects
+    and reads the topic's partitions; it raises :class:`~ragpulse.collector.kafka.KafkaUnavailable`
+    when the cluster cannot be reached within ``kafka.bootstrap_timeout_ms``. ``shutdown()`` is
+    idempotent, safe without ``start()``, refuses new work at once and flushes what was accepted
+    for up to ``drain_timeout_s``.
     """
 
     def __init__(
         self,
         settings: CollectorSettings,
         *,
-        producer_factory: Callable[..., Any] | None = None,
+        producer_factory: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self._settings = settings
         self._kafka = settings.kafka
@@ -148,17 +159,21 @@ class KafkaExporter:
         self._retry_after_s = settings.otlp.retry_after_s
         self._producer_factory = producer_factory
         self._producer: Any = None
+        self._partitions = 0
         self._lock = threading.Lock()
         self._closed = False
         self._queued_spans = 0
         self._queued_bytes = 0
         self._failing_since: float | None = None
+        self._fatal = False
         self._last_probe = 0.0
         self._last_error = ""
         self._refusals = _EveryFewSeconds()
         self._rebuilding = False
         self._last_rebuild = 0.0
         self._rebuild_after_s = max(2.0 * settings.producer.delivery_timeout_ms / 1000.0, float(self._retry_after_s))
+        self._poller: threading.Thread | None = None
+        self._stop_polling = threading.Event()
         self._stats = {
             "producers_rebuilt": 0,
             "records_sent": 0,
@@ -177,62 +192,104 @@ class KafkaExporter:
     # lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Create the topic if configured, then connect the producer. Blocks up to ~30 s."""
+        """Create the topic if configured, connect the producer, read the partition count and
+        start the poll thread. Blocks up to ``kafka.bootstrap_timeout_ms`` (+ topic creation)."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("exporter was shut down")
             if self._producer is not None:
                 return
-        self._producer = self._connect()
+        producer, partitions = self._connect()
+        with self._lock:
+            self._producer, self._partitions = producer, partitions
+        self._poller = threading.Thread(target=self._poll_loop, name="kafka-export-poll", daemon=True)
+        self._poller.start()
 
-    def _connect(self) -> Any:
-        """A new producer (and the topic, if configured). Blocks; raises KafkaError when Kafka
-        cannot be reached within ``kafka.bootstrap_timeout_ms``."""
+    def _connect(self) -> tuple[Any, int]:
+        """A new producer and the topic's partition count. Blocks; raises KafkaUnavailable."""
+        from ragpulse.collector.kafka import ensure_topic_rdkafka, topic_partitions
+
         p = self._settings.producer
+        conf = self._kafka.rdkafka_config()
         if p.create_topic:
-            ensure_topic(self._kafka, p.partitions)
+            ensure_topic_rdkafka(self._kafka, p.partitions)
+        conf.update({
+            "acks": {"all": -1, "1": 1, "0": 0}[p.acks],
+            "enable.idempotence": p.idempotent,
+            "compression.type": self._kafka.compression,
+            "linger.ms": p.linger_ms,
+            "batch.size": p.batch_size,
+            # The request size bounds a whole batch; records are checked against
+            # p.max_request_size in export() so one oversized trace cannot fail a batch.
+            "message.max.bytes": max(p.max_request_size, p.batch_size) + 65_536,
+            "message.timeout.ms": p.delivery_timeout_ms,
+            "request.timeout.ms": min(self._kafka.request_timeout_ms, p.delivery_timeout_ms - p.linger_ms - 1),
+            # This exporter's own queue (spans, bytes) is the bound: librdkafka's must be larger.
+            "queue.buffering.max.messages": max(100_000, self._max_spans + 1),
+            "queue.buffering.max.kbytes": min(2_097_151, self._max_bytes // 1024 + 65_536),
+            "error_cb": self._on_producer_error,
+        })
         factory = self._producer_factory
         if factory is None:
-            from kafka import KafkaProducer
+            from confluent_kafka import Producer
 
-            factory = KafkaProducer
-        kwargs = self._kafka.client_kwargs()
-        # kafka-python requires delivery_timeout_ms > linger_ms + request_timeout_ms.
-        kwargs["request_timeout_ms"] = min(self._kafka.request_timeout_ms, p.delivery_timeout_ms - p.linger_ms - 1)
-        return factory(
-            **kwargs,
-            acks="all" if p.acks == "all" else int(p.acks),
-            enable_idempotence=p.idempotent,
-            compression_type=self._kafka.producer_compression(),
-            linger_ms=p.linger_ms,
-            batch_size=p.batch_size,
-            # The producer's own limit covers a whole request of batches; records are checked
-            # against p.max_request_size in export() so one oversized trace cannot fail a batch.
-            max_request_size=max(p.max_request_size, p.batch_size) + 65_536,
-            delivery_timeout_ms=p.delivery_timeout_ms,
-            max_block_ms=p.max_block_ms,
-        )
+            def factory(c: dict[str, Any]) -> Any:
+                return Producer(c, logger=_RDKAFKA_LOG)
+
+        producer = factory(conf)
+        try:
+            partitions = topic_partitions(producer, self._topic, self._kafka.bootstrap_timeout_ms / 1000)
+        except BaseException:
+            producer.flush(0)
+            raise
+        return producer, partitions
+
+    def _poll_loop(self) -> None:
+        """Serve delivery reports and error events; refresh the partition count now and then."""
+        from ragpulse.collector.kafka import topic_partitions
+
+        refresh_at = time.monotonic() + _PARTITION_REFRESH_S
+        while not self._stop_polling.is_set():
+            producer = self._producer
+            if producer is None:
+                return
+            try:
+                producer.poll(0.05)
+            except Exception:  # a callback bug must not end the thread that serves the rest
+                log.exception("export: delivery report handling failed")
+            now = time.monotonic()
+            if now >= refresh_at:
+                refresh_at = now + _PARTITION_REFRESH_S
+                try:
+                    n = topic_partitions(producer, self._topic, 1.0)
+                except Exception:  # Kafka down: deliveries fail and open the breaker
+                    continue
+                with self._lock:
+                    if n != self._partitions:
+                        log.warning("export: topic %s now has %d partitions (was %d)",
+                                    self._topic, n, self._partitions)
+                    self._partitions = n
 
     def _maybe_rebuild(self, now: float) -> None:
         """Replace a producer that cannot recover by itself. Called by the probe request.
 
-        kafka-python's idempotent producer enters a fatal state when InitProducerId fails (seen
-        when a broker restarts without its producer state, as tansu's memory storage does) and
-        then aborts every batch forever; any producer that has failed for longer than
-        ``2 * delivery_timeout`` gets the same treatment. The old producer is closed at once:
-        its pending records fail (counted) and their clients already got 503 or will retry.
+        librdkafka reconnects and retries by itself; what it cannot leave is a fatal error (the
+        idempotent producer's state lost, e.g. a broker restarted without its producer state as
+        tansu's memory storage does). A producer that has failed for longer than
+        ``2 * delivery_timeout`` is replaced too. The old one's pending records are purged: their
+        reports count them as failed, and their clients already got 503 or will retry.
         """
         with self._lock:
             old = self._producer
             if old is None or self._closed or self._rebuilding:
                 return
             stale = self._failing_since is not None and now - self._failing_since > self._rebuild_after_s
-            if not (_producer_is_fatal(old) or stale) or now - self._last_rebuild < self._rebuild_after_s:
+            if not (self._fatal or stale) or now - self._last_rebuild < self._rebuild_after_s:
                 return
             self._rebuilding = True
             self._last_rebuild = now
         try:
-            new = self._connect()
+            new, partitions = self._connect()
         except Exception as exc:  # Kafka still down: keep refusing, try again later
             log.warning("export: cannot rebuild the producer yet: %s", exc)
             with self._lock:
@@ -241,30 +298,29 @@ class KafkaExporter:
         with self._lock:
             self._rebuilding = False
             if self._closed:
-                replaced, swap = new, False
-            else:
-                replaced, self._producer, swap = old, new, True
-                self._stats["producers_rebuilt"] += 1
+                new.flush(0)
+                return
+            self._producer, self._partitions, self._fatal = new, partitions, False
+            self._stats["producers_rebuilt"] += 1
         log.warning("export: replaced the Kafka producer after unrecoverable failures")
-        try:
-            # Fails the old producer's pending batches at once (their errbacks count them).
-            (replaced if swap else new).close(timeout=0)
-        except Exception as exc:  # a broken producer may fail to close cleanly; it is dropped anyway
-            log.warning("export: closing the replaced producer: %s", exc)
+        _purge(old)
 
     def shutdown(self, drain_timeout_s: float = 10.0) -> None:
         """Refuse new records, flush accepted ones (bounded by ``drain_timeout_s``), close."""
         with self._lock:
             self._closed = True
-            producer, self._producer = self._producer, None
+            producer = self._producer
         if producer is None:
             return
-        try:
-            producer.flush(timeout=drain_timeout_s)
-        except Exception as exc:  # KafkaTimeoutError: what is left is counted by close()
-            log.warning("export: flush incomplete at shutdown: %s", exc)
-        # close() fails the remaining batches, whose errbacks count them as failed.
-        producer.close(timeout=max(1.0, drain_timeout_s / 2))
+        self._stop_polling.set()
+        if self._poller is not None:
+            self._poller.join(timeout=5)
+        left = producer.flush(drain_timeout_s)  # serves the remaining delivery reports too
+        if left:
+            log.warning("export: %d record(s) not acknowledged at shutdown", left)
+        _purge(producer)  # what is left fails now; the reports count it
+        with self._lock:
+            self._producer = None
 
     # hot path -------------------------------------------------------------------------------
 
@@ -297,11 +353,6 @@ class KafkaExporter:
         spans = sum(r.spans for r in keep)
         size = sum(len(r.value) for r in keep)
         now = time.monotonic()
-        producer = self._producer
-        if producer is not None and _producer_is_fatal(producer):
-            with self._lock:
-                if self._failing_since is None:
-                    self._mark_failing(RuntimeError("producer in a fatal error state"))
         with self._lock:
             probe = (
                 self._failing_since is not None
@@ -311,7 +362,7 @@ class KafkaExporter:
         if probe:
             self._maybe_rebuild(now)
         with self._lock:
-            producer = self._producer
+            producer, partitions = self._producer, self._partitions
             if self._closed or producer is None:
                 self._stats["spans_refused_unavailable"] += spans
                 raise ExportUnavailable("collector is shutting down", self._retry_after_s)
@@ -321,6 +372,10 @@ class KafkaExporter:
                     self._refusals.warning("export: Kafka unavailable, refusing with 503: %s", self._last_error)
                     raise ExportUnavailable(f"Kafka unavailable: {self._last_error}", self._retry_after_s)
                 self._last_probe = now  # let this request through as a probe
+            if not partitions:  # metadata without the topic (e.g. a broker that just restarted)
+                self._stats["spans_refused_unavailable"] += spans
+                raise ExportUnavailable(f"no partitions known for topic {self._topic!r}",
+                                        self._retry_after_s)
             # A request larger than the whole queue is still taken when the queue is empty (it is
             # bounded by the body limits), otherwise it could never be delivered at all.
             over = self._queued_spans + spans > self._max_spans or self._queued_bytes + size > self._max_bytes
@@ -336,40 +391,37 @@ class KafkaExporter:
                 )
             self._queued_spans += spans
             self._queued_bytes += size
-        futures = []
+        ack = _Ack(len(keep)) if self._settings.producer.confirm == "ack" and keep else None
         sent = 0
         try:
-            # Partition as otelcol does (FNV-1a, sarama-compatible), not kafka-python's murmur2.
-            partitions = producer.partitions_for(self._topic)
-            if not partitions:  # metadata without the topic (e.g. a broker that just restarted)
-                raise KafkaTimeoutError(f"no partitions known for topic {self._topic!r}")
-            targets = partitions_for_keys([r.key for r in keep], len(partitions))
+            # Partition as otelcol does (FNV-1a, sarama-compatible), not librdkafka's own
+            # partitioners (its fnv1a takes the hash unsigned: other partitions).
+            targets = partitions_for_keys([r.key for r in keep], partitions)
+            produce, report = producer.produce, self._on_delivery
             for rec, partition in zip(keep, targets):
-                fut = producer.send(self._topic, key=rec.key, value=rec.value, partition=partition)
+                produce(self._topic, rec.value, rec.key, partition,
+                        partial(report, rec.spans, len(rec.value), ack))
                 sent += 1
-                fut.add_callback(self._on_ack, rec.spans, len(rec.value))
-                fut.add_errback(self._on_error, rec.spans, len(rec.value))
-                futures.append(fut)
-        except Exception as exc:
-            # Metadata timeout (Kafka down before we knew the partitions) or producer closed by a
-            # concurrent shutdown: release what was not handed over and refuse the rest. Records
-            # already sent stay in flight; the client's retry may duplicate them (at-least-once).
+        except (BufferError, Exception) as exc:
+            # librdkafka's own queue is full (BufferError) or the producer is gone (a concurrent
+            # rebuild or shutdown): release what was not handed over and refuse the rest. Records
+            # already produced stay in flight; the client's retry may duplicate them
+            # (at-least-once).
             unsent = keep[sent:]
-            kafka_error = isinstance(exc, KafkaError)
             with self._lock:
                 self._queued_spans -= sum(r.spans for r in unsent)
                 self._queued_bytes -= sum(len(r.value) for r in unsent)
-                if kafka_error:
-                    self._stats["spans_refused_unavailable"] += sum(r.spans for r in unsent)
-                    if _is_outage(exc):
-                        self._mark_failing(exc)
-            if not kafka_error:
+                self._stats["records_sent"] += sent
+                self._stats["spans_refused_unavailable"] += sum(r.spans for r in unsent)
+            if isinstance(exc, BufferError):
+                raise QueueFull(f"Kafka producer queue full: {exc}", self._retry_after_s) from exc
+            if not _is_kafka_error(exc):
                 raise  # a bug, not Kafka: the receiver answers 500
             raise ExportUnavailable(f"Kafka unavailable: {exc}", self._retry_after_s) from exc
         with self._lock:
             self._stats["records_sent"] += sent
-        if self._settings.producer.confirm == "ack":
-            self._await(futures)
+        if ack is not None:
+            self._await(ack)
         return ExportResult(
             accepted_spans=spans,
             rejected_spans=rejected_spans,
@@ -377,50 +429,68 @@ class KafkaExporter:
             accepted_records=len(keep),
         )
 
-    def _await(self, futures: list[Any]) -> None:
-        deadline = time.monotonic() + self._settings.producer.ack_timeout_s
-        for fut in futures:
-            try:
-                fut.get(timeout=max(0.0, deadline - time.monotonic()))
-            except Exception as exc:
-                raise ExportUnavailable(f"Kafka did not acknowledge: {exc}", self._retry_after_s) from exc
+    def _await(self, ack: _Ack) -> None:
+        if not ack.done.wait(self._settings.producer.ack_timeout_s):
+            raise ExportUnavailable("Kafka did not acknowledge in time", self._retry_after_s)
+        if ack.error is not None:
+            raise ExportUnavailable(f"Kafka did not acknowledge: {ack.error}", self._retry_after_s)
 
-    # producer callbacks (sender thread) --------------------------------------------------------
+    # producer callbacks (poll thread) ----------------------------------------------------------
 
-    def _on_ack(self, spans: int, size: int, _metadata: Any) -> None:
-        with self._lock:
-            self._queued_spans -= spans
-            self._queued_bytes -= size
-            self._stats["records_acked"] += 1
-            self._stats["spans_acked"] += spans
-            self._stats["bytes_acked"] += size
-            if self._failing_since is not None:
-                log.info("export: Kafka acknowledges again after %.1fs", time.monotonic() - self._failing_since)
-                self._failing_since = None
+    def _on_delivery(self, spans: int, size: int, ack: _Ack | None, err: Any, _msg: Any) -> None:
+        if err is None:
+            with self._lock:
+                self._queued_spans -= spans
+                self._queued_bytes -= size
+                self._stats["records_acked"] += 1
+                self._stats["spans_acked"] += spans
+                self._stats["bytes_acked"] += size
+                if self._failing_since is not None and not self._fatal:
+                    log.info("export: Kafka acknowledges again after %.1fs", time.monotonic() - self._failing_since)
+                    self._failing_since = None
+        else:
+            outage = _is_outage(err)
+            with self._lock:
+                self._queued_spans -= spans
+                self._queued_bytes -= size
+                self._stats["records_failed"] += 1
+                self._stats["spans_failed"] += spans
+                first = outage and self._failing_since is None
+                if outage:
+                    self._mark_failing(err)
+            if first:
+                log.error("export: record delivery failed, refusing requests until Kafka recovers: %s", err.str())
+            elif not outage:
+                # A record-level, permanent error (e.g. the broker's own size limit): the record is
+                # lost but Kafka is up, so the breaker stays closed.
+                self._refusals.warning("export: record rejected by Kafka: %s: %s", err.name(), err.str())
+            if ack is not None:
+                ack.error = ack.error or f"{err.name()}: {err.str()}"
+        if ack is not None:
+            ack.pending -= 1  # the poll thread is the only writer
+            if ack.pending == 0:
+                ack.done.set()
 
-    def _on_error(self, spans: int, size: int, exc: BaseException) -> None:
-        outage = _is_outage(exc)
-        with self._lock:
-            self._queued_spans -= spans
-            self._queued_bytes -= size
-            self._stats["records_failed"] += 1
-            self._stats["spans_failed"] += spans
-            first = outage and self._failing_since is None
-            if outage:
-                self._mark_failing(exc)
-        if first:
-            log.error("export: record delivery failed, refusing requests until Kafka recovers: %s", exc)
-        elif not outage:
-            # A record-level, permanent error (e.g. the broker's own size limit): the record is
-            # lost but Kafka is up, so the breaker stays closed.
-            self._refusals.warning("export: record rejected by Kafka: %s: %s", type(exc).__name__, exc)
+    def _on_producer_error(self, err: Any) -> None:
+        """librdkafka's error events: all brokers down, a fatal idempotence error, ..."""
+        if err.fatal():
+            with self._lock:
+                self._fatal = True
+                self._mark_failing(err)
+            log.error("export: the Kafka producer failed fatally: %s", err.str())
+        elif err.name() == "_ALL_BROKERS_DOWN":
+            with self._lock:
+                self._mark_failing(err)
+            self._refusals.warning("export: Kafka unreachable: %s", err.str())
+        else:
+            log.debug("export: Kafka client event: %s", err.str())
 
-    def _mark_failing(self, exc: BaseException) -> None:
+    def _mark_failing(self, err: Any) -> None:
         # caller holds self._lock
         if self._failing_since is None:
             self._failing_since = time.monotonic()
             self._last_probe = self._failing_since
-        self._last_error = f"{type(exc).__name__}: {exc}"
+        self._last_error = f"{err.name()}: {err.str()}" if hasattr(err, "str") else str(err)
 
     # introspection ------------------------------------------------------------------------------
 
@@ -438,3 +508,34 @@ class KafkaExporter:
             out["queue_bytes"] = self._queued_bytes
             out["kafka_unavailable"] = int(self._failing_since is not None)
             return out
+
+
+_PARTITION_REFRESH_S = 30.0
+
+
+class _RdkafkaLog(logging.Logger):
+    """librdkafka's own log lines, at DEBUG: while a broker is down it reports every failed
+    reconnect. What matters reaches the log once, rate-limited, through the error callback and
+    the delivery reports."""
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        super().log(logging.DEBUG, msg, *args, **kwargs)
+
+
+_RDKAFKA_LOG = _RdkafkaLog("ragpulse.collector.rdkafka")
+_RDKAFKA_LOG.parent = log
+
+
+def _is_kafka_error(exc: BaseException) -> bool:
+    from confluent_kafka import KafkaException
+
+    return isinstance(exc, (KafkaException, KafkaUnavailable, RuntimeError))
+
+
+def _purge(producer: Any) -> None:
+    """Fail whatever ``producer`` still holds, now, and serve those reports."""
+    try:
+        producer.purge()
+        producer.flush(0)
+    except Exception as exc:  # a broken producer may fail to purge; it is dropped anyway
+        log.warning("export: discarding the old producer: %s", exc)

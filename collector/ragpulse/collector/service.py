@@ -26,7 +26,8 @@ class Collector:
     """OTLP receivers feeding Kafka. Build it with :func:`build_collector`.
 
     ``start()`` blocks until the exporter is connected and the receivers listen; it raises
-    (``kafka.errors.KafkaTimeoutError``, ``OSError``/``RuntimeError`` for a taken port) and
+    (:class:`~ragpulse.collector.kafka.KafkaUnavailable`, ``OSError``/``RuntimeError`` for a
+    taken port) and
     leaves nothing running when it fails. ``shutdown()`` is idempotent, safe without ``start()``
     and from any thread; it refuses new requests, drains those in progress and flushes Kafka
     within about ``drain_timeout_s``. ``stats()`` is a thread-safe snapshot of all counters.
