@@ -1,9 +1,11 @@
 """Collector throughput: OTLP/HTTP protobuf → collector → Kafka (tansu), ragpulse vs rotel.
 
 Both collectors get the same load on the same broker in one run: pre-serialized realistic RAG
-requests (~490 spans, ~350 KiB each; tests/collector/payloads.py), sent by several sender
-processes over keep-alive connections as fast as the collector answers (429/503 are honoured
-with a short back-off and retried). Each collector runs as its own process:
+requests (by default 20 traces of 5 RAG spans, ~55 KiB; tests/collector/payloads.py), sent by 1
+and by 4 sender processes over keep-alive connections as fast as the collector answers (429/503
+are honoured with a short back-off and retried; one sender is one OTLP exporter, which sends one
+request at a time, so its rate is the collector's latency). Each collector runs as its own
+process:
 
 * ragpulse: ``ragpulse collector`` (RAG filter on, one lz4 record per trace, acks=all);
 * rotel: ``rotel-agent`` with the kafka exporter (protobuf, lz4, acks=all, ``--batch-max-size
@@ -16,7 +18,7 @@ so queued-but-unacknowledged spans do not count. CPU seconds of each collector p
 the broker) come from /proc, giving spans per CPU-second ("per core").
 
 Usage (from the repository root; rotel lives in its own venv, see docs/benchmarks.md):
-    .venv/bin/python bench/collector.py --seconds 10 --senders 4 [--write-docs]
+    .venv/bin/python bench/collector.py [--senders 1,4] [--workers 1,2] [--write-docs]
 """
 
 from __future__ import annotations
@@ -58,8 +60,9 @@ def children_of(pid: int) -> list[int]:
         return [int(c) for c in f.read().split()]
 
 
-def build_requests(count: int, traces: int) -> list[bytes]:
-    return [rag_request(traces, seed=1000 + i).SerializeToString() for i in range(count)]
+def build_requests(count: int, traces: int, words: int, rag_only: bool) -> list[bytes]:
+    return [rag_request(traces, seed=1000 + i, words=words, rag_only=rag_only).SerializeToString()
+            for i in range(count)]
 
 
 def sender(port: int, bodies: list[bytes], spans_per_body: list[int], deadline: float,
@@ -292,19 +295,24 @@ def stage_costs(broker: TansuBroker, bodies: list[bytes], spans_per_body: list[i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=10.0, help="load duration per collector")
-    parser.add_argument("--senders", type=int, default=4, help="concurrent sender processes")
-    parser.add_argument("--traces-per-request", type=int, default=70, help="7 spans each: 70 → 490 spans")
+    parser.add_argument("--seconds", type=float, default=8.0, help="load duration per collector and sender count")
+    parser.add_argument("--senders", type=lambda v: [int(x) for x in v.split(",")], default=[1, 4],
+                        help="sender process counts, each measured for every collector, e.g. 1,4")
+    parser.add_argument("--traces-per-request", type=int, default=20)
+    parser.add_argument("--words", type=int, default=8, help="words per retrieved document")
+    parser.add_argument("--with-plain-spans", action="store_true",
+                        help="add each trace's HTTP root and database span (7 spans per trace, not 5)")
     parser.add_argument("--distinct-requests", type=int, default=24)
     parser.add_argument("--rotel", default=str(DEFAULT_ROTEL), help="rotel-agent binary")
     parser.add_argument("--only", choices=["ragpulse", "rotel"], help="run one collector only")
-    parser.add_argument("--workers", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2],
-                        help="ragpulse collector process counts to run, e.g. 1,2")
+    parser.add_argument("--workers", type=lambda v: [int(x) for x in v.split(",")], default=[],
+                        help="extra ragpulse runs with --workers N besides the default, e.g. 1,2")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the table shows medians")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = parser.parse_args()
 
-    bodies = build_requests(args.distinct_requests, args.traces_per_request)
+    bodies = build_requests(args.distinct_requests, args.traces_per_request, args.words,
+                            not args.with_plain_spans)
     spans_per_body = [
         sum(len(ss.spans) for rs in ExportTraceServiceRequest.FromString(b).resource_spans for ss in rs.scope_spans)
         for b in bodies
@@ -317,13 +325,17 @@ def main() -> None:
         stages = stage_costs(broker, bodies, spans_per_body)
         runs = []
         if args.only in (None, "ragpulse"):
-            for workers in args.workers:
+            for workers in [None, *args.workers]:
                 port = free_port()
-                settings = KafkaSettings(bootstrap_servers=broker.bootstrap, topic=f"bench_ragpulse_{workers}")
+                settings = KafkaSettings(bootstrap_servers=broker.bootstrap,
+                                         topic=f"bench_ragpulse_{workers or 'default'}")
                 cmd = [str(REPO / ".venv/bin/ragpulse"), "collector", "--kafka", broker.bootstrap, "--topic",
                        settings.topic, "--http", f"127.0.0.1:{port}", "--no-grpc", "--status-interval", "0",
-                       "--log-level", "WARNING", "--workers", str(workers)]
-                runs.append((f"ragpulse, {workers} process{'es' if workers > 1 else ''}", cmd, port, settings))
+                       "--log-level", "WARNING"]
+                if workers is not None:
+                    cmd += ["--workers", str(workers)]
+                name = "ragpulse (default)" if workers is None else f"ragpulse --workers {workers}"
+                runs.append((name, cmd, port, settings))
         if args.only in (None, "rotel"):
             if not Path(args.rotel).exists():
                 sys.exit(f"rotel not found at {args.rotel}: python3 -m venv bench/.venv-rotel && "
@@ -340,14 +352,18 @@ def main() -> None:
         # Interleaved rounds (A B C, A B C, ...): the machine's load drifts, and each collector
         # should see the same drift. Fresh ports per round (a stopped socket may linger).
         for round_ in range(args.repeat):
-            for name, cmd, port, settings in runs:
-                new_port = free_port()
-                topic = f"{settings.topic}_r{round_}"
-                round_cmd = [c.replace(f"127.0.0.1:{port}", f"127.0.0.1:{new_port}") for c in cmd]
-                round_cmd = [topic if c == settings.topic else c for c in round_cmd]
-                print(f"round {round_ + 1}: {name} ...", flush=True)
-                rows.append(run_one(name, round_cmd, new_port, settings.model_copy(update={"topic": topic}),
-                                    broker, bodies, spans_per_body, args.seconds, args.senders, env))
+            for senders in args.senders:
+                for name, cmd, port, settings in runs:
+                    new_port = free_port()
+                    topic = f"{settings.topic}_r{round_}_s{senders}"
+                    round_cmd = [c.replace(f"127.0.0.1:{port}", f"127.0.0.1:{new_port}") for c in cmd]
+                    round_cmd = [topic if c == settings.topic else c for c in round_cmd]
+                    print(f"round {round_ + 1}: {name}, {senders} sender(s) ...", flush=True)
+                    row = run_one(name, round_cmd, new_port, settings.model_copy(update={"topic": topic}),
+                                  broker, bodies, spans_per_body, args.seconds, senders, env)
+                    row["senders"] = senders
+                    rows.append(row)
+                    print(f"  {row['spans_per_s']:,.0f} spans/s", flush=True)
     load_after = os.getloadavg()
     report = render(rows, args, load_before, load_after, sum(spans_per_body) // len(spans_per_body),
                     sum(map(len, bodies)) // len(bodies), stages)
@@ -358,73 +374,59 @@ def main() -> None:
 
 def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...], load_after: tuple[float, ...],
            spans_per_request: int, bytes_per_request: int, stages: dict[str, float]) -> str:
+    senders_arg = ",".join(map(str, args.senders))
+    workers_arg = f" --workers {','.join(map(str, args.workers))}" if args.workers else ""
     lines = [
         "## Collector throughput",
         "",
-        f"OTLP/HTTP protobuf → collector → tansu (memory, 6 partitions), {args.senders} sender processes, "
-        f"{args.seconds:g} s per collector, requests of {spans_per_request} spans / {bytes_per_request // 1024} KiB "
-        "(pre-serialized RAG traces: HTTP root, CHAIN, EMBEDDING, RETRIEVER with 5 documents, RERANKER, LLM, DB; "
-        "`tests/collector/payloads.py`). Spans delivered/s = spans read back from the topic ÷ (newest record "
-        "timestamp − first request). CPU = user+system seconds of the collector process and its workers (wait4), from the "
-        "first request to its exit after the flush.",
+        f"OTLP/HTTP protobuf → collector → tansu (memory, 6 partitions); requests of {spans_per_request} spans "
+        f"({args.traces_per_request} RAG traces) / {bytes_per_request // 1024} KiB, pre-serialized "
+        "(`tests/collector/payloads.py`), sent over keep-alive connections by 1 or more sender processes as fast "
+        "as the collector answers; ragpulse and rotel (`rotel-agent`, kafka exporter, protobuf, lz4, acks=all, "
+        "batch 1000) in the same run on the same broker, interleaved. Spans delivered/s = spans read back from "
+        "the topic ÷ (newest record timestamp − first request). CPU = user+system seconds of the collector's "
+        "processes (wait4), first request to exit after the flush.",
         "",
-        f"Command: `.venv/bin/python bench/collector.py --seconds {args.seconds:g} --senders {args.senders} "
-        f"--workers {','.join(map(str, args.workers))} --repeat {args.repeat}`"
-        " (rotel: `python3 -m venv bench/.venv-rotel && bench/.venv-rotel/bin/pip install --pre rotel`).",
-        f"Machine: {os.cpu_count()} cores shared with other engineers' work; load average before "
-        f"{load_before[0]:.2f} / after {load_after[0]:.2f} (`uptime`). Numbers are noisy; re-run on a quiet machine.",
+        f"Command: `.venv/bin/python bench/collector.py --senders {senders_arg}{workers_arg} --seconds "
+        f"{args.seconds:g} --repeat {args.repeat} --write-docs` (rotel: `python3 -m venv bench/.venv-rotel && "
+        "bench/.venv-rotel/bin/pip install --pre rotel`).  ",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} cores; load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after.",
         "",
-        f"| collector | spans delivered/s, median of {args.repeat} (min–max) | spans in Kafka (all rounds) | "
-        "records (keyed) | accepted by HTTP | 429/503 | collector CPU s (cores used) | spans per collector CPU-s (median) | "
-        "broker CPU s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| senders | collector | spans delivered/s, median of {args.repeat} (min–max) | ratio to rotel | "
+        "spans per collector CPU-s | collector cores used | records (keyed) | 429/503 |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    by_name: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for r in rows:
         r["per_cpu"] = r["spans_in_kafka"] / r["cpu_s"] if r["cpu_s"] and r["cpu_s"] == r["cpu_s"] else float("nan")
-        by_name.setdefault(r["name"], []).append(r)
-    medians: dict[str, float] = {}
-    for name, runs in by_name.items():
+        groups.setdefault((r["senders"], r["name"]), []).append(r)
+    medians = {key: statistics.median(r["spans_per_s"] for r in runs) for key, runs in groups.items()}
+    for (senders, name), runs in groups.items():
         rates = sorted(r["spans_per_s"] for r in runs)
-        medians[name] = statistics.median(rates)
+        rotel = medians.get((senders, "rotel"))
+        ratio = f"{medians[(senders, name)] / rotel:.2f}" if rotel and name != "rotel" else "-"
         lines.append(
-            f"| {name} | **{medians[name]:,.0f}** ({rates[0]:,.0f}–{rates[-1]:,.0f}) | "
-            f"{sum(r['spans_in_kafka'] for r in runs):,} | {sum(r['records'] for r in runs):,} "
-            f"({sum(r['keyed_records'] for r in runs):,}) | {sum(r['accepted_spans'] for r in runs):,} | "
-            f"{sum(r['refused'] for r in runs)} | {sum(r['cpu_s'] for r in runs):.1f} "
-            f"({sum(r['cpu_s'] for r in runs) / sum(r['seconds'] for r in runs):.2f} cores) | "
-            f"{statistics.median(r['per_cpu'] for r in runs):,.0f} | {sum(r['broker_cpu_s'] for r in runs):.1f} |"
+            f"| {senders} | {name} | **{medians[(senders, name)]:,.0f}** ({rates[0]:,.0f}–{rates[-1]:,.0f}) | "
+            f"{ratio} | {statistics.median(r['per_cpu'] for r in runs):,.0f} | "
+            f"{sum(r['cpu_s'] for r in runs) / sum(r['seconds'] for r in runs):.2f} | "
+            f"{sum(r['records'] for r in runs):,} ({sum(r['keyed_records'] for r in runs):,}) | "
+            f"{sum(r['refused'] for r in runs)} |"
         )
     total = stages["validate"] + stages["split"] + stages["export"]
     lines += [
         "",
-        "Where a ragpulse collector's CPU goes (same run, in-process, CPU µs per span; "
-        f"records average {stages['record_bytes'] / 1024:.1f} KiB = one trace):",
+        "Where a ragpulse collector's CPU goes, in-process, CPU µs per span (records average "
+        f"{stages['record_bytes'] / 1024:.1f} KiB = one trace):",
         "",
         "| stage | µs/span | share |",
         "|---|---|---|",
     ]
     for name, label in (("validate", "upb parse (validation → 400)"),
                         ("split", "byte-level split per trace + RAG filter"),
-                        ("export", "kafka-python produce: send, lz4, network, acks")):
+                        ("export", "produce: partition, send, lz4, network, acks")):
         lines.append(f"| {label} | {stages[name]:.1f} | {stages[name] / total:.0%} |")
     lines.append(f"| total (no HTTP) | {total:.1f} | = {1e6 / total:,.0f} spans per CPU-s |")
-    if medians.get("rotel"):
-        lines.append("")
-        for name, median in medians.items():
-            if name != "rotel":
-                lines.append(f"* {name} / rotel (medians) = {median / medians['rotel']:.2f}")
-    lines += [
-        "",
-        "Reading it: ragpulse produces one Kafka record per trace (what otelcol's kafka exporter does with "
-        "`partition_traces_by_id: true`), about 70 times more records than rotel's unkeyed 1000-span batches, "
-        "and kafka-python's per-record path is Python: it is most of the collector's CPU (stage table), while "
-        "decoding and splitting on the wire bytes cost a few µs per span. One Python process uses one core; "
-        "`ragpulse collector --workers N` runs N processes on the same ports (SO_REUSEPORT) to use more. "
-        "\"cores used\" well below the machine's cores means a collector was held back by the shared machine "
-        "or the senders, not by its own CPU: compare spans per CPU-s for efficiency, and re-run on a quiet "
-        "machine for absolute rates.",
-    ]
     return "\n".join(lines) + "\n"
 
 
