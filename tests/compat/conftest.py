@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
-from ragpulse.scorer.traces import Span
 from tests.fakes.openai_server import FakeOpenAIServer, Reply
-from tests.scorer.traces.sdk import Recorder, decode_traces, to_record
+from tests.scorer.traces.sdk import Recorder
 
 from .apps import ANSWER
 
@@ -79,25 +77,3 @@ def openai_server() -> Iterator[FakeOpenAIServer]:
     """The project's OpenAI-compatible server on loopback; every chat completion is ANSWER."""
     with FakeOpenAIServer(handler=lambda _request: Reply(ANSWER)) as srv:
         yield srv
-
-
-@contextmanager
-def instrumented(instrumentor: Any, rec: Recorder) -> Iterator[None]:
-    """``instrumentor`` active for ``rec``'s provider inside the block, removed after it.
-
-    Instrumentors are process-wide singletons (``BaseInstrumentor``): uninstrumenting in
-    ``finally`` keeps one test's instrumentation out of the next."""
-    instrumentor.instrument(tracer_provider=rec.provider)
-    try:
-        yield
-    finally:
-        instrumentor.uninstrument()
-
-
-def traces(rec: Recorder) -> dict[str, list[Span]]:
-    """The finished spans as the scorer sees them: OTLP protobuf bytes, decoded, by trace."""
-    return decode_traces(to_record(rec.finished()))
-
-
-def root(spans: list[Span]) -> Span:
-    return next(s for s in spans if s.parent_span_id is None)

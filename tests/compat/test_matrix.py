@@ -16,7 +16,7 @@ from tests.scorer.traces.sdk import Recorder
 
 from . import apps
 from .apps import MODEL, Seen
-from .conftest import instrumented, root, traces
+from .harness import instrumented, root, traces
 
 
 def assert_scored(
@@ -59,6 +59,21 @@ def test_llamaindex_openinference(rec: Recorder) -> None:
         sources={"question": "root:input.value", "contexts": "retrieval.documents",
                  "answer": "root:output.value"},
         model="unknown",
+    )
+
+
+def test_llamaindex_openllmetry(rec: Recorder) -> None:
+    from opentelemetry.instrumentation.llamaindex import LlamaIndexInstrumentor
+
+    with instrumented(LlamaIndexInstrumentor(), rec):
+        seen = apps.llamaindex_query(apps.llamaindex_index())
+    assert_scored(
+        query_trace(rec, "RetrieverQueryEngine"),
+        seen,
+        conventions={"openllmetry", "gen_ai"},
+        sources={"question": "root:traceloop.entity.input", "contexts": "traceloop.entity.output",
+                 "answer": "root:traceloop.entity.output"},
+        model="",
     )
 
 

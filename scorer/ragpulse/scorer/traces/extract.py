@@ -650,8 +650,16 @@ def _llm_call(span: Span, fams: dict[str, list[str]] | None = None) -> _LLMCall 
 # -- retrieval ---------------------------------------------------------------------------------
 
 
+def _is_node_json(s: str) -> bool:
+    """Whether a string is a JSON-encoded LlamaIndex ``NodeWithScore`` (``{"node": {...}}``),
+    as OpenLLMetry's LlamaIndex instrumentation writes each retrieved node (0.62.4:
+    ``traceloop.entity.output = '["{\\"node\\": ...}", ...]'``)."""
+    return s[:1] == "{" and '"node"' in s[:12]
+
+
 def _doc_texts(items: Any) -> list[str]:
-    """Texts of a document list: strings, or dicts with a content-like key (metadata ignored)."""
+    """Texts of a document list: strings, or dicts with a content-like key (metadata ignored),
+    or LlamaIndex ``NodeWithScore`` objects, as dicts or JSON-encoded one per string."""
     if isinstance(items, dict):
         items = items.get("documents", items.get("docs", items.get("results")))
     if isinstance(items, str):
@@ -660,6 +668,10 @@ def _doc_texts(items: Any) -> list[str]:
         return []
     out = []
     for d in items:
+        if isinstance(d, str) and _is_node_json(d):
+            parsed = _structured(d)
+            if isinstance(parsed, dict) and isinstance(parsed.get("node"), dict):
+                d = parsed
         if isinstance(d, str):
             if d.strip():
                 out.append(d)
@@ -702,7 +714,49 @@ def _is_retrieval(span: Span) -> bool:
         return True
     if "confident.span.retrieval_context" in a or "gen_ai.retrieval.documents" in a:
         return True
+    if a.get("traceloop.span.kind") == "task" and _is_node_list(a.get("traceloop.entity.output")):
+        return True  # OpenLLMetry's LlamaIndex retrievers: a task span, no operation name
     return any(e.name in ("db.query.result", "db.search.result") for e in span.events)
+
+
+def _is_node_list(v: AttrValue) -> bool:
+    """Whether a JSON text is a list of LlamaIndex ``NodeWithScore`` objects (as dicts or as
+    JSON-encoded strings). A cheap look at its head: any task's output passes through here."""
+    if not isinstance(v, str):
+        return False
+    head = v[:32].lstrip()
+    return head[:1] == "[" and '"node' in head
+
+
+_SYNTHESIS_MARKERS = ('"nodes"', '"text_chunks"', '"context_str"')
+
+
+def _synthesis_contexts(span: Span) -> list[str]:
+    """The retrieved texts a LlamaIndex response synthesizer was given, from its OpenLLMetry
+    task span's ``traceloop.entity.input``: ``nodes`` (``CompactAndRefine.synthesize``),
+    ``text_chunks`` (``get_response``) or ``{"kwds": {"context_str": ...}}``
+    (``DefaultRefineProgram``). ``[]`` when the span is none of these."""
+    v = span.attributes.get("traceloop.entity.input")
+    if not isinstance(v, str) or not any(m in v for m in _SYNTHESIS_MARKERS):
+        return []
+    parsed = _structured(v)
+    if not isinstance(parsed, dict):
+        return []
+    for scope in (parsed, parsed.get("kwargs"), parsed.get("kwds")):
+        if not isinstance(scope, dict):
+            continue
+        nodes = scope.get("nodes")
+        if isinstance(nodes, list) and all(  # NodeWithScore only: a splitter's nodes are not
+            isinstance(n, dict) and "node" in n or isinstance(n, str) and _is_node_json(n)
+            for n in nodes
+        ) and (docs := _doc_texts(nodes)):
+            return docs
+        chunks = scope.get("text_chunks")
+        if isinstance(chunks, list) and (docs := [c for c in chunks if _text(c)]):
+            return docs
+        if docs := _contexts_from_variables({"context_str": scope.get("context_str")}):
+            return docs
+    return []
 
 
 def _retrieved(
@@ -1159,6 +1213,14 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     contexts = _dedupe((d for _, docs, _ in ranked for d in docs), settings.max_contexts)
     if contexts:
         sources["contexts"] = "+".join(dict.fromkeys(src for _, _, src in ranked))
+    else:
+        # No retrieval span with text (retrieval outside LlamaIndex, or a retriever the
+        # instrumentation does not wrap): the nodes the synthesizer was given, first span first.
+        for s in ordered:
+            if docs := _synthesis_contexts(s):
+                contexts = _dedupe(docs, settings.max_contexts)
+                sources["contexts"] = "synthesis:traceloop.entity.input"
+                break
 
     if question is None:
         for s, _, _ in retrievals:
