@@ -1,5 +1,6 @@
 """``ragpulse status``: a terminal summary per metric and service (last value, its 95 % band,
-samples, a trend sparkline) and the alert rules' state, from the dashboard's own queries."""
+samples, a trend sparkline), the traces written as null rows by reason with what to do about
+each, and the alert rules' state, all from the dashboard's own queries."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ragpulse.scorer.traces.reasons import ADVICE
+
 from .alerts import RuleResult, evaluate_all
 from .frames import context, run_panel
-from .queries import sections
+from .queries import panels, sections
 from .settings import DashboardsSettings
 
-__all__ = ["MetricLine", "collect", "render", "sparkline"]
+__all__ = ["MetricLine", "ReasonLine", "collect", "render", "sparkline", "unscorable"]
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -79,6 +82,30 @@ def collect(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime,
     return lines, results, errors
 
 
+@dataclass(frozen=True)
+class ReasonLine:
+    reason: str
+    traces: int
+    advice: str
+
+
+def unscorable(client: Any, s: DashboardsSettings, t0: datetime,
+               t1: datetime) -> tuple[list[ReasonLine], list[str]]:
+    """Traces written as null rows in ``[t0, t1]`` by reason, most first, each with the remedy
+    (the "Unscorable traces by reason" panel summed over the range), and query errors. Blocks
+    on the query."""
+    panel = next(p for p in panels(s) if p.key == "health_unscorable")
+    frame = run_panel(client, panel, context(t0, t1))
+    if frame.error:
+        return [], [f"{panel.key}: {frame.error}"]
+    totals: dict[str, float] = {}
+    for series in frame.series:
+        reason = series.labels[0] if series.labels else ""
+        totals[reason] = totals.get(reason, 0.0) + sum(v for _, v in series.points)
+    lines = [ReasonLine(r, int(n), ADVICE.get(r, "")) for r, n in totals.items() if n > 0]
+    return sorted(lines, key=lambda x: (-x.traces, x.reason)), []
+
+
 def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
               s: DashboardsSettings) -> bool:
     """Whether a firing instance belongs on the (metric, service) line. Pipeline-wide rules
@@ -93,7 +120,7 @@ def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
 
 
 def render(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],
-           errors: Sequence[str], title: str) -> None:
+           errors: Sequence[str], title: str, reasons: Sequence[ReasonLine] = ()) -> None:
     """Print the summary with rich (tables; colours only on a terminal)."""
     from rich.table import Table
 
@@ -110,6 +137,15 @@ def render(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResu
     if not lines:
         t.add_row("(no scores in range)", "", "", "", "", "", "")
     console.print(t)
+    if reasons:
+        u = Table(title="unscorable traces (written as null rows)", title_justify="left",
+                  header_style="bold")
+        u.add_column("reason", no_wrap=True)
+        u.add_column("traces", justify="right")
+        u.add_column("what to do")
+        for r in reasons:
+            u.add_row(r.reason, str(r.traces), r.advice)
+        console.print(u)
     a = Table(title="alert rules", title_justify="left", header_style="bold")
     a.add_column("state")
     a.add_column("rule")

@@ -68,6 +68,7 @@ def build_preparer(
             span_id=root.span_id if root is not None else "",
             question_excerpt=sample.question if excerpts and sample is not None else None,
             answer_excerpt=sample.answer if excerpts and sample is not None else None,
+            unscorable_detail=ex.detail or "",
         )
         return Prepared(True, decision.rate, sample, ex.reason if sample is None else None, meta)
 

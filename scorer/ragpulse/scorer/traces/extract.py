@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..model import Sample
+from .reasons import CONTENT_NOT_CAPTURED, content_advice
 from .span import AttrValue, Span
 
 __all__ = [
@@ -200,14 +201,17 @@ class TraceMeta:
 class Extraction:
     """The outcome for one trace: a sample, or ``None`` with a ``reason``; metadata either way.
 
-    ``reason`` is one of ``no_spans``, ``no_question``, ``no_answer``, ``no_contexts`` (the first
-    three also are :class:`ragpulse.scorer.Reason` values).
+    ``reason`` is one of ``no_spans``, ``no_question``, ``no_answer``, ``no_contexts`` (the last
+    three also are :class:`ragpulse.scorer.Reason` values) or ``content_not_captured`` (LLM
+    spans without any message text; :mod:`.reasons`). ``detail`` says what to do about it, for
+    the null rows' explanation (``None`` when there is nothing to add).
     """
 
     trace_id: str
     sample: Sample | None
     reason: str | None
     meta: TraceMeta
+    detail: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -223,9 +227,15 @@ def _str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
+_REDACTED = "__REDACTED__"
+"""What OpenInference writes in place of a hidden value (``REDACTED_VALUE`` in
+openinference-instrumentation's ``config.py``; ``OPENINFERENCE_HIDE_*``)."""
+
+
 def _text(v: AttrValue) -> str | None:
-    """A non-blank string, else ``None`` (ints, tuples, blank strings are not text)."""
-    if isinstance(v, str) and v.strip():
+    """A non-blank string, else ``None`` (ints, tuples, blank strings and OpenInference's
+    redaction placeholder are not text)."""
+    if isinstance(v, str) and v.strip() and v != _REDACTED:
         return v
     return None
 
@@ -1110,6 +1120,36 @@ def _dedupe(texts: Iterable[str], limit: int) -> list[str]:
     return out
 
 
+# Attributes that carry a trace's question or answer outside the LLM messages.
+_IO_KEYS = (
+    "input.value",
+    "output.value",
+    "traceloop.entity.input",
+    "traceloop.entity.output",
+    "gen_ai.task.input",
+    "gen_ai.task.output",
+    "gen_ai.retrieval.query.text",
+    "ai.observability.record_root.input",
+    "ai.observability.record_root.output",
+    "confident.trace.input",
+    "confident.trace.output",
+)
+
+
+def _content_not_captured(
+    spans: Sequence[Span], calls: Sequence[_LLMCall], present: set[str]
+) -> bool:
+    """Whether the trace has LLM calls but its instrumentation recorded no text at all: no call
+    has a message and no I/O attribute exists (or each holds OpenInference's redaction
+    placeholder). A value of the wrong type or a blank string is text that was captured and is
+    unusable: that stays ``no_question``/``no_answer``."""
+    if not calls or any(c.inputs or c.outputs for c in calls):
+        return False
+    if present.isdisjoint(_IO_KEYS):
+        return True
+    return all(s.attributes.get(k, _REDACTED) == _REDACTED for s in spans for k in _IO_KEYS)
+
+
 _DEFAULT_SETTINGS = ExtractionSettings()
 _PROMPT_VERSION_KEYS = (
     PROMPT_VERSION,
@@ -1356,10 +1396,12 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         sources=sources,
     )
 
-    if question is None:
-        return Extraction(trace_id, None, "no_question", meta)
-    if answer is None:
-        return Extraction(trace_id, None, "no_answer", meta)
+    if question is None or answer is None:
+        if _content_not_captured(ordered, calls, present):
+            return Extraction(
+                trace_id, None, CONTENT_NOT_CAPTURED, meta, content_advice(meta.conventions)
+            )
+        return Extraction(trace_id, None, "no_question" if question is None else "no_answer", meta)
     if not contexts and settings.require_contexts:
         return Extraction(trace_id, None, "no_contexts", meta)
     # Sample._fast: Sample(...)'s result without re-validating values built here as exact types.
