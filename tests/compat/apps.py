@@ -171,6 +171,19 @@ def haystack_rag(base_url: str, question: str = QUESTION) -> Seen:
     )
 
 
+def haystack_index(docs: tuple[str, ...] = DOCS) -> int:
+    """The indexing half of the Haystack tutorial: a pipeline whose ``DocumentWriter`` fills
+    an in-memory store. Returns the documents written."""
+    from haystack import Document, Pipeline
+    from haystack.components.writers import DocumentWriter
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    pipe = Pipeline()
+    pipe.add_component("writer", DocumentWriter(InMemoryDocumentStore()))
+    out = pipe.run({"writer": {"documents": [Document(content=d) for d in docs]}})
+    return int(out["writer"]["documents_written"])
+
+
 # -- the openai client --------------------------------------------------------------------------
 
 

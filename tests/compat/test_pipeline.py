@@ -91,6 +91,39 @@ def test_content_not_captured_is_counted_and_shown_with_its_remedy(
     _register()
     res = CliRunner().invoke(app, ["status", "--since", "2h", "--clickhouse",
                                    f"chdb://{chdb_dir}", "--database", db])
-    assert "unscorable traces" in res.output, res.output
+    assert "traces without scores" in res.output, res.output
     line = next(ln for ln in res.output.splitlines() if CONTENT_NOT_CAPTURED in ln)
     assert " 1 " in line and "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in res.output
+
+
+def test_index_building_traces_are_counted_and_get_no_rows(
+    kafka_broker_module: Any, topic: str, make_settings: Any, writer: Any,  # noqa: F811
+    chdb_client: Any, chdb_dir: Path, rag_schema: Any,
+) -> None:
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+
+    rec = Recorder(service="compat-app")
+    with instrumented(LlamaIndexInstrumentor(), rec):
+        apps.llamaindex_query(apps.llamaindex_index())
+    trace_ids = {format(s.context.trace_id, "032x") for s in rec.finished()}
+    assert len(trace_ids) == 3  # chunking, embedding, the query
+
+    stats = _score([rec], kafka_broker_module, topic, make_settings, writer, chdb_client, 3)
+
+    db = rag_schema.database
+    written = {
+        t for (t,) in chdb_client.query(
+            f"SELECT DISTINCT trace_id FROM `{db}`.scores FINAL WHERE trace_id IN {{ids:Array(String)}}",
+            parameters={"ids": sorted(trace_ids)},
+        ).result_rows
+    }
+    assert len(written) == 1  # only the query
+    assert stats["traces_not_rag"] == 2 and stats["traces_scored"] == 1
+    assert stats["traces_sampled"] == 1 and stats["traces_unscorable"] == 0
+    assert _health(chdb_client, db, stats["instance"])[("traces_not_rag", "")] == 2
+
+    _register()
+    res = CliRunner().invoke(app, ["status", "--since", "2h", "--clickhouse",
+                                   f"chdb://{chdb_dir}", "--database", db])
+    line = next(ln for ln in res.output.splitlines() if "not_rag" in ln)
+    assert " 2 " in line, res.output

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ragpulse.scorer.traces.reasons import ADVICE
+from ragpulse.scorer.traces.reasons import ADVICE, NOT_RAG
 
 from .alerts import RuleResult, evaluate_all
 from .frames import context, run_panel
@@ -82,6 +82,9 @@ def collect(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime,
     return lines, results, errors
 
 
+_NOT_RAG_NOTE = "no question, answer or LLM call (index building): counted, no rows written"
+
+
 @dataclass(frozen=True)
 class ReasonLine:
     reason: str
@@ -92,18 +95,31 @@ class ReasonLine:
 def unscorable(client: Any, s: DashboardsSettings, t0: datetime,
                t1: datetime) -> tuple[list[ReasonLine], list[str]]:
     """Traces written as null rows in ``[t0, t1]`` by reason, most first, each with the remedy
-    (the "Unscorable traces by reason" panel summed over the range), and query errors. Blocks
-    on the query."""
-    panel = next(p for p in panels(s) if p.key == "health_unscorable")
-    frame = run_panel(client, panel, context(t0, t1))
-    if frame.error:
-        return [], [f"{panel.key}: {frame.error}"]
+    (the "Unscorable traces by reason" panel summed over the range), then the traces that were
+    no RAG query (``not_rag``, no rows; from the traces panel), and query errors. Blocks on the
+    queries."""
+    by_key = {p.key: p for p in panels(s)}
+    ctx = context(t0, t1)
     totals: dict[str, float] = {}
-    for series in frame.series:
-        reason = series.labels[0] if series.labels else ""
-        totals[reason] = totals.get(reason, 0.0) + sum(v for _, v in series.points)
-    lines = [ReasonLine(r, int(n), ADVICE.get(r, "")) for r, n in totals.items() if n > 0]
-    return sorted(lines, key=lambda x: (-x.traces, x.reason)), []
+    not_rag = 0.0
+    errors: list[str] = []
+    for key in ("health_unscorable", "health_traces"):
+        frame = run_panel(client, by_key[key], ctx)
+        if frame.error:
+            errors.append(f"{key}: {frame.error}")
+            continue
+        for series in frame.series:
+            label = series.labels[0] if series.labels else ""
+            n = sum(v for _, v in series.points)
+            if key == "health_unscorable":
+                totals[label] = totals.get(label, 0.0) + n
+            elif label == "traces_not_rag":
+                not_rag += n
+    lines = sorted((ReasonLine(r, int(n), ADVICE.get(r, "")) for r, n in totals.items() if n > 0),
+                   key=lambda x: (-x.traces, x.reason))
+    if not_rag > 0:
+        lines.append(ReasonLine(NOT_RAG, int(not_rag), _NOT_RAG_NOTE))
+    return lines, errors
 
 
 def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
@@ -138,8 +154,7 @@ def render(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResu
         t.add_row("(no scores in range)", "", "", "", "", "", "")
     console.print(t)
     if reasons:
-        u = Table(title="unscorable traces (written as null rows)", title_justify="left",
-                  header_style="bold")
+        u = Table(title="traces without scores", title_justify="left", header_style="bold")
         u.add_column("reason", no_wrap=True)
         u.add_column("traces", justify="right")
         u.add_column("what to do")

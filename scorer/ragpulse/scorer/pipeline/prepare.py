@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from ..privacy import Redactor
 from ..store.rows import TraceMeta
 from ..traces.extract import ExtractionSettings, extract
+from ..traces.reasons import NOT_RAG
 from ..traces.sampling import Sampler
 from ..traces.span import Span
 from .assembly import AssembledTrace
@@ -47,6 +48,8 @@ def build_preparer(
 
     def prepare(trace: AssembledTrace[Span]) -> Prepared:
         ex = extract(trace.spans, extraction)
+        if ex.reason == NOT_RAG:  # not a query: neither sampled nor written
+            return Prepared(False, 1.0, None, NOT_RAG, None)
         decision = sampler.decide(ex, trace.spans)
         if not decision.keep:
             return Prepared(False, decision.rate, None, None, None)

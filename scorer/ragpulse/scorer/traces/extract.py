@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..model import Sample
-from .reasons import CONTENT_NOT_CAPTURED, content_advice
+from .reasons import CONTENT_NOT_CAPTURED, NOT_RAG, content_advice
 from .span import AttrValue, Span
 
 __all__ = [
@@ -202,8 +202,9 @@ class Extraction:
     """The outcome for one trace: a sample, or ``None`` with a ``reason``; metadata either way.
 
     ``reason`` is one of ``no_spans``, ``no_question``, ``no_answer``, ``no_contexts`` (the last
-    three also are :class:`ragpulse.scorer.Reason` values) or ``content_not_captured`` (LLM
-    spans without any message text; :mod:`.reasons`). ``detail`` says what to do about it, for
+    three also are :class:`ragpulse.scorer.Reason` values), ``content_not_captured`` (LLM
+    spans without any message text) or ``not_rag`` (no question, no answer, no LLM call: not a
+    RAG query at all; see :mod:`.reasons`). ``detail`` says what to do about it, for
     the null rows' explanation (``None`` when there is nothing to add).
     """
 
@@ -1396,6 +1397,8 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         sources=sources,
     )
 
+    if question is None and answer is None and not calls:
+        return Extraction(trace_id, None, NOT_RAG, meta)
     if question is None or answer is None:
         if _content_not_captured(ordered, calls, present):
             return Extraction(

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["ADVICE", "CONTENT_NOT_CAPTURED", "CONTENT_SETTINGS", "content_advice"]
+__all__ = ["ADVICE", "CONTENT_NOT_CAPTURED", "CONTENT_SETTINGS", "NOT_RAG", "content_advice"]
+
+NOT_RAG = "not_rag"
+"""Neither a question nor an answer nor an LLM call: index building (LlamaIndex's
+``SentenceSplitter``, embedding batches), a document-store write. Not a RAG query, so the scorer
+counts it (``traces_not_rag``) and writes no rows: a null row per metric would make the null
+rate measure how often the app indexes."""
 
 CONTENT_NOT_CAPTURED = "content_not_captured"
 """The trace has LLM spans, but no span carries the prompt or completion text: the
