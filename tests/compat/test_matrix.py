@@ -58,7 +58,7 @@ def test_llamaindex_openinference(rec: Recorder) -> None:
         conventions={"openinference"},
         sources={"question": "root:input.value", "contexts": "retrieval.documents",
                  "answer": "root:output.value"},
-        model="unknown",
+        model="MockLLM",  # llm.model_name is "unknown": the class name stands in
     )
 
 
@@ -73,7 +73,7 @@ def test_llamaindex_openllmetry(rec: Recorder) -> None:
         conventions={"openllmetry", "gen_ai"},
         sources={"question": "root:traceloop.entity.input", "contexts": "traceloop.entity.output",
                  "answer": "root:traceloop.entity.output"},
-        model="",
+        model="MockLLM",  # no model attribute at all: the class name stands in
     )
 
 
@@ -89,7 +89,7 @@ def test_langchain_openinference(rec: Recorder) -> None:
         conventions={"openinference"},
         sources={"question": "root:input.value", "contexts": "retrieval.documents",
                  "answer": "root:output.value"},
-        model="",
+        model="fakelistchatmodel",  # no model name: llm.provider stands in
     )
 
 
@@ -105,7 +105,7 @@ def test_langchain_openllmetry(rec: Recorder) -> None:
         conventions={"openllmetry", "gen_ai"},
         sources={"question": "retrieval:query", "contexts": "traceloop.entity.output",
                  "answer": "llm:gen_ai.output.messages"},
-        model="unknown",
+        model="fakelistchatmodel",  # gen_ai.request.model "unknown": LangChain's ls_provider
     )
 
 

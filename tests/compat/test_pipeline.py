@@ -96,30 +96,42 @@ def test_content_not_captured_is_counted_and_shown_with_its_remedy(
     assert " 1 " in line and "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in res.output
 
 
-def test_index_building_traces_are_counted_and_get_no_rows(
+def test_index_building_traces_get_no_rows_and_null_rows_keep_what_was_found(
     kafka_broker_module: Any, topic: str, make_settings: Any, writer: Any,  # noqa: F811
     chdb_client: Any, chdb_dir: Path, rag_schema: Any,
 ) -> None:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 
     rec = Recorder(service="compat-app")
     with instrumented(LlamaIndexInstrumentor(), rec):
-        apps.llamaindex_query(apps.llamaindex_index())
+        seen = apps.llamaindex_query(apps.llamaindex_index())
     trace_ids = {format(s.context.trace_id, "032x") for s in rec.finished()}
     assert len(trace_ids) == 3  # chunking, embedding, the query
+    chat = Recorder(service="compat-app")  # a chat without retrieval: null rows, no_contexts
+    with instrumented(LangChainInstrumentor(), chat):
+        apps.langchain_chat()
+    chat_id = format(chat.finished()[0].context.trace_id, "032x")
 
-    stats = _score([rec], kafka_broker_module, topic, make_settings, writer, chdb_client, 3)
+    stats = _score([rec, chat], kafka_broker_module, topic, make_settings, writer, chdb_client, 4)
 
     db = rag_schema.database
-    written = {
-        t for (t,) in chdb_client.query(
-            f"SELECT DISTINCT trace_id FROM `{db}`.scores FINAL WHERE trace_id IN {{ids:Array(String)}}",
-            parameters={"ids": sorted(trace_ids)},
-        ).result_rows
-    }
-    assert len(written) == 1  # only the query
+    rows = chdb_client.query(
+        f"SELECT trace_id, status, reason, question, answer, model FROM `{db}`.scores FINAL "
+        "WHERE trace_id IN {ids:Array(String)}",
+        parameters={"ids": sorted(trace_ids | {chat_id})},
+    ).result_rows
+    by_trace: dict[str, list[tuple[Any, ...]]] = {}
+    for r in rows:
+        by_trace.setdefault(r[0], []).append(r[1:])
+    assert len(by_trace) == 2  # the query and the chat; the index traces have none
+    (query,) = set(by_trace) - {chat_id}
+    assert {(q, a, m) for _, _, q, a, m in by_trace[query]} == {
+        (seen.question, seen.answer, "MockLLM")}
+    assert {r for r in by_trace[chat_id]} == {
+        ("null", "no_contexts", apps.QUESTION, apps.ANSWER, "fakelistchatmodel")}
     assert stats["traces_not_rag"] == 2 and stats["traces_scored"] == 1
-    assert stats["traces_sampled"] == 1 and stats["traces_unscorable"] == 0
+    assert stats["traces_sampled"] == 2 and stats["traces_unscorable"] == 1
     assert _health(chdb_client, db, stats["instance"])[("traces_not_rag", "")] == 2
 
     _register()

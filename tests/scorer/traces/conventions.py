@@ -693,8 +693,8 @@ WRITERS: dict[str, Callable[[Recorder], None]] = {
 }
 
 # the row's model where it is not MODEL: TruLens spans name none; OpenLLMetry records no model
-# for a LlamaIndex LLM driven through complete()
-MODELS: dict[str, str] = {"trulens": "", "openllmetry_llamaindex": ""}
+# for a LlamaIndex LLM driven through complete(), so the LLM span's class name stands in
+MODELS: dict[str, str] = {"trulens": "", "openllmetry_llamaindex": "FixedLLM"}
 
 # where each writer's text must come from: proves the intended path was taken, not a lucky fallback
 EXPECTED_SOURCES: dict[str, dict[str, str]] = {

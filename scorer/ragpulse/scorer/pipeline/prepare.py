@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from ..model import Sample
 from ..privacy import Redactor
 from ..store.rows import TraceMeta
 from ..traces.extract import ExtractionSettings, extract
@@ -59,6 +60,12 @@ def build_preparer(
         sample = ex.sample
         if redactor is not None and sample is not None:
             sample = redactor.redact_sample(sample)
+        # Null rows keep what extraction found, redacted like a sample would be.
+        found = sample
+        if found is None and excerpts and (ex.question or ex.answer):
+            found = Sample(id=trace.trace_id, question=ex.question or "", answer=ex.answer or "")
+            if redactor is not None:
+                found = redactor.redact_sample(found)
         meta = TraceMeta(
             trace_id=trace.trace_id,
             ts=utc_from_ns(end_ns),
@@ -69,8 +76,8 @@ def build_preparer(
             retriever_version=m.retriever_version or "",
             sampling_rate=decision.rate,
             span_id=root.span_id if root is not None else "",
-            question_excerpt=sample.question if excerpts and sample is not None else None,
-            answer_excerpt=sample.answer if excerpts and sample is not None else None,
+            question_excerpt=found.question if excerpts and found is not None else None,
+            answer_excerpt=found.answer if excerpts and found is not None else None,
             unscorable_detail=ex.detail or "",
         )
         return Prepared(True, decision.rate, sample, ex.reason if sample is None else None, meta)

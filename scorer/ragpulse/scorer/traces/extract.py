@@ -205,7 +205,8 @@ class Extraction:
     three also are :class:`ragpulse.scorer.Reason` values), ``content_not_captured`` (LLM
     spans without any message text) or ``not_rag`` (no question, no answer, no LLM call: not a
     RAG query at all; see :mod:`.reasons`). ``detail`` says what to do about it, for
-    the null rows' explanation (``None`` when there is nothing to add).
+    the null rows' explanation (``None`` when there is nothing to add). ``question`` and
+    ``answer`` are what was found (stripped), also when there is no sample.
     """
 
     trace_id: str
@@ -213,6 +214,8 @@ class Extraction:
     reason: str | None
     meta: TraceMeta
     detail: str | None = None
+    question: str | None = None
+    answer: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -1121,6 +1124,50 @@ def _dedupe(texts: Iterable[str], limit: int) -> list[str]:
     return out
 
 
+_MODEL_KEYS = (
+    "llm.model_name",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "llm.request.model_name",
+    "llm.response.model_name",
+)
+_PROVIDER_KEYS = (
+    "llm.provider",
+    "traceloop.association.properties.ls_provider",  # LangChain's own name for the provider
+    "gen_ai.provider.name",
+    "gen_ai.system",
+    "llm.system",
+)
+# What instrumentations write for a model without a name (LlamaIndex's LLMMetadata default,
+# OpenLLMetry's LangChain handler): no name, so the fallbacks below apply.
+_NO_MODEL = frozenset({"unknown", "none", "null", "n/a", "default"})
+
+
+def _model_name(v: AttrValue) -> str | None:
+    t = _text(v)
+    if t is None:
+        return None
+    t = t.strip()
+    return None if t.lower() in _NO_MODEL else t
+
+
+def _model(llm_spans: Sequence[Span], ordered: Sequence[Span]) -> str:
+    """The row's model: a model attribute of the final LLM span, then of the other LLM spans
+    (or, without any, of any span); else the LLM spans' provider; else the final LLM span's
+    class, as instrumentations name spans after it (``MockLLM.predict``, ``MockLLM.task``).
+    ``""`` when none of these exists."""
+    found = _first_attr(llm_spans or ordered, _MODEL_KEYS, _model_name)
+    if found is None and llm_spans:
+        found = _first_attr(llm_spans, _PROVIDER_KEYS, _model_name)
+        if found is None:
+            name = _text(llm_spans[0].attributes.get("traceloop.entity.name")) or llm_spans[0].name
+            m = _CLASS_NAME.match(name)
+            found = m.group(0) if m else None
+    return found or ""
+
+
+_CLASS_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*(?=[.\s]|$)")
+
 # Attributes that carry a trace's question or answer outside the LLM messages.
 _IO_KEYS = (
     "input.value",
@@ -1346,18 +1393,7 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         trace_id=trace_id,
         service=svc_span.service_name or "",
         environment=svc_span.environment or "",
-        model=_first_attr(
-            llm_spans or ordered,
-            (
-                "llm.model_name",
-                "gen_ai.request.model",
-                "gen_ai.response.model",
-                "llm.request.model_name",
-                "llm.response.model_name",
-            ),
-            _text,
-        )
-        or "",
+        model=_model(llm_spans, ordered),
         prompt_version=None
         if present.isdisjoint(_PROMPT_VERSION_KEYS)
         else _first_attr(_unique(llm_spans + [root] + ordered), _PROMPT_VERSION_KEYS),
@@ -1399,20 +1435,23 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
 
     if question is None and answer is None and not calls:
         return Extraction(trace_id, None, NOT_RAG, meta)
+    q = question.strip() if question is not None else None
+    a = answer.strip() if answer is not None else None
     if question is None or answer is None:
         if _content_not_captured(ordered, calls, present):
             return Extraction(
-                trace_id, None, CONTENT_NOT_CAPTURED, meta, content_advice(meta.conventions)
+                trace_id, None, CONTENT_NOT_CAPTURED, meta, content_advice(meta.conventions), q, a
             )
-        return Extraction(trace_id, None, "no_question" if question is None else "no_answer", meta)
+        reason = "no_question" if question is None else "no_answer"
+        return Extraction(trace_id, None, reason, meta, None, q, a)
     if not contexts and settings.require_contexts:
-        return Extraction(trace_id, None, "no_contexts", meta)
+        return Extraction(trace_id, None, "no_contexts", meta, None, q, a)
     # Sample._fast: Sample(...)'s result without re-validating values built here as exact types.
     sample = Sample._fast(
         id=trace_id,
-        question=question.strip(),
+        question=q,
         contexts=tuple(contexts),
-        answer=answer.strip(),
+        answer=a,
         metadata=meta.as_dict(),
     )
-    return Extraction(trace_id, sample, None, meta)
+    return Extraction(trace_id, sample, None, meta, None, q, a)
