@@ -1143,6 +1143,10 @@ _PROVIDER_KEYS = (
 _NO_MODEL = frozenset({"unknown", "none", "null", "n/a", "default"})
 
 
+# The LLM class a span is named after: "MockLLM.predict", "FakeListChatModel.chat".
+_CLASS_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*(?=[.\s]|$)")
+
+
 def _model_name(v: AttrValue) -> str | None:
     t = _text(v)
     if t is None:
@@ -1165,8 +1169,6 @@ def _model(llm_spans: Sequence[Span], ordered: Sequence[Span]) -> str:
             found = m.group(0) if m else None
     return found or ""
 
-
-_CLASS_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*(?=[.\s]|$)")
 
 # Attributes that carry a trace's question or answer outside the LLM messages.
 _IO_KEYS = (
