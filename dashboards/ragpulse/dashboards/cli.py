@@ -221,19 +221,21 @@ def status(
     Exit code 3 when an alert fires (scriptable health check)."""
     from rich.console import Console
 
-    from .status import collect, render
+    from .status import collect, render, unscorable
 
     s = load_settings(settings, database=database)
     t0, t1 = _range(since, until)
     client, dsn = _client(clickhouse, data_dir, s.database)
     try:
         lines, results, errors = collect(client, s, t0, t1)
+        reasons, reason_errors = unscorable(client, s, t0, t1)
     finally:
         client.close()
     # Wide enough for metric names and alert lists even when piped (rich assumes 80 then).
     console = Console(width=max(132, Console().width))
-    render(console, lines, results, errors,
-           f"ragpulse status · {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC · {dsn}")
+    render(console, lines, results, errors + reason_errors,
+           f"ragpulse status · {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC · {dsn}",
+           reasons=reasons)
     if any(r.firing for r in results):
         raise typer.Exit(3)
 

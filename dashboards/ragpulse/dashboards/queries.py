@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ragpulse.scorer.traces.reasons import ADVICE
+
 from .settings import SEGMENT_DIMENSIONS, DashboardsSettings
 
 __all__ = [
@@ -44,12 +46,18 @@ HEALTH = {
     "spans": ("spans_received", "spans_accepted", "spans_refused", "spans_rejected",
               "spans_consumed"),
     "traces": ("traces_assembled", "traces_evicted", "traces_timed_out", "traces_scored",
-               "traces_sampled_out"),
+               "traces_sampled_out", "traces_not_rag"),
     "lag": ("consumer_lag", "commit_lag"),
     "unscorable": "traces_unscorable",
     "dead_letter": "records_dead_lettered",
     "errors": ("dead_letter_errors", "write_errors", "commit_errors", "evaluate_errors"),
 }
+
+
+UNSCORABLE_DESCRIPTION = (
+    "Traces written as null rows, by reason. "
+    + " ".join(f"{reason}: {advice}." for reason, advice in ADVICE.items())
+)
 
 
 @dataclass(frozen=True)
@@ -278,7 +286,7 @@ ORDER BY time, reason"""),
     ))
 
     def health(key: str, title: str, names: tuple[str, ...] | str, kind: str, by: str,
-               unit: str = "short", width: int = 12) -> PanelSpec:
+               unit: str = "short", width: int = 12, description: str = "") -> PanelSpec:
         """A pipeline_health panel. ``by="name"``: one series per counter/gauge, totals only
         (``label = ''``); ``by="label"``: one series per label (e.g. the unscorable reason), the
         labelled breakdown only. Components write a total and its breakdown side by side, so
@@ -303,16 +311,18 @@ WHERE $__timeFilter(minute) AND kind = 'counter' AND name IN {_in(names_t)} AND 
 GROUP BY time, series
 ORDER BY time, series"""
         return PanelSpec(key=key, title=title, kind="timeseries", format=FORMAT_TIME_SERIES,
-                         sql=sql, unit=unit, width=width)
+                         sql=sql, unit=unit, width=width, description=description)
 
     pipeline = Section("Pipeline health", (
         health("health_spans", "Spans received / accepted / refused (collector), consumed (scorer)",
                HEALTH["spans"], "counter", "name"),
         health("health_traces", "Traces assembled / evicted / scored", HEALTH["traces"],
-               "counter", "name"),
+               "counter", "name",
+               description="traces_not_rag: traces with no question, no answer and no LLM call "
+                           "(index building, embedding batches); counted, no score rows."),
         health("health_lag", "Consumer lag (records)", HEALTH["lag"], "gauge", "name"),
         health("health_unscorable", "Unscorable traces by reason", HEALTH["unscorable"],
-               "counter", "label"),
+               "counter", "label", description=UNSCORABLE_DESCRIPTION),
         health("health_dead_letter", "Dead-lettered records by reason", HEALTH["dead_letter"],
                "counter", "label"),
         health("health_dead_letter_errors", "Dead-letter send errors and write errors",

@@ -1,5 +1,6 @@
 """``ragpulse status``: a terminal summary per metric and service (last value, its 95 % band,
-samples, a trend sparkline) and the alert rules' state, from the dashboard's own queries."""
+samples, a trend sparkline), the traces written as null rows by reason with what to do about
+each, and the alert rules' state, all from the dashboard's own queries."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ragpulse.scorer.traces.reasons import ADVICE, NOT_RAG
+
 from .alerts import RuleResult, evaluate_all
 from .frames import context, run_panel
-from .queries import sections
+from .queries import panels, sections
 from .settings import DashboardsSettings
 
-__all__ = ["MetricLine", "collect", "render", "sparkline"]
+__all__ = ["MetricLine", "ReasonLine", "collect", "render", "sparkline", "unscorable"]
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -79,6 +82,46 @@ def collect(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime,
     return lines, results, errors
 
 
+_NOT_RAG_NOTE = "no question, answer or LLM call (index building): counted, no rows written"
+
+
+@dataclass(frozen=True)
+class ReasonLine:
+    reason: str
+    traces: int
+    advice: str
+
+
+def unscorable(client: Any, s: DashboardsSettings, t0: datetime,
+               t1: datetime) -> tuple[list[ReasonLine], list[str]]:
+    """Traces written as null rows in ``[t0, t1]`` by reason, most first, each with the remedy
+    (the "Unscorable traces by reason" panel summed over the range), then the traces that were
+    no RAG query (``not_rag``, no rows; from the traces panel), and query errors. Blocks on the
+    queries."""
+    by_key = {p.key: p for p in panels(s)}
+    ctx = context(t0, t1)
+    totals: dict[str, float] = {}
+    not_rag = 0.0
+    errors: list[str] = []
+    for key in ("health_unscorable", "health_traces"):
+        frame = run_panel(client, by_key[key], ctx)
+        if frame.error:
+            errors.append(f"{key}: {frame.error}")
+            continue
+        for series in frame.series:
+            label = series.labels[0] if series.labels else ""
+            n = sum(v for _, v in series.points)
+            if key == "health_unscorable":
+                totals[label] = totals.get(label, 0.0) + n
+            elif label == "traces_not_rag":
+                not_rag += n
+    lines = sorted((ReasonLine(r, int(n), ADVICE.get(r, "")) for r, n in totals.items() if n > 0),
+                   key=lambda x: (-x.traces, x.reason))
+    if not_rag > 0:
+        lines.append(ReasonLine(NOT_RAG, int(not_rag), _NOT_RAG_NOTE))
+    return lines, errors
+
+
 def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
               s: DashboardsSettings) -> bool:
     """Whether a firing instance belongs on the (metric, service) line. Pipeline-wide rules
@@ -93,7 +136,7 @@ def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
 
 
 def render(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],
-           errors: Sequence[str], title: str) -> None:
+           errors: Sequence[str], title: str, reasons: Sequence[ReasonLine] = ()) -> None:
     """Print the summary with rich (tables; colours only on a terminal)."""
     from rich.table import Table
 
@@ -110,6 +153,14 @@ def render(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResu
     if not lines:
         t.add_row("(no scores in range)", "", "", "", "", "", "")
     console.print(t)
+    if reasons:
+        u = Table(title="traces without scores", title_justify="left", header_style="bold")
+        u.add_column("reason", no_wrap=True)
+        u.add_column("traces", justify="right")
+        u.add_column("what to do")
+        for r in reasons:
+            u.add_row(r.reason, str(r.traces), r.advice)
+        console.print(u)
     a = Table(title="alert rules", title_justify="left", header_style="bold")
     a.add_column("state")
     a.add_column("rule")

@@ -10,7 +10,7 @@ import pytest
 
 from ragpulse.scorer.traces import SpanDecoder, extract, group_by_trace
 
-from .conventions import ANSWER, DOCS, EXPECTED_SOURCES, MODEL, QUESTION, WRITERS
+from .conventions import ANSWER, DOCS, EXPECTED_SOURCES, MODEL, MODELS, QUESTION, WRITERS
 from .sdk import Recorder, one_trace, to_record
 
 
@@ -31,8 +31,7 @@ def test_same_sample_from_every_convention(writer: str) -> None:
     for part, source in EXPECTED_SOURCES[writer].items():
         assert ex.meta.sources[part] == source, (part, ex.meta.sources)
     assert ex.meta.service == "rag-app" and ex.meta.environment == "prod"
-    if writer != "trulens":
-        assert ex.meta.model == MODEL
+    assert ex.meta.model == MODELS.get(writer, MODEL)
 
 
 def test_every_convention_in_one_unkeyed_record() -> None:

@@ -179,7 +179,8 @@ def test_capture_content_off_records_no_text() -> None:
     texts = [v for s in spans for v in s.attributes.values() if isinstance(v, str)]
     assert not any(QUESTION in t or ANSWER in t or any(d in t for d in DOCS) for t in texts)
     ex = extract(spans)
-    assert ex.sample is None and ex.reason == "no_question"
+    assert ex.sample is None and ex.reason == "content_not_captured"
+    assert ex.detail is not None and "OPENINFERENCE_HIDE_INPUTS" in ex.detail
     assert ex.meta.prompt_tokens == 120 and ex.meta.model == "gpt-4o-mini"
     retr = next(s for s in spans if s.attributes.get("openinference.span.kind") == "RETRIEVER")
     assert retr.attributes["retrieval.documents.0.document.id"] == "doc-0"

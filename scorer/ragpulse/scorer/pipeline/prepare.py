@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from ..model import Sample
 from ..privacy import Redactor
 from ..store.rows import TraceMeta
 from ..traces.extract import ExtractionSettings, extract
+from ..traces.reasons import NOT_RAG
 from ..traces.sampling import Sampler
 from ..traces.span import Span
 from .assembly import AssembledTrace
@@ -47,6 +49,8 @@ def build_preparer(
 
     def prepare(trace: AssembledTrace[Span]) -> Prepared:
         ex = extract(trace.spans, extraction)
+        if ex.reason == NOT_RAG:  # not a query: neither sampled nor written
+            return Prepared(False, 1.0, None, NOT_RAG, None)
         decision = sampler.decide(ex, trace.spans)
         if not decision.keep:
             return Prepared(False, decision.rate, None, None, None)
@@ -56,6 +60,12 @@ def build_preparer(
         sample = ex.sample
         if redactor is not None and sample is not None:
             sample = redactor.redact_sample(sample)
+        # Null rows keep what extraction found, redacted like a sample would be.
+        found = sample
+        if found is None and excerpts and (ex.question or ex.answer):
+            found = Sample(id=trace.trace_id, question=ex.question or "", answer=ex.answer or "")
+            if redactor is not None:
+                found = redactor.redact_sample(found)
         meta = TraceMeta(
             trace_id=trace.trace_id,
             ts=utc_from_ns(end_ns),
@@ -66,8 +76,9 @@ def build_preparer(
             retriever_version=m.retriever_version or "",
             sampling_rate=decision.rate,
             span_id=root.span_id if root is not None else "",
-            question_excerpt=sample.question if excerpts and sample is not None else None,
-            answer_excerpt=sample.answer if excerpts and sample is not None else None,
+            question_excerpt=found.question if excerpts and found is not None else None,
+            answer_excerpt=found.answer if excerpts and found is not None else None,
+            unscorable_detail=ex.detail or "",
         )
         return Prepared(True, decision.rate, sample, ex.reason if sample is None else None, meta)
 

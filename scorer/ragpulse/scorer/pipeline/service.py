@@ -63,6 +63,7 @@ from ..model import Sample, Score
 from ..store.errors import WriterFull
 from ..store.rows import ScoreRow, TraceMeta, rows_from_scores
 from ..traces.decode import DecodeError, SpanDecoder, group_by_trace
+from ..traces.reasons import NOT_RAG
 from ..traces.span import Span
 from .assembly import AssembledTrace, TraceAssembler
 from .health import HealthReporter
@@ -97,7 +98,8 @@ class Prepared:
 
     ``keep`` is the sampling decision and ``rate`` its probability (stored on every row for
     reweighting). A kept trace with ``sample=None`` is unscorable: it is written as one null row
-    per metric carrying ``reason``. ``meta`` is the row metadata (``None`` drops the trace, e.g.
+    per metric carrying ``reason``. A trace that is no RAG query at all (``reason`` ``not_rag``,
+    ``keep`` false) is counted and gets no rows. ``meta`` is the row metadata (``None`` drops the trace, e.g.
     when its spans carry no usable trace id; counted).
     """
 
@@ -429,6 +431,10 @@ class Scorer:
                 # consumer nor stall its partition forever: count, log, drop.
                 log.exception("prepare: trace %s failed; dropped", trace.trace_id)
                 self.counters.add("traces_dropped")
+                self._finish(work)
+                continue
+            if prep.reason == NOT_RAG:
+                self.counters.add("traces_not_rag")
                 self._finish(work)
                 continue
             if not prep.keep:

@@ -20,6 +20,7 @@ COUNTERS: dict[str, str] = {
     "traces_sampled": "assembled traces kept by the sampler",
     "traces_sampled_out": "assembled traces the sampler skipped (their records are done)",
     "traces_unscorable": "kept traces without question/answer/contexts: written as null rows",
+    "traces_not_rag": "traces with no question, no answer and no LLM call (index building): no rows",
     "traces_dropped": "traces dropped on purpose (evicted with on_evict=drop, invalid metadata)",
     "traces_revoked": "buffered traces forgotten because their partition was revoked",
     "traces_done": "traces whose rows ClickHouse acknowledged (or that were dropped on purpose)",

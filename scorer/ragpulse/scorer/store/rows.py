@@ -85,6 +85,9 @@ class TraceMeta:
     ``ts`` is the trace's end time taken from its spans: it is part of the table's sorting key, so
     it must come out the same when the trace is replayed (never use the wall clock here).
     ``question_excerpt``/``answer_excerpt`` are ``None`` when the privacy setting disables them.
+    ``unscorable_detail`` is the scorer's own advice for a trace without a sample (e.g. which
+    setting records message content); it becomes the explanation of the trace's null rows and
+    never holds trace text.
     """
 
     trace_id: str | bytes
@@ -98,6 +101,7 @@ class TraceMeta:
     span_id: str | bytes = ""
     question_excerpt: str | None = None
     answer_excerpt: str | None = None
+    unscorable_detail: str = ""
 
     def __post_init__(self) -> None:
         rate = self.sampling_rate
@@ -232,6 +236,8 @@ def rows_from_scores(
     question = safe_text(meta.question_excerpt, max_excerpt_chars)
     answer = safe_text(meta.answer_excerpt, max_excerpt_chars)
     sampling_rate = float(meta.sampling_rate)
+    # Not an excerpt (no trace text): kept when excerpts are off, cut like an explanation.
+    detail = safe_text(meta.unscorable_detail, DEFAULT_EXCERPT_CHARS)
     # The loop below is the scorer's hottest row code (five scores per trace): label lookups hit
     # the cache directly (a Score's label fields are always hashable: str or None), the shared
     # zero cost and empty counts skip their conversions, and rows are built as plain tuples.
@@ -284,7 +290,8 @@ def rows_from_scores(
             _counts(counts) if counts else {},
             question,
             answer,
-            "" if explanation is None else safe_text(explanation, max_excerpt_chars),
+            (detail if s.status == "null" else "") if explanation is None
+            else safe_text(explanation, max_excerpt_chars),
             version,
         )))
     return out

@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..model import Sample
+from .reasons import CONTENT_NOT_CAPTURED, NOT_RAG, content_advice
 from .span import AttrValue, Span
 
 __all__ = [
@@ -200,14 +201,21 @@ class TraceMeta:
 class Extraction:
     """The outcome for one trace: a sample, or ``None`` with a ``reason``; metadata either way.
 
-    ``reason`` is one of ``no_spans``, ``no_question``, ``no_answer``, ``no_contexts`` (the first
-    three also are :class:`ragpulse.scorer.Reason` values).
+    ``reason`` is one of ``no_spans``, ``no_question``, ``no_answer``, ``no_contexts`` (the last
+    three also are :class:`ragpulse.scorer.Reason` values), ``content_not_captured`` (LLM
+    spans without any message text) or ``not_rag`` (no question, no answer, no LLM call: not a
+    RAG query at all; see :mod:`.reasons`). ``detail`` says what to do about it, for
+    the null rows' explanation (``None`` when there is nothing to add). ``question`` and
+    ``answer`` are what was found (stripped), also when there is no sample.
     """
 
     trace_id: str
     sample: Sample | None
     reason: str | None
     meta: TraceMeta
+    detail: str | None = None
+    question: str | None = None
+    answer: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -223,9 +231,15 @@ def _str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
+_REDACTED = "__REDACTED__"
+"""What OpenInference writes in place of a hidden value (``REDACTED_VALUE`` in
+openinference-instrumentation's ``config.py``; ``OPENINFERENCE_HIDE_*``)."""
+
+
 def _text(v: AttrValue) -> str | None:
-    """A non-blank string, else ``None`` (ints, tuples, blank strings are not text)."""
-    if isinstance(v, str) and v.strip():
+    """A non-blank string, else ``None`` (ints, tuples, blank strings and OpenInference's
+    redaction placeholder are not text)."""
+    if isinstance(v, str) and v.strip() and v != _REDACTED:
         return v
     return None
 
@@ -650,8 +664,16 @@ def _llm_call(span: Span, fams: dict[str, list[str]] | None = None) -> _LLMCall 
 # -- retrieval ---------------------------------------------------------------------------------
 
 
+def _is_node_json(s: str) -> bool:
+    """Whether a string is a JSON-encoded LlamaIndex ``NodeWithScore`` (``{"node": {...}}``),
+    as OpenLLMetry's LlamaIndex instrumentation writes each retrieved node (0.62.4:
+    ``traceloop.entity.output = '["{\\"node\\": ...}", ...]'``)."""
+    return s[:1] == "{" and '"node"' in s[:12]
+
+
 def _doc_texts(items: Any) -> list[str]:
-    """Texts of a document list: strings, or dicts with a content-like key (metadata ignored)."""
+    """Texts of a document list: strings, or dicts with a content-like key (metadata ignored),
+    or LlamaIndex ``NodeWithScore`` objects, as dicts or JSON-encoded one per string."""
     if isinstance(items, dict):
         items = items.get("documents", items.get("docs", items.get("results")))
     if isinstance(items, str):
@@ -660,6 +682,10 @@ def _doc_texts(items: Any) -> list[str]:
         return []
     out = []
     for d in items:
+        if isinstance(d, str) and _is_node_json(d):
+            parsed = _structured(d)
+            if isinstance(parsed, dict) and isinstance(parsed.get("node"), dict):
+                d = parsed
         if isinstance(d, str):
             if d.strip():
                 out.append(d)
@@ -702,7 +728,49 @@ def _is_retrieval(span: Span) -> bool:
         return True
     if "confident.span.retrieval_context" in a or "gen_ai.retrieval.documents" in a:
         return True
+    if a.get("traceloop.span.kind") == "task" and _is_node_list(a.get("traceloop.entity.output")):
+        return True  # OpenLLMetry's LlamaIndex retrievers: a task span, no operation name
     return any(e.name in ("db.query.result", "db.search.result") for e in span.events)
+
+
+def _is_node_list(v: AttrValue) -> bool:
+    """Whether a JSON text is a list of LlamaIndex ``NodeWithScore`` objects (as dicts or as
+    JSON-encoded strings). A cheap look at its head: any task's output passes through here."""
+    if not isinstance(v, str):
+        return False
+    head = v[:32].lstrip()
+    return head[:1] == "[" and '"node' in head
+
+
+_SYNTHESIS_MARKERS = ('"nodes"', '"text_chunks"', '"context_str"')
+
+
+def _synthesis_contexts(span: Span) -> list[str]:
+    """The retrieved texts a LlamaIndex response synthesizer was given, from its OpenLLMetry
+    task span's ``traceloop.entity.input``: ``nodes`` (``CompactAndRefine.synthesize``),
+    ``text_chunks`` (``get_response``) or ``{"kwds": {"context_str": ...}}``
+    (``DefaultRefineProgram``). ``[]`` when the span is none of these."""
+    v = span.attributes.get("traceloop.entity.input")
+    if not isinstance(v, str) or not any(m in v for m in _SYNTHESIS_MARKERS):
+        return []
+    parsed = _structured(v)
+    if not isinstance(parsed, dict):
+        return []
+    for scope in (parsed, parsed.get("kwargs"), parsed.get("kwds")):
+        if not isinstance(scope, dict):
+            continue
+        nodes = scope.get("nodes")
+        if isinstance(nodes, list) and all(  # NodeWithScore only: a splitter's nodes are not
+            isinstance(n, dict) and "node" in n or isinstance(n, str) and _is_node_json(n)
+            for n in nodes
+        ) and (docs := _doc_texts(nodes)):
+            return docs
+        chunks = scope.get("text_chunks")
+        if isinstance(chunks, list) and (docs := [c for c in chunks if _text(c)]):
+            return docs
+        if docs := _contexts_from_variables({"context_str": scope.get("context_str")}):
+            return docs
+    return []
 
 
 def _retrieved(
@@ -1056,6 +1124,82 @@ def _dedupe(texts: Iterable[str], limit: int) -> list[str]:
     return out
 
 
+_MODEL_KEYS = (
+    "llm.model_name",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "llm.request.model_name",
+    "llm.response.model_name",
+)
+_PROVIDER_KEYS = (
+    "llm.provider",
+    "traceloop.association.properties.ls_provider",  # LangChain's own name for the provider
+    "gen_ai.provider.name",
+    "gen_ai.system",
+    "llm.system",
+)
+# What instrumentations write for a model without a name (LlamaIndex's LLMMetadata default,
+# OpenLLMetry's LangChain handler): no name, so the fallbacks below apply.
+_NO_MODEL = frozenset({"unknown", "none", "null", "n/a", "default"})
+
+
+# The LLM class a span is named after: "MockLLM.predict", "FakeListChatModel.chat".
+_CLASS_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*(?=[.\s]|$)")
+
+
+def _model_name(v: AttrValue) -> str | None:
+    t = _text(v)
+    if t is None:
+        return None
+    t = t.strip()
+    return None if t.lower() in _NO_MODEL else t
+
+
+def _model(llm_spans: Sequence[Span], ordered: Sequence[Span]) -> str:
+    """The row's model: a model attribute of the final LLM span, then of the other LLM spans
+    (or, without any, of any span); else the LLM spans' provider; else the final LLM span's
+    class, as instrumentations name spans after it (``MockLLM.predict``, ``MockLLM.task``).
+    ``""`` when none of these exists."""
+    found = _first_attr(llm_spans or ordered, _MODEL_KEYS, _model_name)
+    if found is None and llm_spans:
+        found = _first_attr(llm_spans, _PROVIDER_KEYS, _model_name)
+        if found is None:
+            name = _text(llm_spans[0].attributes.get("traceloop.entity.name")) or llm_spans[0].name
+            m = _CLASS_NAME.match(name)
+            found = m.group(0) if m else None
+    return found or ""
+
+
+# Attributes that carry a trace's question or answer outside the LLM messages.
+_IO_KEYS = (
+    "input.value",
+    "output.value",
+    "traceloop.entity.input",
+    "traceloop.entity.output",
+    "gen_ai.task.input",
+    "gen_ai.task.output",
+    "gen_ai.retrieval.query.text",
+    "ai.observability.record_root.input",
+    "ai.observability.record_root.output",
+    "confident.trace.input",
+    "confident.trace.output",
+)
+
+
+def _content_not_captured(
+    spans: Sequence[Span], calls: Sequence[_LLMCall], present: set[str]
+) -> bool:
+    """Whether the trace has LLM calls but its instrumentation recorded no text at all: no call
+    has a message and no I/O attribute exists (or each holds OpenInference's redaction
+    placeholder). A value of the wrong type or a blank string is text that was captured and is
+    unusable: that stays ``no_question``/``no_answer``."""
+    if not calls or any(c.inputs or c.outputs for c in calls):
+        return False
+    if present.isdisjoint(_IO_KEYS):
+        return True
+    return all(s.attributes.get(k, _REDACTED) == _REDACTED for s in spans for k in _IO_KEYS)
+
+
 _DEFAULT_SETTINGS = ExtractionSettings()
 _PROMPT_VERSION_KEYS = (
     PROMPT_VERSION,
@@ -1159,6 +1303,14 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     contexts = _dedupe((d for _, docs, _ in ranked for d in docs), settings.max_contexts)
     if contexts:
         sources["contexts"] = "+".join(dict.fromkeys(src for _, _, src in ranked))
+    else:
+        # No retrieval span with text (retrieval outside LlamaIndex, or a retriever the
+        # instrumentation does not wrap): the nodes the synthesizer was given, first span first.
+        for s in ordered:
+            if docs := _synthesis_contexts(s):
+                contexts = _dedupe(docs, settings.max_contexts)
+                sources["contexts"] = "synthesis:traceloop.entity.input"
+                break
 
     if question is None:
         for s, _, _ in retrievals:
@@ -1243,18 +1395,7 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         trace_id=trace_id,
         service=svc_span.service_name or "",
         environment=svc_span.environment or "",
-        model=_first_attr(
-            llm_spans or ordered,
-            (
-                "llm.model_name",
-                "gen_ai.request.model",
-                "gen_ai.response.model",
-                "llm.request.model_name",
-                "llm.response.model_name",
-            ),
-            _text,
-        )
-        or "",
+        model=_model(llm_spans, ordered),
         prompt_version=None
         if present.isdisjoint(_PROMPT_VERSION_KEYS)
         else _first_attr(_unique(llm_spans + [root] + ordered), _PROMPT_VERSION_KEYS),
@@ -1294,18 +1435,25 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         sources=sources,
     )
 
-    if question is None:
-        return Extraction(trace_id, None, "no_question", meta)
-    if answer is None:
-        return Extraction(trace_id, None, "no_answer", meta)
+    if question is None and answer is None and not calls:
+        return Extraction(trace_id, None, NOT_RAG, meta)
+    q = question.strip() if question is not None else None
+    a = answer.strip() if answer is not None else None
+    if question is None or answer is None:
+        if _content_not_captured(ordered, calls, present):
+            return Extraction(
+                trace_id, None, CONTENT_NOT_CAPTURED, meta, content_advice(meta.conventions), q, a
+            )
+        reason = "no_question" if question is None else "no_answer"
+        return Extraction(trace_id, None, reason, meta, None, q, a)
     if not contexts and settings.require_contexts:
-        return Extraction(trace_id, None, "no_contexts", meta)
+        return Extraction(trace_id, None, "no_contexts", meta, None, q, a)
     # Sample._fast: Sample(...)'s result without re-validating values built here as exact types.
     sample = Sample._fast(
         id=trace_id,
-        question=question.strip(),
+        question=q,
         contexts=tuple(contexts),
-        answer=answer.strip(),
+        answer=a,
         metadata=meta.as_dict(),
     )
-    return Extraction(trace_id, sample, None, meta)
+    return Extraction(trace_id, sample, None, meta, None, q, a)
