@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
 from ragpulse.scorer.store import HealthRow, TraceMeta, rows_from_scores
-from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings, build_health_writer
+from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings, build_pipeline_health_writer
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 DAYS = 8
@@ -122,7 +122,7 @@ def health_rows() -> list[HealthRow]:
         c("scorer", "traces_evicted", 1)
         c("scorer", "traces_scored", 59)
         c("scorer", "spans_consumed", 295)
-        # Like the scorer's HealthReporter: a total (label '') and its breakdown by reason.
+        # Like the scorer's PipelineHealthRecorder: a total (label '') and its breakdown by reason.
         c("scorer", "traces_unscorable", 3)
         c("scorer", "traces_unscorable", 2, "no_contexts")
         c("scorer", "traces_unscorable", 1, "no_answer")
@@ -146,7 +146,7 @@ def fill(client, database: str) -> int:
             w.write(rows[i:i + 50_000], timeout_s=120)
     finally:
         w.shutdown()
-    hw = build_health_writer(client, database, ws)
+    hw = build_pipeline_health_writer(client, database, ws)
     hw.start()
     try:
         hw.write(health_rows(), timeout_s=60)

@@ -106,7 +106,7 @@ def test_reads_scores_written_in_process(facade: ClickHouseHttpFacade, http_clie
 def test_writes_are_refused_and_change_nothing(http_client: Any, rag_schema: Any,
                                                chdb_client: Any) -> None:
     db = rag_schema.database
-    w = ScoreWriter(http_client, db, WriterSettings(flush_interval_s=0.01, retry_deadline_s=1))
+    w = ScoreWriter(http_client, db, WriterSettings(flush_interval_s=0.01, retry={"deadline_s": 1}))
     w.start()
     try:
         with pytest.raises(Exception, match="READONLY|readonly"):

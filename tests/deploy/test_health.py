@@ -368,11 +368,11 @@ def test_start_observability_from_the_environment(
         TelemetrySettings(otlp_endpoint="otelcol:4318")
 
 
-def test_health_recorder_writes_pipeline_health_rows(chdb_client: Any, rag_schema: Any) -> None:
-    from ragpulse.deploy.telemetry import HealthRecorder
+def test_pipeline_health_recorder_writes_rows(chdb_client: Any, rag_schema: Any) -> None:
+    from ragpulse.deploy.telemetry import pipeline_health_recorder
 
     stats = {"records_consumed": 10, "rows_written": 4, "consumer_lag": 7, "last_write_error": "x"}
-    rec = HealthRecorder(
+    rec = pipeline_health_recorder(
         StatsSource("scorer", lambda: dict(stats)),
         lambda: chdb_client,
         rag_schema.database,
@@ -380,7 +380,7 @@ def test_health_recorder_writes_pipeline_health_rows(chdb_client: Any, rag_schem
         instance="replica-a",
     )
     rec.shutdown()  # safe without start
-    rec = HealthRecorder(
+    rec = pipeline_health_recorder(
         StatsSource("scorer", lambda: dict(stats)),
         lambda: chdb_client,
         rag_schema.database,
@@ -427,10 +427,10 @@ def test_requests_beyond_the_limit_are_refused_not_queued() -> None:
         server.shutdown()
 
 
-def test_health_recorder_survives_an_unreachable_clickhouse(
+def test_pipeline_health_recorder_survives_an_unreachable_clickhouse(
     chdb_client: Any, rag_schema: Any
 ) -> None:
-    from ragpulse.deploy.telemetry import HealthRecorder
+    from ragpulse.deploy.telemetry import pipeline_health_recorder
     from ragpulse.scorer.store import open_store
 
     attempts: list[str] = []
@@ -441,7 +441,7 @@ def test_health_recorder_survives_an_unreachable_clickhouse(
             return open_store("http://127.0.0.1:9/", connect_timeout=1)
         return chdb_client
 
-    rec = HealthRecorder(
+    rec = pipeline_health_recorder(
         StatsSource("collector", lambda: {"spans_received": 3}),
         connect,
         rag_schema.database,

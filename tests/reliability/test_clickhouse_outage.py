@@ -63,9 +63,8 @@ def test_clickhouse_killed_and_restarted_loses_nothing_and_commits_nothing_early
     first, second = make_traces(20, seed=31), make_traces(20, seed=32)
     settings = make_settings(
         clickhouse=url, database=db, init_schema=False,
-        write={"retry_initial_s": 0.1, "retry_max_s": 0.5},
-        writer={"flush_interval_s": 0.1, "retry_initial_backoff_s": 0.05,
-                "retry_max_backoff_s": 0.2, "retry_deadline_s": 1.0},
+        writer={"flush_interval_s": 0.1,
+                "retry": {"initial_backoff_s": 0.05, "max_backoff_s": 0.5, "deadline_s": 1.0}},
     )
     group = settings.consumer.group_id
     svc = None

@@ -213,8 +213,9 @@ class Embedded:
         if s.durable:  # acknowledge only what Kafka (on durable storage) has
             extra["producer"] = {"confirm": "ack"}
         return CollectorSettings(
+            # One process: `up` owns its ports (no SO_REUSEPORT sharing with anyone).
             otlp={"http_host": s.host, "http_port": s.http_port, "grpc_host": s.host,
-                  "grpc_port": s.grpc_port},
+                  "grpc_port": s.grpc_port, "workers": 1},
             kafka={"bootstrap_servers": self.broker.bootstrap}, **extra,
         )
 

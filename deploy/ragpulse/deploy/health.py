@@ -40,10 +40,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .telemetry import (
-    HealthRecorder,
     OtlpMetricsExporter,
     StatsSource,
     TelemetrySettings,
+    pipeline_health_recorder,
     render_prometheus,
 )
 
@@ -443,7 +443,7 @@ class Observability:
         self,
         server: HealthServer | None,
         exporter: OtlpMetricsExporter | None,
-        recorder: HealthRecorder | None = None,
+        recorder: Any = None,
     ) -> None:
         self.server = server
         self.exporter = exporter
@@ -487,10 +487,11 @@ def start_observability(
 
     ``settings`` default to ``ObservabilitySettings()`` (the environment); ``port`` (the CLI's
     ``--health-port``) overrides the port and enables the server. ``None`` checks in ``ready``
-    are skipped (e.g. :func:`clickhouse_probe` of an in-process chDB). ``clickhouse`` is the
-    component's own ``(dsn, database)`` for ``pipeline_health`` rows (the scorer passes its
-    store); ``RAGPULSE_TELEMETRY__CLICKHOUSE`` overrides it. That ClickHouse is connected to
-    lazily: an outage costs health rows, never the component. Raises ``OSError`` when the port is
+    are skipped (e.g. :func:`clickhouse_probe` of an in-process chDB). ``clickhouse`` is a
+    ``(dsn, database)`` for the component's ``pipeline_health`` rows;
+    ``RAGPULSE_TELEMETRY__CLICKHOUSE`` overrides it. A component that writes its own rows (the
+    scorer) passes neither: one writer per component and process. That ClickHouse is connected
+    to lazily: an outage costs pipeline_health rows, never the component. Raises ``OSError`` when the port is
     taken and ``RuntimeError`` when OTLP export is configured but not installed; nothing is left
     running then.
     """
@@ -521,11 +522,11 @@ def start_observability(
             from ragpulse.scorer.store import open_store
 
             dsn = target[0]
-            obs.recorder = HealthRecorder(
+            obs.recorder = pipeline_health_recorder(
                 sources[0],
                 lambda: open_store(dsn),  # lazily, on the recorder's thread: never blocks start-up
                 target[1],
-                interval_s=tel.health_interval_s,
+                interval_s=tel.pipeline_health_interval_s,
                 instance=instance,
             ).start()
     except BaseException:

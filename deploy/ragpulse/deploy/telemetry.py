@@ -10,9 +10,12 @@ maps those keys to exported metrics, once, in :data:`METRICS`:
 * OpenTelemetry metrics over OTLP/HTTP (optional, ``RAGPULSE_TELEMETRY__OTLP_ENDPOINT``):
   ``ragpulse.<component>.<key>`` as observable counters / gauges read from the same ``stats()``
   at each export, so both paths always agree.
-* ClickHouse copies (:class:`HealthRecorder`): per-minute ``pipeline_health`` rows of the same
-  declared keys, which the pipeline-health dashboard reads. The scorer writes them to its own
-  store by default; the collector when ``RAGPULSE_TELEMETRY__CLICKHOUSE`` names one.
+* ClickHouse copies: per-minute ``pipeline_health`` rows of the same declared keys, which the
+  pipeline-health dashboard reads, written by one
+  :class:`~ragpulse.scorer.store.PipelineHealthRecorder` per component and process
+  (:func:`pipeline_health_recorder`). The scorer's is built with the scorer and writes to its
+  own store; the collector's is started by ``start_observability`` when
+  ``RAGPULSE_TELEMETRY__CLICKHOUSE`` names a store.
 
 Keys a component reports that are not declared here are not exported; :func:`undeclared` lists
 them so a test catches drift between a component and this table.
@@ -30,15 +33,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "METRICS",
-    "HealthRecorder",
     "MetricSpec",
     "OtlpMetricsExporter",
     "StatsSource",
     "TelemetrySettings",
+    "pipeline_health_recorder",
     "render_prometheus",
     "undeclared",
 ]
@@ -84,38 +87,12 @@ def _collector_specs() -> list[MetricSpec]:
     return out
 
 
-# Keys the scorer's stats() adds beyond pipeline/telemetry.py: the assembler's counters, the
-# decoder's failure count and the ClickHouse writer's counters (prefixed ``writer_``). Their
-# owners count them without a declaration module, so their meanings are declared here.
-_SCORER_EXTRA: dict[str, tuple[Kind, str]] = {
-    "spans_assembled": ("counter", "spans added to the assembler's trace buffers"),
-    "spans_late": ("counter", "spans of already emitted traces (ignored or re-scored)"),
-    "traces_assembled": (
-        "counter",
-        "traces emitted complete (root span seen plus the grace period)",
-    ),
-    "traces_timed_out": ("counter", "traces emitted without a root span after assembly.max_wait_s"),
-    "traces_evicted": ("counter", "traces evicted from the full assembly buffer"),
-    "traces_rescored": ("counter", "emitted traces reopened by late spans (late_spans=rescore)"),
-    "traces_drained": ("counter", "traces emitted early because the scorer was shutting down"),
-    "records_undecodable": ("counter", "records the decoder could not read (dead-lettered)"),
-    "writer_rows_submitted": ("counter", "score rows accepted by the ClickHouse writer"),
-    "writer_rows_refused": ("counter", "score rows refused by the full writer (backpressure)"),
-    "writer_rows_written": ("counter", "score rows ClickHouse acknowledged (writer's count)"),
-    "writer_rows_failed": ("counter", "score rows whose insert failed for good or at shutdown"),
-    "writer_batches_written": ("counter", "insert calls ClickHouse acknowledged"),
-    "writer_insert_retries": ("counter", "insert attempts retried after a retryable error"),
-    "writer_insert_errors": ("counter", "failed insert attempts of any kind"),
-    "writer_pending_rows": ("gauge", "rows held by the writer, not yet acknowledged"),
-}
-
-
 def _scorer_specs() -> list[MetricSpec]:
-    from ragpulse.scorer.pipeline.telemetry import COUNTERS, GAUGES
+    from ragpulse.scorer.pipeline.telemetry import COUNTERS, GAUGES, PARTS
 
     out = [MetricSpec("scorer", k, "counter", v) for k, v in COUNTERS.items()]
     out += [MetricSpec("scorer", k, "gauge", v) for k, v in GAUGES.items()]
-    out += [MetricSpec("scorer", k, kind, text) for k, (kind, text) in _SCORER_EXTRA.items()]
+    out += [MetricSpec("scorer", k, kind, text) for k, (kind, text) in PARTS.items()]
     return out
 
 
@@ -228,24 +205,33 @@ class TelemetrySettings(BaseModel):
     service_namespace: str = Field("ragpulse", min_length=1)
     clickhouse: str | None = Field(
         None,
-        description="ClickHouse DSN for per-minute pipeline_health rows (the scorer defaults "
-        "to its own store; the collector writes none unless set)",
+        description="ClickHouse DSN for the collector's per-minute pipeline_health rows (none "
+        "unless set; the scorer writes its rows to its own store, RAGPULSE_CLICKHOUSE)",
     )
     database: str = Field(
         "rag",
         pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$",
         description="database of pipeline_health when `clickhouse` is set",
     )
-    health_interval_s: float = Field(
+    pipeline_health_interval_s: float = Field(
         15.0,
         ge=1.0,
         le=60.0,
-        description="seconds between pipeline_health flushes (the current "
+        description="seconds between the collector's pipeline_health flushes (the current "
         "minute is rewritten; ReplacingMergeTree keeps the newest)",
     )
     instance: str | None = Field(
         None, description="instance name in rows and resources; default host:pid"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        from ragpulse.scorer.renamed_settings import move_renamed
+
+        return move_renamed(
+            data, {"health_interval_s": "pipeline_health_interval_s"}, model="TelemetrySettings"
+        )
 
     @field_validator("otlp_endpoint")
     @classmethod
@@ -380,124 +366,27 @@ class OtlpMetricsExporter:
             provider.shutdown()
 
 
-class HealthRecorder:
-    """Writes a component's declared stats as per-minute ``pipeline_health`` rows, periodically.
+def pipeline_health_recorder(
+    source: StatsSource,
+    connect: Callable[[], Any],
+    database: str,
+    *,
+    interval_s: float = 15.0,
+    instance: str | None = None,
+) -> Any:
+    """An unstarted :class:`~ragpulse.scorer.store.PipelineHealthRecorder` of ``source``'s
+    declared stats (:data:`METRICS`): ``pipeline_health`` rows every ``interval_s``, to the store
+    ``connect()`` opens lazily. See the recorder for its threading and failure contract."""
+    from ragpulse.scorer.store import PipelineHealthRecorder
 
-    Every ``interval_s`` a background thread samples ``stats()`` through the store's
-    ``HealthSampler`` (counters become their growth within the minute, gauges their last value)
-    and submits the rows to a ``pipeline_health`` batch writer without blocking. ``connect`` (a
-    zero-argument callable returning a clickhouse-connect client) is called lazily on that
-    thread and again after a failure, so an unreachable ClickHouse never stops the component
-    (the collector must keep ingesting without it). A sample that cannot be written (no
-    connection yet, writer full or failing) is dropped and counted in ``samples_dropped``: the
-    next sample rewrites the same minute, so only resolution is lost. The first failure after a
-    success is logged as a warning, repeats at debug level.
-
-    ``start()`` never blocks on ClickHouse; ``shutdown()`` is idempotent, safe without
-    ``start()``, writes one last sample and flushes within ``timeout_s``. Thread-safe.
-    """
-
-    def __init__(
-        self,
-        source: StatsSource,
-        connect: Callable[[], Any],
-        database: str,
-        *,
-        interval_s: float = 15.0,
-        instance: str | None = None,
-    ) -> None:
-        from ragpulse.scorer.store import HealthSampler
-
-        specs = METRICS.get(source.component, {})
-        self.source = source
-        self.database = database
-        self.interval_s = interval_s
-        self._connect = connect
-        self._keys = tuple(specs)
-        self._sampler = HealthSampler(
-            source.component,
-            instance or f"{socket.gethostname()}:{os.getpid()}",
-            gauges=[k for k, sp in specs.items() if sp.kind == "gauge"],
-        )
-        self._writer: Any = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._state = "new"
-        self._written = 0
-        self._dropped = 0
-        self._failing = False
-
-    @property
-    def samples_written(self) -> int:
-        return self._written
-
-    @property
-    def samples_dropped(self) -> int:
-        return self._dropped
-
-    def start(self) -> HealthRecorder:
-        with self._lock:
-            if self._state != "new":
-                raise RuntimeError(f"recorder cannot start from state {self._state}")
-            self._thread = threading.Thread(
-                target=self._run, name="ragpulse-health-rows", daemon=True
-            )
-            self._thread.start()
-            self._state = "running"
-        return self
-
-    def _ensure_writer(self) -> Any:
-        if self._writer is None:
-            from ragpulse.scorer.store.writer import WriterSettings, build_health_writer
-
-            writer = build_health_writer(
-                self._connect(), self.database, WriterSettings(flush_interval_s=1.0)
-            )
-            writer.start()
-            self._writer = writer
-        return self._writer
-
-    def record(self) -> None:
-        """Sample now and submit the rows. Never raises; blocks only while connecting."""
-        try:
-            snapshot = self.source.stats()
-            stats = {k: v for k in self._keys if (v := _number(snapshot.get(k))) is not None}
-            rows = self._sampler.sample(stats)
-            if rows:
-                self._ensure_writer().submit(rows).add_done_callback(self._done)
-        except Exception as exc:
-            self._failed(exc)
-
-    def _failed(self, exc: BaseException) -> None:
-        with self._lock:
-            self._dropped += 1
-            first, self._failing = not self._failing, True
-        (log.warning if first else log.debug)("pipeline_health rows not written: %s", exc)
-
-    def _done(self, fut: Any) -> None:
-        exc = fut.exception()
-        if exc is not None:
-            self._failed(exc)
-            return
-        with self._lock:
-            self._written += 1
-            self._failing = False
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.record()
-
-    def shutdown(self, timeout_s: float = 5.0) -> None:
-        with self._lock:
-            if self._state == "stopped":
-                return
-            was_running = self._state == "running"
-            self._state = "stopped"
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-        if was_running:
-            self.record()
-        if self._writer is not None:
-            self._writer.shutdown(timeout_s)
+    specs = METRICS.get(source.component, {})
+    return PipelineHealthRecorder(
+        source.component,
+        source.stats,
+        connect,
+        database,
+        counters=[k for k, sp in specs.items() if sp.kind == "counter"],
+        gauges=[k for k, sp in specs.items() if sp.kind == "gauge"],
+        interval_s=interval_s,
+        instance=instance,
+    )

@@ -71,6 +71,23 @@ class ScorerProcess:
         return "\n".join(self.lines[-30:])
 
 
+def scorer_env(extra: dict[str, str]) -> dict[str, str]:
+    """This environment without the developer's ``RAGPULSE_*`` settings, with short group
+    sessions (a tansu group join in about a second), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+    env["RAGPULSE_CONSUMER__SESSION_TIMEOUT_MS"] = "2000"
+    env["RAGPULSE_CONSUMER__HEARTBEAT_INTERVAL_MS"] = "500"
+    env.update(extra)
+    return env
+
+
+def scorer_args(bootstrap: str, topic: str, data: object, group: str) -> list[str]:
+    """``ragpulse scorer`` flags: the local judge on METRICS, a short grace, frequent status."""
+    return ["--kafka", bootstrap, "--topic", topic, "--clickhouse", f"chdb://{data}",
+            "--group", group, "--judge", "local", "--metrics", METRICS, "--grace", "0.2",
+            "--status-interval", "0.2"]
+
+
 def test_sigkill_mid_stream_then_restart_loses_nothing_and_double_counts_nothing(
     kafka_broker_module, topic, tmp_path
 ):
@@ -80,11 +97,8 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_double_counts_nothing
     total = end_offsets(bootstrap, topic)
     group = "kill-restart"
     data = tmp_path / "chdb"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
-    env.update(
+    env = scorer_env(
         {
-            "RAGPULSE_CONSUMER__SESSION_TIMEOUT_MS": "2000",
-            "RAGPULSE_CONSUMER__HEARTBEAT_INTERVAL_MS": "500",
             # Commit seldom, write often: at the kill, rows are written whose offsets are not yet
             # committed, so the restart must replay them.
             "RAGPULSE_CONSUMER__COMMIT_INTERVAL_S": "1.5",
@@ -93,24 +107,7 @@ def test_sigkill_mid_stream_then_restart_loses_nothing_and_double_counts_nothing
             "RAGPULSE_EVALUATE__MAX_IN_FLIGHT": "16",
         }
     )
-    args = [
-        "--kafka",
-        bootstrap,
-        "--topic",
-        topic,
-        "--clickhouse",
-        f"chdb://{data}",
-        "--group",
-        group,
-        "--judge",
-        "local",
-        "--metrics",
-        METRICS,
-        "--grace",
-        "0.2",
-        "--status-interval",
-        "0.2",
-    ]
+    args = scorer_args(bootstrap, topic, data, group)
 
     first = ScorerProcess(args, env)
     try:

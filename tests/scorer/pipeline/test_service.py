@@ -8,7 +8,7 @@ import pytest
 
 from ragpulse.scorer.evaluator import Evaluator
 from ragpulse.scorer.pipeline import ScorerError, build_scorer
-from ragpulse.scorer.store import ScoreWriter, WriterSettings
+from ragpulse.scorer.store import RetrySettings, ScoreWriter, WriterSettings
 
 from .conftest import METRICS, GatedJudge, committed, end_offsets, produce, table_judge, wait_for
 from .traffic import RagTrace, encode, make_traces, otelcol_records, rotel_records
@@ -26,7 +26,7 @@ def test_otelcol_keyed_records_become_score_rows_and_offsets_are_committed(
 ):
     traces = make_traces(20, unscorable_every=5)
     produce(kafka_broker_module.bootstrap, topic, otelcol_records(traces))
-    settings = make_settings(health_interval_s=0.2)
+    settings = make_settings(pipeline_health_interval_s=0.2)
     svc = build_scorer(settings, judge=table_judge(), writer=writer, client=chdb_client).start()
     try:
         wait_for(lambda: svc.stats()["traces_done"] >= 20, what="20 traces written")
@@ -181,15 +181,13 @@ def test_offsets_are_not_committed_until_clickhouse_acknowledges_the_rows(
         rag_schema.database,
         WriterSettings(
             flush_interval_s=0.05,
-            retry_initial_backoff_s=0.01,
-            retry_max_backoff_s=0.05,
-            retry_deadline_s=0.2,
+            retry=RetrySettings(initial_backoff_s=0.01, max_backoff_s=0.05, deadline_s=0.2),
         ),
     )
     w.start()
     traces = make_traces(6, seed=11)
     produce(kafka_broker_module.bootstrap, topic, otelcol_records(traces))
-    settings = make_settings(write={"retry_initial_s": 0.05, "retry_max_s": 0.2})
+    settings = make_settings(writer={"retry": {"initial_backoff_s": 0.05, "max_backoff_s": 0.2}})
     group = settings.consumer.group_id
     svc = build_scorer(settings, judge=table_judge(), writer=w).start()
     try:

@@ -15,5 +15,5 @@ def test_exported_members() -> None:
     # The names other components code against.
     for name in ("ScoreWriter", "ScoreRow", "TraceMeta", "rows_from_scores", "WriterSettings",
                  "WriterFull", "open_store", "init_schema", "SchemaSettings", "remove_owner",
-                 "StoreLockedError", "HealthSampler", "build_health_writer"):
+                 "StoreLockedError", "PipelineHealthSampler", "build_pipeline_health_writer"):
         assert name in store.__all__

@@ -13,18 +13,19 @@ from pydantic import ValidationError
 from ragpulse.scorer.store import (
     PermanentStoreError,
     RetryableStoreError,
+    RetrySettings,
     ScoreWriter,
     WriterClosed,
     WriterFull,
     WriterSettings,
-    build_health_writer,
+    build_pipeline_health_writer,
     is_retryable,
 )
 from ragpulse.scorer.store.rows import HealthRow
 
 from .helpers import T0, FlakyClient, GatedClient, rows
 
-FAST = dict(retry_initial_backoff_s=0.01, retry_max_backoff_s=0.05)
+FAST = dict(initial_backoff_s=0.01, max_backoff_s=0.05)
 
 
 def _count(client: Any, db: str, final: bool = True) -> int:
@@ -82,7 +83,7 @@ def test_ack_only_after_clickhouse_acknowledged(rag_schema: Any, chdb_client: An
 def test_retries_retryable_errors_then_acks(rag_schema: Any, chdb_client: Any) -> None:
     db = rag_schema.database
     flaky = FlakyClient(chdb_client, 2, OperationalError("connection reset by peer"))
-    w = ScoreWriter(flaky, db, WriterSettings(flush_interval_s=0.01, **FAST))
+    w = ScoreWriter(flaky, db, WriterSettings(flush_interval_s=0.01, retry=RetrySettings(**FAST)))
     w.start()
     try:
         ack = w.write(rows(2), timeout_s=30)
@@ -107,7 +108,7 @@ def test_retried_identical_insert_is_deduplicated(rag_schema: Any, chdb_client: 
             if LostAck.calls == 1:
                 raise OperationalError("read timed out")  # after the server wrote it
 
-    w = ScoreWriter(LostAck(), db, WriterSettings(flush_interval_s=0.01, **FAST))
+    w = ScoreWriter(LostAck(), db, WriterSettings(flush_interval_s=0.01, retry=RetrySettings(**FAST)))
     w.start()
     try:
         assert w.write(rows(3), timeout_s=30).attempts == 2
@@ -119,7 +120,7 @@ def test_retried_identical_insert_is_deduplicated(rag_schema: Any, chdb_client: 
 
 def test_permanent_error_surfaces_without_retry(rag_schema: Any, chdb_client: Any) -> None:
     bad = FlakyClient(chdb_client, 99, DatabaseError("Code: 53. DB::Exception: Type mismatch"))
-    w = ScoreWriter(bad, rag_schema.database, WriterSettings(flush_interval_s=0.01, **FAST))
+    w = ScoreWriter(bad, rag_schema.database, WriterSettings(flush_interval_s=0.01, retry=RetrySettings(**FAST)))
     w.start()
     try:
         with pytest.raises(PermanentStoreError, match="Type mismatch"):
@@ -157,7 +158,7 @@ def test_bad_submission_does_not_fail_its_batch_neighbours(rag_schema: Any, chdb
 def test_gives_up_at_the_deadline_with_a_retryable_error(rag_schema: Any, chdb_client: Any) -> None:
     down = FlakyClient(chdb_client, 10**9, OperationalError("connection refused"))
     w = ScoreWriter(down, rag_schema.database,
-                    WriterSettings(flush_interval_s=0.01, retry_deadline_s=0.2, **FAST))
+                    WriterSettings(flush_interval_s=0.01, retry=RetrySettings(deadline_s=0.2, **FAST)))
     w.start()
     try:
         with pytest.raises(RetryableStoreError, match="deadline"):
@@ -233,8 +234,8 @@ def test_lifecycle(rag_schema: Any, chdb_client: Any) -> None:
 def test_shutdown_timeout_abandons_retries(rag_schema: Any, chdb_client: Any) -> None:
     down = FlakyClient(chdb_client, 10**9, OperationalError("connection refused"))
     w = ScoreWriter(down, rag_schema.database,
-                    WriterSettings(flush_interval_s=0.01, retry_initial_backoff_s=0.05,
-                                   retry_max_backoff_s=0.1, retry_deadline_s=3600))
+                    WriterSettings(flush_interval_s=0.01, retry=RetrySettings(
+                        initial_backoff_s=0.05, max_backoff_s=0.1, deadline_s=3600)))
     w.start()
     fut = w.submit(rows(1))
     w.shutdown(timeout_s=0.2)
@@ -254,9 +255,9 @@ def test_concurrent_submitters(rag_schema: Any, chdb_client: Any) -> None:
     assert _count(chdb_client, rag_schema.database) == 200
 
 
-def test_health_writer(rag_schema: Any, chdb_client: Any) -> None:
+def test_pipeline_health_writer(rag_schema: Any, chdb_client: Any) -> None:
     db = rag_schema.database
-    w = build_health_writer(chdb_client, db, WriterSettings(flush_interval_s=0.01))
+    w = build_pipeline_health_writer(chdb_client, db, WriterSettings(flush_interval_s=0.01))
     w.start()
     try:
         mk = lambda v, at: HealthRow(T0, "scorer", "h:1", "traces_assembled", "", "counter", v, at)  # noqa: E731
@@ -289,18 +290,110 @@ def test_settings_validation() -> None:
         ScoreWriter(object(), "bad-db")  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         WriterSettings().batch_rows = 3  # frozen
+    with pytest.raises(ValueError, match="max_backoff_s"):
+        RetrySettings(initial_backoff_s=2, max_backoff_s=1)
 
 
+def test_the_old_flat_retry_names_still_configure_the_one_retry_policy() -> None:
+    with pytest.warns(DeprecationWarning) as caught:
+        s = WriterSettings(retry_initial_backoff_s=0.2, retry_max_backoff_s=3, retry_deadline_s=9)
+    assert s.retry == RetrySettings(initial_backoff_s=0.2, max_backoff_s=3, deadline_s=9)
+    assert len(caught) == 3 and "use 'retry.deadline_s'" in str(caught[-1].message)
+    # The new name wins when both are given.
+    with pytest.warns(DeprecationWarning):
+        s = WriterSettings(retry={"deadline_s": 5}, retry_deadline_s=9)
+    assert s.retry.deadline_s == 5
 
 
-def test_health_sampler_minutes_and_restarts(rag_schema: Any, chdb_client: Any) -> None:
+def test_the_retry_policy_backs_off_with_full_jitter_up_to_its_cap() -> None:
+    import random
+
+    from ragpulse.scorer.store import RetryPolicy
+
+    policy = RetryPolicy(RetrySettings(initial_backoff_s=0.5, max_backoff_s=3), rng=random.Random(7))
+    caps = [0.5, 1.0, 2.0, 3.0, 3.0, 3.0]
+    waits = [[policy.backoff(n) for _ in range(200)] for n in range(1, 7)]
+    for cap, w in zip(caps, waits, strict=True):
+        assert 0.0 <= min(w) and max(w) <= cap
+        assert max(w) > 0.8 * cap and min(w) < 0.2 * cap  # spread over the whole range
+
+
+def test_the_retry_policy_stops_at_permanent_errors_the_deadline_and_shutdown() -> None:
+    import threading
+
+    from ragpulse.scorer.store import RetryPolicy
+    from ragpulse.scorer.store.retry import RetryOutcome
+
+    now = [0.0]
+    waited: list[float] = []
+
+    class Clock(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:  # time passes, nobody sleeps
+            waited.append(timeout or 0.0)
+            now[0] += timeout or 0.0
+            return self.is_set()
+
+    policy = RetryPolicy(RetrySettings(initial_backoff_s=1, max_backoff_s=4, deadline_s=10),
+                         clock=lambda: now[0])
+    calls: list[int] = []
+
+    def down() -> None:
+        calls.append(1)
+        raise ConnectionRefusedError("down")
+
+    with pytest.raises(RetryOutcome) as out:
+        policy.call(down, abort=Clock())
+    assert out.value.why == "deadline" and out.value.retryable
+    assert len(calls) == out.value.attempts == len(waited) + 1 and now[0] <= 10
+    with pytest.raises(RetryOutcome) as out:
+        policy.call(lambda: (_ for _ in ()).throw(TypeError("bad row")), abort=Clock())
+    assert out.value.why == "permanent" and out.value.attempts == 1
+    stop = Clock()
+    stop.set()
+    calls.clear()
+    with pytest.raises(RetryOutcome) as out:
+        policy.call(down, abort=stop)
+    assert out.value.why == "shutdown" and calls == [1]
+    assert policy.call(lambda: "ok", abort=Clock()) == ("ok", 1)
+
+
+def test_pipeline_health_labelled_counters_sit_next_to_their_total() -> None:
     from datetime import timedelta
 
-    from ragpulse.scorer.store import HealthSampler
+    from ragpulse.scorer.store import PipelineHealthSampler
 
     now = [T0.replace(second=10)]
-    s = HealthSampler("scorer", "h:1", gauges=("consumer_lag",), clock=lambda: now[0])
-    w = build_health_writer(chdb_client, rag_schema.database, WriterSettings(flush_interval_s=0.01))
+    s = PipelineHealthSampler("scorer", "i1", gauges=("consumer_lag",), clock=lambda: now[0])
+
+    def sample(consumed: int, lag: int, no_answer: int) -> dict[tuple[str, str], tuple]:
+        rows = s.sample({"records_consumed": consumed, "consumer_lag": lag,
+                         "traces_unscorable": no_answer},
+                        {"traces_unscorable": {"no_answer": no_answer}})
+        return {(r.name, r.label): (r.minute.minute, r.kind, r.value) for r in rows}
+
+    first = sample(5, 7, 2)
+    now[0] += timedelta(seconds=30)
+    second = sample(9, 1, 3)
+    now[0] += timedelta(seconds=30)  # the next minute counts from the last sample's values
+    third = sample(12, 0, 3)
+    assert first[("traces_unscorable", "no_answer")] == first[("traces_unscorable", "")]
+    assert second[("records_consumed", "")] == (T0.minute, "counter", 9.0)
+    assert second[("traces_unscorable", "no_answer")] == (T0.minute, "counter", 3.0)
+    assert second[("consumer_lag", "")] == (T0.minute, "gauge", 1.0)
+    assert third[("records_consumed", "")] == (T0.minute + 1, "counter", 3.0)
+    assert third[("traces_unscorable", "no_answer")] == (T0.minute + 1, "counter", 0.0)
+
+
+
+
+def test_pipeline_health_sampler_minutes_and_restarts(rag_schema: Any, chdb_client: Any) -> None:
+    from datetime import timedelta
+
+    from ragpulse.scorer.store import PipelineHealthSampler
+
+    now = [T0.replace(second=10)]
+    s = PipelineHealthSampler("scorer", "h:1", gauges=("consumer_lag",), clock=lambda: now[0])
+    w = build_pipeline_health_writer(chdb_client, rag_schema.database, WriterSettings(flush_interval_s=0.01))
     w.start()
     try:
         w.write(s.sample({"traces_assembled": 5, "consumer_lag": 40, "unscorable": {"no_answer": 1}}))
@@ -327,7 +420,7 @@ def test_health_sampler_minutes_and_restarts(rag_schema: Any, chdb_client: Any) 
 
 
 def test_real_engine_error_is_permanent(chdb_client: Any) -> None:
-    w = ScoreWriter(chdb_client, "rag_h6_does_not_exist", WriterSettings(flush_interval_s=0.01, **FAST))
+    w = ScoreWriter(chdb_client, "rag_h6_does_not_exist", WriterSettings(flush_interval_s=0.01, retry=RetrySettings(**FAST)))
     w.start()
     try:
         with pytest.raises(PermanentStoreError, match="rag_h6_does_not_exist"):

@@ -1,8 +1,22 @@
-"""The live scorer service: Kafka consumer group → assemble → sample → evaluate → ClickHouse.
+"""The live scorer service: a Kafka consumer group that scores RAG traces into ClickHouse.
 
-``build_scorer(settings)`` wires the real parts (judge, evaluator, ClickHouse writer, extractor,
-sampler) from :class:`ScorerSettings`; tests and ``ragpulse up`` pass their own judge or writer.
-The command line is ``ragpulse scorer`` (:mod:`.cli`).
+Data path (stages are verbs, each a step module; every step has the interface of :mod:`.steps`,
+after getsentry/arroyo's processing strategies)::
+
+    consume: consume.ConsumeStep ── poll the group, pause on MessageRejected, rebalances
+      → decode: decode.DecodeStep ── OTLP protobuf → spans by trace; refused → dead_letter
+      → assemble: assemble.AssembleStep ── traces complete after a grace period (assembly)
+      → prepare: prepare.PrepareStep ── extract, sample, redact; traces not scored → commit
+      → evaluate: evaluate.EvaluateStep ── in-flight bound, judges on an event loop
+      → write: write.WriteStep ── ClickHouse writer; refused or failed rows held and retried
+      → commit: commit.CommitStep ── release finished records, commit low watermarks (offsets)
+    dead_letter: dead_letter.DeadLetterStep ── undecodable records → the dead-letter topic
+
+What flows between steps and threads is declared in :mod:`.messages`; the wiring, threads and
+guarantees are in :mod:`.service`. ``build_scorer(settings)`` wires the real parts (judge,
+evaluator, ClickHouse writer, extractor, sampler, pipeline_health recorder) from
+:class:`ScorerSettings`; tests and ``ragpulse up`` pass their own judge or writer. The command
+line is ``ragpulse scorer`` (:mod:`.cli`); counter names are in :mod:`.telemetry`.
 """
 
 from __future__ import annotations
@@ -16,7 +30,6 @@ from typing import Any
 from ..evaluator import Evaluator
 from ..judges.base import Judge
 from .assembly import AssembledTrace, AssemblySettings, TraceAssembler
-from .health import HealthReporter
 from .offsets import OffsetTracker, RecordRef
 from .service import Prepared, RowSink, Scorer, ScorerError, TracePreparer
 from .settings import ConsumerSettings, EvaluateSettings, ScorerSettings, WriteSettings
@@ -29,7 +42,6 @@ __all__ = [
     "AssemblySettings",
     "ConsumerSettings",
     "EvaluateSettings",
-    "HealthReporter",
     "OffsetTracker",
     "Prepared",
     "RecordRef",
@@ -66,14 +78,14 @@ def build_scorer(
       started with the scorer and shut down after it, once the scorer's last rows are written.
     * The schema is created or migrated first when ``settings.init_schema`` (idempotent).
     * With a ClickHouse client (given or opened), the scorer's counters go to ``pipeline_health``
-      every ``settings.health_interval_s`` (:class:`HealthReporter`).
+      every ``settings.pipeline_health_interval_s``: the process's one writer of the scorer's
+      rows (``ragpulse.scorer.store.PipelineHealthRecorder``), started and stopped with the
+      scorer.
 
     Raises ``ValueError``/``ScorerError`` with a user-facing message for bad options, and the
     store's errors when ClickHouse cannot be opened.
     """
     from ..privacy import build_redactor
-    from ..store.schema import SchemaSettings, init_schema
-    from ..store.writer import WriterSettings, build_health_writer, build_score_writer
     from ..traces.sampling import Sampler
     from .prepare import build_preparer
 
@@ -99,32 +111,14 @@ def build_scorer(
     if writer is None:
         if client is None:
             client = _open_client(settings.clickhouse)
-        if settings.init_schema:
-            report = init_schema(client, SchemaSettings(database=settings.database))
-            for line in report.lines():
-                log.info("schema: %s", line)
-        score_writer = build_score_writer(client, settings.database, settings.writer)
-        score_writer.start()
-        writer = score_writer
-        # Stop upstream first: the scorer has drained into the writer before this runs.
-        on_close.insert(0, lambda: score_writer.shutdown(settings.drain_timeout_s))
-    health = None
-    if client is not None and settings.health_interval_s > 0:
-        health_writer = build_health_writer(
-            client, settings.database, WriterSettings(flush_interval_s=1.0, max_pending_rows=50_000)
-        )
-        health_writer.start()
-        on_close.append(lambda: health_writer.shutdown(10.0))
-        health = HealthReporter(
-            health_writer, instance=settings.instance, interval_s=settings.health_interval_s
-        )
+        writer = _started_score_writer(settings, client, on_close)
     preparer = build_preparer(
         Sampler(settings.sampling),
         settings.extraction,
         excerpts=settings.write.excerpts and settings.privacy.store_text,
         redactor=build_redactor(settings.privacy) if settings.privacy.redact else None,
     )
-    return Scorer(
+    scorer = Scorer(
         settings,
         evaluator=evaluator,
         writer=writer,
@@ -132,7 +126,48 @@ def build_scorer(
         clock=clock,
         on_close=on_close,
         owns_judge=owns_judge,
-        health=health,
+    )
+    if client is not None and settings.pipeline_health_interval_s > 0:
+        scorer.health = _pipeline_health_recorder(scorer, settings, client)
+    return scorer
+
+
+def _started_score_writer(
+    settings: ScorerSettings, client: Any, on_close: list[Callable[[], None]]
+) -> RowSink:
+    """The schema created or migrated (with ``settings.init_schema``), then a started
+    ``ScoreWriter`` over ``client``, shut down by the scorer's ``on_close``. Blocks while the
+    schema is applied; raises the store's errors."""
+    from ..store.schema import SchemaSettings, init_schema
+    from ..store.writer import build_score_writer
+
+    if settings.init_schema:
+        report = init_schema(client, SchemaSettings(database=settings.database))
+        for line in report.lines():
+            log.info("schema: %s", line)
+    score_writer = build_score_writer(client, settings.database, settings.writer)
+    score_writer.start()
+    # Stop upstream first: the scorer has drained into the writer before this runs.
+    on_close.insert(0, lambda: score_writer.shutdown(settings.drain_timeout_s))
+    return score_writer
+
+
+def _pipeline_health_recorder(scorer: Scorer, settings: ScorerSettings, client: Any) -> Any:
+    """The one writer of this scorer's ``pipeline_health`` rows: every declared counter and
+    gauge (:func:`.telemetry.declared`) and the labelled counters, into ``client``'s store."""
+    from ..store.pipeline_health import PipelineHealthRecorder
+    from .telemetry import declared
+
+    return PipelineHealthRecorder(
+        "scorer",
+        scorer.stats,
+        lambda: client,
+        settings.database,
+        counters=declared("counter"),
+        gauges=declared("gauge"),
+        labelled=scorer.labelled_counters,
+        interval_s=settings.pipeline_health_interval_s,
+        instance=settings.instance,
     )
 
 

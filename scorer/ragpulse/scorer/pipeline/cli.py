@@ -125,38 +125,51 @@ def scorer(
     from ragpulse.deploy.logs import configure_logging
 
     configure_logging(log_level)
-    rates: dict[str, float] | None = None
-    if service_rate:
-        rates = {}
-        for item in service_rate:
-            name, sep, value = item.rpartition("=")
-            try:
-                rates[name] = float(value)
-            except ValueError:
-                sep = ""
-            if not sep or not name:
-                typer.echo(f"error: --service-rate {item!r}: expected SERVICE=RATE", err=True)
-                raise typer.Exit(2)
+    settings = _settings_or_exit(
+        {
+            "kafka.bootstrap_servers": kafka,
+            "kafka.topic": topic,
+            "clickhouse": clickhouse,
+            "database": database,
+            "consumer.group_id": group,
+            "judge": judge,
+            "judge_model": model,
+            "judge_base_url": base_url,
+            "evaluate.metrics": metrics,
+            "sampling.default_rate": sample_rate,
+            "sampling.service_rates": _service_rates(service_rate),
+            "assembly.grace_s": grace,
+            "evaluate.max_in_flight": max_in_flight,
+            "drain_timeout_s": drain_timeout,
+            "status_interval_s": status_interval,
+        }
+    )
+    svc = _start_scorer(settings)
+    obs = _start_observability(svc, settings, health_port)
+    _serve_until_signalled(svc, obs, settings)
+
+
+def _service_rates(items: list[str] | None) -> dict[str, float] | None:
+    """``--service-rate SERVICE=RATE`` options as a dict; exits with status 2 on a bad one."""
+    if not items:
+        return None
+    rates: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.rpartition("=")
+        try:
+            rates[name] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            typer.echo(f"error: --service-rate {item!r}: expected SERVICE=RATE", err=True)
+            raise typer.Exit(2)
+    return rates
+
+
+def _settings_or_exit(overrides: dict[str, Any]) -> Any:
+    """:func:`_settings_from`, or exit with status 2 naming each invalid field."""
     try:
-        settings = _settings_from(
-            {
-                "kafka.bootstrap_servers": kafka,
-                "kafka.topic": topic,
-                "clickhouse": clickhouse,
-                "database": database,
-                "consumer.group_id": group,
-                "judge": judge,
-                "judge_model": model,
-                "judge_base_url": base_url,
-                "evaluate.metrics": metrics,
-                "sampling.default_rate": sample_rate,
-                "sampling.service_rates": rates,
-                "assembly.grace_s": grace,
-                "evaluate.max_in_flight": max_in_flight,
-                "drain_timeout_s": drain_timeout,
-                "status_interval_s": status_interval,
-            }
-        )
+        return _settings_from(overrides)
     except ValidationError as exc:
         typer.echo("error: invalid scorer settings:", err=True)
         for e in exc.errors():
@@ -164,6 +177,9 @@ def scorer(
             typer.echo(f"  {where}: {e['msg']}", err=True)
         raise typer.Exit(2) from None
 
+
+def _start_scorer(settings: Any) -> Any:
+    """Build and start the scorer (exit status 1 if it cannot start), then freeze the heap."""
     from . import build_scorer, freeze_startup_heap
 
     try:
@@ -179,30 +195,55 @@ def scorer(
         f"database {settings.database} (judge {settings.judge})",
         err=True,
     )
+    return svc
 
-    from ragpulse.deploy.health import clickhouse_probe, kafka_probe, start_observability
 
-    def _live() -> None:
+def _start_observability(svc: Any, settings: Any, health_port: int | None) -> Any:
+    """The /healthz, /readyz and /metrics endpoints and the OTLP metrics push, as configured by
+    ``RAGPULSE_HEALTH__*`` and ``RAGPULSE_TELEMETRY__*``. The scorer's ``pipeline_health`` rows
+    are written by the scorer itself (``build_scorer``), so none are asked for here. Shuts the
+    scorer down and exits with status 2 if the endpoint cannot start."""
+    from ragpulse.deploy.health import (
+        ObservabilitySettings,
+        clickhouse_probe,
+        kafka_probe,
+        start_observability,
+    )
+
+    def live() -> None:
         if svc.error is not None:
             raise RuntimeError(f"scorer stopped: {svc.error}")
 
     try:
-        obs = start_observability(
+        observability = ObservabilitySettings()
+        if observability.telemetry.clickhouse:
+            log.warning("RAGPULSE_TELEMETRY__CLICKHOUSE is ignored by the scorer: it writes its "
+                        "pipeline_health rows to its own store (RAGPULSE_CLICKHOUSE)")
+            observability = observability.model_copy(update={
+                "telemetry": observability.telemetry.model_copy(update={"clickhouse": None})})
+        return start_observability(
             "scorer",
             svc.stats,
             port=health_port,
-            live=_live,
+            live=live,
             ready={
                 "kafka": kafka_probe(settings.kafka),
                 "clickhouse": clickhouse_probe(settings.clickhouse),
             },
-            clickhouse=(settings.clickhouse, settings.database),  # pipeline_health rows
             instance=settings.instance,
+            settings=observability,
         )
     except Exception as exc:
         svc.shutdown()
         typer.echo(f"error: cannot start the health endpoint: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+def _serve_until_signalled(svc: Any, obs: Any, settings: Any) -> None:
+    """Print a status line every ``status_interval_s`` until SIGINT/SIGTERM (or the scorer
+    stops), then drain: readiness off, the scorer drained within ``drain_timeout_s``, the
+    endpoints stopped. A second signal exits at once with status 130. Exits with status 1 if
+    the scorer stopped on an error. Blocks; main thread only (it installs signal handlers)."""
     stop = threading.Event()
     signals = {"n": 0}
 
@@ -232,7 +273,6 @@ def scorer(
     if svc.error is not None:
         typer.echo(f"error: the scorer stopped: {type(svc.error).__name__}: {svc.error}", err=True)
         raise typer.Exit(1)
-
 
 def _redact(dsn: str) -> str:
     from urllib.parse import urlsplit, urlunsplit

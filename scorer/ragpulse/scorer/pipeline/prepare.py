@@ -1,16 +1,29 @@
-"""From an assembled trace to a :class:`~.service.Prepared` decision: extract, then sample.
+"""The prepare step: from an assembled trace to a :class:`~.messages.Prepared` decision.
 
-Extraction (``ragpulse.scorer.traces.extract``) finds the question, contexts and answer and the
-row metadata; the sampler (``ragpulse.scorer.traces.Sampler``) decides deterministically from the
-trace id, the service and the always-score rules. Sampling runs *after* extraction because the
-always-score rules (error status, negative feedback) need the metadata.
+The preparer (:func:`build_preparer`) extracts, samples and redacts. Extraction
+(``ragpulse.scorer.traces.extract``) finds the question, contexts and answer and the row metadata;
+the sampler (``ragpulse.scorer.traces.Sampler``) decides deterministically from the trace id, the
+service and the always-score rules. Sampling runs *after* extraction because the always-score
+rules (error status, negative feedback) need the metadata. With a redactor, the sample is redacted
+once, here, before the judge or the store sees it.
 
 The row timestamp is the trace's end time from its spans, never the wall clock: the scores table
 is keyed on it, so a replayed trace must produce the same key to overwrite its first rows.
+
+:class:`PrepareStep` runs the preparer on every trace the assemble step emits. Traces it will not
+score go straight to the commit step, counted: no RAG query at all (``traces_not_rag``), sampled
+out (``traces_sampled_out``), evicted with
+``assembly.on_evict = "drop"``, without usable metadata, or whose preparation raised
+(``traces_dropped``). Kept traces wait in a backlog, in arrival order, until the evaluate step
+admits them (it refuses beyond ``evaluate.max_in_flight``); while traces wait,
+:meth:`PrepareStep.poll` raises :class:`~.steps.MessageRejected` and the consume step pauses.
+The backlog is bounded by what the assembler can emit while consumption is paused.
 """
 
 from __future__ import annotations
 
+import logging
+from collections import deque
 from datetime import UTC, datetime
 
 from ..model import Sample
@@ -21,9 +34,14 @@ from ..traces.reasons import NOT_RAG
 from ..traces.sampling import Sampler
 from ..traces.span import Span
 from .assembly import AssembledTrace
-from .service import Prepared, TracePreparer
+from .messages import Done, Prepared, PreparedTrace, TracePreparer, TraceWork
+from .offsets import RecordRef
+from .steps import MessageRejected, Partitions, Step
+from .telemetry import Counters
 
-__all__ = ["build_preparer", "utc_from_ns"]
+__all__ = ["PrepareStep", "build_preparer", "utc_from_ns"]
+
+log = logging.getLogger(__name__)
 
 
 def utc_from_ns(ns: int) -> datetime:
@@ -83,3 +101,87 @@ def build_preparer(
         return Prepared(True, decision.rate, sample, ex.reason if sample is None else None, meta)
 
     return prepare
+
+
+class PrepareStep(Step[AssembledTrace[Span]]):
+    """Prepares assembled traces and hands the kept ones to the evaluate step, in order.
+
+    Consumer thread only; never blocks. ``submit`` never raises
+    :class:`~.steps.MessageRejected` (the trace joins the backlog); ``poll`` raises it while the
+    backlog is not empty. ``join`` admits what the evaluate step accepts, without raising.
+    """
+
+    def __init__(
+        self,
+        preparer: TracePreparer,
+        evaluate: Step[PreparedTrace],
+        done: Step[Done],
+        *,
+        counters: Counters,
+        drop_evicted: bool,
+    ) -> None:
+        self._prepare = preparer
+        self._evaluate = evaluate
+        self._done = done
+        self._counters = counters
+        self._drop_evicted = drop_evicted
+        self._backlog: deque[PreparedTrace] = deque()  # kept, waiting for an in-flight slot
+
+    def submit(self, message: AssembledTrace[Span]) -> None:
+        work = TraceWork(message.trace_id, message.refs)
+        if message.cause == "evicted" and self._drop_evicted:
+            self._drop(work, "traces_dropped")
+            return
+        try:
+            prep = self._prepare(message)
+        except Exception:
+            # The preparer is pure code over decoded spans; a bug there must not kill the
+            # consumer nor stall its partition forever: count, log, drop.
+            log.exception("prepare: trace %s failed; dropped", message.trace_id)
+            self._drop(work, "traces_dropped")
+            return
+        if prep.reason == NOT_RAG:  # no RAG query at all (index building): counted, no rows
+            self._drop(work, "traces_not_rag")
+            return
+        if not prep.keep:
+            self._drop(work, "traces_sampled_out")
+            return
+        if prep.meta is None:
+            self._drop(work, "traces_dropped")
+            return
+        self._counters.add("traces_sampled")
+        self._backlog.append(PreparedTrace(work, prep))
+
+    def poll(self) -> None:
+        self.join()
+        if self._backlog:
+            raise MessageRejected(f"prepare: {len(self._backlog)} traces wait for a slot")
+
+    def join(self) -> None:
+        backlog = self._backlog
+        while backlog:
+            try:
+                self._evaluate.submit(backlog[0])
+            except MessageRejected:
+                return
+            backlog.popleft()
+
+    def forget(self, partitions: Partitions) -> list[list[RecordRef]]:
+        kept: deque[PreparedTrace] = deque()
+        gone: list[list[RecordRef]] = []
+        for entry in self._backlog:
+            refs = entry.work.refs
+            if any((r.topic, r.partition) in partitions for r in refs):
+                gone.append(refs)
+            else:
+                kept.append(entry)
+        self._backlog = kept
+        return gone
+
+    @property
+    def pending(self) -> int:
+        return len(self._backlog)
+
+    def _drop(self, work: TraceWork, counter: str) -> None:
+        self._counters.add(counter)
+        self._done.submit(Done(work.refs, work))

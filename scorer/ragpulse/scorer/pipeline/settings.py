@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -18,6 +18,7 @@ from ragpulse.collector.kafka import KafkaSettings
 
 from ..metrics import DEFAULT_METRICS, METRICS
 from ..privacy import PrivacySettings
+from ..renamed_settings import move_renamed
 from ..store.writer import WriterSettings
 from ..traces.extract import ExtractionSettings
 from ..traces.sampling import SamplingSettings
@@ -114,22 +115,26 @@ class EvaluateSettings(BaseModel):
 
 
 class WriteSettings(BaseModel):
-    """What goes into score rows, and how a trace whose rows were not acknowledged is retried.
+    """What goes into score rows (``RAGPULSE_WRITE__*``).
 
-    Batching itself is the store writer's (``writer``: ``ragpulse.scorer.store.WriterSettings``).
+    How rows are batched and retried is the ClickHouse writer's: ``writer``
+    (``ragpulse.scorer.store.WriterSettings``, ``RAGPULSE_WRITER__*``), whose ``retry`` section
+    is the one retry policy of writes and dead letters.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    retry_initial_s: float = Field(0.5, gt=0.0, description="first backoff after a failed write")
-    retry_max_s: float = Field(
-        30.0,
-        gt=0.0,
-        description="backoff cap; failed rows are retried until "
-        "shutdown and their offsets are not committed meanwhile",
-    )
     excerpts: bool = Field(True, description="store question/answer excerpts (privacy switch)")
     max_excerpt_chars: int = Field(1000, ge=0, le=1_000_000)
+
+
+# Deprecated names, still read with a warning. Retries have one settings section
+# (writer.retry), and "health" alone names the /healthz probes (RAGPULSE_HEALTH__*).
+_RENAMED = {
+    "write.retry_initial_s": "writer.retry.initial_backoff_s",
+    "write.retry_max_s": "writer.retry.max_backoff_s",
+    "health_interval_s": "pipeline_health_interval_s",
+}
 
 
 def _default_instance() -> str:
@@ -180,10 +185,21 @@ class ScorerSettings(BaseSettings):
         "they stay uncommitted and are assembled again by the next run)",
     )
     status_interval_s: float = Field(5.0, gt=0.0, description="status line period")
-    health_interval_s: float = Field(
+    pipeline_health_interval_s: float = Field(
         15.0, ge=0.0, description="write counters to pipeline_health this often (0: never)"
     )
+    health_interval_s: float | None = Field(
+        None,
+        exclude=True,
+        deprecated="RAGPULSE_HEALTH_INTERVAL_S is RAGPULSE_PIPELINE_HEALTH_INTERVAL_S now",
+        description="deprecated name of pipeline_health_interval_s",
+    )
     instance: str = Field(default_factory=_default_instance, description="name in pipeline_health")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return move_renamed(data, _RENAMED, model="ScorerSettings")
 
     @field_validator("clickhouse")
     @classmethod

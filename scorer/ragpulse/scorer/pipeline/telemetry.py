@@ -1,15 +1,24 @@
-"""The scorer's self-telemetry: every counter and gauge name, declared once, with its meaning.
+"""The scorer's self-telemetry: every ``stats()`` name, declared once, with its meaning.
 
 Stage names are verbs (consume, decode, assemble, sample, evaluate, write, commit). Each counter
 is incremented by exactly one thread (noted below), so plain integer updates under the GIL
 cannot lose increments and :meth:`Counters.snapshot` may be called from any thread.
+
+:data:`COUNTERS` are counted by :class:`Counters`, :data:`GAUGES` are computed by the consume
+step; :data:`PARTS` are counted by the parts the steps drive (the trace assembler, the span
+decoder, the ClickHouse writer) and reported by ``Scorer.stats()`` under these names.
+``ragpulse.deploy.telemetry`` exports all of them (``/metrics``, OTLP) and the
+``pipeline_health`` rows hold all of them (:func:`declared`).
 """
 
 from __future__ import annotations
 
 import threading
+from typing import Literal
 
-__all__ = ["COUNTERS", "GAUGES", "Counters"]
+__all__ = ["COUNTERS", "GAUGES", "LABELLED", "PARTS", "Counters", "declared"]
+
+Kind = Literal["counter", "gauge"]
 
 COUNTERS: dict[str, str] = {
     # consumer thread
@@ -47,6 +56,44 @@ GAUGES: dict[str, str] = {
     "consumer_lag": "sum over owned partitions of high watermark minus consumed position",
     "commit_lag": "sum over owned partitions of high watermark minus committed offset",
 }
+
+
+PARTS: dict[str, tuple[Kind, str]] = {
+    # the trace assembler (pipeline.assembly), consumer thread
+    "spans_assembled": ("counter", "spans added to the assembler's trace buffers"),
+    "spans_late": ("counter", "spans of already emitted traces (ignored or re-scored)"),
+    "traces_assembled": (
+        "counter",
+        "traces emitted complete (root span seen plus the grace period)",
+    ),
+    "traces_timed_out": ("counter", "traces emitted without a root span after assembly.max_wait_s"),
+    "traces_evicted": ("counter", "traces evicted from the full assembly buffer"),
+    "traces_rescored": ("counter", "emitted traces reopened by late spans (late_spans=rescore)"),
+    "traces_drained": ("counter", "traces emitted early because the scorer was shutting down"),
+    # the span decoder (traces.decode), consumer thread
+    "records_undecodable": ("counter", "records the decoder could not read (dead-lettered)"),
+    # the ClickHouse writer (store.writer), its own thread; prefixed ``writer_``
+    "writer_rows_submitted": ("counter", "score rows accepted by the ClickHouse writer"),
+    "writer_rows_refused": ("counter", "score rows refused by the full writer (backpressure)"),
+    "writer_rows_written": ("counter", "score rows ClickHouse acknowledged (writer's count)"),
+    "writer_rows_failed": ("counter", "score rows whose insert failed for good or at shutdown"),
+    "writer_batches_written": ("counter", "insert calls ClickHouse acknowledged"),
+    "writer_insert_retries": ("counter", "insert attempts retried after a retryable error"),
+    "writer_insert_errors": ("counter", "failed insert attempts of any kind"),
+    "writer_pending_rows": ("gauge", "rows held by the writer, not yet acknowledged"),
+}
+
+LABELLED: dict[str, str] = {
+    "traces_unscorable": "by the reason the trace could not be scored (no_contexts, ...)",
+    "records_dead_lettered": "by the reason the record could not be decoded",
+}
+"""Counters also reported split by a label (``Scorer.labelled_counters()``)."""
+
+
+def declared(kind: Kind) -> tuple[str, ...]:
+    """Every declared ``stats()`` name of ``kind``, in declaration order."""
+    own = COUNTERS if kind == "counter" else GAUGES
+    return (*own, *(name for name, (k, _) in PARTS.items() if k == kind))
 
 
 class Counters:

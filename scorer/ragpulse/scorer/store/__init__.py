@@ -1,9 +1,10 @@
 """ragpulse.scorer.store: the ClickHouse side of the scorer.
 
 Schema and migrations (:mod:`.schema`), row types (:mod:`.rows`), the batched acknowledged writer
-(:mod:`.writer`) and :func:`open_store`, which opens a client for a ``chdb://`` or ``http(s)://``
-DSN and follows the process that owns a chDB directory to its facade (:mod:`.client`; the facade
-itself is ``ragpulse.deploy.facade``).
+(:mod:`.writer`) and its retry policy (:mod:`.retry`), ``pipeline_health`` rows
+(:mod:`.pipeline_health`) and :func:`open_store`, which opens a client for a ``chdb://`` or
+``http(s)://`` DSN and follows the process that owns a chDB directory to its facade
+(:mod:`.client`; the facade itself is ``ragpulse.deploy.facade``).
 """
 
 from .client import OwnerInfo, StoreSettings, open_store, read_owner, remove_owner, write_owner
@@ -16,7 +17,8 @@ from .errors import (
     WriterFull,
     is_retryable,
 )
-from .health import HealthSampler
+from .pipeline_health import PipelineHealthRecorder, PipelineHealthSampler
+from .retry import RetryPolicy, RetrySettings
 from .rows import HealthRow, ScoreRow, TraceMeta, columns_of, rows_from_scores, safe_text
 from .schema import (
     MIGRATIONS,
@@ -31,7 +33,7 @@ from .writer import (
     ScoreWriter,
     WriteAck,
     WriterSettings,
-    build_health_writer,
+    build_pipeline_health_writer,
     build_score_writer,
 )
 
@@ -39,10 +41,13 @@ __all__ = [
     "MIGRATIONS",
     "BatchWriter",
     "HealthRow",
-    "HealthSampler",
     "MigrationReport",
     "OwnerInfo",
     "PermanentStoreError",
+    "PipelineHealthRecorder",
+    "PipelineHealthSampler",
+    "RetryPolicy",
+    "RetrySettings",
     "RetryableStoreError",
     "SchemaError",
     "SchemaSettings",
@@ -56,7 +61,7 @@ __all__ = [
     "WriterClosed",
     "WriterFull",
     "WriterSettings",
-    "build_health_writer",
+    "build_pipeline_health_writer",
     "build_score_writer",
     "columns_of",
     "init_schema",

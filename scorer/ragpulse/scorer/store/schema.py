@@ -51,7 +51,6 @@ __all__ = [
     "applied_versions",
     "cluster_statements",
     "create_table_sql",
-    "create_view_sql",
     "init_schema",
     "latest_version",
     "validate_identifier",
@@ -201,13 +200,6 @@ def create_table_sql(table: Table, settings: SchemaSettings) -> str:
     if table.comment:
         lines.append("COMMENT " + _sql_string(table.comment))
     return "\n".join(lines)
-
-
-def create_view_sql(view: View, settings: SchemaSettings) -> str:
-    return (
-        f"CREATE MATERIALIZED VIEW IF NOT EXISTS `{settings.database}`.`{view.name}` "
-        f"TO `{settings.database}`.`{view.to}` AS\n{_fmt(view.select, settings)}"
-    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 """Batched, acknowledged, idempotent inserts into ClickHouse.
 
 :class:`BatchWriter` collects rows from any number of threads, inserts them column-oriented in
-batches (by row count or by age, INFRA §2.1: one 10-row insert costs ~22 ms, 50k-row batches reach
-190k+ rows/s), and resolves each caller's future only once ClickHouse acknowledged the insert
-holding its rows. That is what lets the scorer commit Kafka offsets after the write and never
-before. :class:`ScoreWriter` is the writer for ``scores``; :func:`build_health_writer` makes one for
-``pipeline_health``.
+batches (by row count or by age: an insert has a fixed cost, so large batches are far cheaper per
+row; docs/schema.md), and resolves each caller's future only once ClickHouse acknowledged the
+insert holding its rows. That is what lets the scorer commit Kafka offsets after the write and
+never before. Failed inserts are retried under the one retry policy (:mod:`.retry`).
+:class:`ScoreWriter` is the writer for ``scores``; :func:`build_pipeline_health_writer` makes one
+for ``pipeline_health``.
 
 Idempotency has two layers. The table is a ReplacingMergeTree keyed by (service, metric, day,
 trace), so a replayed score replaces the old one. And every batch carries an
@@ -30,13 +31,9 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .errors import (
-    PermanentStoreError,
-    RetryableStoreError,
-    WriterClosed,
-    WriterFull,
-    is_retryable,
-)
+from ..renamed_settings import move_renamed
+from .errors import PermanentStoreError, RetryableStoreError, WriterClosed, WriterFull
+from .retry import RetryOutcome, RetryPolicy, RetrySettings
 from .rows import HealthRow, ScoreRow, columns_of
 from .schema import HEALTH_COLUMNS, SCORE_COLUMNS, Column, validate_identifier
 
@@ -46,7 +43,7 @@ __all__ = [
     "ScoreWriter",
     "WriteAck",
     "WriterSettings",
-    "build_health_writer",
+    "build_pipeline_health_writer",
     "build_score_writer",
 ]
 
@@ -76,20 +73,30 @@ class WriterSettings(BaseModel):
     """…or once the oldest pending row has waited this long (bounds the write latency)."""
     max_pending_rows: int = Field(default=100_000, ge=1)
     """Rows held (queued + being inserted); ``submit`` beyond this raises :class:`WriterFull`."""
-    retry_initial_backoff_s: float = Field(default=0.1, gt=0)
-    retry_max_backoff_s: float = Field(default=5.0, gt=0)
-    retry_deadline_s: float = Field(default=60.0, gt=0)
-    """Give up on a batch (futures fail with a retryable error) after retrying this long."""
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    """How a failed insert is retried (:mod:`.retry`); after ``retry.deadline_s`` the batch's
+    futures fail with a retryable error."""
     deduplicate: bool = True
     """Send an ``insert_deduplication_token`` per batch (see the module docstring)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        return move_renamed(data, _RENAMED, model="WriterSettings")
 
     @model_validator(mode="after")
     def _check(self) -> WriterSettings:
         if self.max_pending_rows < self.batch_rows:
             raise ValueError("max_pending_rows must be at least batch_rows")
-        if self.retry_max_backoff_s < self.retry_initial_backoff_s:
-            raise ValueError("retry_max_backoff_s must be at least retry_initial_backoff_s")
         return self
+
+
+# Deprecated names (RAGPULSE_WRITER__RETRY_INITIAL_BACKOFF_S, ...) of the retry settings.
+_RENAMED = {
+    "retry_initial_backoff_s": "retry.initial_backoff_s",
+    "retry_max_backoff_s": "retry.max_backoff_s",
+    "retry_deadline_s": "retry.deadline_s",
+}
 
 
 @dataclass(frozen=True)
@@ -153,7 +160,7 @@ class BatchWriter(Generic[R]):
             list(range(len(self._names)))
         self.settings = settings or WriterSettings()
         self._clock = clock
-        self._rng = rng or random.Random()
+        self._retry = RetryPolicy(self.settings.retry, rng=rng)
         self._cond = threading.Condition()
         self._queue: deque[_Submission[R]] = deque()
         self._inflight: list[_Submission[R]] = []  # the batch being inserted
@@ -186,7 +193,7 @@ class BatchWriter(Generic[R]):
 
     def shutdown(self, timeout_s: float | None = None) -> None:
         """Refuse new rows, flush pending ones, stop. Blocks up to ``timeout_s`` (None: until the
-        flush finishes, itself bounded by ``retry_deadline_s`` per batch); after the timeout,
+        flush finishes, itself bounded by ``retry.deadline_s`` per batch); after the timeout,
         retries are abandoned and the still-pending futures fail with RetryableStoreError. An
         insert call already in progress is not interrupted (the client's own timeout bounds it)."""
         with self._cond:
@@ -342,8 +349,8 @@ class BatchWriter(Generic[R]):
         self._settle(batch, attempts, exc=error)
 
     def _insert_with_retry(self, rows: list[R]) -> tuple[Exception | None, int]:
-        """Insert ``rows``: ``(None, attempts)`` once acknowledged, else the classified error."""
-        st = self.settings
+        """Insert ``rows`` under the retry policy: ``(None, attempts)`` once acknowledged, else
+        the classified error. Blocks (writer thread) while the policy waits between attempts."""
         columns = columns_of(rows)
         # DateTime64 values as integer ticks: clickhouse-connect would otherwise convert every
         # datetime in Python (~1 us each, two per row); here a trace's rows share their datetime
@@ -356,44 +363,41 @@ class BatchWriter(Generic[R]):
                 epoch_us[i] = us
                 columns[i] = _ticks(us, precision)
         settings: dict[str, Any] = {}
-        if st.deduplicate:
+        if self.settings.deduplicate:
             settings = {"insert_deduplicate": 1,
                         "insert_deduplication_token": self._token(columns, epoch_us),
                         "deduplicate_blocks_in_dependent_materialized_views": 1}
-        deadline = time.monotonic() + st.retry_deadline_s
-        backoff = st.retry_initial_backoff_s
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                self._client.insert(
-                    self.table, columns, column_names=self._names, database=self.database,
-                    column_type_names=self._types, column_oriented=True, settings=settings)
-                with self._cond:
-                    self._stats["batches_written"] += 1
-                return None, attempt
-            except Exception as exc:
-                with self._cond:
-                    self._stats["insert_errors"] += 1
-                if not is_retryable(exc):
-                    log.error("write: permanent error inserting %d rows into %s.%s: %s",
-                              len(rows), self.database, self.table, exc)
-                    return PermanentStoreError(
-                        f"insert into {self.database}.{self.table} failed: {exc}"), attempt
-                # Full jitter (AWS architecture blog) keeps many writers from retrying in step.
-                delay = self._rng.uniform(0, backoff)
-                if time.monotonic() + delay > deadline or self._abort.is_set():
-                    why = "shutdown" if self._abort.is_set() else f"{st.retry_deadline_s}s deadline"
-                    return RetryableStoreError(
-                        f"insert into {self.database}.{self.table} not acknowledged before the "
-                        f"{why} after {attempt} attempts: {exc}"), attempt
-                log.warning("write: retryable error (attempt %d), retrying in %.2fs: %s",
-                            attempt, delay, exc)
-                with self._cond:
+
+        def insert() -> None:
+            self._client.insert(
+                self.table, columns, column_names=self._names, database=self.database,
+                column_type_names=self._types, column_oriented=True, settings=settings)
+
+        def failed(exc: Exception, attempt: int, wait_s: float | None) -> None:
+            with self._cond:
+                self._stats["insert_errors"] += 1
+                if wait_s is not None:
                     self._stats["insert_retries"] += 1
-                if self._abort.wait(delay):
-                    continue  # loop once more to report the shutdown
-                backoff = min(backoff * 2, st.retry_max_backoff_s)
+            if wait_s is not None:
+                log.warning("write: retryable error (attempt %d), retrying in %.2fs: %s",
+                            attempt, wait_s, exc)
+
+        try:
+            _, attempts = self._retry.call(insert, abort=self._abort, on_error=failed)
+        except RetryOutcome as out:
+            where = f"{self.database}.{self.table}"
+            if not out.retryable:
+                log.error("write: permanent error inserting %d rows into %s: %s",
+                          len(rows), where, out.error)
+                return PermanentStoreError(f"insert into {where} failed: {out.error}"), out.attempts
+            why = "shutdown" if out.why == "shutdown" else \
+                f"{self.settings.retry.deadline_s}s deadline"
+            return RetryableStoreError(
+                f"insert into {where} not acknowledged before the {why} after {out.attempts} "
+                f"attempts: {out.error}"), out.attempts
+        with self._cond:
+            self._stats["batches_written"] += 1
+        return None, attempts
 
     def _settle(self, batch: list[_Submission[R]], attempts: int,
                 exc: BaseException | None = None) -> None:
@@ -483,8 +487,8 @@ def build_score_writer(client: InsertClient, database: str = "rag",
     return ScoreWriter(client, database, settings)
 
 
-def build_health_writer(client: InsertClient, database: str = "rag",
-                        settings: WriterSettings | None = None) -> BatchWriter[HealthRow]:
+def build_pipeline_health_writer(client: InsertClient, database: str = "rag",
+                                 settings: WriterSettings | None = None) -> BatchWriter[HealthRow]:
     """A writer for ``pipeline_health`` rows (:class:`~ragpulse.scorer.store.rows.HealthRow`)."""
     return BatchWriter(client, database, "pipeline_health", HEALTH_COLUMNS, settings,
                        identity=("component", "name", "label", "instance", "minute", "written_at"))

@@ -1,0 +1,466 @@
+"""The consume step: the Kafka consumer group, the scorer's rounds, pausing, and rebalances.
+
+:class:`ConsumeStep` is the source of the chain (:mod:`.steps`) and the only owner of the
+``KafkaConsumer`` (kafka-python,
+https://kafka-python.readthedocs.io/en/master/apidoc/KafkaConsumer.html). The consumer thread
+calls :meth:`ConsumeStep.poll` in a loop; each round
+
+1. applies what the other threads posted to the inbox (rows judged, writes and dead letters
+   acknowledged);
+2. polls every step in chain order, commit last (timers, retries, hand-offs);
+3. pauses every assigned partition if a step raised :class:`~.steps.MessageRejected`, and
+   resumes them after a round in which none did. It keeps polling Kafka while paused, so the
+   member stays in the group (``max_poll_interval_ms``); backpressure is never a sleep;
+4. polls Kafka (up to ``consumer.poll_timeout_ms``) and submits each record to the decode step,
+   after registering it with the :class:`~.offsets.OffsetTracker`.
+
+Offsets are committed by the commit step (:meth:`ConsumeStep.commit` is its way to the
+consumer), only after the records' rows were acknowledged. At shutdown, :meth:`ConsumeStep.join`
+pauses everything, joins every step and keeps applying the inbox until no step holds work or
+the drain budget is spent; what is left stays uncommitted and is replayed by the next run.
+
+Rebalances are eager (every partition is revoked, then the new assignment is handed out). The
+revoke listener waits a bounded time for in-flight traces of the revoked partitions, computes
+their low watermarks *before* it forgets buffered traces, commits them and awaits the broker's
+answer before the client sends its JoinGroup, so the partitions' next owners start after what
+this member finished. kafka-python 3 calls listeners on its network thread, where a blocking
+``commit()`` raises ("Cannot block on net.run() from the IO thread itself"): the listener is an
+``AsyncConsumerRebalanceListener`` that awaits ``commit_async``'s future on that loop instead
+(kafka-python 2 calls a plain ``ConsumerRebalanceListener`` inside ``poll``, where blocking is
+allowed). A partition given back to the same member resumes at its watermark, and that offset is
+committed by the next regular commit too, so a revoke commit that failed (a fenced generation,
+a lost coordinator) costs replays elsewhere but never leaves the group's offset behind here.
+While the listener waits, only the steps that never block and admit nothing new run (the
+``settle`` steps: evaluate and write): no periodic commit, no dead-letter send (``send`` may
+block up to ``max_block_ms``), no new trace admitted for partitions about to be forgotten.
+
+Threads: everything here runs on the consumer thread, except the listener, which kafka-python
+runs while the consumer thread is blocked in ``poll`` or ``close`` (so it may use the
+consumer-thread state meanwhile). ``gauges`` and ``paused`` may be read from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafka import ConsumerRebalanceListener
+
+try:  # kafka-python >= 3: listeners run on the client's network thread
+    from kafka import AsyncConsumerRebalanceListener
+except ImportError:  # kafka-python 2.x: listeners run inside poll() on the consumer thread
+    AsyncConsumerRebalanceListener = None
+
+from .commit import Offsets
+from .messages import Record, TraceWork
+from .offsets import OffsetTracker
+from .settings import ScorerSettings
+from .steps import Inbox, MessageRejected, Step
+from .telemetry import Counters
+
+__all__ = ["ConsumeStep", "consumer_config"]
+
+log = logging.getLogger(__name__)
+
+
+class ConsumeStep:
+    """Owns the consumer and drives the steps' rounds (see the module docstring).
+
+    ``start()`` creates the consumer and subscribes (joining happens on the first poll); it
+    raises kafka-python's errors (``NoBrokersAvailable``). ``poll()`` runs one round and
+    ``join(budget_s)`` drains, both blocking (Kafka's poll, the inbox, the commits); they raise
+    only what a step or kafka-python raises unexpectedly (the scorer stops on it). ``close()``
+    leaves the group (its revoke listener may commit) and is idempotent. Wire the chain with
+    :meth:`chain` before ``start()``.
+    """
+
+    def __init__(
+        self,
+        settings: ScorerSettings,
+        *,
+        tracker: OffsetTracker,
+        in_flight: set[TraceWork],
+        inbox: Inbox,
+        counters: Counters,
+        stopping: threading.Event,
+        clock: Callable[[], float],
+        consumer_factory: Callable[[dict[str, Any]], Any],
+    ) -> None:
+        self._settings = settings
+        self._tracker = tracker
+        self._in_flight = in_flight
+        self._inbox = inbox
+        self._counters = counters
+        self._stopping = stopping
+        self._clock = clock
+        self._consumer_factory = consumer_factory
+        self._consumer: Any = None
+        self._decode: Step[Record] | None = None
+        self._steps: tuple[Step[Any], ...] = ()
+        self._settle: tuple[Step[Any], ...] = ()
+        self._resume: dict[tuple[str, int], int] = {}  # revoked partition -> offset to resume at
+        self._paused = False
+        self._last_gauges = 0.0
+        self.gauges: dict[str, int] = dict.fromkeys(
+            ("consumer_lag", "commit_lag", "partitions_assigned", "records_pending"), 0
+        )
+
+    def chain(
+        self, decode: Step[Record], *, steps: Sequence[Step[Any]], settle: Sequence[Step[Any]]
+    ) -> None:
+        """``decode`` takes the records; ``steps`` are polled every round in this order (the
+        commit step last); ``settle`` are the steps that may run while a revoke listener waits
+        (they never block and admit no new trace)."""
+        self._decode = decode
+        self._steps = tuple(steps)
+        self._settle = tuple(settle)
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._consumer = self._consumer_factory(consumer_config(self._settings))
+        self._consumer.subscribe([self._settings.kafka.topic], listener=_Rebalance(self))
+
+    def close(self) -> None:
+        consumer = self._consumer
+        if consumer is None:
+            return
+        # close() leaves the group through the revoke listener, whose commit needs
+        # self._consumer: it is cleared only once close() returned.
+        try:
+            consumer.close(autocommit=False)
+        except Exception as exc:
+            log.warning("consume: close failed: %s", exc)
+        finally:
+            self._consumer = None
+
+    def commit(self, offsets: Offsets) -> None:
+        """Commit ``offsets`` and wait for the broker (the commit step's way to the consumer).
+        Consumer thread only; raises what ``KafkaConsumer.commit`` raises."""
+        self._consumer.commit(_kafka_offsets(offsets))
+
+    # -- rounds --------------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        """One round (see the module docstring). Blocks up to ``consumer.poll_timeout_ms``."""
+        c = self._settings.consumer
+        self._inbox.drain()
+        self._pause(self._poll_steps())
+        batches = self._consumer.poll(timeout_ms=c.poll_timeout_ms, max_records=c.max_poll_records)
+        if batches:
+            self._submit(batches)
+        now = self._clock()
+        if now - self._last_gauges >= min(self._settings.status_interval_s, 1.0):
+            self._update_gauges()
+            self._last_gauges = now
+
+    def _submit(self, batches: dict[Any, list[Any]]) -> None:
+        assert self._decode is not None
+        submit, track, count = self._decode.submit, self._tracker.track, self._counters.add
+        for tp, records in batches.items():
+            topic, partition = tp.topic, tp.partition
+            for rec in records:
+                count("records_consumed")
+                ref = track(topic, partition, rec.offset)
+                submit(Record(ref, rec.key, rec.value, rec.headers))
+
+    def _poll_steps(self) -> list[str]:
+        """Poll every step; what the ones that refused more work said."""
+        rejected: list[str] = []
+        for step in self._steps:
+            try:
+                step.poll()
+            except MessageRejected as exc:
+                rejected.append(str(exc))
+        return rejected
+
+    def _pause(self, rejected: list[str]) -> None:
+        want = bool(rejected)
+        if want == self._paused:
+            return
+        parts = list(self._consumer.assignment())
+        if want:
+            self._consumer.pause(*parts)
+            self._counters.add("partitions_paused")
+            log.info("consume: paused %d partitions (%s)", len(parts), "; ".join(rejected))
+        else:
+            self._consumer.resume(*parts)
+            log.info("consume: resumed %d partitions", len(parts))
+        self._paused = want
+
+    def _update_gauges(self) -> None:
+        lag = commit_lag = 0
+        assigned = 0
+        tracker = self._tracker
+        for tp in self._consumer.assignment():
+            assigned += 1
+            hw = self._consumer.highwater(tp)  # from fetch responses: correct on tansu
+            if hw is None:
+                continue
+            pos = tracker.position(tp.topic, tp.partition)
+            if pos is not None:
+                lag += max(0, hw - pos)
+            committed = tracker.last_committed(tp.topic, tp.partition)
+            commit_lag += max(0, hw - (committed if committed is not None else 0))
+        self.gauges = {
+            "consumer_lag": lag,
+            "commit_lag": commit_lag,
+            "partitions_assigned": assigned,
+            "records_pending": tracker.pending_records(),
+        }
+
+    # -- draining ------------------------------------------------------------------------------
+
+    def join(self, budget_s: float) -> None:
+        """Drain: no new records; every step hands on what it holds, and the inbox is applied
+        until no step holds work or ``budget_s`` passed; then the final commit."""
+        deadline = self._clock() + budget_s
+        parts = list(self._consumer.assignment())
+        if parts:
+            self._consumer.pause(*parts)
+        # The polls below keep the membership alive and may complete a rebalance: partitions
+        # assigned meanwhile join the paused state (on_assigned), since records returned here
+        # would be thrown away.
+        self._paused = True
+        for step in self._steps:
+            step.join()
+        while any(step.pending for step in self._steps) and self._clock() < deadline:
+            self._inbox.drain(block_s=0.05)
+            self._poll_steps()
+            self._consumer.poll(timeout_ms=0)  # returns nothing (all paused)
+        held = {type(s).__name__: s.pending for s in self._steps if s.pending}
+        if held:
+            log.warning(
+                "drain: work still held after %.1fs (%s); its records stay uncommitted and "
+                "will be replayed",
+                budget_s,
+                ", ".join(f"{name} {n}" for name, n in held.items()),
+            )
+        for step in self._steps:
+            step.join()  # the commit step, last, commits what finished meanwhile
+        self._update_gauges()
+
+    # -- rebalance (called by the listener) ----------------------------------------------------
+
+    def on_revoked(self, revoked: Sequence[Any], *, lost: bool = False) -> Offsets:
+        """Finish (within a budget) what revoked partitions hold, forget the rest, and return
+        the offsets to commit for them (their low watermarks, taken *before* buffered traces
+        are forgotten: forgetting releases their records, which must not look done).
+
+        Runs while the consumer thread is blocked in ``poll``/``close`` (kafka-python calls the
+        listener from there: on the consumer thread in 2.x, on its network thread in 3.x), so
+        it owns the consumer-thread state meanwhile. The caller commits the returned offsets;
+        an exception here is re-raised by kafka-python from ``poll`` and stops the scorer.
+        ``lost``: the group already dropped this member (session expired, fenced): nothing is
+        committed or waited for, and no resume offset is kept (another member may have moved
+        the partitions on meanwhile; the group's committed offsets are authoritative again).
+        """
+        gone = frozenset((tp.topic, tp.partition) for tp in revoked)
+        if not gone:
+            return {}
+        c = self._settings.consumer
+        # Heartbeats stop while this blocks (kafka-python 3 runs it on the network loop): wait at
+        # most half a session, and not at all when shutting down (the drain already waited;
+        # what is left is replayed by the next owner) or when the membership is already lost.
+        budget = (
+            0.0
+            if self._stopping.is_set() or lost
+            else min(c.revoke_drain_timeout_s, c.session_timeout_ms / 2000.0)
+        )
+        deadline = self._clock() + budget
+
+        def touches(work: TraceWork) -> bool:
+            return any((r.topic, r.partition) in gone for r in work.refs)
+
+        while any(touches(w) for w in self._in_flight) and self._clock() < deadline:
+            self._inbox.drain(block_s=0.1)
+            for step in self._settle:
+                try:
+                    step.poll()
+                except MessageRejected:
+                    pass
+        tracker = self._tracker
+        # Offsets first: everything below releases records of traces that were NOT written.
+        offsets = {} if lost else {k: v for k, v in tracker.committable().items() if k in gone}
+        # kafka-python keeps the fetch position of a partition that is assigned to this member
+        # again (eager rebalances revoke everything first), but what is forgotten below must be
+        # read again: remember where each partition's unfinished records start.
+        # A partition this member no longer tracks (revoked twice with no assignment between:
+        # kafka-python re-runs the revoke when an assignment fails) keeps the resume offset its
+        # first revoke recorded; dropping it would skip the records forgotten back then.
+        for key in gone:
+            if lost:
+                self._resume.pop(key, None)
+                continue
+            low = tracker.low_watermark(*key)
+            if low is not None:
+                self._resume[key] = low
+        # What is still buffered or queued will be read again by the partitions' next owner.
+        # (In-flight traces go on: their rows are written, their references are inert now.)
+        for step in self._steps:
+            for refs in step.forget(gone):
+                self._counters.add("traces_revoked")
+                tracker.release(refs)
+        for key in gone:
+            tracker.revoke(*key)
+        log.info(
+            "rebalance: %s %s; resume at %s",
+            "lost" if lost else "revoked",
+            sorted(gone),
+            {f"{t}[{p}]": o for (t, p), o in sorted(self._resume.items()) if (t, p) in gone},
+        )
+        return offsets
+
+    def revoke_commit_request(self, offsets: Offsets) -> Any:
+        """Send the revoke-time commit without blocking; returns kafka-python's future.
+
+        ``commit_async`` never blocks, so it is allowed on kafka-python 3's network thread.
+        Awaited on that loop (``_Rebalance``), it completes before the JoinGroup is sent, so
+        the partitions' next owners fetch these offsets. If the coordinator is unknown, the
+        returned future is its lookup (it resolves to the coordinator id, where the commit's
+        resolves to ``None``) and the commit is sent right after it, still ahead of the
+        JoinGroup. Raises what ``commit_async`` raises (not in a group any more).
+        """
+
+        def done(_offsets: Any, result: Any) -> None:
+            # Called later from whichever thread next polls or commits; the awaited future
+            # already reported the outcome (revoke_commit_result), except after a lookup.
+            log.debug("commit (revoke): completed: %r", result)
+
+        return self._consumer.commit_async(_kafka_offsets(offsets), callback=done)
+
+    def revoke_commit_result(
+        self, offsets: Offsets, result: Any, exc: BaseException | None
+    ) -> None:
+        """Count and log the outcome of a revoke-time commit. Same thread rules as
+        :meth:`on_revoked` (the consumer thread is blocked meanwhile), so the counters keep
+        their single writer."""
+        if exc is not None:
+            # A fenced generation or a lost coordinator: the next owner replays these finished
+            # records (idempotent rows); a partition given back to this member is committed
+            # again from its resume offset (on_assigned).
+            self._counters.add("commit_errors")
+            log.warning("commit (revoke): %s not committed: %s", _fmt_offsets(offsets), exc)
+        elif result is not None:
+            log.info(
+                "commit (revoke): %s sent after a coordinator lookup (outcome not awaited)",
+                _fmt_offsets(offsets),
+            )
+        else:
+            self._counters.add("commits")
+            log.info("commit (revoke): %s", _fmt_offsets(offsets))
+
+    def commit_revoked_blocking(self, offsets: Offsets) -> None:
+        """kafka-python 2.x: the listener runs inside ``poll`` on the consumer thread, where a
+        blocking commit is allowed."""
+        if not offsets:
+            return
+        try:
+            self._consumer.commit(_kafka_offsets(offsets))
+        except Exception as exc:  # CommitFailedError (fenced), timeouts: replayed elsewhere
+            self.revoke_commit_result(offsets, None, exc)
+        else:
+            self.revoke_commit_result(offsets, None, None)
+
+    def on_assigned(self, assigned: Sequence[Any]) -> None:
+        for tp in assigned:
+            resume = self._resume.pop((tp.topic, tp.partition), None)
+            # Given back to this member: resume where its unfinished records start, and let the
+            # next regular commit commit that offset (the revoke commit may not have landed).
+            self._tracker.assign(tp.topic, tp.partition, resume_at=resume)
+            if resume is not None:
+                self._consumer.seek(tp, resume)  # replay what was forgotten at the revoke
+        self._resume.clear()  # partitions that went elsewhere: their next owner resumes them
+        if self._paused and assigned:
+            self._consumer.pause(*assigned)  # new partitions join the paused state
+        log.info("rebalance: assigned %s", sorted((tp.topic, tp.partition) for tp in assigned))
+
+
+def _kafka_offsets(offsets: Offsets) -> dict[Any, Any]:
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    return {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}
+
+
+def _fmt_offsets(offsets: Offsets) -> str:
+    return ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(offsets.items()))
+
+
+if AsyncConsumerRebalanceListener is not None:
+
+    class _Rebalance(AsyncConsumerRebalanceListener):  # type: ignore[misc,valid-type]
+        """kafka-python 3: awaited on the client's network loop while the consumer thread is
+        blocked in ``poll`` (or ``close``), so it may touch the consumer-thread state.
+
+        The revoke-time commit is awaited here, not blocked on: the loop keeps running (the
+        commit's request and response go through it, heartbeats too), and the JoinGroup is only
+        sent after this returns, so the commit lands before any other member can be assigned
+        the partitions. The wait is bounded by the client's ``request_timeout_ms``; a commit
+        that timed out may still land later: never past an unacknowledged row, but possibly
+        behind what the next owner committed meanwhile (replays after its next restart).
+        """
+
+        def __init__(self, consume: ConsumeStep) -> None:
+            self._consume = consume
+
+        async def on_partitions_revoked(self, revoked: Any) -> None:
+            offsets = self._consume.on_revoked(list(revoked))
+            if not offsets:
+                return
+            try:
+                result = await self._consume.revoke_commit_request(offsets)
+            except Exception as exc:  # CommitFailedError, RebalanceInProgressError, timeouts
+                self._consume.revoke_commit_result(offsets, None, exc)
+            else:
+                self._consume.revoke_commit_result(offsets, result, None)
+
+        async def on_partitions_lost(self, lost: Any) -> None:
+            # The group dropped this member: its generation is gone, a commit would be refused
+            # and the partitions may already have a new owner. Forget, replay elsewhere.
+            self._consume.on_revoked(list(lost), lost=True)
+
+        async def on_partitions_assigned(self, assigned: Any) -> None:
+            self._consume.on_assigned(list(assigned))
+
+else:
+
+    class _Rebalance(ConsumerRebalanceListener):  # type: ignore[no-redef]
+        """kafka-python 2.x: called inside ``poll`` on the consumer thread, where the revoke
+        commit may block."""
+
+        def __init__(self, consume: ConsumeStep) -> None:
+            self._consume = consume
+
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            self._consume.commit_revoked_blocking(self._consume.on_revoked(list(revoked)))
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            self._consume.on_assigned(list(assigned))
+
+
+def consumer_config(s: ScorerSettings) -> dict[str, Any]:
+    """``KafkaConsumer`` arguments: manual commits only, never ``latest``, and a request
+    timeout above the session timeout (a JoinGroup may wait for the whole session)."""
+    c = s.consumer
+    cfg = s.kafka.client_kwargs()
+    cfg.update(
+        group_id=c.group_id,
+        enable_auto_commit=False,
+        # "earliest": a new group must not skip traces already on the topic; and tansu
+        # answers ListOffsets(LATEST) wrongly, which "latest" would rely on.
+        auto_offset_reset="earliest",
+        session_timeout_ms=c.session_timeout_ms,
+        heartbeat_interval_ms=c.heartbeat_interval_ms,
+        max_poll_interval_ms=c.max_poll_interval_ms,
+        max_poll_records=c.max_poll_records,
+        max_partition_fetch_bytes=c.max_partition_fetch_bytes,
+        fetch_max_bytes=c.fetch_max_bytes,
+    )
+    cfg["request_timeout_ms"] = max(cfg["request_timeout_ms"], c.session_timeout_ms + 5000)
+    return cfg

@@ -1,0 +1,224 @@
+"""The evaluate step: the bridge between the consumer thread and the judges' event loop.
+
+Judges and metrics are asyncio components (:class:`~ragpulse.scorer.Evaluator`), so they run on
+an event loop in a thread of their own, started by :meth:`EvaluateStep.start`. The step admits a
+kept trace only while fewer than ``evaluate.max_in_flight`` traces are between here and the
+commit step (evaluating, or written and not yet acknowledged); at the bound, ``submit`` raises
+:class:`~.steps.MessageRejected` (the prepare step keeps the trace and the consume step pauses
+its partitions). Within that bound, ``evaluate.max_concurrency`` judge calls run at once.
+
+* An unscorable trace (no question, answer or contexts) gets one null row per metric with the
+  reason, built on the consumer thread, and goes straight to the write step.
+* A scorable trace is handed to the loop in :meth:`EvaluateStep.poll`: one
+  ``call_soon_threadsafe`` per round for all traces admitted in it, since each call writes to
+  the loop's self-pipe (a syscall and a context switch;
+  https://docs.python.org/3/library/asyncio-eventloop.html#asyncio.loop.call_soon_threadsafe).
+  On the loop, the evaluation's rows are posted back to the consumer thread's inbox as
+  :class:`~.messages.Scored`, or as :class:`~.messages.Unwritable` when the row metadata is
+  malformed (the trace is then dropped and counted: it must not hold its records forever).
+* A judge or metric that raises (a programming error) yields error rows (``judge_error``),
+  counted in ``evaluate_errors``: the trace is never lost.
+
+Threads: ``submit``/``poll``/``pending``/``close`` run on the consumer thread (``close`` after it
+stopped); the coroutines and ``_spawn`` on the loop thread. ``traces_scored`` and
+``evaluate_errors`` are counted on the loop thread, every other counter on the consumer thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from ..evaluator import Evaluator
+from ..model import Score
+from ..store.rows import ScoreRow, TraceMeta, rows_from_scores
+from .messages import Done, PreparedTrace, Scored, TraceWork, Unwritable
+from .settings import ScorerSettings
+from .steps import Inbox, MessageRejected, Step
+from .telemetry import Counters
+
+__all__ = ["EvaluateStep", "RowBuilder", "row_builder"]
+
+log = logging.getLogger(__name__)
+
+RowBuilder = Callable[[Sequence[Score], TraceMeta], list[ScoreRow]]
+"""Score rows of one trace (``ragpulse.scorer.store.rows_from_scores`` with the row settings);
+raises ``ValueError`` for malformed metadata. Called from both threads: must be thread-safe."""
+
+
+def row_builder(settings: ScorerSettings) -> RowBuilder:
+    """Rows with question/answer excerpts of ``write.max_excerpt_chars``, or none at all when
+    ``write.excerpts`` or ``privacy.store_text`` is off (no explanation either: it may quote the
+    trace). Thread-safe."""
+    w = settings.write
+    keep = w.excerpts and settings.privacy.store_text
+    return functools.partial(rows_from_scores, max_excerpt_chars=w.max_excerpt_chars if keep else 0)
+
+
+class EvaluateStep(Step[PreparedTrace]):
+    """Admits kept traces within the in-flight bound and has them judged on the event loop."""
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        write: Step[Scored],
+        done: Step[Done],
+        *,
+        in_flight: set[TraceWork],
+        max_in_flight: int,
+        max_concurrency: int,
+        rows: RowBuilder,
+        inbox: Inbox,
+        counters: Counters,
+        owns_judge: bool = False,
+    ) -> None:
+        self._evaluator = evaluator
+        self._write = write
+        self._done = done
+        self._in_flight = in_flight
+        self._max_in_flight = max_in_flight
+        self._max_concurrency = max_concurrency
+        self._rows = rows
+        self._inbox = inbox
+        self._counters = counters
+        self._owns_judge = owns_judge
+        self._metrics = tuple(m.name for m in evaluator.metrics)
+        self._batch: list[PreparedTrace] = []  # admitted this round, for the loop
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._judge_slots: asyncio.Semaphore | None = None  # made on the loop thread
+        self.unscorable_by_reason: dict[str, int] = {}  # consumer thread
+        inbox.register(Unwritable, self._on_unwritable)
+
+    # -- lifecycle (consumer-facing) -----------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the event-loop thread. Returns at once."""
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._run_loop, name="ragpulse-scorer-evaluate", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Close the judge if this step owns it (on its own loop: clients such as httpx's are
+        bound to the loop that made them), then stop the loop. Blocks up to about 20 s; call it
+        once the consumer thread stopped. Idempotent."""
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        if self._owns_judge:
+            try:
+                asyncio.run_coroutine_threadsafe(self._evaluator.judge.aclose(), loop).result(10.0)
+            except Exception as exc:
+                log.warning("scorer: closing the judge failed: %s", exc)
+        loop.call_soon_threadsafe(loop.stop)
+        assert self._thread is not None
+        self._thread.join(10.0)
+
+    # -- the step (consumer thread) ------------------------------------------------------------
+
+    def submit(self, message: PreparedTrace) -> None:
+        if len(self._in_flight) >= self._max_in_flight:
+            raise MessageRejected(f"evaluate: {len(self._in_flight)} traces in flight")
+        work, prep = message.work, message.prepared
+        self._in_flight.add(work)
+        if prep.sample is not None:
+            self._batch.append(message)
+            return
+        self._counters.add("traces_unscorable")
+        reason = prep.reason or "no_sample"
+        self.unscorable_by_reason[reason] = self.unscorable_by_reason.get(reason, 0) + 1
+        assert prep.meta is not None
+        scores = [Score(metric=m, value=None, status="null", reason=reason) for m in self._metrics]
+        try:
+            rows = self._rows(scores, prep.meta)
+        except Exception as exc:
+            self._on_unwritable(Unwritable(work, exc))
+            return
+        self._write.submit(Scored(work, rows))
+
+    def poll(self) -> None:
+        """Hand this round's admitted traces to the loop. Raises
+        :class:`~.steps.MessageRejected` while the in-flight bound is reached."""
+        self.join()
+        if len(self._in_flight) >= self._max_in_flight:
+            raise MessageRejected(f"evaluate: {len(self._in_flight)} traces in flight")
+
+    def join(self) -> None:
+        if self._batch:
+            batch, self._batch = self._batch, []
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(self._spawn, batch)
+
+    @property
+    def pending(self) -> int:
+        """Traces admitted and not yet at the commit step (evaluating or writing)."""
+        return len(self._in_flight)
+
+    def _on_unwritable(self, message: Unwritable) -> None:
+        log.error(
+            "write: trace %s dropped, its rows cannot be built: %s",
+            message.work.trace_id,
+            message.error,
+        )
+        self._counters.add("traces_dropped")
+        self._done.submit(Done(message.work.refs, message.work))
+
+    # -- the event loop ------------------------------------------------------------------------
+
+    def _run_loop(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        asyncio.set_event_loop(loop)
+        self._judge_slots = asyncio.Semaphore(self._max_concurrency)
+        try:
+            loop.run_forever()
+        finally:
+            pending = asyncio.all_tasks(loop)
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
+
+    def _spawn(self, batch: list[PreparedTrace]) -> None:
+        """On the loop thread: one task per trace; ``_evaluate`` bounds judge concurrency."""
+        loop = asyncio.get_running_loop()
+        for message in batch:
+            task = loop.create_task(self._evaluate(message))
+            self._tasks.add(task)  # the loop keeps only weak references to tasks
+            task.add_done_callback(self._tasks.discard)
+
+    async def _evaluate(self, message: PreparedTrace) -> None:
+        work, prep = message.work, message.prepared
+        assert prep.sample is not None and prep.meta is not None
+        assert self._judge_slots is not None
+        try:
+            async with self._judge_slots:
+                result = await self._evaluator.evaluate(prep.sample)
+            scores: Sequence[Score] = result.scores
+            self._counters.add("traces_scored")
+        except Exception as exc:  # a programming error in a judge/metric: record, never lose
+            log.exception("evaluate: trace %s failed", work.trace_id)
+            self._counters.add("evaluate_errors")
+            scores = [
+                Score(
+                    metric=m,
+                    value=None,
+                    status="error",
+                    reason="judge_error",
+                    explanation=f"{type(exc).__name__}: {exc}"[:1000],
+                )
+                for m in self._metrics
+            ]
+        try:
+            rows = self._rows(scores, prep.meta)
+        except Exception as exc:  # malformed metadata (rows_from_scores validates): never hang
+            self._inbox.post(Unwritable(work, exc))
+            return
+        self._inbox.post(Scored(work, rows))

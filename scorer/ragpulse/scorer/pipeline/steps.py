@@ -1,0 +1,145 @@
+"""The scorer's processing steps: one small interface, a typed backpressure signal, an inbox.
+
+The scorer is a chain of steps, each in its own module named for its stage, in the shape of
+getsentry/arroyo's processing strategies (``arroyo/processing/strategies/abstract.py``)::
+
+    consume ─► decode ─► assemble ─► prepare ─► evaluate ─► write ─► commit
+                  └────► dead_letter ──────────────────────────────────┘
+    (prepare hands the traces it will not score straight to commit)
+
+A step knows only the steps after it, passed to its constructor, through this interface:
+
+* ``submit(message)`` hands the step one message. Never blocks. Raises :class:`MessageRejected`
+  when the step cannot take the message now: backpressure, never an error; the caller keeps the
+  message and offers it again later.
+* ``poll()`` runs the step's scheduled work (timers, retries, hand-offs to other threads). Never
+  blocks. Raises :class:`MessageRejected` while the step holds work its next step refused: the
+  consume step then pauses its Kafka partitions, keeps polling (so it stays in the group) and
+  resumes after a round in which no step raised. That is how arroyo's ``StreamProcessor`` pauses
+  on a rejected message (``arroyo/processing/processor.py``), extended to work that a step
+  emits on its own (the assembler releases traces on a timer, not per record).
+* ``join()`` hands on everything the step holds, without waiting for its timers (shutdown).
+  Never blocks: the steps' work finishes on other threads, so the consume step's drain keeps
+  polling every step until none has work ``pending`` or the drain budget is spent.
+* ``close()`` releases the step's threads and clients. Idempotent.
+* ``forget(partitions)`` drops the traces the step holds that read records of revoked
+  partitions and returns their record references (the caller releases them; the records are
+  read again by the partitions' next owner). ``pending`` counts work the step still holds.
+
+Unlike arroyo's messages, ours carry no offsets to commit: a record is tracked once, when it is
+consumed (:class:`~.offsets.OffsetTracker`), and every path of a trace or record ends in the
+commit step, which releases its references and commits the partitions' low watermarks. As in
+arroyo (``arroyo/processing/strategies/commit.py``), committing is always the last step.
+
+Threads: every step runs on the consumer thread, which owns all their state. The event-loop
+thread (judges) and the threads that complete the writer's and the producer's futures never call
+a step; they post typed messages (:mod:`.messages`) to the :class:`Inbox`, and the consumer
+thread applies them at the start of each round.
+"""
+
+from __future__ import annotations
+
+import queue
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+from .offsets import RecordRef
+
+__all__ = ["Inbox", "MessageRejected", "Partitions", "Step", "pop_due"]
+
+T = TypeVar("T")
+M = TypeVar("M")
+
+Partitions = frozenset[tuple[str, int]]
+"""A set of ``(topic, partition)``."""
+
+
+class MessageRejected(Exception):
+    """Backpressure: the step cannot take more work now. Retry later; never an error.
+
+    The message says which step and why (it is logged when the consume step pauses).
+    """
+
+
+class Step(ABC, Generic[T]):
+    """One processing step; see the module docstring for the contract of each method.
+
+    Every method runs on the consumer thread only; none blocks. The defaults do nothing.
+    """
+
+    @abstractmethod
+    def submit(self, message: T) -> None: ...
+
+    def poll(self) -> None:
+        return None
+
+    def join(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def forget(self, partitions: Partitions) -> Sequence[Sequence[RecordRef]]:
+        return ()
+
+    @property
+    def pending(self) -> int:
+        return 0
+
+
+class Inbox:
+    """Messages from other threads to the consumer thread, each applied by its type's handler.
+
+    :meth:`post` is thread-safe and never blocks. :meth:`drain` runs on the consumer thread: it
+    calls the handler registered for each message's exact type, in arrival order. A message of
+    an unregistered type raises ``KeyError`` there (a wiring bug: it stops the scorer).
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._handlers: dict[type, Callable[[Any], None]] = {}
+
+    def register(self, kind: type[M], handler: Callable[[M], None]) -> None:
+        """Route messages of type ``kind`` to ``handler`` (before the threads start)."""
+        self._handlers[kind] = handler
+
+    def post(self, message: object) -> None:
+        self._queue.put(message)
+
+    def drain(self, block_s: float = 0.0) -> None:
+        """Apply every message posted so far; with ``block_s`` > 0, first wait up to that long
+        for one to arrive (the only blocking wait of the consumer thread besides Kafka's poll)."""
+        get = self._queue.get
+        try:
+            message = get(timeout=block_s) if block_s > 0 else get(block=False)
+        except queue.Empty:
+            return
+        handlers = self._handlers
+        while True:
+            handlers[type(message)](message)
+            try:
+                message = get(block=False)
+            except queue.Empty:
+                return
+
+
+class _Retried(Protocol):
+    retry_at: float
+
+
+R = TypeVar("R", bound=_Retried)
+
+
+def pop_due(held: deque[R], now: float) -> list[R]:
+    """Remove from ``held`` and return the items whose ``retry_at`` is not after ``now``; the
+    others stay, in their order. O(len(held))."""
+    due: list[R] = []
+    for _ in range(len(held)):
+        item = held.popleft()
+        if item.retry_at > now:
+            held.append(item)
+        else:
+            due.append(item)
+    return due

@@ -1,0 +1,154 @@
+"""The step contract on single steps: backpressure as MessageRejected, order, hand-offs, the inbox.
+
+Neighbouring steps are small real implementations of the ``Step`` interface (the scorer's own
+protocol); the clock is injected, so retry times are exact and nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+
+from ragpulse.scorer.pipeline.assembly import AssembledTrace
+from ragpulse.scorer.pipeline.messages import (
+    Done,
+    Prepared,
+    PreparedTrace,
+    Scored,
+    TraceWork,
+    WriteOutcome,
+)
+from ragpulse.scorer.pipeline.offsets import RecordRef
+from ragpulse.scorer.pipeline.prepare import PrepareStep
+from ragpulse.scorer.pipeline.steps import Inbox, MessageRejected, Step, pop_due
+from ragpulse.scorer.pipeline.telemetry import Counters
+from ragpulse.scorer.pipeline.write import WriteStep
+from ragpulse.scorer.store import RetryPolicy, RetrySettings
+from ragpulse.scorer.store.errors import WriterFull
+
+
+class Bounded(Step[Any]):
+    """Takes at most ``capacity`` messages, then refuses until ``take()`` frees them."""
+
+    def __init__(self, capacity: int = 1_000) -> None:
+        self.capacity = capacity
+        self.got: list[Any] = []
+
+    def submit(self, message: Any) -> None:
+        if len(self.got) >= self.capacity:
+            raise MessageRejected("full")
+        self.got.append(message)
+
+    def take(self) -> list[Any]:
+        got, self.got = self.got, []
+        return got
+
+
+def ref(partition: int, offset: int) -> RecordRef:
+    return RecordRef("t", partition, offset, epoch=1)
+
+
+def trace(trace_id: str, partition: int = 0) -> AssembledTrace[Any]:
+    return AssembledTrace(trace_id, [], [ref(partition, int(trace_id[-1]))], "complete", True)
+
+
+def kept(_trace: AssembledTrace[Any]) -> Prepared:
+    return Prepared(True, 1.0, None, "no_contexts", object())  # type: ignore[arg-type]
+
+
+def test_prepare_keeps_traces_in_order_and_refuses_more_while_they_wait() -> None:
+    evaluate, done = Bounded(capacity=2), Bounded()
+    counters = Counters()
+    step = PrepareStep(kept, evaluate, done, counters=counters, drop_evicted=False)
+    traces = [trace(f"trace{i}", partition=i % 2) for i in range(4)]
+    for t in traces:
+        step.submit(t)
+    with pytest.raises(MessageRejected):  # the third and fourth wait for a slot
+        step.poll()
+    assert [m.work.trace_id for m in evaluate.got] == ["trace0", "trace1"] and step.pending == 2
+    # A revoked partition's waiting trace leaves the backlog; its records are handed back.
+    assert step.forget(frozenset({("t", 1)})) == [traces[3].refs] and step.pending == 1
+    evaluate.take()
+    step.poll()  # room again: no rejection, the waiting trace goes on
+    assert [m.work.trace_id for m in evaluate.got] == ["trace2"] and step.pending == 0
+    assert counters["traces_sampled"] == 4 and done.got == []
+
+
+def test_prepare_sends_traces_it_does_not_score_straight_to_commit() -> None:
+    evaluate, done = Bounded(), Bounded()
+    counters = Counters()
+
+    def prepare(t: AssembledTrace[Any]) -> Prepared:
+        if t.trace_id == "boom0":
+            raise RuntimeError("a preparer bug")
+        return Prepared(False, 0.1, None, None, None)
+
+    step = PrepareStep(prepare, evaluate, done, counters=counters, drop_evicted=True)
+    step.submit(trace("skip1"))
+    step.submit(trace("boom0"))
+    evicted = trace("evic2")
+    evicted.cause = "evicted"
+    step.submit(evicted)
+    assert evaluate.got == [] and step.pending == 0
+    assert [d.trace.trace_id for d in done.got] == ["skip1", "boom0", "evic2"]
+    assert counters["traces_sampled_out"] == 1 and counters["traces_dropped"] == 2
+
+
+class Sink:
+    """A row sink (the write step's protocol) that refuses while ``full`` and keeps futures."""
+
+    def __init__(self) -> None:
+        self.full = True
+        self.futures: list[Future[Any]] = []
+
+    def submit(self, rows: Any) -> Future[Any]:
+        if self.full:
+            raise WriterFull("full (test)")
+        fut: Future[Any] = Future()
+        self.futures.append(fut)
+        return fut
+
+
+def test_write_holds_refused_rows_pauses_and_hands_on_only_what_was_acknowledged() -> None:
+    now = [100.0]
+    inbox, done, sink = Inbox(), Bounded(), Sink()
+    counters = Counters()
+    retry = RetryPolicy(RetrySettings(initial_backoff_s=1, max_backoff_s=1), rng=random.Random(3))
+    step = WriteStep(sink, done, inbox=inbox, counters=counters, retry=retry, clock=lambda: now[0])
+    work = TraceWork("a" * 32, [ref(0, 7)])
+    inbox.post(Scored(work, ["row1", "row2"]))  # type: ignore[list-item]  # from the loop thread
+    inbox.drain()
+    with pytest.raises(MessageRejected):  # refused: held for the retry time, the consumer pauses
+        step.poll()
+    assert step.pending == 1 and sink.futures == [] and counters["write_errors"] == 0
+    sink.full = False
+    now[0] += 1.0  # the backoff (at most 1 s) passed
+    step.poll()
+    assert step.pending == 0 and len(sink.futures) == 1 and done.got == []
+    sink.futures[0].set_result(None)  # ClickHouse acknowledged: the callback posts the outcome
+    inbox.drain()
+    assert [d.trace for d in done.got] == [work] and counters["rows_written"] == 2
+
+
+def test_the_inbox_applies_messages_by_type_in_order_and_refuses_unknown_types() -> None:
+    inbox, seen = Inbox(), []
+    inbox.register(WriteOutcome, lambda m: seen.append(("write", m.error)))
+    inbox.register(Done, lambda m: seen.append(("done", m.refs)))
+    inbox.post(WriteOutcome((), None))
+    inbox.post(Done(()))
+    inbox.post(WriteOutcome((), ValueError("x")))
+    inbox.drain()
+    assert [k for k, _ in seen] == ["write", "done", "write"]
+    inbox.post(PreparedTrace(TraceWork("t", []), kept(trace("t0"))))
+    with pytest.raises(KeyError):  # a wiring bug stops the consumer thread, loudly
+        inbox.drain()
+
+
+def test_pop_due_keeps_the_order_of_what_is_not_due() -> None:
+    held = deque(TraceWork(str(i), [], retry_at=t) for i, t in enumerate([5.0, 1.0, 9.0, 2.0]))
+    assert [w.trace_id for w in pop_due(held, 2.0)] == ["1", "3"]
+    assert [w.trace_id for w in held] == ["0", "2"]
