@@ -284,6 +284,7 @@ def stage_costs(broker: TansuBroker, bodies: list[bytes], spans_per_body: list[i
     finally:
         exporter.shutdown()  # flushes: every record acknowledged before the clock stops
     out["export"] = (time.process_time() - t) / spans * 1e6
+    out["export_kafka_python"] = kafka_python_produce_cost(broker, records, rounds) / spans * 1e6
     out["record_bytes"] = sum(len(r.value) for recs in records for r in recs) / sum(len(recs) for recs in records)
     admin = KafkaAdminClient(**settings.kafka.client_kwargs())
     try:
@@ -291,6 +292,31 @@ def stage_costs(broker: TansuBroker, bodies: list[bytes], spans_per_body: list[i
     finally:
         admin.close()
     return out
+
+
+def kafka_python_produce_cost(broker: TansuBroker, records: list[list[Any]], rounds: int) -> float:
+    """CPU seconds kafka-python (the card's client) spends producing the same keyed records with the
+    same settings as the collector (lz4, acks=all, partition chosen by ragpulse's partitioner), flush
+    included: the figure the producer choice in README's dependency table rests on."""
+    from kafka import KafkaProducer
+
+    from ragpulse.collector.kafka import partition_for_key
+
+    topic = "bench_stages_kafka_python"
+    ensure_topic(KafkaSettings(bootstrap_servers=broker.bootstrap, topic=topic), partitions=6)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", compression_type="lz4",
+                             linger_ms=5, batch_size=1 << 20, max_request_size=8 << 20)
+    try:
+        parts = sorted(producer.partitions_for(topic))
+        t = time.process_time()
+        for _ in range(rounds):
+            for recs in records:
+                for r in recs:
+                    producer.send(topic, value=r.value, key=r.key, partition=partition_for_key(r.key, len(parts)))
+        producer.flush()
+        return time.process_time() - t
+    finally:
+        producer.close()
 
 
 def main() -> None:
@@ -424,10 +450,36 @@ def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...]
     ]
     for name, label in (("validate", "upb parse (validation → 400)"),
                         ("split", "byte-level split per trace + RAG filter"),
-                        ("export", "produce: partition, send, lz4, network, acks")):
+                        ("export", "produce with librdkafka (confluent-kafka): partition, send, lz4, network, acks")):
         lines.append(f"| {label} | {stages[name]:.1f} | {stages[name] / total:.0%} |")
     lines.append(f"| total (no HTTP) | {total:.1f} | = {1e6 / total:,.0f} spans per CPU-s |")
+    kp = stages.get("export_kafka_python")
+    if kp:
+        lines.append(f"| *for comparison:* the same records produced with kafka-python | {kp:.1f} | "
+                     f"{kp / stages['export']:.1f}x librdkafka's cost |")
+    lines += ["", *verdict(medians, load_before[0])]
     return "\n".join(lines) + "\n"
+
+
+# Issue 14's targets: ragpulse at its default settings against rotel, per sender count.
+TARGETS = {1: 0.35, 4: 0.5}
+
+
+def verdict(medians: dict[tuple[int, str], float], load_before: float) -> list[str]:
+    """One line per sender count with a target: the default ragpulse / rotel ratio and whether it holds."""
+    out = []
+    for senders, target in TARGETS.items():
+        ours, rotel = medians.get((senders, "ragpulse (default)")), medians.get((senders, "rotel"))
+        if ours and rotel:
+            ratio = ours / rotel
+            out.append(f"* {senders} sender(s), default settings: {ratio:.2f}x rotel, target >= {target:g}x: "
+                       f"{'met' if ratio >= target else 'missed'}.")
+    out.append(
+        "* Records: ragpulse writes one keyed record per trace (otelcol-contrib's kafka exporter with "
+        "`partition_traces_by_id: true` does the same), rotel a few large unkeyed batches; the per-record "
+        "produce path is librdkafka (confluent-kafka), chosen by the last row of the stage table."
+        + ("" if load_before < 1 else " Load average was >= 1 before the run: re-run on a quiet machine."))
+    return out
 
 
 def write_section(path: Path, section: str) -> None:
