@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from ragpulse.collector.kafka import KafkaSettings, ensure_topic
+from ragpulse.common import KafkaSettings, ensure_topic
 from ragpulse.deploy.broker import TansuBroker, free_port
 from tests.collector.payloads import rag_request
 
@@ -300,7 +300,7 @@ def kafka_python_produce_cost(broker: TansuBroker, records: list[list[Any]], rou
     included: the figure the producer choice in README's dependency table rests on."""
     from kafka import KafkaProducer
 
-    from ragpulse.collector.kafka import partition_for_key
+    from ragpulse.common import partition_for_key
 
     topic = "bench_stages_kafka_python"
     ensure_topic(KafkaSettings(bootstrap_servers=broker.bootstrap, topic=topic), partitions=6)

@@ -330,7 +330,7 @@ class Sender:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        from ragpulse.scorer.traces.instrument import RagTracer
+        from ragpulse.instrument import RagTracer
 
         self.passages, self.questions = load_corpus(settings.data)
         self.rng = random.Random(settings.seed)

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.scorer.pipeline.traffic builds the records
 
-from ragpulse.collector.kafka import KafkaSettings, ensure_topic
+from ragpulse.common import KafkaSettings, ensure_topic
 from ragpulse.deploy.broker import TansuBroker
 from ragpulse.scorer import Fact
 from ragpulse.scorer.judges.base import Needs

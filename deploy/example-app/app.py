@@ -4,7 +4,7 @@ It stands in for a user's app in ``deploy/compose.yaml`` and in the deployment t
 retriever over a tiny built-in corpus, an "LLM" that answers from the retrieved passage (some
 answers deliberately unsupported, some retrievals deliberately off-topic, so the dashboards show
 both good and bad scores), all wrapped in spans by
-:class:`ragpulse.scorer.traces.instrument.RagTracer`. Nothing leaves the process except OTLP.
+:class:`ragpulse.instrument.RagTracer`. Nothing leaves the process except OTLP.
 
 Configured by the standard OpenTelemetry SDK variables (``OTEL_EXPORTER_OTLP_ENDPOINT``,
 ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``) and by flags::
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from ragpulse.scorer.traces.instrument import RagTracer
+    from ragpulse.instrument import RagTracer
 
     resource = Resource.create(
         {

@@ -1,5 +1,6 @@
-"""The ``ragpulse`` command. Each subcommand lives beside the component it runs and is imported
-lazily, so ``ragpulse --help`` stays fast and a missing optional piece fails only its command."""
+"""The ``ragpulse`` command. Its subcommands are in :mod:`ragpulse.deploy.commands`, one module
+each; the components they run are imported only when a command runs, so ``ragpulse --help``
+stays fast and a missing optional piece fails only its command."""
 
 from __future__ import annotations
 
@@ -31,22 +32,22 @@ def _root(
 
 
 def _register() -> None:
-    from ragpulse.scorer.cli import score
+    from ragpulse.deploy.commands import (
+        collector,
+        dashboards,
+        db,
+        report,
+        score,
+        scorer,
+        status,
+        up,
+    )
 
     app.command("score", help="Score RAG samples from a JSONL file (batch, like ragas.evaluate).")(score)
-    from ragpulse.scorer.pipeline.cli import scorer
-
     app.command("scorer", help="Run the live scorer: Kafka spans in, scores into ClickHouse.")(scorer)
-    from ragpulse.collector.cli import collector
-
     app.command("collector", help="Run the OTLP collector: traces in, per-trace Kafka records out.")(collector)
-    from ragpulse.scorer.store.cli import db
-
     app.add_typer(db, name="db")
-    from ragpulse.deploy.cli import up
-
     app.command("up", help="Run everything on this machine: broker, collector, scorer, chDB.")(up)
-    from ragpulse.dashboards.cli import dashboards, report, status
 
     app.add_typer(dashboards, name="dashboards")
     app.command("report", help="Render the dashboards from ClickHouse into one self-contained HTML file.")(report)

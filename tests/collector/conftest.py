@@ -11,8 +11,8 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from ragpulse.collector.config import CollectorSettings
-from ragpulse.collector.kafka import KafkaSettings
 from ragpulse.collector.service import Collector, build_collector
+from ragpulse.common import KafkaSettings
 from ragpulse.deploy.broker import TansuBroker
 from tests.infra_kafka import unique_topic
 

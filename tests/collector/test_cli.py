@@ -10,7 +10,7 @@ import time
 import urllib.request
 from typing import Any
 
-from ragpulse.collector.kafka import KafkaSettings
+from ragpulse.common import KafkaSettings
 from ragpulse.deploy.broker import free_port
 from tests.collector.conftest import read_records
 from tests.collector.payloads import rag_request

@@ -31,8 +31,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from ragpulse.collector.kafka import partition_for_key
 from ragpulse.collector.service import Collector, build_collector
+from ragpulse.common import partition_for_key
 from tests.collector.conftest import collector_settings, read_records
 from tests.collector.payloads import rag_request
 

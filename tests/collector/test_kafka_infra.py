@@ -8,7 +8,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from pydantic import ValidationError
 
-from ragpulse.collector.kafka import KafkaSettings, ensure_topic
+from ragpulse.common import KafkaSettings, ensure_topic
 from ragpulse.deploy.broker import TansuBroker
 from tests.infra_kafka import unique_topic
 
@@ -91,7 +91,7 @@ def test_broker_lifecycle_frees_port_and_is_idempotent() -> None:
 
 
 def test_partition_for_key_matches_sarama_fnv1a() -> None:
-    from ragpulse.collector.kafka import partition_for_key
+    from ragpulse.common import partition_for_key
 
     # FNV-1a 32 reference values (http://www.isthe.com/chongo/tech/comp/fnv/): "" → 0x811c9dc5,
     # "a" → 0xe40c292c, "foobar" → 0xbf9cf968. As int32 these are negative, so abs() applies.
@@ -105,7 +105,7 @@ def test_partition_for_key_matches_sarama_fnv1a() -> None:
 def test_partitions_for_keys_vectorized_equals_scalar() -> None:
     import random
 
-    from ragpulse.collector.kafka import partition_for_key, partitions_for_keys
+    from ragpulse.common import partition_for_key, partitions_for_keys
 
     rng = random.Random(4)
     keys = [rng.randbytes(16).hex().encode() for _ in range(500)]

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
-from ragpulse.scorer.store import HealthRow, TraceMeta, rows_from_scores
+from ragpulse.scorer.store import HealthRow, ScoredTraceMeta, rows_from_scores
 from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings, build_pipeline_health_writer
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -96,7 +96,7 @@ def score_rows(seed: int = 7) -> list:
                             judge="llm", model="gpt-x", prompt_version="v2",
                             cost=Cost(llm_calls=1.0, prompt_tokens=600, completion_tokens=80,
                                       latency_ms=rng.uniform(300, 900))))
-                meta = TraceMeta(trace_id=f"{n:032x}", ts=t, service=service,
+                meta = ScoredTraceMeta(trace_id=f"{n:032x}", ts=t, service=service,
                                  environment="prod" if k % 4 else "staging",
                                  model="gpt-4o" if k % 2 else "llama-3",
                                  prompt_version=f"p{1 + k % 2}", retriever_version="r1",

@@ -60,7 +60,7 @@ def _parsed(monkeypatch: pytest.MonkeyPatch, *args: str) -> EmbeddedSettings:
     from typer.testing import CliRunner
 
     from ragpulse.deploy import embedded
-    from ragpulse.deploy.cli import up
+    from ragpulse.deploy.commands import up
 
     seen: list[EmbeddedSettings] = []
 
@@ -68,7 +68,7 @@ def _parsed(monkeypatch: pytest.MonkeyPatch, *args: str) -> EmbeddedSettings:
         seen.append(settings)
         return 0
 
-    monkeypatch.setattr(embedded, "run", capture)
+    monkeypatch.setattr(embedded, "run_embedded", capture)
     app = typer.Typer()
     app.command()(up)  # a one-command app: its arguments are up's
     result = CliRunner().invoke(app, list(args))
@@ -104,7 +104,7 @@ def test_up_refuses_a_facade_off_loopback_without_a_login(
     import typer
     from typer.testing import CliRunner
 
-    from ragpulse.deploy.cli import up
+    from ragpulse.deploy.commands import up
 
     app = typer.Typer()
     app.command()(up)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ragpulse.collector.kafka import KafkaSettings
+from ragpulse.common import KafkaSettings
 from ragpulse.deploy.health import (
     HealthServer,
     HealthSettings,

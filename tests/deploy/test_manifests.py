@@ -271,8 +271,8 @@ def test_k8s_scaling_probes_and_grace() -> None:
 
 
 def test_otelcol_config_produces_what_the_scorer_reads() -> None:
-    from ragpulse.collector.kafka import KafkaSettings
     from ragpulse.collector.split import RAG_MARKERS
+    from ragpulse.common import KafkaSettings
 
     cfg = m.otelcol()
     protocols = cfg["receivers"]["otlp"]["protocols"]

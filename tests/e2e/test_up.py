@@ -46,7 +46,7 @@ def _provider(exporter):
 
 
 def _emit(provider, question, contexts, answer) -> str:
-    from ragpulse.scorer.traces.instrument import RagTracer
+    from ragpulse.instrument import RagTracer
 
     rag = RagTracer(provider)
     with rag.query(question, prompt_version="p1") as q:

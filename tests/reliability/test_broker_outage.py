@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 import grpc
 import pytest
 
-from ragpulse.collector.kafka import KafkaSettings, ensure_topic
 from ragpulse.collector.service import build_collector
+from ragpulse.common import KafkaSettings, ensure_topic
 from ragpulse.deploy.broker import TansuBroker
 from tests.collector.conftest import collector_settings, read_records
 from tests.security.corpus import good_request

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from ragpulse.collector.kafka import KafkaSettings
+from ragpulse.common import KafkaSettings
 from ragpulse.deploy.broker import free_port
 from tests.collector.conftest import read_records
 from tests.security.corpus import rag_spans, request, trace_id

@@ -15,7 +15,7 @@ import signal
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from ragpulse.collector.kafka import KafkaSettings, ensure_topic
+from ragpulse.common import KafkaSettings, ensure_topic
 from ragpulse.deploy.durable import SeaweedS3, durable_broker, weed_binary
 from tests.collector.conftest import read_records
 

@@ -163,7 +163,7 @@ def test_dedup_token_names_the_rows_identity() -> None:
     get equal tokens, and a batch differing by one microsecond in ``ts`` gets another."""
     from datetime import UTC, datetime, timedelta
 
-    from ragpulse.scorer.store.rows import TraceMeta, columns_of, rows_from_scores
+    from ragpulse.scorer.store.rows import ScoredTraceMeta, columns_of, rows_from_scores
     from ragpulse.scorer.store.writer import ScoreWriter, _epoch_us
 
     ts = datetime(2026, 11, 22, 4, 30, 1, 123456, tzinfo=UTC)
@@ -171,7 +171,7 @@ def test_dedup_token_names_the_rows_identity() -> None:
     scores = [Score(metric="faithfulness", value=0.5), Score(metric="answer_relevancy", value=1.0)]
 
     def columns(t: datetime) -> list[list[Any]]:
-        meta = TraceMeta(trace_id="ab" * 16, ts=t, service="svc")
+        meta = ScoredTraceMeta(trace_id="ab" * 16, ts=t, service="svc")
         return columns_of(rows_from_scores(scores, meta, scored_at=at))
 
     writer = ScoreWriter(None, "rag")  # type: ignore[arg-type]  # _token never touches the client

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ragpulse.collector.kafka import KafkaSettings
+from ragpulse.common import KafkaSettings
 from ragpulse.deploy.facade import FacadeSettings
 from ragpulse.scorer.store import StoreSettings
 

@@ -6,12 +6,24 @@ Data path (stages are verbs, modules the matching nouns)::
                            ├─ receive: ingest.Ingest ── validate (upb) → split per trace (split)
     OTLP/gRPC (otlp_grpc) ─┘                            → RAG filter + recent-trace LRU
                                   export: exporter.KafkaExporter ── bounded queue (spans, bytes)
-                                          → kafka-python, lz4, acks=all, otelcol-compatible keys
-                                            and partitions (kafka.partition_for_key)
+                                          → librdkafka, lz4, acks=all, otelcol-compatible keys
+                                            and partitions (ragpulse.common.kafka)
 
 Entry points: ``config.CollectorSettings`` (``RAGPULSE_*``), ``service.build_collector`` and
 ``Collector.start()/shutdown()/stats()`` (counter meanings in ``telemetry.COUNTERS``), the
-``ragpulse collector`` command (``cli``). ``kafka.KafkaSettings`` and ``kafka.ensure_topic`` are
-shared with the scorer. This package imports nothing at import time, so ``ragpulse.collector.kafka``
-stays cheap for other components.
+``ragpulse collector`` command (in ``ragpulse.deploy``). The Kafka settings, topic provisioning
+and partitioner are the contract shared with the scorer, in :mod:`ragpulse.common.kafka`. This
+package imports nothing at import time.
 """
+
+from ragpulse.common import lazy_exports
+
+__all__ = ["COUNTERS", "Collector", "CollectorSettings", "available_cores", "build_collector"]
+
+__getattr__ = lazy_exports(__name__, {
+    "COUNTERS": ".telemetry",
+    "Collector": ".service",
+    "CollectorSettings": ".config",
+    "available_cores": ".config",
+    "build_collector": ".service",
+})

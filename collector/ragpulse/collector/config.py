@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ragpulse.collector.kafka import KafkaSettings
+from ragpulse.common import KafkaSettings
 
 __all__ = [
     "CollectorSettings",

@@ -3,7 +3,7 @@
 The producer is librdkafka (``confluent-kafka``): handing it a record costs a couple of
 microseconds of C, where kafka-python's per-record Python path was most of the collector's CPU
 (docs/benchmarks.md). Each record goes to the partition otelcol-contrib's kafka exporter picks
-for its trace id (:func:`~ragpulse.collector.kafka.partitions_for_keys`), so both collectors
+for its trace id (:func:`~ragpulse.common.kafka.partitions_for_keys`), so both collectors
 can feed one topic.
 
 The queue is the set of records handed to the producer and not yet acknowledged. Capacity is
@@ -31,9 +31,9 @@ from functools import partial
 from typing import Any, Protocol
 
 from ragpulse.collector.config import CollectorSettings
-from ragpulse.collector.kafka import KafkaUnavailable, partitions_for_keys
 from ragpulse.collector.shrink import shrink_request
 from ragpulse.collector.split import TraceRecord
+from ragpulse.common import KafkaUnavailable, partitions_for_keys
 
 __all__ = [
     "ExportRefused",
@@ -139,7 +139,7 @@ class KafkaExporter:
     ``export()`` is thread-safe and called concurrently by the receivers; it never blocks on
     Kafka except with ``confirm="ack"``, where it waits until Kafka acknowledged the request's
     records (at most ``ack_timeout_s``). ``start()`` creates the topic if configured, connects
-    and reads the topic's partitions; it raises :class:`~ragpulse.collector.kafka.KafkaUnavailable`
+    and reads the topic's partitions; it raises :class:`~ragpulse.common.kafka.KafkaUnavailable`
     when the cluster cannot be reached within ``kafka.bootstrap_timeout_ms``. ``shutdown()`` is
     idempotent, safe without ``start()``, refuses new work at once and flushes what was accepted
     for up to ``drain_timeout_s``.

@@ -30,7 +30,7 @@ from ragpulse.collector.config import OtlpSettings
 from ragpulse.collector.exporter import ExportRefused, ExportResult, QueueFull
 from ragpulse.collector.ingest import Ingest
 from ragpulse.collector.split import MalformedRequest
-from ragpulse.common.http import (
+from ragpulse.common import (
     BodyError,
     BodyTooLarge,
     ConnectionLimits,

@@ -26,7 +26,7 @@ class Collector:
     """OTLP receivers feeding Kafka. Build it with :func:`build_collector`.
 
     ``start()`` blocks until the exporter is connected and the receivers listen; it raises
-    (:class:`~ragpulse.collector.kafka.KafkaUnavailable`, ``OSError``/``RuntimeError`` for a
+    (:class:`~ragpulse.common.kafka.KafkaUnavailable`, ``OSError``/``RuntimeError`` for a
     taken port) and
     leaves nothing running when it fails. ``shutdown()`` is idempotent, safe without ``start()``
     and from any thread; it refuses new requests, drains those in progress and flushes Kafka

@@ -5,7 +5,94 @@ can all depend on it without depending on each other. It lives in the ``collecto
 only because the collector defines the wire format the others read; it is not part of the
 collector.
 
+* :mod:`.attributes` — the span attribute names ragpulse defines (feedback, versions).
+* :mod:`.kafka` — the Kafka wire contract: :class:`KafkaSettings` (connection and topic),
+  :func:`ensure_topic`, and the trace-id partitioner otelcol-contrib's kafka exporter uses
+  (:func:`partition_for_key`).
 * :mod:`.http` — HTTP/1.1 server hardening shared by the OTLP/HTTP receiver and the
   ClickHouse-HTTP facade: a connection-capped threading server that evicts idle and slow clients,
   read deadlines, and one bounded body decoder (``Content-Length`` and chunked).
+* :func:`move_renamed` — deprecated settings names that keep working, with a warning.
+* :func:`lazy_exports` — PEP 562 lazy attributes, so a package can list its public surface in
+  ``__all__`` without importing heavy modules until they are used.
+
+Import from this package, not from its modules.
 """
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .attributes import (
+    FEEDBACK_COMMENT,
+    FEEDBACK_EVENT,
+    FEEDBACK_LABEL,
+    FEEDBACK_SCORE,
+    PROMPT_VERSION,
+    RETRIEVER_VERSION,
+)
+from .http import (
+    BodyError,
+    BodyTooLarge,
+    ConnectionLimits,
+    GuardedHTTPServer,
+    GuardedRequestHandler,
+    MalformedBody,
+    read_body,
+    read_chunked,
+    serve_in_thread,
+)
+from .kafka import (
+    KafkaSettings,
+    KafkaUnavailable,
+    TopicError,
+    ensure_topic,
+    partition_for_key,
+    partitions_for_keys,
+)
+from .renamed_settings import move_renamed
+
+__all__ = [
+    "FEEDBACK_COMMENT",
+    "FEEDBACK_EVENT",
+    "FEEDBACK_LABEL",
+    "FEEDBACK_SCORE",
+    "PROMPT_VERSION",
+    "RETRIEVER_VERSION",
+    "BodyError",
+    "BodyTooLarge",
+    "ConnectionLimits",
+    "GuardedHTTPServer",
+    "GuardedRequestHandler",
+    "KafkaSettings",
+    "KafkaUnavailable",
+    "MalformedBody",
+    "TopicError",
+    "ensure_topic",
+    "lazy_exports",
+    "move_renamed",
+    "partition_for_key",
+    "partitions_for_keys",
+    "read_body",
+    "read_chunked",
+    "serve_in_thread",
+]
+
+
+def lazy_exports(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) for ``package``: attribute ``name`` is imported from
+    the submodule ``where[name]`` (relative, e.g. ``".service"``) on first access and cached in
+    the package's namespace. Unknown names raise ``AttributeError`` as usual. Thread-safe as
+    far as the import system is (a module is imported once)."""
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, package), name)
+        setattr(importlib.import_module(package), name, value)
+        return value
+
+    return __getattr__

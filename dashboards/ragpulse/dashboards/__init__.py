@@ -10,9 +10,13 @@
 
 from .alerts import AlertInstance, RuleSpec, evaluate, evaluate_all, grafana_rule, rule_specs
 from .dashboard import build_dashboard
+from .frames import since
 from .macros import ALL, MacroError, QueryContext, expand
 from .provisioning import export, files
+from .push import GrafanaPushError, push
+from .report import build_report
 from .settings import AlertSettings, DashboardsSettings, DriftSettings
+from .status import collect_status, render_status, unscorable_traces
 
 __all__ = [
     "ALL",
@@ -20,15 +24,22 @@ __all__ = [
     "AlertSettings",
     "DashboardsSettings",
     "DriftSettings",
+    "GrafanaPushError",
     "MacroError",
     "QueryContext",
     "RuleSpec",
     "build_dashboard",
+    "build_report",
+    "collect_status",
     "evaluate",
     "evaluate_all",
     "expand",
     "export",
     "files",
     "grafana_rule",
+    "push",
+    "render_status",
     "rule_specs",
+    "since",
+    "unscorable_traces",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ragpulse.scorer.traces.reasons import ADVICE
+from ragpulse.scorer.traces import ADVICE
 
 from .settings import SEGMENT_DIMENSIONS, DashboardsSettings
 

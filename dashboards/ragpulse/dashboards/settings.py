@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ragpulse.scorer.metrics import DEFAULT_METRICS
-from ragpulse.scorer.store.schema import validate_identifier
+from ragpulse.scorer import DEFAULT_METRICS
+from ragpulse.scorer.store import validate_identifier
 
 __all__ = [
     "SEGMENT_DIMENSIONS",

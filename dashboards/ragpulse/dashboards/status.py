@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ragpulse.scorer.traces.reasons import ADVICE, NOT_RAG
+from ragpulse.scorer.traces import ADVICE, NOT_RAG
 
 from .alerts import RuleResult, evaluate_all
 from .frames import context, run_panel
 from .queries import panels, sections
 from .settings import DashboardsSettings
 
-__all__ = ["MetricLine", "ReasonLine", "collect", "render", "sparkline", "unscorable"]
+__all__ = ["MetricLine", "ReasonLine", "collect_status", "render_status", "sparkline", "unscorable_traces"]
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -46,7 +46,7 @@ class MetricLine:
     alerts: tuple[str, ...]
 
 
-def collect(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime,
+def collect_status(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime,
             points: int = 24) -> tuple[list[MetricLine], list[RuleResult], list[str]]:
     """Metric lines, rule results and query errors for ``[t0, t1]``. Blocks on the queries."""
     ctx = context(t0, t1, interval_s=max(60.0, (t1 - t0).total_seconds() // points // 60 * 60))
@@ -92,7 +92,7 @@ class ReasonLine:
     advice: str
 
 
-def unscorable(client: Any, s: DashboardsSettings, t0: datetime,
+def unscorable_traces(client: Any, s: DashboardsSettings, t0: datetime,
                t1: datetime) -> tuple[list[ReasonLine], list[str]]:
     """Traces written as null rows in ``[t0, t1]`` by reason, most first, each with the remedy
     (the "Unscorable traces by reason" panel summed over the range), then the traces that were
@@ -135,7 +135,7 @@ def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
         "ragpulse-faithfulness-low", "ragpulse-faithfulness-drop")
 
 
-def render(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],
+def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],
            errors: Sequence[str], title: str, reasons: Sequence[ReasonLine] = ()) -> None:
     """Print the summary with rich (tables; colours only on a terminal)."""
     from rich.table import Table

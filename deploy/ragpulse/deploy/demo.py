@@ -174,7 +174,7 @@ class DemoTraffic:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        from ragpulse.scorer.traces.instrument import RagTracer
+        from ragpulse.instrument import RagTracer
 
         key = (sc.service, sc.genai)
         if key not in self._tracers:

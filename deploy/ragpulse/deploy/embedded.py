@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,7 +24,9 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Embedded", "EmbeddedSettings"]
+from .signals import StopSignals
+
+__all__ = ["Embedded", "EmbeddedSettings", "run_embedded", "status_line"]
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +134,7 @@ class Embedded:
         return self
 
     def _start_store(self) -> None:
-        from ragpulse.scorer.store import open_store, write_owner
-        from ragpulse.scorer.store.schema import SchemaSettings, init_schema
+        from ragpulse.scorer.store import SchemaSettings, init_schema, open_store, write_owner
 
         from .facade import build_facade
 
@@ -159,7 +159,7 @@ class Embedded:
                               token=s.clickhouse_token)
 
     def _start_broker(self) -> None:
-        from ragpulse.collector.kafka import ensure_topic
+        from ragpulse.common import ensure_topic
         from ragpulse.deploy.broker import TansuBroker
 
         # die_with_parent: a SIGKILLed `up` takes its helpers along, so a restart on the same
@@ -206,7 +206,7 @@ class Embedded:
     def collector_settings(self) -> Any:
         """The collector's settings, merged with ``RAGPULSE_OTLP__*`` / ``RAGPULSE_KAFKA__*``
         (body limits, auth, TLS, producer tuning) as in :meth:`scorer_settings`."""
-        from ragpulse.collector.config import CollectorSettings
+        from ragpulse.collector import CollectorSettings
 
         s = self.settings
         extra: dict[str, Any] = {}
@@ -225,7 +225,7 @@ class Embedded:
         self.scorer = build_scorer(self.scorer_settings(), client=self.client).start()
 
     def _start_collector(self) -> None:
-        from ragpulse.collector.service import build_collector
+        from ragpulse.collector import build_collector
 
         self.collector = build_collector(self.collector_settings()).start()
 
@@ -275,7 +275,7 @@ class Embedded:
         if self.facade is not None:
             self.facade.shutdown()
         if self._chdb_path:
-            from ragpulse.scorer.store.client import remove_owner
+            from ragpulse.scorer.store import remove_owner
 
             remove_owner(self._chdb_path, pid=os.getpid())
         if self.client is not None:
@@ -285,20 +285,15 @@ class Embedded:
                 log.debug("closing the chDB client failed", exc_info=True)
 
 
-def run(settings: EmbeddedSettings, console: Any) -> int:
+def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
     """Start, print endpoints, print a status line every few seconds until SIGINT/SIGTERM, drain.
     Returns the exit code."""
     from rich.table import Table
 
-    stop = threading.Event()
+    def abandon_drain(_name: str) -> None:  # a second Ctrl-C: stop waiting for the drain
+        raise KeyboardInterrupt
 
-    def on_signal(signum: int, _frame: Any) -> None:
-        if stop.is_set():  # a second Ctrl-C: stop waiting for the drain
-            raise KeyboardInterrupt
-        stop.set()
-
-    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with StopSignals(on_second=abandon_drain) as signals:
         console.print("[bold]ragpulse up[/bold]: starting the embedded stack ...")
         stack = Embedded.start(settings)
         from ragpulse.scorer.pipeline import freeze_startup_heap
@@ -313,16 +308,13 @@ def run(settings: EmbeddedSettings, console: Any) -> int:
                           "OpenTelemetry SDK (3 services, English and Japanese)")
         console.print("Ctrl-C drains (scores what was accepted) and stops.")
         t0 = time.monotonic()
-        while not stop.wait(settings.status_interval_s):
-            console.print(status_line(stack.stats(), time.monotonic() - t0), highlight=False, soft_wrap=True)
+        signals.every(settings.status_interval_s, lambda: console.print(
+            status_line(stack.stats(), time.monotonic() - t0), highlight=False, soft_wrap=True))
         console.print("draining: scoring what was accepted ...")
         stack.shutdown()
         console.print(status_line(stack.stats(), time.monotonic() - t0), highlight=False, soft_wrap=True)
         console.print("stopped.")
         return 0
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
 
 
 def status_line(st: dict[str, Any], elapsed_s: float) -> str:

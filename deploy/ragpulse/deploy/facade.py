@@ -47,7 +47,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from ragpulse.common.http import (
+from ragpulse.common import (
     BodyError,
     ConnectionLimits,
     GuardedHTTPServer,

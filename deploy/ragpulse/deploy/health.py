@@ -113,7 +113,7 @@ class ObservabilitySettings(BaseSettings):
 def kafka_probe(kafka: Any, *, timeout_s: float = 2.0) -> Check:
     """A check that one of ``kafka``'s bootstrap servers answers a Kafka ``ApiVersions`` request.
 
-    ``kafka`` is a :class:`ragpulse.collector.kafka.KafkaSettings`. ApiVersions (v0) is the one
+    ``kafka`` is a :class:`ragpulse.common.kafka.KafkaSettings`. ApiVersions (v0) is the one
     request every broker answers before authentication (KIP-35, KIP-43), so the probe works on
     PLAINTEXT, SSL (over TLS with the configured CA and client certificate) and SASL listeners
     without credentials, and costs one round trip on a fresh connection: no client metadata,

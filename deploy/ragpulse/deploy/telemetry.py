@@ -77,7 +77,7 @@ def _unit(key: str) -> str:
 
 
 def _collector_specs() -> list[MetricSpec]:
-    from ragpulse.collector.telemetry import COUNTERS
+    from ragpulse.collector import COUNTERS
 
     out = []
     for key, meaning in COUNTERS.items():
@@ -88,7 +88,7 @@ def _collector_specs() -> list[MetricSpec]:
 
 
 def _scorer_specs() -> list[MetricSpec]:
-    from ragpulse.scorer.pipeline.telemetry import COUNTERS, GAUGES, PARTS
+    from ragpulse.scorer.pipeline import COUNTERS, GAUGES, PARTS
 
     out = [MetricSpec("scorer", k, "counter", v) for k, v in COUNTERS.items()]
     out += [MetricSpec("scorer", k, "gauge", v) for k, v in GAUGES.items()]
@@ -227,7 +227,7 @@ class TelemetrySettings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _renamed(cls, data: Any) -> Any:
-        from ragpulse.scorer.renamed_settings import move_renamed
+        from ragpulse.common import move_renamed
 
         return move_renamed(
             data, {"health_interval_s": "pipeline_health_interval_s"}, model="TelemetrySettings"

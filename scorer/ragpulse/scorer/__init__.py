@@ -2,6 +2,7 @@
 
 from .evaluator import Evaluator, SampleResult
 from .judges.base import BUILTIN_CRITERIA, Criterion, Judge, Needs
+from .judges.factory import JudgeChoice, build_judge
 from .metrics import DEFAULT_METRICS, METRICS, Metric, resolve_metrics
 from .model import Cost, Fact, Finding, Interval, Reason, Sample, Score
 
@@ -16,11 +17,13 @@ __all__ = [
     "Finding",
     "Interval",
     "Judge",
+    "JudgeChoice",
     "Metric",
     "Needs",
     "Reason",
     "Sample",
     "SampleResult",
     "Score",
+    "build_judge",
     "resolve_metrics",
 ]

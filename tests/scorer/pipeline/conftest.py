@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ragpulse.collector.kafka import KafkaSettings, ensure_topic
+from ragpulse.common import KafkaSettings, ensure_topic
 from ragpulse.scorer import Fact
 from ragpulse.scorer.judges.base import Needs
 from ragpulse.scorer.model import Finding, Sample

@@ -9,7 +9,7 @@ from typing import Any
 
 from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
-from ragpulse.scorer.store import ScoreRow, TraceMeta, rows_from_scores
+from ragpulse.scorer.store import ScoredTraceMeta, ScoreRow, rows_from_scores
 
 T0 = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
 
@@ -50,8 +50,8 @@ def trace_id(i: int) -> str:
     return f"{i:032x}"
 
 
-def meta(i: int, *, service: str = "svc", ts: datetime = T0, rate: float = 1.0, **kw: Any) -> TraceMeta:
-    return TraceMeta(trace_id=trace_id(i), ts=ts, service=service, environment="prod",
+def meta(i: int, *, service: str = "svc", ts: datetime = T0, rate: float = 1.0, **kw: Any) -> ScoredTraceMeta:
+    return ScoredTraceMeta(trace_id=trace_id(i), ts=ts, service=service, environment="prod",
                      model="gpt-x", prompt_version="p1", retriever_version="r1",
                      sampling_rate=rate, span_id=f"{i:016x}", **kw)
 

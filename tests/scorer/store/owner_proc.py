@@ -17,8 +17,8 @@ from ragpulse.deploy.facade import FacadeSettings, build_facade
 from ragpulse.scorer.model import Score
 from ragpulse.scorer.store import (
     SchemaSettings,
+    ScoredTraceMeta,
     ScoreWriter,
-    TraceMeta,
     init_schema,
     open_store,
     rows_from_scores,
@@ -35,7 +35,7 @@ def main() -> None:
         rows = []
         for r in specs:
             ts = datetime.fromisoformat(r["ts"])
-            meta = TraceMeta(trace_id=r["trace_id"], ts=ts, service=r["service"],
+            meta = ScoredTraceMeta(trace_id=r["trace_id"], ts=ts, service=r["service"],
                              environment=r["environment"])
             rows += rows_from_scores([Score(metric=r["metric"], value=r["value"], judge="local")],
                                      meta, scored_at=ts)

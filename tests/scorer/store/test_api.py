@@ -13,7 +13,7 @@ def test_exported_members() -> None:
         module = getattr(obj, "__module__", "ragpulse.scorer.store")
         assert module.startswith("ragpulse.scorer.store"), (name, module)
     # The names other components code against.
-    for name in ("ScoreWriter", "ScoreRow", "TraceMeta", "rows_from_scores", "WriterSettings",
+    for name in ("ScoreWriter", "ScoreRow", "ScoredTraceMeta", "rows_from_scores", "WriterSettings",
                  "WriterFull", "open_store", "init_schema", "SchemaSettings", "remove_owner",
                  "StoreLockedError", "PipelineHealthSampler", "build_pipeline_health_writer"):
         assert name in store.__all__

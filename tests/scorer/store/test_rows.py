@@ -9,8 +9,8 @@ import pytest
 
 from ragpulse.scorer import Score
 from ragpulse.scorer.store import (
+    ScoredTraceMeta,
     ScoreWriter,
-    TraceMeta,
     WriterSettings,
     columns_of,
     rows_from_scores,
@@ -56,11 +56,11 @@ def test_meta_validation() -> None:
     with pytest.raises(ValueError, match="sampling_rate"):
         meta(1, rate=float("nan"))
     with pytest.raises(ValueError, match="hex"):
-        rows_from_scores(scores(), TraceMeta(trace_id="xyz", ts=T0, service="s"))
+        rows_from_scores(scores(), ScoredTraceMeta(trace_id="xyz", ts=T0, service="s"))
     with pytest.raises(ValueError, match="timezone"):
-        rows_from_scores(scores(), TraceMeta(trace_id="a" * 32, ts=T0.replace(tzinfo=None), service="s"))
+        rows_from_scores(scores(), ScoredTraceMeta(trace_id="a" * 32, ts=T0.replace(tzinfo=None), service="s"))
     # Bytes ids (as in OTLP protobuf) are accepted and hex-encoded; upper case is normalised.
-    r = rows_from_scores(scores(), TraceMeta(trace_id=bytes(range(16)), ts=T0, service="s",
+    r = rows_from_scores(scores(), ScoredTraceMeta(trace_id=bytes(range(16)), ts=T0, service="s",
                                              span_id="ABCDEF0123456789"))[0]
     assert r.trace_id == bytes(range(16)).hex() and r.span_id == "abcdef0123456789"
 
@@ -99,7 +99,7 @@ def test_hostile_strings_round_trip(rag_schema: Any, chdb_client: Any) -> None:
     big = "x" * (1 << 20)  # a 1 MiB excerpt, stored whole when the limit allows it
     all_rows = []
     for i, text in enumerate(HOSTILE):
-        m = TraceMeta(trace_id=trace_id(i), ts=T0, service=text, environment=text, model=text,
+        m = ScoredTraceMeta(trace_id=trace_id(i), ts=T0, service=text, environment=text, model=text,
                       prompt_version=text, retriever_version=text, span_id="",
                       question_excerpt=text, answer_excerpt=b"raw \xc3\x28 invalid utf-8 " + text.encode(
                           "utf-8", "surrogateescape"))

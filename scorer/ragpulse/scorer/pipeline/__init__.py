@@ -33,11 +33,12 @@ from .assembly import AssembledTrace, AssemblySettings, TraceAssembler
 from .offsets import OffsetTracker, RecordRef
 from .service import Prepared, RowSink, Scorer, ScorerError, TracePreparer
 from .settings import ConsumerSettings, EvaluateSettings, ScorerSettings, WriteSettings
-from .telemetry import COUNTERS, GAUGES
+from .telemetry import COUNTERS, GAUGES, PARTS
 
 __all__ = [
     "COUNTERS",
     "GAUGES",
+    "PARTS",
     "AssembledTrace",
     "AssemblySettings",
     "ConsumerSettings",

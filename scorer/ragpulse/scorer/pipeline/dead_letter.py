@@ -83,7 +83,7 @@ class DeadLetterStep(Step[Undecodable]):
         """Create the dead-letter topic if missing: brokers that do not auto-create topics would
         otherwise refuse every dead letter and hold the partition's commits back. Best effort:
         without admin rights the topic must exist already (the first send says so)."""
-        from ragpulse.collector.kafka import ensure_topic
+        from ragpulse.common import ensure_topic
 
         s = self._settings
         try:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 
 from ..evaluator import Evaluator
 from ..model import Score
-from ..store.rows import ScoreRow, TraceMeta, rows_from_scores
+from ..store.rows import ScoredTraceMeta, ScoreRow, rows_from_scores
 from .messages import Done, PreparedTrace, Scored, TraceWork, Unwritable
 from .settings import ScorerSettings
 from .steps import Inbox, MessageRejected, Step
@@ -44,7 +44,7 @@ __all__ = ["EvaluateStep", "RowBuilder", "row_builder"]
 
 log = logging.getLogger(__name__)
 
-RowBuilder = Callable[[Sequence[Score], TraceMeta], list[ScoreRow]]
+RowBuilder = Callable[[Sequence[Score], ScoredTraceMeta], list[ScoreRow]]
 """Score rows of one trace (``ragpulse.scorer.store.rows_from_scores`` with the row settings);
 raises ``ValueError`` for malformed metadata. Called from both threads: must be thread-safe."""
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..model import Sample
-from ..store.rows import ScoreRow, TraceMeta
+from ..store.rows import ScoredTraceMeta, ScoreRow
 from ..traces.span import Span
 from .assembly import AssembledTrace
 from .offsets import RecordRef
@@ -89,7 +89,7 @@ class Prepared:
     rate: float
     sample: Sample | None
     reason: str | None
-    meta: TraceMeta | None
+    meta: ScoredTraceMeta | None
 
 
 TracePreparer = Callable[[AssembledTrace[Span]], Prepared]

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 
 from ..model import Sample
 from ..privacy import Redactor
-from ..store.rows import TraceMeta
+from ..store.rows import ScoredTraceMeta
 from ..traces.extract import ExtractionSettings, extract
 from ..traces.reasons import NOT_RAG
 from ..traces.sampling import Sampler
@@ -84,7 +84,7 @@ def build_preparer(
             found = Sample(id=trace.trace_id, question=ex.question or "", answer=ex.answer or "")
             if redactor is not None:
                 found = redactor.redact_sample(found)
-        meta = TraceMeta(
+        meta = ScoredTraceMeta(
             trace_id=trace.trace_id,
             ts=utc_from_ns(end_ns),
             service=m.service or (root.service_name if root else None) or "unknown",

@@ -14,11 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ragpulse.collector.kafka import KafkaSettings
+from ragpulse.common import KafkaSettings, move_renamed
 
 from ..metrics import DEFAULT_METRICS, METRICS
 from ..privacy import PrivacySettings
-from ..renamed_settings import move_renamed
 from ..store.writer import WriterSettings
 from ..traces.extract import ExtractionSettings
 from ..traces.sampling import SamplingSettings

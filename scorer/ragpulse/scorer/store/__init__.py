@@ -7,7 +7,16 @@ Schema and migrations (:mod:`.schema`), row types (:mod:`.rows`), the batched ac
 (:mod:`.client`; the facade itself is ``ragpulse.deploy.facade``).
 """
 
-from .client import OwnerInfo, StoreSettings, open_store, read_owner, remove_owner, write_owner
+from .client import (
+    OwnerInfo,
+    StoreSettings,
+    chdb_path,
+    credentials_from_env,
+    open_store,
+    read_owner,
+    remove_owner,
+    write_owner,
+)
 from .errors import (
     PermanentStoreError,
     RetryableStoreError,
@@ -19,14 +28,16 @@ from .errors import (
 )
 from .pipeline_health import PipelineHealthRecorder, PipelineHealthSampler
 from .retry import RetryPolicy, RetrySettings
-from .rows import HealthRow, ScoreRow, TraceMeta, columns_of, rows_from_scores, safe_text
+from .rows import HealthRow, ScoredTraceMeta, ScoreRow, columns_of, rows_from_scores, safe_text
 from .schema import (
     MIGRATIONS,
     MigrationReport,
     SchemaError,
     SchemaSettings,
+    applied_versions,
     init_schema,
     latest_version,
+    validate_identifier,
 )
 from .writer import (
     BatchWriter,
@@ -53,17 +64,20 @@ __all__ = [
     "SchemaSettings",
     "ScoreRow",
     "ScoreWriter",
+    "ScoredTraceMeta",
     "StoreError",
     "StoreLockedError",
     "StoreSettings",
-    "TraceMeta",
     "WriteAck",
     "WriterClosed",
     "WriterFull",
     "WriterSettings",
+    "applied_versions",
     "build_pipeline_health_writer",
     "build_score_writer",
+    "chdb_path",
     "columns_of",
+    "credentials_from_env",
     "init_schema",
     "is_retryable",
     "latest_version",
@@ -72,5 +86,6 @@ __all__ = [
     "remove_owner",
     "rows_from_scores",
     "safe_text",
+    "validate_identifier",
     "write_owner",
 ]

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 from ..model import Cost, Interval, Score
 from .client import open_store
-from .rows import TraceMeta, rows_from_scores
+from .rows import ScoredTraceMeta, rows_from_scores
 from .schema import SchemaSettings, init_schema
 from .writer import ScoreWriter, WriterSettings
 
@@ -36,7 +36,7 @@ def main() -> None:
     start = time.perf_counter()
     rows = []
     for i in range(a.rows // 2):
-        m = TraceMeta(trace_id=f"{i:032x}", ts=t0 + timedelta(milliseconds=37 * i),
+        m = ScoredTraceMeta(trace_id=f"{i:032x}", ts=t0 + timedelta(milliseconds=37 * i),
                       service=f"svc-{i % 5}", environment="prod", model="gpt-x",
                       prompt_version="p3", retriever_version="r2", sampling_rate=0.5,
                       span_id=f"{i:016x}", question_excerpt="What is the refund policy? " * 3,

@@ -26,7 +26,7 @@ from .schema import HEALTH_COLUMNS, SCORE_COLUMNS
 __all__ = [
     "HealthRow",
     "ScoreRow",
-    "TraceMeta",
+    "ScoredTraceMeta",
     "columns_of",
     "rows_from_scores",
     "safe_text",
@@ -79,7 +79,7 @@ def _hex_id(value: Any, length: int, what: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class TraceMeta:
+class ScoredTraceMeta:
     """What the scorer knows about the trace behind a set of scores.
 
     ``ts`` is the trace's end time taken from its spans: it is part of the table's sorting key, so
@@ -210,7 +210,7 @@ def _counts(counts: dict[str, int]) -> dict[str, int]:
 
 def rows_from_scores(
     scores: Iterable[Score],
-    meta: TraceMeta,
+    meta: ScoredTraceMeta,
     *,
     scored_at: datetime | None = None,
     max_excerpt_chars: int | None = DEFAULT_EXCERPT_CHARS,

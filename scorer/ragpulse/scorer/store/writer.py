@@ -31,7 +31,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..renamed_settings import move_renamed
+from ragpulse.common import move_renamed
+
 from .errors import PermanentStoreError, RetryableStoreError, WriterClosed, WriterFull
 from .retry import RetryOutcome, RetryPolicy, RetrySettings
 from .rows import HealthRow, ScoreRow, columns_of

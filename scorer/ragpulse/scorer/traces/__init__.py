@@ -1,18 +1,19 @@
 """From OTLP bytes to scorable samples: decode spans, extract (question, contexts, answer) and row
 metadata from one trace, and decide deterministically which traces get judged.
 
-The instrumentation helper for apps without a framework lives in
-:mod:`ragpulse.scorer.traces.instrument`
-(``from ragpulse.scorer.traces.instrument import RagTracer``);
-it is not imported here so the scorer does not pay for it.
+:data:`ADVICE` and :data:`NOT_RAG` (:mod:`.reasons`) are the null-row reasons the dashboards
+explain.
 """
 
 from .decode import DecodeError, DecodeLimits, SpanDecoder, group_by_trace
-from .extract import Extraction, ExtractionSettings, TraceMeta, extract, split_prompt
+from .extract import Extraction, ExtractionSettings, TraceFacts, extract, split_prompt
+from .reasons import ADVICE, NOT_RAG
 from .sampling import AttributeRule, Sampler, SamplingDecision, SamplingSettings, hash_fraction
 from .span import Attributes, AttrValue, Span, SpanEvent, SpanKind, StatusCode
 
 __all__ = [
+    "ADVICE",
+    "NOT_RAG",
     "AttrValue",
     "AttributeRule",
     "Attributes",
@@ -28,7 +29,7 @@ __all__ = [
     "SpanEvent",
     "SpanKind",
     "StatusCode",
-    "TraceMeta",
+    "TraceFacts",
     "extract",
     "group_by_trace",
     "hash_fraction",

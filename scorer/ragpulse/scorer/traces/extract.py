@@ -36,6 +36,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragpulse.common import (
+    FEEDBACK_COMMENT,
+    FEEDBACK_EVENT,
+    FEEDBACK_LABEL,
+    FEEDBACK_SCORE,
+    PROMPT_VERSION,
+    RETRIEVER_VERSION,
+)
+
 from ..model import Sample
 from .reasons import CONTENT_NOT_CAPTURED, NOT_RAG, content_advice
 from .span import AttrValue, Span
@@ -44,18 +53,10 @@ __all__ = [
     "NEGATIVE_FEEDBACK_LABELS",
     "Extraction",
     "ExtractionSettings",
-    "TraceMeta",
+    "TraceFacts",
     "extract",
     "split_prompt",
 ]
-
-# -- attribute names this module defines (documented in docs/instrumentation.md) ------------------
-PROMPT_VERSION = "ragpulse.prompt.version"
-RETRIEVER_VERSION = "ragpulse.retriever.version"
-FEEDBACK_EVENT = "ragpulse.feedback"
-FEEDBACK_SCORE = "ragpulse.feedback.score"
-FEEDBACK_LABEL = "ragpulse.feedback.label"
-FEEDBACK_COMMENT = "ragpulse.feedback.comment"
 
 NEGATIVE_FEEDBACK_LABELS = frozenset(
     {
@@ -140,8 +141,9 @@ class ExtractionSettings(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
-class TraceMeta:
-    """Row metadata of one trace: where it ran, what produced it, how it went."""
+class TraceFacts:
+    """What the spans of one trace say about it: where it ran, what produced it, how it went
+    (the store turns it into a :class:`ragpulse.scorer.store.ScoredTraceMeta`)."""
 
     trace_id: str
     service: str = ""
@@ -212,7 +214,7 @@ class Extraction:
     trace_id: str
     sample: Sample | None
     reason: str | None
-    meta: TraceMeta
+    meta: TraceFacts
     detail: str | None = None
     question: str | None = None
     answer: str | None = None
@@ -1216,11 +1218,11 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     """The sample and metadata of one trace's spans (any order, all of one trace id).
 
     Pure and thread-safe; never raises for malformed attribute values. The sample's ``id`` is the
-    trace id and its ``metadata`` is :meth:`TraceMeta.as_dict`.
+    trace id and its ``metadata`` is :meth:`TraceFacts.as_dict`.
     """
     settings = settings or _DEFAULT_SETTINGS
     if not spans:
-        return Extraction("", None, "no_spans", TraceMeta(trace_id=""))
+        return Extraction("", None, "no_spans", TraceFacts(trace_id=""))
     trace_id = spans[0].trace_id
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
     root = _root(ordered)
@@ -1391,7 +1393,7 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     err = root if root.is_error else (errors[0] if errors else None)
     score, label, comment = _feedback(ordered)
     svc_span = root if root.service_name else next((s for s in ordered if s.service_name), root)
-    meta = TraceMeta(
+    meta = TraceFacts(
         trace_id=trace_id,
         service=svc_span.service_name or "",
         environment=svc_span.environment or "",

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from .settings import DashboardsSettings
+from ragpulse.dashboards import DashboardsSettings
 
 __all__ = ["dashboards", "report", "status"]
 
@@ -69,7 +69,7 @@ def export_cmd(
 ) -> None:
     """Write provisioning-ready files: datasource, dashboard provider and JSON, alert rules, an
     example contact point."""
-    from .provisioning import export
+    from ragpulse.dashboards import export
 
     s = load_settings(settings, database=database, datasource_uid=datasource_uid,
                       trace_url_template=trace_url)
@@ -96,7 +96,7 @@ def push_cmd(
     timeout: Annotated[float, typer.Option(help="Seconds per HTTP request.", min=0.1)] = 10.0,
 ) -> None:
     """Create or update the folder, dashboard and alert rules in Grafana (idempotent)."""
-    from .push import GrafanaPushError, push
+    from ragpulse.dashboards import GrafanaPushError, push
 
     s = load_settings(settings, database=database, datasource_uid=datasource_uid,
                       trace_url_template=trace_url)
@@ -111,10 +111,7 @@ def push_cmd(
 def _client(clickhouse: str | None, data_dir: Path, database: str) -> tuple[Any, str]:
     """A client (through the owner's facade when one runs) on a database that has the ragpulse
     schema. Raises ``typer.Exit(1)`` with the reason otherwise."""
-    from ragpulse.scorer.store import open_store
-    from ragpulse.scorer.store.client import credentials_from_env
-    from ragpulse.scorer.store.errors import StoreError
-    from ragpulse.scorer.store.schema import applied_versions
+    from ragpulse.scorer.store import StoreError, applied_versions, credentials_from_env, open_store
 
     dsn = clickhouse or f"chdb://{(data_dir / 'chdb').resolve()}"
     try:
@@ -137,8 +134,7 @@ def _describe(dsn: str) -> str:
     """The DSN, plus the facade URL when a running owner (``ragpulse up``) was followed."""
     import os
 
-    from ragpulse.scorer.store import read_owner
-    from ragpulse.scorer.store.client import chdb_path
+    from ragpulse.scorer.store import chdb_path, read_owner
 
     shown = _redact(dsn)
     if dsn.startswith("chdb://"):
@@ -159,7 +155,7 @@ def _until(value: str | None) -> datetime:
 
 
 def _range(since: str, until: str | None) -> tuple[datetime, datetime]:
-    from .frames import since as parse_since
+    from ragpulse.dashboards import since as parse_since
 
     t1 = _until(until)
     try:
@@ -186,7 +182,7 @@ def report(
     settings: Annotated[Path | None, typer.Option("--settings", help=_SETTINGS_HELP)] = None,
 ) -> None:
     """Render the dashboard's panels and the alert rules into one self-contained HTML file."""
-    from .report import build_report
+    from ragpulse.dashboards import build_report
 
     s = load_settings(settings, database=database)
     t0, t1 = _range(since, until)
@@ -221,19 +217,19 @@ def status(
     Exit code 3 when an alert fires (scriptable health check)."""
     from rich.console import Console
 
-    from .status import collect, render, unscorable
+    from ragpulse.dashboards import collect_status, render_status, unscorable_traces
 
     s = load_settings(settings, database=database)
     t0, t1 = _range(since, until)
     client, dsn = _client(clickhouse, data_dir, s.database)
     try:
-        lines, results, errors = collect(client, s, t0, t1)
-        reasons, reason_errors = unscorable(client, s, t0, t1)
+        lines, results, errors = collect_status(client, s, t0, t1)
+        reasons, reason_errors = unscorable_traces(client, s, t0, t1)
     finally:
         client.close()
     # Wide enough for metric names and alert lists even when piped (rich assumes 80 then).
     console = Console(width=max(132, Console().width))
-    render(console, lines, results, errors + reason_errors,
+    render_status(console, lines, results, errors + reason_errors,
            f"ragpulse status · {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC · {dsn}",
            reasons=reasons)
     if any(r.firing for r in results):

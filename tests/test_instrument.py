@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ragpulse.instrument import Document, RagTracer
 from ragpulse.scorer.traces import Sampler, SamplingSettings, StatusCode, extract
-from ragpulse.scorer.traces.instrument import Document, RagTracer
-
-from .conventions import ANSWER, DOCS, QUESTION, SYSTEM
-from .sdk import Recorder, decode_traces, one_trace, to_record
+from tests.scorer.traces.conventions import ANSWER, DOCS, QUESTION, SYSTEM
+from tests.scorer.traces.sdk import Recorder, decode_traces, one_trace, to_record
 
 
 def _interaction(rag: RagTracer, *, rerank: bool = False) -> str:

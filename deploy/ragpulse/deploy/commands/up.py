@@ -45,10 +45,10 @@ def up(
     durable: Annotated[bool, typer.Option("--durable/--in-memory", help="Durable (default): broker on S3 storage (SeaweedFS, DATA_DIR/s3) and requests acknowledged once Kafka has them, so every acknowledged trace survives a crash. --in-memory: lighter, but a crash loses what the broker holds.")] = True,
 ) -> None:
     """Run broker, collector, scorer and ClickHouse (chDB) on this machine, on loopback."""
-    from .embedded import EmbeddedSettings, run
+    from ..embedded import EmbeddedSettings, run_embedded
 
     console = Console(stderr=True)
-    from .logs import configure_logging
+    from ..logs import configure_logging
 
     configure_logging(logging.INFO if verbose else logging.WARNING)
     values: dict[str, Any] = {
@@ -74,7 +74,7 @@ def up(
             console.print(f"[red]invalid setting[/red] {'.'.join(map(str, e['loc']))}: {e['msg']}")
         raise typer.Exit(2) from exc
     try:
-        code = run(settings, console)
+        code = run_embedded(settings, console)
     except Exception as exc:  # start-up failures: one clear line, not a traceback
         console.print(f"[red]ragpulse up failed:[/red] {type(exc).__name__}: {exc}")
         if verbose:

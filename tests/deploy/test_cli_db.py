@@ -6,8 +6,8 @@ from typing import Any
 
 from typer.testing import CliRunner
 
+from ragpulse.deploy.commands import db
 from ragpulse.scorer.store import SchemaSettings, init_schema, latest_version
-from ragpulse.scorer.store.cli import db
 
 runner = CliRunner()
 

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragpulse import cli as root
-from ragpulse.scorer.pipeline.cli import _settings_from, status_line
+from ragpulse.deploy.commands.scorer import _settings_from, status_line
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,13 @@
-"""Emit correct RAG spans from an app that uses no framework instrumentor.
+"""ragpulse.instrument: emit correct RAG spans from an app that uses no framework instrumentor.
+
+This runs in the app, not in ragpulse's services: it needs only the OpenTelemetry API (and
+:mod:`ragpulse.common` for the attribute names ragpulse defines), never the collector or the
+scorer.
 
 Everything goes through the real OpenTelemetry API, so the app's own ``TracerProvider`` (and its
 OTLP exporter pointed at the ragpulse collector) carries the spans::
 
-    from ragpulse.scorer.traces.instrument import RagTracer
+    from ragpulse.instrument import RagTracer
 
     rag = RagTracer()                                # global provider; or RagTracer(provider)
     with rag.query(question) as q:                   # CHAIN root: input.value / output.value
@@ -47,7 +51,7 @@ from opentelemetry.trace import (
     TracerProvider,
 )
 
-from .extract import (
+from ragpulse.common import (
     FEEDBACK_COMMENT,
     FEEDBACK_EVENT,
     FEEDBACK_LABEL,

@@ -5,15 +5,16 @@ from __future__ import annotations
 import typer
 from pydantic import ValidationError
 
-from .client import credentials_from_env, open_store
-from .errors import StoreError
-from .schema import (
+from ragpulse.scorer.store import (
     MIGRATIONS,
     SchemaError,
     SchemaSettings,
+    StoreError,
     applied_versions,
+    credentials_from_env,
     init_schema,
     latest_version,
+    open_store,
 )
 
 __all__ = ["db"]

@@ -25,11 +25,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .evaluator import Evaluator, SampleResult
-from .judges.base import Criterion
-from .judges.factory import JudgeChoice, build_judge
-from .metrics import DEFAULT_METRICS, resolve_metrics
-from .model import Sample, Score
+from ragpulse.scorer import (
+    DEFAULT_METRICS,
+    Criterion,
+    Evaluator,
+    JudgeChoice,
+    Sample,
+    SampleResult,
+    Score,
+    build_judge,
+    resolve_metrics,
+)
 
 __all__ = ["score", "read_samples", "score_to_json"]
 

@@ -1,7 +1,7 @@
 """``ragpulse collector``: the OTLP collector alone, in front of an external Kafka.
 
 Configuration comes from ``RAGPULSE_*`` environment variables (see
-:class:`~ragpulse.collector.config.CollectorSettings`); flags given on the command line win.
+:class:`~ragpulse.collector.CollectorSettings`); flags given on the command line win.
 Invalid settings and an unreachable Kafka fail at start-up with exit status 2 and 1. Runs until
 SIGINT/SIGTERM, then stops accepting, drains requests in progress and flushes Kafka.
 """
@@ -19,6 +19,8 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
+
+from ragpulse.deploy.signals import StopSignals
 
 __all__ = ["collector"]
 
@@ -51,8 +53,7 @@ def collector(
     from ragpulse.deploy.logs import configure_logging
 
     configure_logging(log_level)
-    from ragpulse.collector.config import CollectorSettings
-    from ragpulse.collector.service import build_collector
+    from ragpulse.collector import CollectorSettings, build_collector
 
     overrides: dict[str, dict[str, Any]] = {"otlp": {}, "kafka": {}, "producer": {}, "queue": {}, "filter": {}}
     if kafka:
@@ -91,7 +92,7 @@ def collector(
     try:
         service.start()
     except Exception as exc:
-        from ragpulse.collector.kafka import KafkaUnavailable
+        from ragpulse.common import KafkaUnavailable
 
         typer.echo(f"ragpulse collector: cannot start: {type(exc).__name__}: {exc}", err=True)
         if isinstance(exc, KafkaUnavailable):
@@ -115,41 +116,34 @@ def collector(
         service.shutdown()
         typer.echo(f"ragpulse collector: cannot start the health endpoint: {exc}", err=True)
         raise typer.Exit(2) from None
-    stop = threading.Event()
-
-    def _on_signal(signum: int, _frame: Any) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    workers_group.start()
-    typer.echo(f"OTLP/HTTP  {service.http_endpoint or 'off'}")
-    typer.echo(f"OTLP/gRPC  {service.grpc_endpoint or 'off'}")
-    typer.echo(f"Kafka      {settings.kafka.bootstrap_servers} topic {settings.kafka.topic} "
-               f"({'all traces' if settings.filter.mode == 'all' else 'RAG traces'})")
-    if workers_group.count:
-        typer.echo(f"workers    {workers_group.count + 1} processes (counters and /metrics are "
-                   "their sums)")
-    try:
-        while not stop.wait(status_interval_s or None):
-            s = workers_group.stats()
-            typer.echo(
-                f"spans received {s['spans_received']} accepted {s['spans_accepted']} "
-                f"acked {s['spans_acked']} dropped(non-RAG) {s['spans_dropped_non_rag']} "
-                f"refused {s['spans_refused']} failed {s['spans_failed']} queue {s['queue_spans']}"
-            )
-    finally:
-        typer.echo("draining ...")
-        if obs is not None:
-            obs.drain()
-        workers_group.terminate()
-        service.shutdown()
-        workers_group.wait(settings.producer.ack_timeout_s + 30)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if obs is not None:
-            obs.shutdown()
+    def print_stats() -> None:
         s = workers_group.stats()
-        typer.echo(f"stopped: {s['spans_acked']} spans acknowledged by Kafka, {s['spans_failed']} failed")
+        typer.echo(f"spans received {s['spans_received']} accepted {s['spans_accepted']} "
+                   f"acked {s['spans_acked']} dropped(non-RAG) {s['spans_dropped_non_rag']} "
+                   f"refused {s['spans_refused']} failed {s['spans_failed']} queue {s['queue_spans']}")
+
+    with StopSignals() as signals:
+        workers_group.start()
+        typer.echo(f"OTLP/HTTP  {service.http_endpoint or 'off'}")
+        typer.echo(f"OTLP/gRPC  {service.grpc_endpoint or 'off'}")
+        typer.echo(f"Kafka      {settings.kafka.bootstrap_servers} topic {settings.kafka.topic} "
+                   f"({'all traces' if settings.filter.mode == 'all' else 'RAG traces'})")
+        if workers_group.count:
+            typer.echo(f"workers    {workers_group.count + 1} processes (counters and /metrics are "
+                       "their sums)")
+        try:
+            signals.every(status_interval_s, print_stats)
+        finally:
+            typer.echo("draining ...")
+            if obs is not None:
+                obs.drain()
+            workers_group.terminate()
+            service.shutdown()
+            workers_group.wait(settings.producer.ack_timeout_s + 30)
+    if obs is not None:
+        obs.shutdown()
+    s = workers_group.stats()
+    typer.echo(f"stopped: {s['spans_acked']} spans acknowledged by Kafka, {s['spans_failed']} failed")
 
 
 # Gauges of a worker's stats() that are not summed across workers (the others are).
@@ -159,20 +153,16 @@ _MAX_GAUGES = frozenset({"kafka_unavailable"})
 def _serve_as_worker(service: Any) -> None:
     """A spawned worker's life: a JSON line of its counters on stdout every second (the parent
     sums them), until SIGTERM; then drain, and a last line with the final counters."""
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-
     def report() -> None:
         sys.stdout.write(json.dumps(service.stats()) + "\n")
         sys.stdout.flush()
 
-    try:
-        while not stop.wait(1.0):
+    with StopSignals() as signals:
+        try:
+            signals.every(1.0, report)
+        finally:
+            service.shutdown()
             report()
-    finally:
-        service.shutdown()
-        report()
 
 
 class _Workers:

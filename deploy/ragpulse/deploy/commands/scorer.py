@@ -10,16 +10,16 @@ replayed by the next run). A status line is printed every ``--status-interval`` 
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
 
+from ragpulse.deploy.signals import StopSignals
+
 __all__ = ["scorer", "status_line"]
 
-log = logging.getLogger("ragpulse.scorer.pipeline")
+log = logging.getLogger("ragpulse.deploy.commands.scorer")
 
 
 def status_line(stats: dict[str, Any]) -> str:
@@ -46,7 +46,7 @@ def status_line(stats: dict[str, Any]) -> str:
 
 def _settings_from(overrides: dict[str, Any]) -> Any:
     """Environment first, then the flags given; raises ``ValidationError``."""
-    from .settings import ScorerSettings
+    from ragpulse.scorer.pipeline import ScorerSettings
 
     env = ScorerSettings()
     merged = env.model_dump()
@@ -180,7 +180,7 @@ def _settings_or_exit(overrides: dict[str, Any]) -> Any:
 
 def _start_scorer(settings: Any) -> Any:
     """Build and start the scorer (exit status 1 if it cannot start), then freeze the heap."""
-    from . import build_scorer, freeze_startup_heap
+    from ragpulse.scorer.pipeline import build_scorer, freeze_startup_heap
 
     try:
         svc = build_scorer(settings)
@@ -244,31 +244,22 @@ def _serve_until_signalled(svc: Any, obs: Any, settings: Any) -> None:
     stops), then drain: readiness off, the scorer drained within ``drain_timeout_s``, the
     endpoints stopped. A second signal exits at once with status 130. Exits with status 1 if
     the scorer stopped on an error. Blocks; main thread only (it installs signal handlers)."""
-    stop = threading.Event()
-    signals = {"n": 0}
+    def first(name: str) -> None:
+        typer.echo(f"{name}: draining (up to {settings.drain_timeout_s:g}s)", err=True)
 
-    def on_signal(signum: int, _frame: Any) -> None:
-        signals["n"] += 1
-        if signals["n"] > 1:
-            typer.echo("second signal: stopping without draining", err=True)
-            raise SystemExit(130)
-        typer.echo(
-            f"{signal.Signals(signum).name}: draining (up to {settings.drain_timeout_s:g}s)",
-            err=True,
-        )
-        stop.set()
+    def second(_name: str) -> None:
+        typer.echo("second signal: stopping without draining", err=True)
+        raise SystemExit(130)
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
-        while not stop.wait(settings.status_interval_s):
-            typer.echo(status_line(svc.stats()), err=True)
-            if svc.wait(0):
-                break
-    finally:
-        obs.drain()
-        svc.shutdown()
-        obs.shutdown()
+    with StopSignals(on_first=first, on_second=second) as signals:
+        try:
+            signals.every(settings.status_interval_s,
+                          lambda: typer.echo(status_line(svc.stats()), err=True),
+                          until=lambda: svc.wait(0))
+        finally:
+            obs.drain()
+            svc.shutdown()
+            obs.shutdown()
     typer.echo(status_line(svc.stats()), err=True)
     if svc.error is not None:
         typer.echo(f"error: the scorer stopped: {type(svc.error).__name__}: {svc.error}", err=True)

@@ -1,0 +1,162 @@
+"""The packages depend on each other in one direction, only through each other's public surface,
+and every package's ``__all__`` is exactly what it exports.
+
+Layers (an arrow means "may import")::
+
+    deploy (and the ragpulse command) ──> dashboards ──> scorer ──> common
+          └────────────────────────────> collector ─────────────> common
+          └────────────────────────────> instrument ────────────> common
+
+``common`` holds the contracts both sides of Kafka share; nothing below ``deploy`` imports
+``deploy``, and the collector and the scorer never import each other. A cross-package import
+names a package (an ``__init__``) and only names from its ``__all__``: ``from
+ragpulse.scorer.store import open_store``, never ``from ragpulse.scorer.store.client import ...``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCE_ROOTS = ["collector", "scorer", "dashboards", "deploy"]
+
+ALLOWED: dict[str, set[str]] = {
+    "common": set(),
+    "instrument": {"common"},
+    "collector": {"common"},
+    "scorer": {"common"},
+    "dashboards": {"common", "scorer"},
+    "deploy": {"common", "collector", "scorer", "dashboards", "instrument"},
+}
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the distribution."""
+    out = {}
+    for root in SOURCE_ROOTS:
+        for path in sorted((REPO / root / "ragpulse").rglob("*.py")):
+            parts = list(path.relative_to(REPO / root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+PACKAGES = sorted(name for name, path in MODULES.items() if path.name == "__init__.py")
+
+
+def _layer(module: str) -> str:
+    layer = module.split(".")[1]
+    return "deploy" if layer == "cli" else layer  # the `ragpulse` command is deploy's
+
+
+def _imports(module: str, path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, absolute target module, imported names) of every ragpulse import in ``path``."""
+    is_package = path.name == "__init__.py"
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, []) for a in node.names if a.name.startswith("ragpulse.")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base if is_package else base[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("ragpulse.") or target == "ragpulse":
+                out.append((node.lineno, target, [a.name for a in node.names]))
+    return out
+
+
+def test_layers_point_one_way_and_cross_only_public_surfaces() -> None:
+    problems = []
+    for module, path in MODULES.items():
+        if module == "ragpulse":
+            continue
+        layer = _layer(module)
+        for line, target, names in _imports(module, path):
+            if target == "ragpulse":  # `from ragpulse import X` names a layer
+                targets = [(f"ragpulse.{n}", []) for n in names]
+            else:
+                targets = [(target, names)]
+            for target_module, imported in targets:
+                other = _layer(target_module)
+                if other == layer:
+                    continue
+                where = f"{path.relative_to(REPO)}:{line}"
+                if other not in ALLOWED[layer]:
+                    problems.append(f"{where}: {layer} must not import {other} ({target_module})")
+                    continue
+                if target_module not in PACKAGES and target_module.count(".") > 1:
+                    problems.append(f"{where}: deep import {target_module}: import from its package")
+                    continue
+                public = set(getattr(importlib.import_module(target_module), "__all__", ()))
+                hidden = [n for n in imported if n not in public]
+                if hidden:
+                    problems.append(f"{where}: {target_module} does not export {hidden}")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_cycle_between_layers() -> None:
+    """The allowed graph itself is acyclic (a later edit to ALLOWED cannot sneak one in)."""
+    seen: dict[str, int] = {}
+
+    def visit(node: str, stack: tuple[str, ...]) -> None:
+        assert node not in stack, " -> ".join((*stack, node))
+        if seen.get(node):
+            return
+        for nxt in ALLOWED[node]:
+            visit(nxt, (*stack, node))
+        seen[node] = 1
+
+    for layer in ALLOWED:
+        visit(layer, ())
+
+
+@pytest.mark.parametrize("package", ["common", "instrument", "collector", "scorer", "dashboards",
+                                     "deploy"])
+def test_each_layer_imports_alone(package: str) -> None:
+    """Each layer's public surface imports in a fresh interpreter (an import cycle fails here),
+    and without loading any layer it must not depend on."""
+    code = (
+        "import sys, importlib\n"
+        f"m = importlib.import_module('ragpulse.{package}')\n"
+        "[getattr(m, n) for n in getattr(m, '__all__', [])]\n"
+        "print(' '.join(sorted({k.split('.')[1] for k in sys.modules "
+        "if k.startswith('ragpulse.') and k.count('.') >= 1})))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split())
+    assert loaded <= ALLOWED[package] | {package}, loaded - ALLOWED[package] - {package}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_all_is_the_public_surface(package: str) -> None:
+    """Like httpx's test: every name in ``__all__`` exists, none twice, in ruff's order (constants,
+    classes, functions); and every public name defined in the package (its own modules, not
+    its submodules or third-party imports) is listed."""
+    module = importlib.import_module(package)
+    exported = getattr(module, "__all__", None)
+    assert exported is not None, f"{package} has no __all__"
+    assert len(set(exported)) == len(exported)
+    order = sorted(exported, key=lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n))
+    assert list(exported) == order, f"{package}.__all__ is not sorted"
+    missing = [n for n in exported if not hasattr(module, n)]
+    assert not missing, missing
+    public = {
+        n for n, v in vars(module).items()
+        if not n.startswith("_") and not isinstance(v, types.ModuleType) and n != "annotations"
+        and str(getattr(v, "__module__", package)).startswith(package)
+    }
+    assert public <= set(exported), sorted(public - set(exported))
