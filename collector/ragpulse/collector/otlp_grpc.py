@@ -22,10 +22,9 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragpulse.collector.config import OtlpSettings
-from ragpulse.collector.exporter import ExportRefused, QueueFull
 from ragpulse.collector.ingest import Ingest
 from ragpulse.collector.otlp_http import bearer_ok
-from ragpulse.collector.split import MalformedRequest
+from ragpulse.collector.refusals import Refusal, ShuttingDown, Unauthenticated, refusal_for
 
 __all__ = ["GrpcReceiver"]
 
@@ -40,11 +39,22 @@ class _Status(NamedTuple):  # implements grpc.Status for abort_with_status
     trailing_metadata: tuple[tuple[str, bytes], ...]
 
 
-def _retry_status(code: grpc.StatusCode, rpc_code: int, message: str, retry_after_s: int) -> _Status:
+_GRPC_STATUS = {s.value[0]: s for s in grpc.StatusCode}  # google.rpc.Code number -> grpc status
+
+
+def _abort(context: grpc.ServicerContext, refusal: Refusal) -> None:
+    """End the call with ``refusal``'s status (raises, as ``context.abort`` does). A retryable
+    refusal carries a ``google.rpc.RetryInfo`` detail in ``grpc-status-details-bin``, as
+    grpcio-status would send it, so OTLP exporters back off for the suggested delay."""
+    code = _GRPC_STATUS[refusal.rpc_code]
+    if refusal.retry_after_s is None:
+        context.abort(code, refusal.message)
     detail = any_pb2.Any()
-    detail.Pack(error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=retry_after_s)))
-    rich = status_pb2.Status(code=rpc_code, message=message, details=[detail])
-    return _Status(code, message, (("grpc-status-details-bin", rich.SerializeToString()),))
+    detail.Pack(error_details_pb2.RetryInfo(
+        retry_delay=duration_pb2.Duration(seconds=refusal.retry_after_s)))
+    rich = status_pb2.Status(code=refusal.rpc_code, message=refusal.message, details=[detail])
+    context.abort_with_status(_Status(code, refusal.message,
+                                      (("grpc-status-details-bin", rich.SerializeToString()),)))
 
 
 class GrpcReceiver:
@@ -123,31 +133,21 @@ class GrpcReceiver:
         with self._lock:
             self._requests += 1
         if self._closed:
-            context.abort_with_status(
-                _retry_status(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE, "collector is shutting down", retry)
-            )
+            _abort(context, refusal_for(ShuttingDown(), retry))
         token = self._settings.auth_token
         if token is not None:
             header = dict(context.invocation_metadata()).get("authorization")
             if not bearer_ok(header if isinstance(header, str) else None, token.get_secret_value()):
                 with self._lock:
                     self._unauthenticated += 1
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or invalid bearer token")
+                _abort(context, refusal_for(Unauthenticated(), retry))
         try:
             result = self._ingest.consume_proto(request)
-        except MalformedRequest as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except ExportRefused as exc:
-            if isinstance(exc, QueueFull):
-                status = _retry_status(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED, code_pb2.RESOURCE_EXHAUSTED, str(exc), exc.retry_after_s
-                )
-            else:
-                status = _retry_status(grpc.StatusCode.UNAVAILABLE, code_pb2.UNAVAILABLE, str(exc), exc.retry_after_s)
-            context.abort_with_status(status)
         except Exception as exc:
-            log.exception("receive: unexpected error")
-            context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}")
+            refusal = refusal_for(exc, retry)
+            if refusal.rpc_code == code_pb2.INTERNAL:  # a bug: log it
+                log.exception("receive: unexpected error")
+            _abort(context, refusal)
         response = ExportTraceServiceResponse()
         if result.rejected_spans or result.message:  # a message alone is a warning
             response.partial_success.rejected_spans = result.rejected_spans

@@ -27,8 +27,9 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from ragpulse.collector.config import OtlpSettings
-from ragpulse.collector.exporter import ExportRefused, ExportResult, QueueFull
+from ragpulse.collector.exporter import ExportResult
 from ragpulse.collector.ingest import Ingest
+from ragpulse.collector.refusals import ShuttingDown, TooLarge, Unauthenticated, refusal_for
 from ragpulse.collector.split import MalformedRequest
 from ragpulse.common import (
     BodyError,
@@ -51,14 +52,6 @@ JSON = "application/json"
 
 
 _DRAIN_MAX_BYTES = 8 << 20
-
-
-class TooLarge(Exception):
-    """The body (before or after decompression) exceeds its limit (413)."""
-
-    def __init__(self, message: str, body_consumed: bool = False) -> None:
-        super().__init__(message)
-        self.body_consumed = body_consumed
 
 
 def gunzip_bounded(data: bytes, limit: int) -> bytes:
@@ -246,8 +239,7 @@ class HttpReceiver:
             # Before reading the body: an unauthenticated client costs no receive budget.
             self._count("http_unauthenticated")
             h.close_connection = True
-            self._reply_status(h, 401, code_pb2.UNAUTHENTICATED, "missing or invalid bearer token",
-                               as_json, extra={"WWW-Authenticate": 'Bearer realm="otlp"'})
+            self._refuse(h, Unauthenticated(), as_json, extra={"WWW-Authenticate": 'Bearer realm="otlp"'})
             return
         path = h.path.split("?", 1)[0]
         if path != TRACES_PATH:
@@ -315,30 +307,30 @@ class HttpReceiver:
             self._count("http_too_large")
             if not exc.body_consumed:
                 h.close_connection = True  # the rest of the body was not read
-            self._reply_status(h, 413, code_pb2.RESOURCE_EXHAUSTED, str(exc), as_json)
+            self._refuse(h, exc, as_json)
             return
         except MalformedRequest as exc:
             self._ingest._count(requests_received=1, requests_malformed=1)
-            self._reply_status(h, 400, code_pb2.INVALID_ARGUMENT, str(exc), as_json)
+            self._refuse(h, exc, as_json)
             return
         if self._closing:
-            self._reply_status(h, 503, code_pb2.UNAVAILABLE, "collector is shutting down", as_json,
-                               retry_after=settings.retry_after_s)
+            self._refuse(h, ShuttingDown(), as_json)
             return
         try:
             result = self._ingest.consume_json(body) if as_json else self._ingest.consume_proto(body)
-        except MalformedRequest as exc:
-            self._reply_status(h, 400, code_pb2.INVALID_ARGUMENT, str(exc), as_json)
-        except ExportRefused as exc:
-            if isinstance(exc, QueueFull):
-                self._reply_status(h, 429, code_pb2.RESOURCE_EXHAUSTED, str(exc), as_json, retry_after=exc.retry_after_s)
-            else:
-                self._reply_status(h, 503, code_pb2.UNAVAILABLE, str(exc), as_json, retry_after=exc.retry_after_s)
-        except Exception as exc:  # a bug: answer 500 (not retryable by OTLP exporters) and log it
-            log.exception("receive: unexpected error")
-            self._reply_status(h, 500, code_pb2.INTERNAL, f"internal error: {type(exc).__name__}", as_json)
+        except Exception as exc:
+            if refusal_for(exc, 0).http_status == 500:  # a bug: log it; 500 is not retryable
+                log.exception("receive: unexpected error")
+            self._refuse(h, exc, as_json)
         else:
             self._reply_ok(h, result, as_json)
+
+    def _refuse(self, h: _Handler, exc: BaseException, as_json: bool,
+                extra: dict[str, str] | None = None) -> None:
+        """Answer ``exc`` as the shared table says (:func:`refusal_for`)."""
+        r = refusal_for(exc, self._settings.retry_after_s)
+        self._reply_status(h, r.http_status, r.rpc_code, r.message, as_json,
+                           retry_after=r.retry_after_s, extra=extra)
 
     def _count(self, name: str) -> None:
         with self._lock:
