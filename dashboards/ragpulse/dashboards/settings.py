@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragpulse.scorer import DEFAULT_METRICS
-from ragpulse.scorer.store import validate_identifier
+from ragpulse.scorer.store import DatabaseName
 
 __all__ = [
     "SEGMENT_DIMENSIONS",
@@ -166,7 +166,7 @@ class DashboardsSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    database: str = "rag"
+    database: DatabaseName = "rag"
     datasource_uid: str = "ragpulse-clickhouse"
     datasource_name: str = "ragpulse ClickHouse"
     clickhouse_host: str = "127.0.0.1"
@@ -186,11 +186,6 @@ class DashboardsSettings(BaseModel):
     default_range: str = "now-24h"
     alerts: AlertSettings = AlertSettings()
     drift: DriftSettings = DriftSettings()
-
-    @field_validator("database")
-    @classmethod
-    def _db(cls, v: str) -> str:
-        return validate_identifier(v, "database")
 
     @field_validator("datasource_uid")
     @classmethod

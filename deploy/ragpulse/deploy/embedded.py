@@ -24,6 +24,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ragpulse.scorer.store import DatabaseName
+
 from .signals import StopSignals
 
 __all__ = ["Embedded", "EmbeddedSettings", "run_embedded", "status_line"]
@@ -44,7 +46,7 @@ class EmbeddedSettings(BaseSettings):
     clickhouse_port: int = Field(8123, ge=0, le=65535,
                                  description="ClickHouse-HTTP facade over the chDB store; 0 picks a free port")
     partitions: int = Field(3, ge=1, le=64, description="partitions of the spans topic")
-    database: str = Field("rag", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+    database: DatabaseName = "rag"
     judge: Literal["local", "llm"] = "local"
     judge_model: str | None = None
     judge_base_url: str | None = None

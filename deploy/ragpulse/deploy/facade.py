@@ -55,7 +55,7 @@ from ragpulse.common import (
     read_body,
     serve_in_thread,
 )
-from ragpulse.scorer.store import remove_owner, write_owner
+from ragpulse.scorer.store import DatabaseName, remove_owner, write_owner
 
 from . import sqlguard
 
@@ -116,7 +116,7 @@ class FacadeSettings(BaseModel):
     ``token``); construction fails without one."""
     port: int = Field(default=0, ge=0, le=65535)
     """0 picks a free port; read :attr:`ClickHouseHttpFacade.url` after ``start()``."""
-    database: str = Field(default="rag", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+    database: DatabaseName = "rag"
     """The one user database readable through the facade (besides allow-listed system tables)."""
     username: str | None = None
     password: SecretStr | None = None

@@ -35,6 +35,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ragpulse.scorer.store import DatabaseName
+
 __all__ = [
     "METRICS",
     "MetricSpec",
@@ -208,11 +210,7 @@ class TelemetrySettings(BaseModel):
         description="ClickHouse DSN for the collector's per-minute pipeline_health rows (none "
         "unless set; the scorer writes its rows to its own store, RAGPULSE_CLICKHOUSE)",
     )
-    database: str = Field(
-        "rag",
-        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$",
-        description="database of pipeline_health when `clickhouse` is set",
-    )
+    database: DatabaseName = Field("rag", description="database of pipeline_health when `clickhouse` is set")
     pipeline_health_interval_s: float = Field(
         15.0,
         ge=1.0,

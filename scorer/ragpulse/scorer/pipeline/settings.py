@@ -18,6 +18,7 @@ from ragpulse.common import KafkaSettings, move_renamed
 
 from ..metrics import DEFAULT_METRICS, METRICS
 from ..privacy import PrivacySettings
+from ..store.schema import DatabaseName
 from ..store.writer import WriterSettings
 from ..traces.extract import ExtractionSettings
 from ..traces.sampling import SamplingSettings
@@ -163,7 +164,7 @@ class ScorerSettings(BaseSettings):
         "chdb://ragpulse-data/chdb",
         description="chdb:///abs/dir or chdb://rel/dir (this process owns the directory), or http(s)://host:8123",
     )
-    database: str = Field("rag", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+    database: DatabaseName = "rag"
     init_schema: bool = Field(
         True, description="create or migrate the schema at start-up (idempotent)"
     )

@@ -31,6 +31,8 @@ from .retry import RetryPolicy, RetrySettings
 from .rows import HealthRow, ScoredTraceMeta, ScoreRow, columns_of, rows_from_scores, safe_text
 from .schema import (
     MIGRATIONS,
+    ClusterName,
+    DatabaseName,
     MigrationReport,
     SchemaError,
     SchemaSettings,
@@ -51,6 +53,8 @@ from .writer import (
 __all__ = [
     "MIGRATIONS",
     "BatchWriter",
+    "ClusterName",
+    "DatabaseName",
     "HealthRow",
     "MigrationReport",
     "OwnerInfo",

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from .errors import StoreError, StoreLockedError
-from .schema import validate_identifier
+from .schema import DatabaseName
 
 __all__ = ["OWNER_FILE", "OwnerInfo", "StoreSettings", "chdb_path", "credentials_from_env",
            "lock_holder", "open_store", "read_owner", "remove_owner", "write_owner"]
@@ -36,18 +36,13 @@ class StoreSettings(BaseModel):
     dsn: str = "chdb://./ragpulse-data/chdb"
     """``chdb:///abs/path`` / ``chdb://rel/path`` (in-process engine) or
     ``http(s)://[user:password@]host:port`` (a ClickHouse server or a ragpulse facade)."""
-    database: str = "rag"
+    database: DatabaseName = "rag"
     username: str | None = None
     password: SecretStr | None = None
     token: SecretStr | None = None
     """Bearer token (``Authorization: Bearer``) for http(s) DSNs, e.g. a ragpulse facade's."""
     connect_timeout_s: float = Field(default=10.0, gt=0)
     send_receive_timeout_s: float = Field(default=300.0, gt=0)
-
-    @field_validator("database")
-    @classmethod
-    def _db(cls, v: str) -> str:
-        return validate_identifier(v, "database")
 
     @field_validator("dsn")
     @classmethod

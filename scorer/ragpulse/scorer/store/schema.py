@@ -33,11 +33,13 @@ import hashlib
 import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 __all__ = [
+    "ClusterName",
+    "DatabaseName",
     "HEALTH_COLUMNS",
     "MIGRATIONS",
     "SCORE_COLUMNS",
@@ -74,12 +76,18 @@ def validate_identifier(name: str, what: str = "identifier") -> str:
     return name
 
 
+# The one type for a settings field that names a ClickHouse database (every settings model uses
+# it, so every component refuses the same names with the same message).
+DatabaseName = Annotated[str, AfterValidator(lambda v: validate_identifier(v, "database"))]
+ClusterName = Annotated[str, AfterValidator(lambda v: validate_identifier(v, "cluster"))]
+
+
 class SchemaSettings(BaseModel):
     """Where the schema lives and how long data is kept. Frozen; validated on construction."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    database: str = "rag"
+    database: DatabaseName = "rag"
     """Database holding every ragpulse table. Tests use unique names (``rag_<uuid8>``)."""
     ttl_days: int = Field(default=90, ge=1, le=36500)
     """Raw score rows older than this (by trace time ``ts``) are deleted."""
@@ -91,21 +99,12 @@ class SchemaSettings(BaseModel):
     """``non_replicated_deduplication_window``: how many recent insert blocks are remembered so an
     identical retried insert (same deduplication token) is dropped, rollup included. 0 disables."""
 
-    cluster: str | None = None
+    cluster: ClusterName | None = None
     """ClickHouse cluster (a ``remote_servers`` name) for the replicated variant, ``None`` for one
     node. Set: every statement runs ``ON CLUSTER``, tables become ``Replicated*MergeTree`` named
     ``<table>_local`` with ``Distributed`` tables under the single-node names (same columns), so
     readers and the writer use the same names either way (see :func:`cluster_statements`)."""
 
-    @field_validator("database")
-    @classmethod
-    def _db(cls, v: str) -> str:
-        return validate_identifier(v, "database")
-
-    @field_validator("cluster")
-    @classmethod
-    def _cluster(cls, v: str | None) -> str | None:
-        return None if v is None else validate_identifier(v, "cluster")
 
 
 @dataclass(frozen=True)
