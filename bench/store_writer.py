@@ -1,4 +1,4 @@
-"""Measure the write path: ``python -m ragpulse.scorer.store.bench [--rows N] [--batch N]``.
+"""Measure the write path: ``.venv/bin/python bench/store_writer.py [--rows N] [--batch N]``.
 
 Builds score rows for synthetic traces (2 metrics per trace), writes them with :class:`ScoreWriter`
 into a fresh chDB directory in this process and prints rows/s for row building and for
@@ -12,11 +12,16 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 
-from ..model import Cost, Interval, Score
-from .client import open_store
-from .rows import ScoredTraceMeta, rows_from_scores
-from .schema import SchemaSettings, init_schema
-from .writer import ScoreWriter, WriterSettings
+from ragpulse.scorer import Cost, Interval, Score
+from ragpulse.scorer.store import (
+    SchemaSettings,
+    ScoredTraceMeta,
+    ScoreWriter,
+    WriterSettings,
+    init_schema,
+    open_store,
+    rows_from_scores,
+)
 
 
 def main() -> None:
