@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
-from ragpulse.scorer.store import HealthRow, ScoredTraceMeta, rows_from_scores
+from ragpulse.scorer.store import PipelineHealthRow, ScoredTraceMeta, rows_from_scores
 from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings, build_pipeline_health_writer
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -107,14 +107,14 @@ def score_rows(seed: int = 7) -> list:
     return rows
 
 
-def health_rows() -> list[HealthRow]:
-    out: list[HealthRow] = []
+def health_rows() -> list[PipelineHealthRow]:
+    out: list[PipelineHealthRow] = []
     written = NOW
     for m in range(120, 0, -1):
         minute = NOW - timedelta(minutes=m)
         def c(component: str, name: str, value: float, label: str = "",
               minute: datetime = minute) -> None:
-            out.append(HealthRow(minute, component, "host:1", name, label, "counter", value, written))
+            out.append(PipelineHealthRow(minute, component, "host:1", name, label, "counter", value, written))
         c("collector", "spans_received", 300)
         c("collector", "spans_accepted", 295)
         c("collector", "spans_refused", 5)
@@ -130,8 +130,8 @@ def health_rows() -> list[HealthRow]:
         c("scorer", "records_dead_lettered", 1 if m % 30 == 0 else 0, "undecodable")
         c("scorer", "write_errors", 1 if m % 45 == 0 else 0)
         lag = 20.0 if m > 15 else 20.0 + (16 - m) * 50.0  # grows ~50/min in the last 15 minutes
-        out.append(HealthRow(minute, "scorer", "host:1", "consumer_lag", "", "gauge", lag, written))
-        out.append(HealthRow(minute, "scorer", "host:1", "commit_lag", "", "gauge", lag + 5, written))
+        out.append(PipelineHealthRow(minute, "scorer", "host:1", "consumer_lag", "", "gauge", lag, written))
+        out.append(PipelineHealthRow(minute, "scorer", "host:1", "commit_lag", "", "gauge", lag + 5, written))
     return out
 
 

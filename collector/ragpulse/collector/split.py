@@ -13,7 +13,8 @@ several times cheaper than copying protobuf sub-messages or ``json_format``.
 RAG classification is done on the same bytes: a span attribute is serialized as
 ``0x4A <len> 0x0A <len> <key> ...`` (``Span.attributes`` → ``KeyValue.key``) and an event name as
 ``0x12 <len> <name>`` (``Span.Event.name``), so one compiled regular expression over a span's byte
-range finds the markers of the three conventions (SEMCONV.md) without decoding attributes. A
+range finds the markers of the three conventions (OpenInference, OTel GenAI, OpenLLMetry; see
+docs/instrumentation.md) without decoding attributes. A
 false positive needs a string value holding those control bytes before a marker, and only means
 a trace is kept; nothing is missed as long as the key is shorter than 128 bytes (always, here).
 

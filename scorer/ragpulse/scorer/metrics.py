@@ -1,4 +1,4 @@
-"""The metrics, as ``../shared/METRICS.md`` defines them: pure functions of a judge's findings.
+"""The metrics, as docs/metrics.md defines them: pure functions of a judge's findings.
 
 Each :class:`Metric` declares the :class:`Fact` values it needs and what the sample must carry;
 ``compute`` turns the findings into a :class:`Score` value (the evaluator adds judge, model and
@@ -7,12 +7,15 @@ cost). Nothing here calls a model, so every formula is unit-testable with exact 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .judges.base import BUILTIN_CRITERIA, Criterion
 from .model import Fact, Finding, Reason, Sample, Score
 from .stats import average_precision, clamp01, wilson_interval
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -53,6 +56,7 @@ class Metric:
     needs_reference: bool = False
     criterion: Criterion | None = None
     description: str = ""
+    superseded_by: str | None = None  # a legacy metric: kept for comparability, not a default
 
     def precondition(self, sample: Sample) -> Reason | None:
         """The reason this metric is undefined for ``sample``, or ``None`` when it can be judged."""
@@ -273,9 +277,12 @@ _BASE: tuple[Metric, ...] = (
     Metric("context_relevance", (Fact.CONTEXT_RATINGS,), _context_relevance,
            needs_question=True, needs_contexts=True,
            description="mean of two 0/1/2 relevance ratings, divided by 2"),
+    # A different metric from context_relevance, not a spelling of it: ragas' older definition
+    # (sentences needed / all sentences), kept so users can compare with runs that used it.
     Metric("context_relevancy", (Fact.CONTEXT_SENTENCES,), _context_relevancy,
-           needs_question=True, needs_contexts=True,
-           description="(legacy) share of context sentences needed to answer the question"),
+           needs_question=True, needs_contexts=True, superseded_by="context_relevance",
+           description="(legacy, superseded by context_relevance) share of context sentences "
+                       "needed to answer the question"),
     Metric("context_recall", (Fact.REFERENCE_ATTRIBUTION,), _context_recall,
            needs_contexts=True, needs_reference=True,
            description="share of reference statements attributable to the contexts"),
@@ -331,6 +338,9 @@ def resolve_metrics(
                               description=base.description))
         elif name in METRICS:
             out.append(METRICS[name])
+            if METRICS[name].superseded_by:
+                log.warning("metric %s is legacy: %s is its successor (a different formula)",
+                            name, METRICS[name].superseded_by)
         elif name.removeprefix("aspect_critique:") in custom:
             out.append(aspect_metric(custom[name.removeprefix("aspect_critique:")]))
         else:

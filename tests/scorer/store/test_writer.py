@@ -21,7 +21,7 @@ from ragpulse.scorer.store import (
     build_pipeline_health_writer,
     is_retryable,
 )
-from ragpulse.scorer.store.rows import HealthRow
+from ragpulse.scorer.store.rows import PipelineHealthRow
 
 from .helpers import T0, FlakyClient, GatedClient, rows
 
@@ -260,8 +260,8 @@ def test_pipeline_health_writer(rag_schema: Any, chdb_client: Any) -> None:
     w = build_pipeline_health_writer(chdb_client, db, WriterSettings(flush_interval_s=0.01))
     w.start()
     try:
-        mk = lambda v, at: HealthRow(T0, "scorer", "h:1", "traces_assembled", "", "counter", v, at)  # noqa: E731
-        w.write([mk(5.0, T0), HealthRow(T0, "scorer", "h:1", "unscorable", "no_answer", "counter", 2, T0)])
+        mk = lambda v, at: PipelineHealthRow(T0, "scorer", "h:1", "traces_assembled", "", "counter", v, at)  # noqa: E731
+        w.write([mk(5.0, T0), PipelineHealthRow(T0, "scorer", "h:1", "unscorable", "no_answer", "counter", 2, T0)])
         # Re-flushing the same minute later overwrites it (ReplacingMergeTree on written_at).
         w.write([mk(9.0, T0.replace(second=30))])
     finally:

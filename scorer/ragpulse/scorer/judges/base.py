@@ -22,7 +22,8 @@ class Criterion:
     strictness: int = 1
 
 
-# Wording from RAGAS' critique criteria as quoted in seed 001.
+# Wording of ragas' built-in aspect-critique definitions (harmfulness, maliciousness, coherence,
+# correctness, conciseness), so scores compare with ragas runs; docs/metrics.md lists them.
 BUILTIN_CRITERIA: dict[str, Criterion] = {
     c.name: c
     for c in (

@@ -183,10 +183,9 @@ def freeze_startup_heap() -> None:
     """Move every object alive now out of the garbage collector's reach (``gc.freeze``).
 
     For a long-running service process, called once after start-up: the libraries the scorer
-    imports (clickhouse-connect pulls in pandas, the judge its model) leave ~100,000 long-lived
-    objects that every full collection walks again, about 70 ms each time. bench/scorer.py
-    ``--gc-freeze`` measured full-collection CPU per trace falling from 47-60 to 22-36 us.
-    Objects frozen here are still freed by reference counting; only reference cycles among them
+    imports (clickhouse-connect pulls in pandas, the judge its model) leave many long-lived
+    objects that every full collection would walk again (cost: docs/benchmarks.md, scorer
+    overhead). Objects frozen here are still freed by reference counting; only reference cycles among them
     are never collected, which start-up state does not produce in quantity. Not for libraries
     or tests that start many scorers in one process: it is a process-wide decision.
     """

@@ -28,7 +28,14 @@ from .errors import (
 )
 from .pipeline_health import PipelineHealthRecorder, PipelineHealthSampler
 from .retry import RetryPolicy, RetrySettings
-from .rows import HealthRow, ScoredTraceMeta, ScoreRow, columns_of, rows_from_scores, safe_text
+from .rows import (
+    PipelineHealthRow,
+    ScoredTraceMeta,
+    ScoreRow,
+    columns_of,
+    rows_from_scores,
+    safe_text,
+)
 from .schema import (
     MIGRATIONS,
     ClusterName,
@@ -55,7 +62,7 @@ __all__ = [
     "BatchWriter",
     "ClusterName",
     "DatabaseName",
-    "HealthRow",
+    "PipelineHealthRow",
     "MigrationReport",
     "OwnerInfo",
     "PermanentStoreError",

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .rows import HealthRow, safe_text
+from .rows import PipelineHealthRow, safe_text
 
 __all__ = ["PipelineHealthRecorder", "PipelineHealthSampler"]
 
@@ -59,7 +59,7 @@ class PipelineHealthSampler:
         self._base: dict[tuple[str, str], float] = {}
         self._last: dict[tuple[str, str], float] = {}
 
-    def sample(self, stats: Mapping[str, Value], labelled: Labelled | None = None) -> list[HealthRow]:
+    def sample(self, stats: Mapping[str, Value], labelled: Labelled | None = None) -> list[PipelineHealthRow]:
         """Rows for the current minute: counters' growth since the minute began, gauges' value.
 
         ``labelled`` adds counters split by a label under a name that ``stats`` may also hold as
@@ -82,7 +82,7 @@ class PipelineHealthSampler:
         for name, by_label in (labelled or {}).items():
             for label, x in by_label.items():
                 flat[(str(name), str(label))] = float(x)
-        rows: list[HealthRow] = []
+        rows: list[PipelineHealthRow] = []
         with self._lock:
             if minute != self._minute:
                 # A new minute: what was counted up to now belongs to earlier minutes.
@@ -101,8 +101,8 @@ class PipelineHealthSampler:
         return rows
 
     def _row(self, minute: datetime, name: str, label: str, kind: str, value: float,
-             now: datetime) -> HealthRow:
-        return HealthRow(minute, self.component, self.instance, safe_text(name, 128),
+             now: datetime) -> PipelineHealthRow:
+        return PipelineHealthRow(minute, self.component, self.instance, safe_text(name, 128),
                          safe_text(label, 256), kind, value, now)
 
 

@@ -2,7 +2,7 @@
 
 :func:`rows_from_scores` turns the metric engine's :class:`~ragpulse.scorer.Score` objects plus the
 trace's metadata into :class:`ScoreRow` values; :func:`columns_of` turns rows into the
-column-oriented lists clickhouse-connect inserts fastest (INFRA §2.1).
+column-oriented lists clickhouse-connect inserts without a per-row conversion.
 
 Text is made safe here, once: lone surrogates (what ``surrogateescape`` makes of invalid UTF-8)
 become U+FFFD, ``bytes`` are decoded with replacement, and excerpts are cut to a character budget,
@@ -24,7 +24,7 @@ from ..model import Score
 from .schema import HEALTH_COLUMNS, SCORE_COLUMNS
 
 __all__ = [
-    "HealthRow",
+    "PipelineHealthRow",
     "ScoreRow",
     "ScoredTraceMeta",
     "columns_of",
@@ -152,7 +152,7 @@ class ScoreRow(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class HealthRow:
+class PipelineHealthRow:
     """One row of ``pipeline_health``: a counter's increase within ``minute`` or a gauge's value."""
 
     minute: datetime
@@ -169,8 +169,8 @@ class HealthRow:
 # (A raise, not an assert: it must hold under python -O too.)
 if ScoreRow._fields != tuple(c.name for c in SCORE_COLUMNS):
     raise ImportError("ScoreRow fields drifted from schema.SCORES")
-if tuple(f.name for f in fields(HealthRow)) != tuple(c.name for c in HEALTH_COLUMNS):
-    raise ImportError("HealthRow fields drifted from schema.PIPELINE_HEALTH")
+if tuple(f.name for f in fields(PipelineHealthRow)) != tuple(c.name for c in HEALTH_COLUMNS):
+    raise ImportError("PipelineHealthRow fields drifted from schema.PIPELINE_HEALTH")
 
 
 def _finite(x: float) -> float:
@@ -297,7 +297,7 @@ def rows_from_scores(
     return out
 
 
-def columns_of(rows: Sequence[ScoreRow] | Sequence[HealthRow]) -> list[list[Any]]:
+def columns_of(rows: Sequence[ScoreRow] | Sequence[PipelineHealthRow]) -> list[list[Any]]:
     """Transpose rows into per-column lists (clickhouse-connect ``column_oriented=True``)."""
     if not rows:
         return []

@@ -35,7 +35,7 @@ from ragpulse.common import move_renamed
 
 from .errors import PermanentStoreError, RetryableStoreError, WriterClosed, WriterFull
 from .retry import RetryOutcome, RetryPolicy, RetrySettings
-from .rows import HealthRow, ScoreRow, columns_of
+from .rows import PipelineHealthRow, ScoreRow, columns_of
 from .schema import HEALTH_COLUMNS, SCORE_COLUMNS, Column, validate_identifier
 
 __all__ = [
@@ -50,7 +50,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-R = TypeVar("R", ScoreRow, HealthRow)
+R = TypeVar("R", ScoreRow, PipelineHealthRow)
 
 
 class InsertClient(Protocol):
@@ -489,7 +489,7 @@ def build_score_writer(client: InsertClient, database: str = "rag",
 
 
 def build_pipeline_health_writer(client: InsertClient, database: str = "rag",
-                                 settings: WriterSettings | None = None) -> BatchWriter[HealthRow]:
-    """A writer for ``pipeline_health`` rows (:class:`~ragpulse.scorer.store.rows.HealthRow`)."""
+                                 settings: WriterSettings | None = None) -> BatchWriter[PipelineHealthRow]:
+    """A writer for ``pipeline_health`` rows (:class:`~ragpulse.scorer.store.rows.PipelineHealthRow`)."""
     return BatchWriter(client, database, "pipeline_health", HEALTH_COLUMNS, settings,
                        identity=("component", "name", "label", "instance", "minute", "written_at"))

@@ -10,8 +10,8 @@ So the decoder never trusts the key: it returns the spans of every trace in the 
 caller regroups them (:func:`group_by_trace`). ``ExportTraceServiceRequest`` and ``TracesData``
 share one wire format (field 1 = ``resource_spans``), so either parses the same bytes.
 
-Speed: the upb messages are walked directly (no ``json_format``): INFRA.md §4.3 measured
-~150k spans/s/core for such a walk.
+Speed: the upb messages are walked directly (no ``json_format``, which builds a dict per
+message first).
 
 Robustness: proto3 ``string`` fields must be valid UTF-8 and upb rejects a whole message if one
 is not. Instrumentations do emit broken text (truncated multi-byte characters from a naive

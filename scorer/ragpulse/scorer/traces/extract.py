@@ -1,6 +1,7 @@
 """Extract (question, contexts, answer) and row metadata from the spans of one trace.
 
-A pure function of the spans (:func:`extract`), following the recipe in SEMCONV.md §e, across
+A pure function of the spans (:func:`extract`), reading the attribute names documented in
+docs/instrumentation.md, across
 OpenInference, OTel GenAI (new and pre-1.37, attributes and events), OpenLLMetry (new and
 legacy), ``db.query.result`` span events, and a few cheap dialects (TruLens, Confident AI).
 

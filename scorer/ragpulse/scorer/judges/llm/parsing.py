@@ -63,11 +63,6 @@ class _InAnswer(_Strict):
     in_answer: Bit
 
 
-class _Correctness(_Strict):
-    answer: list[_InReference]
-    reference: list[_InAnswer]
-
-
 class _Decompose(_Strict):
     statements: list[str] = Field(default_factory=list)
 

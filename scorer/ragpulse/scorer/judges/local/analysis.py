@@ -43,7 +43,7 @@ _ALIGN_COS_HIGH = 0.8
 
 
 def rate(value: float, cuts: tuple[float, float]) -> int:
-    """Map a [0, 1] view onto the 0 / 1 / 2 relevance scale of seed 002's prompts."""
+    """Map a [0, 1] view onto the 0 / 1 / 2 relevance scale of the context_relevance prompts (docs/metrics.md)."""
     return 2 if value >= cuts[1] else 1 if value >= cuts[0] else 0
 
 

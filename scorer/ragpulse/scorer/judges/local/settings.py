@@ -1,7 +1,7 @@
 """Settings of the local judge: resources, input bounds and the calibrated decision thresholds.
 
-The thresholds were chosen by 5-fold cross-validation on the labeled sets in ``../shared/data``
-(``bench/quality.py --tune`` prints the per-fold choices; ``docs/benchmarks.md`` the method).
+The thresholds were chosen by 5-fold cross-validation on public labeled sets (listed in
+docs/benchmarks.md; ``bench/quality.py --tune`` prints the per-fold choices; ``docs/benchmarks.md`` the method).
 They are few on purpose: every threshold here is a cut on one general, bounded feature, so a
 deployment on other data can re-tune them without code changes. The blend weights and cosine
 ranges were not cross-validated: they were set from the score distributions on the same sets.
