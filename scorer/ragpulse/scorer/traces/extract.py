@@ -1215,25 +1215,54 @@ _SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
 _USER_KEYS = ("user.id", "enduser.id")
 
 
+@dataclass(slots=True)
+class _TraceView:
+    """One trace's spans read once: time-ordered, the root, each span's attribute families, the
+    LLM calls and the final one; ``sources`` records where each extracted text came from."""
+
+    ordered: list[Span]
+    root: Span
+    infos: list[Any]
+    calls: list[_LLMCall]
+    final: _LLMCall | None
+    root_is_io: bool
+    sources: dict[str, str] = field(default_factory=dict)
+    retrievals: list[tuple[Span, list[str], str]] = field(default_factory=list)
+    rerankers: list[tuple[Span, list[str], list[str]]] = field(default_factory=list)
+
+
 def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -> Extraction:
     """The sample and metadata of one trace's spans (any order, all of one trace id).
 
     Pure and thread-safe; never raises for malformed attribute values. The sample's ``id`` is the
-    trace id and its ``metadata`` is :meth:`TraceFacts.as_dict`.
+    trace id and its ``metadata`` is :meth:`TraceFacts.as_dict`. The stages, in order: the
+    question the root span records, the retrieved contexts, the question a retriever was asked,
+    the final LLM prompt (variables, then messages) for what is still missing, the answer, then
+    the trace's facts (service, model, versions, tokens, feedback).
     """
     settings = settings or _DEFAULT_SETTINGS
     if not spans:
         return Extraction("", None, "no_spans", TraceFacts(trace_id=""))
-    trace_id = spans[0].trace_id
+    view = _view(spans)
+    question = _root_question(view)
+    contexts = _retrieved_contexts(view, settings)
+    if question is None:
+        question = _retrieval_question(view)
+    if view.final is not None and (question is None or (not contexts and settings.prompt_fallback)):
+        question, contexts = _from_final_prompt(view, view.final, question, contexts, settings)
+    answer = _answer(view)
+    present = _present_keys(view.ordered)
+    meta = _facts(view, spans[0].trace_id, present)
+    return _outcome(view, meta, present, question, contexts, answer, settings)
+
+
+def _view(spans: Sequence[Span]) -> _TraceView:
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.end_ns))
     root = _root(ordered)
-    sources: dict[str, str] = {}
-
     # Each span's attribute families and conventions, computed once (and memoized per key set):
-    # the LLM, retrieval and convention scans below all look attributes up by family.
+    # the LLM, retrieval and convention scans all look attributes up by family.
     infos = [_key_info(s.attributes) for s in ordered]
-    fams = [i[0] for i in infos]
-    calls = [c for s, f in zip(ordered, fams) if (c := _llm_call(s, f)) is not None]
+    calls = [c for s, i in zip(ordered, infos) if (c := _llm_call(s, i[0])) is not None]
     with_output = [c for c in calls if c.outputs]
     final = (
         max(with_output, key=lambda c: (c.span.end_ns, c.span.start_ns))
@@ -1246,40 +1275,45 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         "RERANKER",
         "EMBEDDING",
     ) and (final is None or final.span is not root)
+    return _TraceView(ordered, root, infos, calls, final, root_is_io)
 
-    # question ------------------------------------------------------------------------------
-    question = None
-    if root_is_io:
-        question = _json_or_text(root.attributes.get("input.value"), _QUESTION_KEYS)
-        if question is None:
-            question = _last_message(root.attributes.get("input.value"), "user")
+
+def _root_question(view: _TraceView) -> str | None:
+    """The question the root span records as its input, in any convention; ``None`` when the
+    root is itself an LLM/retrieval span or records none."""
+    if not view.root_is_io:
+        return None
+    attrs, sources = view.root.attributes, view.sources
+    question = _json_or_text(attrs.get("input.value"), _QUESTION_KEYS)
+    if question is None:
+        question = _last_message(attrs.get("input.value"), "user")
+    if question is not None:
+        sources["question"] = "root:input.value"
+        return question
+    for key in ("traceloop.entity.input", "gen_ai.task.input"):
+        parsed = _structured(attrs.get(key))
+        if isinstance(parsed, dict):
+            question = _pick(parsed.get("kwargs"), _QUESTION_KEYS) or _pick(parsed, _QUESTION_KEYS)
+            args = parsed.get("args")
+            if question is None and isinstance(args, list) and len(args) == 1:
+                question = _pick(args[0], _QUESTION_KEYS)
         if question is not None:
-            sources["question"] = "root:input.value"
-        else:
-            for key in ("traceloop.entity.input", "gen_ai.task.input"):
-                parsed = _structured(root.attributes.get(key))
-                if isinstance(parsed, dict):
-                    question = _pick(parsed.get("kwargs"), _QUESTION_KEYS) or _pick(
-                        parsed, _QUESTION_KEYS
-                    )
-                    args = parsed.get("args")
-                    if question is None and isinstance(args, list) and len(args) == 1:
-                        question = _pick(args[0], _QUESTION_KEYS)
-                if question is not None:
-                    sources["question"] = f"root:{key}"
-                    break
-        if question is None:
-            for key in ("ai.observability.record_root.input", "confident.trace.input"):
-                if (
-                    question := _json_or_text(root.attributes.get(key), _QUESTION_KEYS)
-                ) is not None:
-                    sources["question"] = f"root:{key}"
-                    break
+            sources["question"] = f"root:{key}"
+            return question
+    for key in ("ai.observability.record_root.input", "confident.trace.input"):
+        if (question := _json_or_text(attrs.get(key), _QUESTION_KEYS)) is not None:
+            sources["question"] = f"root:{key}"
+            return question
+    return None
 
-    # contexts ------------------------------------------------------------------------------
-    retrievals: list[tuple[Span, list[str], str]] = []
-    rerankers: list[tuple[Span, list[str], list[str]]] = []
-    for s, f in zip(ordered, fams):
+
+def _retrieved_contexts(view: _TraceView, settings: ExtractionSettings) -> list[str]:
+    """The documents the retrievers returned, in time order, with a reranker's output replacing
+    the retrieval it reranked; else the nodes a synthesizer was given. Fills ``view.retrievals``
+    and ``view.rerankers``."""
+    retrievals, rerankers = view.retrievals, view.rerankers
+    for s, info in zip(view.ordered, view.infos):
+        f = info[0]
         if s.attributes.get(_OI_KIND) == "RERANKER":
             outs = _oi_documents(s.attributes, "reranker.output_documents.", f)
             if outs:
@@ -1305,83 +1339,96 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
     ranked.sort(key=lambda t: t[0])
     contexts = _dedupe((d for _, docs, _ in ranked for d in docs), settings.max_contexts)
     if contexts:
-        sources["contexts"] = "+".join(dict.fromkeys(src for _, _, src in ranked))
-    else:
-        # No retrieval span with text (retrieval outside LlamaIndex, or a retriever the
-        # instrumentation does not wrap): the nodes the synthesizer was given, first span first.
-        for s in ordered:
-            if docs := _synthesis_contexts(s):
-                contexts = _dedupe(docs, settings.max_contexts)
-                sources["contexts"] = "synthesis:traceloop.entity.input"
-                break
+        view.sources["contexts"] = "+".join(dict.fromkeys(src for _, _, src in ranked))
+        return contexts
+    # No retrieval span with text (retrieval outside LlamaIndex, or a retriever the
+    # instrumentation does not wrap): the nodes the synthesizer was given, first span first.
+    for s in view.ordered:
+        if docs := _synthesis_contexts(s):
+            view.sources["contexts"] = "synthesis:traceloop.entity.input"
+            return _dedupe(docs, settings.max_contexts)
+    return contexts
 
-    if question is None:
-        for s, _, _ in retrievals:
-            if (question := _retrieval_query(s)) is not None:
-                sources["question"] = "retrieval:query"
-                break
-        else:
-            for r, _, _ in rerankers:
-                if (question := _retrieval_query(r)) is not None:
-                    sources["question"] = "reranker:query"
-                    break
 
-    # the final prompt: variables, then messages ---------------------------------------------
-    if final is not None and (question is None or (not contexts and settings.prompt_fallback)):
-        variables = _template_variables(final.span)
-        if variables is not None:
-            if not contexts and settings.prompt_fallback:
-                contexts = _dedupe(_contexts_from_variables(variables), settings.max_contexts)
-                if contexts:
-                    sources["contexts"] = "prompt:llm.prompt_template.variables"
-            if question is None and (question := _pick(variables, _QUESTION_KEYS)) is not None:
-                sources["question"] = "prompt:llm.prompt_template.variables"
-        users = [t for r, t in final.inputs if r == "user"]
-        others = [t for r, t in final.inputs if r in ("system", "developer")]
+def _retrieval_question(view: _TraceView) -> str | None:
+    """The query a retriever (else a reranker) was asked."""
+    for s, _, _ in view.retrievals:
+        if (question := _retrieval_query(s)) is not None:
+            view.sources["question"] = "retrieval:query"
+            return question
+    for r, _, _ in view.rerankers:
+        if (question := _retrieval_query(r)) is not None:
+            view.sources["question"] = "reranker:query"
+            return question
+    return None
+
+
+def _from_final_prompt(view: _TraceView, final: _LLMCall, question: str | None,
+                       contexts: list[str], settings: ExtractionSettings,
+                       ) -> tuple[str | None, list[str]]:
+    """What is still missing, from the final LLM call: its template variables first, then its
+    messages (contexts only with ``settings.prompt_fallback``)."""
+    sources = view.sources
+    variables = _template_variables(final.span)
+    if variables is not None:
         if not contexts and settings.prompt_fallback:
-            for t in reversed(users + others):  # last user message first, then system prompts
-                found, q = split_prompt(t)
-                if found:
-                    contexts = _dedupe(found, settings.max_contexts)
-                    sources["contexts"] = f"prompt:{final.source_in}"
-                    if question is None and q is not None:
-                        question, sources["question"] = q, f"prompt:{final.source_in}"
-                    break
-        if question is None and users:
-            last = users[-1]
-            found, q = split_prompt(last)
-            if q is not None:
-                question = q
-            elif not found:
-                question = last
-            if question is not None:
-                sources["question"] = f"llm:{final.source_in}"
-
-    # answer --------------------------------------------------------------------------------
-    answer = None
-    if root_is_io:
-        for key in (
-            "output.value",
-            "traceloop.entity.output",
-            "gen_ai.task.output",
-            "ai.observability.record_root.output",
-            "confident.trace.output",
-        ):
-            v = root.attributes.get(key)
-            if (
-                answer := _json_or_text(v, _ANSWER_KEYS) or _last_message(v, "assistant")
-            ) is not None:
-                sources["answer"] = f"root:{key}"
+            contexts = _dedupe(_contexts_from_variables(variables), settings.max_contexts)
+            if contexts:
+                sources["contexts"] = "prompt:llm.prompt_template.variables"
+        if question is None and (question := _pick(variables, _QUESTION_KEYS)) is not None:
+            sources["question"] = "prompt:llm.prompt_template.variables"
+    users = [t for r, t in final.inputs if r == "user"]
+    others = [t for r, t in final.inputs if r in ("system", "developer")]
+    if not contexts and settings.prompt_fallback:
+        for t in reversed(users + others):  # last user message first, then system prompts
+            found, q = split_prompt(t)
+            if found:
+                contexts = _dedupe(found, settings.max_contexts)
+                sources["contexts"] = f"prompt:{final.source_in}"
+                if question is None and q is not None:
+                    question, sources["question"] = q, f"prompt:{final.source_in}"
                 break
-    if answer is None and final is not None:
+    if question is None and users:
+        last = users[-1]
+        found, q = split_prompt(last)
+        if q is not None:
+            question = q
+        elif not found:
+            question = last
+        if question is not None:
+            sources["question"] = f"llm:{final.source_in}"
+    return question, contexts
+
+
+_ROOT_ANSWER_KEYS = (
+    "output.value",
+    "traceloop.entity.output",
+    "gen_ai.task.output",
+    "ai.observability.record_root.output",
+    "confident.trace.output",
+)
+
+
+def _answer(view: _TraceView) -> str | None:
+    """The root span's output, else the final LLM call's last (assistant) output."""
+    if view.root_is_io:
+        for key in _ROOT_ANSWER_KEYS:
+            v = view.root.attributes.get(key)
+            if (answer := _json_or_text(v, _ANSWER_KEYS) or _last_message(v, "assistant")) is not None:
+                view.sources["answer"] = f"root:{key}"
+                return answer
+    final = view.final
+    if final is not None:
         texts = [t for r, t in final.outputs if r == "assistant"] or [t for _, t in final.outputs]
         if texts:
-            answer = texts[-1]
-            sources["answer"] = f"llm:{final.source_out}"
+            view.sources["answer"] = f"llm:{final.source_out}"
+            return texts[-1]
+    return None
 
-    # metadata ------------------------------------------------------------------------------
-    # Every key of the trace's spans and resources: the optional attributes looked up below
-    # are absent from most traces, which one C-level disjointness test now tells.
+
+def _present_keys(ordered: list[Span]) -> set[str]:
+    """Every attribute key of the trace's spans and resources: the optional attributes looked
+    up for the facts are absent from most traces, which one C-level disjointness test tells."""
     present: set[str] = set()
     last_resource = None
     for s in ordered:
@@ -1389,12 +1436,17 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         if s.resource is not last_resource:
             present.update(s.resource)
             last_resource = s.resource
+    return present
+
+
+def _facts(view: _TraceView, trace_id: str, present: set[str]) -> TraceFacts:
+    ordered, root, calls, final = view.ordered, view.root, view.calls, view.final
     llm_spans = [final.span] + [c.span for c in calls if c is not final] if final else []
     errors = [s for s in ordered if s.is_error]
     err = root if root.is_error else (errors[0] if errors else None)
     score, label, comment = _feedback(ordered)
     svc_span = root if root.service_name else next((s for s in ordered if s.service_name), root)
-    meta = TraceFacts(
+    return TraceFacts(
         trace_id=trace_id,
         service=svc_span.service_name or "",
         environment=svc_span.environment or "",
@@ -1406,7 +1458,8 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         if present.isdisjoint(_RETRIEVER_VERSION_KEYS)
         else _first_attr(
             _unique(
-                [s for s, _, _ in retrievals] + [r for r, _, _ in rerankers] + [root] + ordered
+                [s for s, _, _ in view.retrievals] + [r for r, _, _ in view.rerankers]
+                + [root] + ordered
             ),
             _RETRIEVER_VERSION_KEYS,
         ),
@@ -1434,16 +1487,22 @@ def extract(spans: Sequence[Span], settings: ExtractionSettings | None = None) -
         if present.isdisjoint(_SESSION_KEYS)
         else _first_attr(ordered, _SESSION_KEYS, _text),
         user_id=None if present.isdisjoint(_USER_KEYS) else _first_attr(ordered, _USER_KEYS, _text),
-        conventions=_conventions(ordered, [i[1] for i in infos]),
-        sources=sources,
+        conventions=_conventions(ordered, [i[1] for i in view.infos]),
+        sources=view.sources,
     )
 
-    if question is None and answer is None and not calls:
+
+def _outcome(view: _TraceView, meta: TraceFacts, present: set[str], question: str | None,
+             contexts: list[str], answer: str | None, settings: ExtractionSettings) -> Extraction:
+    """The sample, or why there is none (not a RAG query, content not captured, a part
+    missing); what was found is kept either way."""
+    trace_id = meta.trace_id
+    if question is None and answer is None and not view.calls:
         return Extraction(trace_id, None, NOT_RAG, meta)
     q = question.strip() if question is not None else None
     a = answer.strip() if answer is not None else None
     if question is None or answer is None:
-        if _content_not_captured(ordered, calls, present):
+        if _content_not_captured(view.ordered, view.calls, present):
             return Extraction(
                 trace_id, None, CONTENT_NOT_CAPTURED, meta, content_advice(meta.conventions), q, a
             )
