@@ -18,7 +18,7 @@ Read paths (docs/dashboards.md explains the choice):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ragpulse.scorer.traces import ADVICE
 
@@ -197,9 +197,13 @@ ORDER BY time, segment"""
 
 def sections(s: DashboardsSettings) -> tuple[Section, ...]:
     """The dashboard, section by section (each becomes a Grafana row and a report section)."""
-    db = s.database
-    f = filters()
-    quality = Section("Quality overview", tuple(_quality(s, m) for m in s.metrics) + (
+    return (_quality_section(s), _drift_section(s), _distributions_section(s), _judge_section(s),
+            _pipeline_section(s))
+
+
+def _quality_section(s: DashboardsSettings) -> Section:
+    db, f = s.database, filters()
+    return Section("Quality overview", tuple(_quality(s, m) for m in s.metrics) + (
         PanelSpec(
             key="null_rate", title="Null / error / skipped share by metric", kind="timeseries",
             format=FORMAT_TIME_SERIES, unit="percentunit", min=0, max=1,
@@ -216,7 +220,10 @@ GROUP BY time, metric
 HAVING sum(rows) > 0
 ORDER BY time, metric"""),
     ))
-    drift = Section("Drift", (
+
+
+def _drift_section(s: DashboardsSettings) -> Section:
+    return Section("Drift", (
         PanelSpec(
             key="drift", title="Drift z (recent window vs same hours of previous days)",
             kind="timeseries", format=FORMAT_TIME_SERIES, unit="none",
@@ -228,7 +235,11 @@ ORDER BY time, metric"""),
                          f"{s.drift.min_effect} the drift alert fires."),
             sql=drift_sql(s, latest_only=False)),
     ))
-    distributions = Section("Distributions and worst traces", tuple(
+
+
+def _distributions_section(s: DashboardsSettings) -> Section:
+    db, f = s.database, filters()
+    return Section("Distributions and worst traces", tuple(
         _histogram(s, m) for m in s.metrics) + (
         PanelSpec(
             key="worst_traces", title="Worst recent traces", kind="table", format=FORMAT_TABLE,
@@ -243,6 +254,11 @@ WHERE $__timeFilter(ts) AND status = 'ok'
 ORDER BY value ASC, ts DESC
 LIMIT {s.worst_traces_limit}"""),
     ))
+
+
+def _judge_section(s: DashboardsSettings) -> Section:
+    db, f = s.database, filters()
+
     def judge_series(select: str, having: str = "") -> str:
         """Per-judge series over the minute rollup: ``select`` is the value expression(s)."""
         return f"""SELECT $__timeInterval(minute) AS time, judge,{select}
@@ -252,7 +268,7 @@ WHERE $__timeFilter(minute)
 GROUP BY time, judge
 {having}ORDER BY time, judge"""
 
-    judge = Section("Judge cost and throughput", (
+    return Section("Judge cost and throughput", (
         PanelSpec(
             key="judge_calls", title="Judge LLM calls", kind="timeseries",
             format=FORMAT_TIME_SERIES, unit="short",
@@ -285,17 +301,20 @@ GROUP BY time, reason
 ORDER BY time, reason"""),
     ))
 
-    def health(key: str, title: str, names: tuple[str, ...] | str, kind: str, by: str,
-               unit: str = "short", width: int = 12, description: str = "") -> PanelSpec:
-        """A pipeline_health panel. ``by="name"``: one series per counter/gauge, totals only
-        (``label = ''``); ``by="label"``: one series per label (e.g. the unscorable reason), the
-        labelled breakdown only. Components write a total and its breakdown side by side, so
-        mixing them would count twice."""
-        names_t = (names,) if isinstance(names, str) else names
-        label_filter = "label = ''" if by == "name" else "label != ''"
-        if kind == "gauge":
-            # Gauges: the last value per instance and minute, summed over instances.
-            sql = f"""SELECT $__timeInterval(minute) AS time, {by} AS series, max(v) AS value
+
+
+def _pipeline_health_panel(db: str, key: str, title: str, names: tuple[str, ...] | str, kind: str,
+                           by: str, unit: str = "short", width: int = 12,
+                           description: str = "") -> PanelSpec:
+    """A pipeline_health panel. ``by="name"``: one series per counter/gauge, totals only
+    (``label = ''``); ``by="label"``: one series per label (e.g. the unscorable reason), the
+    labelled breakdown only. Components write a total and its breakdown side by side, so
+    mixing them would count twice."""
+    names_t = (names,) if isinstance(names, str) else names
+    label_filter = "label = ''" if by == "name" else "label != ''"
+    if kind == "gauge":
+        # Gauges: the last value per instance and minute, summed over instances.
+        sql = f"""SELECT $__timeInterval(minute) AS time, {by} AS series, max(v) AS value
 FROM (
   SELECT minute, {by}, sum(value) AS v
   FROM `{db}`.`pipeline_health` FINAL
@@ -304,16 +323,22 @@ FROM (
 )
 GROUP BY time, series
 ORDER BY time, series"""
-        else:
-            sql = f"""SELECT $__timeInterval(minute) AS time, {by} AS series, sum(value) AS value
+    else:
+        sql = f"""SELECT $__timeInterval(minute) AS time, {by} AS series, sum(value) AS value
 FROM `{db}`.`pipeline_health` FINAL
 WHERE $__timeFilter(minute) AND kind = 'counter' AND name IN {_in(names_t)} AND {label_filter}
 GROUP BY time, series
 ORDER BY time, series"""
-        return PanelSpec(key=key, title=title, kind="timeseries", format=FORMAT_TIME_SERIES,
-                         sql=sql, unit=unit, width=width, description=description)
+    return PanelSpec(key=key, title=title, kind="timeseries", format=FORMAT_TIME_SERIES,
+                     sql=sql, unit=unit, width=width, description=description)
 
-    pipeline = Section("Pipeline health", (
+
+
+def _pipeline_section(s: DashboardsSettings) -> Section:
+    def health(*args: Any, **kw: Any) -> PanelSpec:
+        return _pipeline_health_panel(s.database, *args, **kw)
+
+    return Section("Pipeline health", (
         health("health_spans", "Spans received / accepted / refused (collector), consumed (scorer)",
                HEALTH["spans"], "counter", "name"),
         health("health_traces", "Traces assembled / evicted / scored", HEALTH["traces"],
@@ -328,7 +353,6 @@ ORDER BY time, series"""
         health("health_dead_letter_errors", "Dead-letter send errors and write errors",
                HEALTH["errors"], "counter", "name"),
     ))
-    return (quality, drift, distributions, judge, pipeline)
 
 
 def panels(s: DashboardsSettings) -> list[PanelSpec]:
