@@ -53,7 +53,23 @@ def collector(
     from ragpulse.deploy.logs import configure_logging
 
     configure_logging(log_level)
-    from ragpulse.collector import CollectorSettings, build_collector
+    settings = _settings(kafka=kafka, topic=topic, http=http, grpc=grpc, no_grpc=no_grpc,
+                         no_http=no_http, pass_all=pass_all, partitions=partitions,
+                         queue_max_spans=queue_max_spans, confirm=confirm, workers=workers)
+    service = _start(settings)
+    if worker:
+        # A spawned worker: serve until the parent's SIGTERM (or its death, see _Workers),
+        # reporting its counters to the parent on stdout.
+        _serve_as_worker(service)
+        return
+    _serve(service, settings, health_port, status_interval_s)
+
+
+def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: str | None,
+              no_grpc: bool, no_http: bool, pass_all: bool, partitions: int | None,
+              queue_max_spans: int | None, confirm: str | None, workers: int | None) -> Any:
+    """The flags over ``RAGPULSE_*``; exits with status 2 naming each invalid field."""
+    from ragpulse.collector import CollectorSettings
 
     overrides: dict[str, dict[str, Any]] = {"otlp": {}, "kafka": {}, "producer": {}, "queue": {}, "filter": {}}
     if kafka:
@@ -80,13 +96,18 @@ def collector(
         overrides["otlp"]["workers"] = workers
     try:
         # Flags are init arguments: pydantic-settings merges them over RAGPULSE_* per field.
-        settings = CollectorSettings(**{k: v for k, v in overrides.items() if v})
+        return CollectorSettings(**{k: v for k, v in overrides.items() if v})
     except ValidationError as exc:
         typer.echo("ragpulse collector: invalid settings:", err=True)
         for err in exc.errors():
             where = ".".join(str(p) for p in err["loc"])
             typer.echo(f"  {where}: {err['msg']} (RAGPULSE_{where.upper().replace('.', '__')})", err=True)
         raise typer.Exit(2) from None
+
+
+def _start(settings: Any) -> Any:
+    """A started collector; exits with status 1 (and a hint when Kafka is unreachable)."""
+    from ragpulse.collector import build_collector
 
     service = build_collector(settings)
     try:
@@ -98,12 +119,12 @@ def collector(
         if isinstance(exc, KafkaUnavailable):
             typer.echo(f"  is Kafka reachable at {settings.kafka.bootstrap_servers}?", err=True)
         raise typer.Exit(1) from None
+    return service
 
-    if worker:
-        # A spawned worker: serve until the parent's SIGTERM (or its death, see _spawn_workers),
-        # reporting its counters to the parent on stdout.
-        _serve_as_worker(service)
-        return
+
+def _serve(service: Any, settings: Any, health_port: int | None, status_interval_s: float) -> None:
+    """The parent process: spawn the extra workers, serve /healthz /readyz /metrics with every
+    worker's counters summed in, print status lines until SIGINT/SIGTERM, then drain all."""
     workers_group = _Workers(settings.otlp.workers - 1, service.stats)
     # Spawned workers share the ports, not the health endpoint: this process serves it, with
     # every worker's counters summed in.
