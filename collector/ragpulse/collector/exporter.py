@@ -325,13 +325,33 @@ class KafkaExporter:
     # hot path -------------------------------------------------------------------------------
 
     def export(self, records: Sequence[TraceRecord]) -> ExportResult:
+        """Hand one request's trace records to the producer. Thread-safe; blocks only with
+        ``confirm="ack"`` (until Kafka acknowledges or ``ack_timeout_s``). Raises
+        :class:`QueueFull` (429) or :class:`ExportUnavailable` (503); a record over the Kafka
+        record limit is cut to fit, or rejected (counted, reported as partial success)."""
+        keep, rejected_spans, message = self._fit(records)
+        spans = sum(r.spans for r in keep)
+        producer, partitions = self._admit(spans, sum(len(r.value) for r in keep))
+        ack = _Ack(len(keep)) if self._settings.producer.confirm == "ack" and keep else None
+        self._produce(producer, partitions, keep, ack)
+        if ack is not None:
+            self._await(ack)
+        return ExportResult(
+            accepted_spans=spans,
+            rejected_spans=rejected_spans,
+            message=message,
+            accepted_records=len(keep),
+        )
+
+    def _fit(self, records: Sequence[TraceRecord]) -> tuple[list[TraceRecord], int, str]:
+        """The records that fit the Kafka record limit (the longest attribute values of an
+        oversized one cut), the spans of those that cannot, and the partial-success message."""
         limit = self._settings.producer.max_request_size
         keep: list[TraceRecord] = []
         rejected_spans = truncated = 0
         for rec in records:
             room = limit - len(rec.key) - _RECORD_OVERHEAD
             if len(rec.value) > room:
-                # Cut the longest attribute values rather than lose the whole trace.
                 shrunk = shrink_request(rec.value, room)
                 with self._lock:
                     self._stats["records_truncated" if shrunk.value else "records_rejected"] += 1
@@ -349,9 +369,12 @@ class KafkaExporter:
         if truncated:  # accepted, with a warning (OTLP partial success with 0 rejected)
             messages.append(f"{truncated} trace(s) over the {limit}-byte Kafka record limit "
                             "had their longest attribute values truncated")
-        message = "; ".join(messages)
-        spans = sum(r.spans for r in keep)
-        size = sum(len(r.value) for r in keep)
+        return keep, rejected_spans, "; ".join(messages)
+
+    def _admit(self, spans: int, size: int) -> tuple[Any, int]:
+        """Reserve queue room for ``spans``/``size`` and return the producer and partition
+        count to use, or raise: unavailable while Kafka is failing (one request per
+        ``retry_after_s`` goes through as a probe), queue full otherwise."""
         now = time.monotonic()
         with self._lock:
             probe = (
@@ -391,7 +414,11 @@ class KafkaExporter:
                 )
             self._queued_spans += spans
             self._queued_bytes += size
-        ack = _Ack(len(keep)) if self._settings.producer.confirm == "ack" and keep else None
+        return producer, partitions
+
+    def _produce(self, producer: Any, partitions: int, keep: list[TraceRecord],
+                 ack: _Ack | None) -> None:
+        """Produce the admitted records, each to the partition otelcol picks for its key."""
         sent = 0
         try:
             # Partition as otelcol does (FNV-1a, sarama-compatible), not librdkafka's own
@@ -420,14 +447,6 @@ class KafkaExporter:
             raise ExportUnavailable(f"Kafka unavailable: {exc}", self._retry_after_s) from exc
         with self._lock:
             self._stats["records_sent"] += sent
-        if ack is not None:
-            self._await(ack)
-        return ExportResult(
-            accepted_spans=spans,
-            rejected_spans=rejected_spans,
-            message=message,
-            accepted_records=len(keep),
-        )
 
     def _await(self, ack: _Ack) -> None:
         if not ack.done.wait(self._settings.producer.ack_timeout_s):
