@@ -16,7 +16,7 @@ What flows between steps and threads is declared in :mod:`.messages`; the wiring
 guarantees are in :mod:`.service`. ``build_scorer(settings)`` wires the real parts (judge,
 evaluator, ClickHouse writer, extractor, sampler, pipeline_health recorder) from
 :class:`ScorerSettings`; tests and ``ragpulse up`` pass their own judge or writer. The command
-line is ``ragpulse scorer`` (:mod:`.cli`); counter names are in :mod:`.telemetry`.
+line is ``ragpulse scorer`` (``ragpulse.deploy.commands.scorer``); counter names are in :mod:`.telemetry`.
 """
 
 from __future__ import annotations
