@@ -18,11 +18,11 @@ from ragpulse.common import KafkaSettings
 
 __all__ = [
     "CollectorSettings",
-    "available_cores",
     "FilterSettings",
     "OtlpSettings",
     "ProducerSettings",
     "QueueSettings",
+    "available_cores",
 ]
 
 _MiB = 1 << 20

@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = [
-    "MalformedRequest",
     "RAG_MARKERS",
+    "MalformedRequest",
     "SplitResult",
     "TraceRecord",
     "split_request",

@@ -37,7 +37,7 @@ from ragpulse.scorer import (
     resolve_metrics,
 )
 
-__all__ = ["score", "read_samples", "score_to_json"]
+__all__ = ["read_samples", "score", "score_to_json"]
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 

@@ -38,12 +38,12 @@ from typing import Annotated, Any, Protocol
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 __all__ = [
-    "ClusterName",
-    "DatabaseName",
     "HEALTH_COLUMNS",
     "MIGRATIONS",
     "SCORE_COLUMNS",
+    "ClusterName",
     "Column",
+    "DatabaseName",
     "Migration",
     "MigrationReport",
     "SchemaError",
