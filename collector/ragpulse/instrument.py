@@ -51,14 +51,7 @@ from opentelemetry.trace import (
     TracerProvider,
 )
 
-from ragpulse.common import (
-    FEEDBACK_COMMENT,
-    FEEDBACK_EVENT,
-    FEEDBACK_LABEL,
-    FEEDBACK_SCORE,
-    PROMPT_VERSION,
-    RETRIEVER_VERSION,
-)
+from ragpulse import common
 
 __all__ = ["Document", "LLMSpan", "QuerySpan", "RagTracer", "RerankSpan", "RetrievalSpan"]
 
@@ -152,7 +145,7 @@ class QuerySpan(_Handle):
     ) -> None:
         """Feedback known while the query is still open, as a ``ragpulse.feedback`` event."""
         self.span.add_event(
-            FEEDBACK_EVENT, _feedback_attrs(score, label, comment, self._rt.capture_content)
+            common.FEEDBACK_EVENT, _feedback_attrs(score, label, comment, self._rt.capture_content)
         )
 
 
@@ -283,11 +276,11 @@ def _feedback_attrs(
         raise ValueError(f"feedback score {score} outside [0, 1] (0 = bad, 1 = good)")
     attrs: dict[str, Any] = {}
     if score is not None:
-        attrs[FEEDBACK_SCORE] = float(score)
+        attrs[common.FEEDBACK_SCORE] = float(score)
     if label is not None:
-        attrs[FEEDBACK_LABEL] = label
+        attrs[common.FEEDBACK_LABEL] = label
     if comment is not None and content:
-        attrs[FEEDBACK_COMMENT] = comment
+        attrs[common.FEEDBACK_COMMENT] = comment
     return attrs
 
 
@@ -334,8 +327,8 @@ class RagTracer:
             "openinference.span.kind": "CHAIN",
             "session.id": session_id,
             "user.id": user_id,
-            PROMPT_VERSION: prompt_version,
-            RETRIEVER_VERSION: retriever_version,
+            common.PROMPT_VERSION: prompt_version,
+            common.RETRIEVER_VERSION: retriever_version,
             "metadata": json.dumps(dict(metadata), ensure_ascii=False, default=str)
             if metadata
             else None,
@@ -357,7 +350,7 @@ class RagTracer:
         """Open a retriever span; yields a :class:`RetrievalSpan` (call ``set_documents``)."""
         attrs: dict[str, Any] = {
             "openinference.span.kind": "RETRIEVER",
-            RETRIEVER_VERSION: retriever_version,
+            common.RETRIEVER_VERSION: retriever_version,
         }
         if self.capture_content:
             attrs["input.value"] = query
@@ -489,6 +482,6 @@ class RagTracer:
         # alone, minutes after its trace.
         span_attrs = {"openinference.span.kind": "EVALUATOR", **attrs}
         with self._tracer.start_as_current_span(
-            FEEDBACK_EVENT, context=parent, attributes=span_attrs
+            common.FEEDBACK_EVENT, context=parent, attributes=span_attrs
         ) as span:
-            span.add_event(FEEDBACK_EVENT, attrs)
+            span.add_event(common.FEEDBACK_EVENT, attrs)

@@ -5,15 +5,6 @@ from the OpenInference, OTel GenAI and OpenLLMetry conventions are read by the s
 extractor and are not repeated here.
 """
 
-__all__ = [
-    "FEEDBACK_COMMENT",
-    "FEEDBACK_EVENT",
-    "FEEDBACK_LABEL",
-    "FEEDBACK_SCORE",
-    "PROMPT_VERSION",
-    "RETRIEVER_VERSION",
-]
-
 PROMPT_VERSION = "ragpulse.prompt.version"
 RETRIEVER_VERSION = "ragpulse.retriever.version"
 FEEDBACK_EVENT = "ragpulse.feedback"

@@ -37,14 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragpulse.common import (
-    FEEDBACK_COMMENT,
-    FEEDBACK_EVENT,
-    FEEDBACK_LABEL,
-    FEEDBACK_SCORE,
-    PROMPT_VERSION,
-    RETRIEVER_VERSION,
-)
+from ragpulse import common
 
 from ..model import Sample
 from .reasons import CONTENT_NOT_CAPTURED, NOT_RAG, content_advice
@@ -1043,12 +1036,12 @@ def _number(v: AttrValue) -> float | None:
     return None
 
 
-_SCORE_KEYS = (FEEDBACK_SCORE, "user.feedback.score", "feedback.score")
-_LABEL_KEYS = (FEEDBACK_LABEL, "user.feedback.label", "feedback.label")
-_COMMENT_KEYS = (FEEDBACK_COMMENT, "user.feedback.comment", "feedback.comment")
+_SCORE_KEYS = (common.FEEDBACK_SCORE, "user.feedback.score", "feedback.score")
+_LABEL_KEYS = (common.FEEDBACK_LABEL, "user.feedback.label", "feedback.label")
+_COMMENT_KEYS = (common.FEEDBACK_COMMENT, "user.feedback.comment", "feedback.comment")
 _FEEDBACK_SPAN_KEYS = frozenset(_SCORE_KEYS + _LABEL_KEYS + _COMMENT_KEYS)
 _FEEDBACK_EVENT_KEYS = _FEEDBACK_SPAN_KEYS | {"score", "value", "label", "comment"}
-_FEEDBACK_EVENTS = frozenset((FEEDBACK_EVENT, "user.feedback", "feedback"))
+_FEEDBACK_EVENTS = frozenset((common.FEEDBACK_EVENT, "user.feedback", "feedback"))
 
 
 def _read_feedback(
@@ -1205,12 +1198,12 @@ def _content_not_captured(
 
 _DEFAULT_SETTINGS = ExtractionSettings()
 _PROMPT_VERSION_KEYS = (
-    PROMPT_VERSION,
+    common.PROMPT_VERSION,
     "llm.prompt_template.version",
     "traceloop.prompt.version",
     "traceloop.entity.version",
 )
-_RETRIEVER_VERSION_KEYS = (RETRIEVER_VERSION, "retriever.version")
+_RETRIEVER_VERSION_KEYS = (common.RETRIEVER_VERSION, "retriever.version")
 _SESSION_KEYS = ("session.id", "gen_ai.conversation.id")
 _USER_KEYS = ("user.id", "enduser.id")
 
