@@ -156,7 +156,8 @@ def _copy(src: Path, dst: Path) -> Path:
 
 def test_missing_or_malformed_directory_fails_at_construction(tiny_dir: Path,
                                                               tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="needs a model directory"):
+    assert issubclass(NliModelError, ValueError)  # the factory's user-facing error type
+    with pytest.raises(NliModelError, match="needs a model directory"):
         NliModel(NliJudgeSettings())
     with pytest.raises(ValueError, match="does not exist"):
         model(tmp_path / "nowhere")

@@ -36,7 +36,7 @@ class NliModelError(ValueError):
     """The model directory or the settings cannot make a working model (user-facing message)."""
 
 
-class PairsTooMany(Exception):  # noqa: N818 - a condition, not a bug: the sample is skipped
+class PairsTooMany(Exception):
     """A sample needs more statement-chunk pairs than ``max_pairs``."""
 
 
