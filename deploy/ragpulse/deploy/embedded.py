@@ -47,9 +47,12 @@ class EmbeddedSettings(BaseSettings):
                                  description="ClickHouse-HTTP facade over the chDB store; 0 picks a free port")
     partitions: int = Field(3, ge=1, le=64, description="partitions of the spans topic")
     database: DatabaseName = "rag"
-    judge: Literal["local", "llm"] = "local"
+    judge: Literal["local", "nli", "llm"] = "local"
     judge_model: str | None = None
     judge_base_url: str | None = None
+    judge_model_dir: Path | None = Field(
+        None, description="the NLI judge's model directory (model.onnx, tokenizer.json, "
+        "config.json); None: RAGPULSE_NLI__MODEL_DIR. Other RAGPULSE_NLI__* settings apply too")
     grace_s: float = Field(2.0, ge=0.0, le=600.0,
                            description="wait after a trace's root span ends before scoring it")
     sampling_rate: float | None = Field(
@@ -85,6 +88,10 @@ class EmbeddedSettings(BaseSettings):
     def _facade_login(self) -> EmbeddedSettings:
         from .facade import is_loopback
 
+        if self.judge == "nli" and self.judge_model_dir is None \
+                and not os.environ.get("RAGPULSE_NLI__MODEL_DIR"):
+            raise ValueError("judge nli needs a model directory: --model-dir DIR or "
+                             "RAGPULSE_NLI__MODEL_DIR (docs/judges.md)")
         if self.clickhouse_password is not None and not self.clickhouse_user:
             raise ValueError("clickhouse_password given without clickhouse_user")
         if not is_loopback(self.host) and not (self.clickhouse_user or self.clickhouse_token):
@@ -197,6 +204,8 @@ class Embedded:
         extra: dict[str, Any] = {}
         if s.sampling_rate is not None:
             extra["sampling"] = {"default_rate": s.sampling_rate}
+        if s.judge_model_dir is not None:  # a dict: RAGPULSE_NLI__* still apply to the rest
+            extra["nli"] = {"model_dir": s.judge_model_dir}
         return ScorerSettings(
             kafka={"bootstrap_servers": self.broker.bootstrap},
             clickhouse=f"chdb://{self._chdb_path}", database=s.database,

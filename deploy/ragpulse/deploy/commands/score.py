@@ -221,7 +221,7 @@ def score(
                                          exists=True, dir_okay=False, readable=True)],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Where to write JSONL scores (default: stdout).")] = None,
     metrics: Annotated[str | None, typer.Option("--metrics", "-m", help="Comma-separated metrics (default: the five reference-free ones). 'aspect_critique' adds all five built-in criteria.")] = None,
-    judge: Annotated[JudgeChoice, typer.Option("--judge", help="local: no API, nothing downloaded. llm: any OpenAI-compatible endpoint.")] = JudgeChoice.local,
+    judge: Annotated[JudgeChoice, typer.Option("--judge", help="local: no API, nothing downloaded. nli: an ONNX NLI cross-encoder from --model-dir for faithfulness and context utilization (docs/judges.md). llm: any OpenAI-compatible endpoint.")] = JudgeChoice.local,
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model name.")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256, help="Samples in flight at once.")] = 8,
@@ -231,6 +231,9 @@ def score(
     request_timeout: Annotated[float | None, typer.Option("--request-timeout", min=0.1, help="LLM judge: total seconds for one request, however the server answers (default 60).")] = None,
     deadline: Annotated[float | None, typer.Option("--deadline", min=0.1, help="LLM judge: seconds a sample's judge work may take in all; then what is missing is null with judge_timeout (default 180).")] = None,
     threads: Annotated[int, typer.Option("--threads", min=1, max=64, help="Local judge: BLAS threads for the embedding model.")] = 2,
+    model_dir: Annotated[Path | None, typer.Option("--model-dir", envvar="RAGPULSE_NLI__MODEL_DIR", file_okay=False, help="NLI judge: directory with model.onnx, tokenizer.json, config.json.")] = None,
+    positive_label: Annotated[str | None, typer.Option("--positive-label", envvar="RAGPULSE_NLI__POSITIVE_LABEL", help="NLI judge: the label (name or index) meaning 'supported' (default: detected, e.g. entailment).")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", min=1, max=1024, envvar="RAGPULSE_NLI__BATCH_SIZE", help="NLI judge: pairs per forward pass (default 8).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
 ) -> None:
     """Score every line of --input and write one JSON line of scores per input line."""
@@ -245,7 +248,8 @@ def score(
     try:
         j = build_judge(judge, model=model, base_url=base_url, votes=votes,
                         tokens_per_hour=tokens_per_hour, threads=threads, max_concurrency=concurrency,
-                        request_timeout_s=request_timeout, deadline_s=deadline)
+                        request_timeout_s=request_timeout, deadline_s=deadline,
+                        model_dir=model_dir, positive_label=positive_label, batch_size=batch_size)
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc

@@ -77,7 +77,17 @@ def scorer(
     ] = None,
     database: Annotated[str | None, typer.Option(help="ClickHouse database (default rag)")] = None,
     group: Annotated[str | None, typer.Option("--group", help="consumer group id")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help="local | llm")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="local | nli | llm")] = None,
+    model_dir: Annotated[
+        str | None,
+        typer.Option("--model-dir", help="NLI judge: directory with model.onnx, tokenizer.json, "
+                     "config.json (env RAGPULSE_NLI__MODEL_DIR)"),
+    ] = None,
+    positive_label: Annotated[
+        str | None,
+        typer.Option("--positive-label", help="NLI judge: label name or index meaning "
+                     "'supported' (default: detected)"),
+    ] = None,
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model")] = None,
     base_url: Annotated[
         str | None, typer.Option("--base-url", help="OpenAI-compatible base URL")
@@ -135,6 +145,8 @@ def scorer(
             "judge": judge,
             "judge_model": model,
             "judge_base_url": base_url,
+            "nli.model_dir": model_dir,
+            "nli.positive_label": positive_label,
             "evaluate.metrics": metrics,
             "sampling.default_rate": sample_rate,
             "sampling.service_rates": _service_rates(service_rate),
@@ -144,6 +156,11 @@ def scorer(
             "status_interval_s": status_interval,
         }
     )
+    if settings.judge == "nli" and settings.nli.model_dir is None:
+        # here, not in the settings: the environment alone may name the judge and a flag the dir
+        typer.echo("error: invalid scorer settings:\n  nli.model_dir: judge nli needs a model "
+                   "directory (--model-dir or RAGPULSE_NLI__MODEL_DIR)", err=True)
+        raise typer.Exit(2)
     svc = _start_scorer(settings)
     obs = _start_observability(svc, settings, health_port)
     _serve_until_signalled(svc, obs, settings)

@@ -31,7 +31,8 @@ def up(
     grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port (0: free port).")] = 4317,
     clickhouse_port: Annotated[int, typer.Option("--clickhouse-port", help="ClickHouse-HTTP facade port (0: free port).")] = 8123,
     kafka_port: Annotated[int, typer.Option("--kafka-port", help="Embedded broker port (0: free port).")] = 0,
-    judge: Annotated[str, typer.Option("--judge", help="local (no API) or llm (OpenAI-compatible).")] = "local",
+    judge: Annotated[str, typer.Option("--judge", help="local (no API), nli (an ONNX NLI model from --model-dir, docs/judges.md) or llm (OpenAI-compatible).")] = "local",
+    model_dir: Annotated[Path | None, typer.Option("--model-dir", help="NLI judge: directory with model.onnx, tokenizer.json, config.json (or RAGPULSE_NLI__MODEL_DIR).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model.")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="LLM judge base URL.")] = None,
     sampling_rate: Annotated[float | None, typer.Option("--sampling-rate", help="Share of traces judged, by trace id (default 1.0). The local judge scores ~10 traces/s on 2 cores.")] = None,
@@ -55,13 +56,15 @@ def up(
         "data_dir": data_dir, "demo": demo, "demo_rate": demo_rate, "demo_limit": demo_limit, "host": host,
         "http_port": http_port, "grpc_port": grpc_port, "clickhouse_port": clickhouse_port,
         "kafka_port": kafka_port, "judge": judge, "judge_model": model, "judge_base_url": base_url,
+        "judge_model_dir": model_dir,
         "sampling_rate": sampling_rate, "grace_s": grace,
         "status_interval_s": status_interval, "drain_timeout_s": drain_timeout, "durable": durable,
         "clickhouse_user": clickhouse_user, "clickhouse_password": clickhouse_password,
         "clickhouse_token": clickhouse_token}
     # Flags override RAGPULSE_UP__*, but a flag left at its default must not: pass only what was
     # given on the command line, so the environment and then the settings' defaults apply.
-    param_of = {"judge_model": "model", "judge_base_url": "base_url", "grace_s": "grace",
+    param_of = {"judge_model": "model", "judge_base_url": "base_url", "judge_model_dir": "model_dir",
+                "grace_s": "grace",
                 "status_interval_s": "status_interval", "drain_timeout_s": "drain_timeout"}
     overrides = {
         name: value for name, value in values.items()

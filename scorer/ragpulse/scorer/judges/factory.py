@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .base import Judge
 
 if TYPE_CHECKING:
     from ..privacy import PrivacySettings
+    from .nli import NliJudgeSettings
 
 __all__ = ["JudgeChoice", "build_judge"]
 
 
 class JudgeChoice(str, enum.Enum):
     local = "local"
+    nli = "nli"
     llm = "llm"
 
 
@@ -31,13 +34,21 @@ def build_judge(
     request_timeout_s: float | None = None,
     deadline_s: float | None = None,
     privacy: PrivacySettings | None = None,
+    nli: NliJudgeSettings | None = None,
+    model_dir: str | Path | None = None,
+    positive_label: str | None = None,
+    batch_size: int | None = None,
 ) -> Judge:
     """A ready judge. Raises ``ValueError`` with a user-facing message for bad options.
 
     The LLM judge reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` when ``api_key``/``base_url`` are
-    not given; both judges embed with the local multilingual USE model. With ``privacy`` whose
-    ``redact`` is on, the judge is wrapped in a :class:`~ragpulse.scorer.privacy.RedactingJudge`
-    so it only ever sees redacted samples.
+    not given; every judge embeds with the local multilingual USE model. The NLI judge starts from
+    ``nli`` (default settings, with ``threads`` onnxruntime threads, when ``None``); ``model_dir``,
+    ``positive_label`` and ``batch_size`` given here override it. It loads its model here: a
+    missing or malformed model directory, an unknown label or a missing ``nli`` extra is a
+    ``ValueError`` now, not on the first sample. With ``privacy`` whose ``redact`` is on, the
+    judge is wrapped in a :class:`~ragpulse.scorer.privacy.RedactingJudge` so it only ever sees
+    redacted samples.
     """
     from ..embeddings import USEEmbedder
 
@@ -47,6 +58,9 @@ def build_judge(
         from .local import LocalJudge, LocalJudgeSettings
 
         return _private(LocalJudge(LocalJudgeSettings(threads=threads), embedder=embedder), privacy)
+    if choice is JudgeChoice.nli:
+        return _private(_nli_judge(nli, embedder, threads=threads, model_dir=model_dir,
+                                   positive_label=positive_label, batch_size=batch_size), privacy)
     from pydantic import ValidationError
 
     from .llm import LLMJudge, LLMJudgeSettings
@@ -73,6 +87,31 @@ def build_judge(
         raise ValueError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
                                    for e in exc.errors())) from None
     return _private(LLMJudge(settings, embedder=embedder), privacy)
+
+
+def _nli_judge(settings: NliJudgeSettings | None, embedder: Any, *, threads: int,
+               model_dir: str | Path | None, positive_label: str | None,
+               batch_size: int | None) -> Judge:
+    from pydantic import ValidationError
+
+    from .local import LocalJudgeSettings
+    from .nli import NliJudge, NliJudgeSettings
+
+    base = settings or NliJudgeSettings()
+    # given settings keep their own onnxruntime threads; flags-only callers share ``threads``
+    changes: dict[str, Any] = {} if settings is not None else {"threads": threads}
+    if model_dir is not None:
+        changes["model_dir"] = Path(model_dir)
+    if positive_label is not None:
+        changes["positive_label"] = positive_label
+    if batch_size is not None:
+        changes["batch_size"] = batch_size
+    try:
+        merged = NliJudgeSettings.model_validate({**base.model_dump(), **changes})
+    except ValidationError as exc:
+        raise ValueError("; ".join(f"nli.{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                   for e in exc.errors())) from None
+    return NliJudge(merged, embedder=embedder, local_settings=LocalJudgeSettings(threads=threads))
 
 
 def _private(judge: Judge, privacy: PrivacySettings | None) -> Judge:

@@ -102,6 +102,7 @@ def build_scorer(
                 model=settings.judge_model,
                 base_url=settings.judge_base_url,
                 max_concurrency=settings.evaluate.max_concurrency,
+                nli=settings.nli,
             )
             owns_judge = True
         evaluator = Evaluator(

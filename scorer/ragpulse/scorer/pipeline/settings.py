@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ragpulse.common import KafkaSettings, move_renamed
 
+from ..judges.nli.settings import NliJudgeSettings
 from ..metrics import DEFAULT_METRICS, METRICS
 from ..privacy import PrivacySettings
 from ..store.schema import DatabaseName
@@ -168,10 +169,15 @@ class ScorerSettings(BaseSettings):
     init_schema: bool = Field(
         True, description="create or migrate the schema at start-up (idempotent)"
     )
-    judge: Literal["local", "llm"] = "local"
+    judge: Literal["local", "nli", "llm"] = "local"
     judge_model: str | None = Field(None, description="LLM judge model")
     judge_base_url: str | None = Field(
         None, description="OpenAI-compatible base URL of the LLM judge"
+    )
+    nli: NliJudgeSettings = Field(
+        default_factory=NliJudgeSettings,
+        description="the NLI judge (judge nli): RAGPULSE_NLI__MODEL_DIR (required by that judge), "
+        "__POSITIVE_LABEL, __THREADS, __BATCH_SIZE ...; its model is loaded at start-up",
     )
     drain_timeout_s: float = Field(
         30.0,

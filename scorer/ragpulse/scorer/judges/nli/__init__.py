@@ -1,0 +1,16 @@
+"""The NLI judge: a small NLI / hallucination cross-encoder (ONNX) run on this machine.
+
+``NliJudge`` scores statement support (faithfulness) and context utilization with an ONNX
+sequence-classification model run by onnxruntime, its ``tokenizer.json`` read by ``tokenizers``
+(the ``nli`` extra: ``pip install 'ragpulse[nli]'``; no torch, no download at run time), and
+delegates every other fact to a :class:`~ragpulse.scorer.judges.local.LocalJudge`.
+``docs/judges.md`` says how to get a model onto the machine.
+
+Importing this package does not import onnxruntime or tokenizers: the model does, when built.
+"""
+
+from .judge import NliJudge
+from .model import NliModel, NliModelError
+from .settings import NliJudgeSettings
+
+__all__ = ["NliJudge", "NliJudgeSettings", "NliModel", "NliModelError"]

@@ -1,0 +1,186 @@
+"""The NLI judge: a local cross-encoder decides statement support; the local judge does the rest.
+
+Facts and how they are computed:
+
+=======================  ====================================================================
+STATEMENT_SUPPORT        per answer statement (``segment.split_statements``, as the local
+                         judge's STATEMENTS): the model's P(supported) with premise = a context
+                         chunk, hypothesis = the statement, best over every chunk of every
+                         context; verdict at ``threshold``. Probabilities in ``Finding.extra``,
+                         flagged ``expected_share`` by default (faithfulness = their mean, the
+                         Wilson interval at sum(P) of n, see ``metrics.EXPECTED_SHARE``)
+CONTEXT_USED             per context: the best P(supported) of any answer statement (the answer
+                         itself when it has no statement) against that context's chunks
+                         >= ``threshold``. The same pairs as STATEMENT_SUPPORT: asking for both
+                         runs the model once
+REFERENCE_ATTRIBUTION,   the local judge's computation with this model as its support detector
+CORRECTNESS
+everything else          the local judge (USE embeddings, lexical views), unchanged
+=======================  ====================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ...embeddings import Embedder
+from ...metrics import EXPECTED_SHARE
+from ...model import Fact, Finding, Reason, Sample
+from ...segment import split_statements
+from ..base import Needs
+from ..local import LocalJudge, LocalJudgeSettings
+from .model import NliModel, PairsTooMany
+from .settings import NliJudgeSettings
+
+__all__ = ["NliJudge"]
+
+log = logging.getLogger(__name__)
+
+_MODEL_FACTS = frozenset({Fact.STATEMENT_SUPPORT, Fact.CONTEXT_USED})
+_DETECTOR_FACTS = frozenset({Fact.REFERENCE_ATTRIBUTION, Fact.CORRECTNESS})
+
+
+class NliJudge:
+    """Implements :class:`~ragpulse.scorer.judges.base.Judge` with an ONNX NLI model for the
+    statement-versus-context facts and a :class:`LocalJudge` (sharing ``embedder``, with this
+    model as its support detector) for every other fact.
+
+    Construction loads the model and raises ``ValueError`` (:class:`NliModelError`) with a
+    user-facing message for a missing or malformed model directory, unknown labels or missing
+    packages, so a bad setup fails at start-up, never on the first sample. ``model`` may be a
+    ready :class:`NliModel` (tests, sharing one between judges).
+
+    ``gather`` never blocks the event loop: the model's work runs in a bounded thread pool
+    (``settings.workers`` threads, at most ``settings.max_pending`` samples admitted at once),
+    concurrently with the local judge's own pool. It never raises for model trouble (a failing
+    fact becomes ``judge_error`` with a ``detail``; too many pairs ``input_too_large``);
+    ``gather`` after ``aclose`` raises ``RuntimeError``. Use from one event loop; the model and
+    the embedder are thread-safe.
+    """
+
+    name = "nli"
+
+    def __init__(
+        self,
+        settings: NliJudgeSettings,
+        *,
+        embedder: Embedder | None = None,
+        local_settings: LocalJudgeSettings | None = None,
+        model: NliModel | None = None,
+    ) -> None:
+        self.settings = settings
+        self.nli = model if model is not None else NliModel(settings)
+        self.model = self.nli.name
+        self.local = LocalJudge(local_settings or LocalJudgeSettings(threads=settings.threads),
+                                embedder=embedder, detector=self.nli)
+        self._executor = ThreadPoolExecutor(max_workers=settings.workers,
+                                            thread_name_prefix="ragpulse-nli-judge")
+        self._admit: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._closed = False
+        self._count_lock = threading.Lock()
+        self.samples = 0
+        self.errors = 0
+        self.too_large = 0
+        self.pairs = 0
+
+    def warm(self) -> NliJudge:
+        """Blocking: load the local judge's embedding model now (the NLI model is loaded)."""
+        self.local.warm()
+        return self
+
+    async def aclose(self) -> None:
+        """Stop both judges' worker threads (waiting for running samples). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.local.aclose()
+        await asyncio.to_thread(self._executor.shutdown, True)
+
+    async def gather(self, sample: Sample, needs: Needs) -> dict[Fact, Finding]:
+        if self._closed:
+            raise RuntimeError("NliJudge.gather after aclose")
+        own = needs.facts & _MODEL_FACTS
+        rest = needs.facts - own
+        parts: list[Any] = []
+        if rest:
+            parts.append(self.local.gather(sample, Needs(rest, needs.criteria)))
+        if own:
+            parts.append(self._own(sample, own))
+        out: dict[Fact, Finding] = {}
+        for part in await asyncio.gather(*parts):
+            out.update(part)
+        for fact in _DETECTOR_FACTS & out.keys():  # computed by this model, say so
+            out[fact] = dataclasses.replace(out[fact], model=self.model)
+        return out
+
+    async def _own(self, sample: Sample, facts: frozenset[Fact]) -> dict[Fact, Finding]:
+        loop = asyncio.get_running_loop()
+        if self._admit is None or self._admit[0] is not loop:
+            self._admit = (loop, asyncio.Semaphore(self.settings.max_pending))
+        async with self._admit[1]:
+            return await loop.run_in_executor(self._executor, self.judge, sample, facts)
+
+    # ------------------------------------------------------------------ blocking core
+
+    def judge(self, sample: Sample, facts: frozenset[Fact]) -> dict[Fact, Finding]:
+        """Blocking, thread-safe: the model's facts (STATEMENT_SUPPORT, CONTEXT_USED among
+        ``facts``) for ``sample``. Never raises for model or input trouble."""
+        self._count("samples")
+        facts = facts & _MODEL_FACTS
+        ls = self.local.settings
+        size = len(sample.question) + len(sample.answer) + sum(len(c) for c in sample.contexts)
+        size += len(sample.reference or "")
+        if size > ls.max_chars or len(sample.contexts) > ls.max_contexts:
+            return self._too_large(facts, f"{size} chars, {len(sample.contexts)} contexts; limits "
+                                          f"{ls.max_chars} chars, {ls.max_contexts} contexts")
+        answer = sample.answer.strip()
+        try:
+            statements = split_statements(answer)
+            hyps = statements or ([answer] if answer and Fact.CONTEXT_USED in facts else [])
+            matrix, pairs = self.nli.support_matrix(hyps, list(sample.contexts))
+        except PairsTooMany as e:
+            return self._too_large(facts, str(e))
+        except Exception as e:
+            self._count("errors")
+            log.warning("nli judge: inference failed on sample %s", sample.id, exc_info=True)
+            return {f: Finding(f, None, Reason.JUDGE_ERROR, model=self.model,
+                               detail=f"{type(e).__name__}: {e}") for f in facts}
+        self._count("pairs", pairs)
+        cut = self.settings.threshold
+        out: dict[Fact, Finding] = {}
+        if Fact.STATEMENT_SUPPORT in facts:
+            n = len(statements)
+            probs = [float(p) for p in matrix[:n].max(axis=1)] if matrix.shape[1] else [0.0] * n
+            best = [int(i) for i in matrix[:n].argmax(axis=1)] if matrix.shape[1] else [-1] * n
+            extra: dict[str, Any] = {"probabilities": [round(p, 4) for p in probs],
+                                     "threshold": cut, "best_context": best,
+                                     "label": self.nli.positive_label}
+            version = self.nli.version
+            if self.settings.faithfulness_value == "expected":
+                extra[EXPECTED_SHARE] = True
+                version += "/expected"
+            out[Fact.STATEMENT_SUPPORT] = Finding(
+                Fact.STATEMENT_SUPPORT, [int(p >= cut) for p in probs], prompt_version=version,
+                model=self.model, extra=extra)
+        if Fact.CONTEXT_USED in facts:
+            used = [float(v) for v in matrix.max(axis=0)] if len(hyps) else \
+                [0.0] * len(sample.contexts)
+            out[Fact.CONTEXT_USED] = Finding(
+                Fact.CONTEXT_USED, [int(v >= cut) for v in used],
+                prompt_version=f"{self.nli.version}/context-used", model=self.model,
+                extra={"entailment": [round(v, 4) for v in used], "threshold": cut})
+        return out
+
+    def _too_large(self, facts: frozenset[Fact], detail: str) -> dict[Fact, Finding]:
+        self._count("too_large")
+        return {f: Finding(f, None, Reason.INPUT_TOO_LARGE, model=self.model, detail=detail)
+                for f in facts}
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._count_lock:
+            setattr(self, name, getattr(self, name) + n)

@@ -1,0 +1,347 @@
+"""An NLI / hallucination cross-encoder exported to ONNX, run with onnxruntime and ``tokenizers``.
+
+:class:`NliModel` reads a model directory once (``model.onnx``, ``tokenizer.json``,
+``config.json``), checks everything a sample would otherwise trip on (labels, inputs, output
+width: one forward pass at construction) and then scores (premise, hypothesis) pairs:
+premise = a context chunk, hypothesis = a statement. It has the statement-support detector
+contract the local judge uses (``predict``, ``threshold``, ``version``), so the reference metrics
+(context recall, answer correctness) run on it too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .settings import NliJudgeSettings
+
+__all__ = ["POSITIVE_LABELS", "NliModel", "NliModelError", "PairsTooMany"]
+
+POSITIVE_LABELS = frozenset({
+    "entailment", "entailed", "entails", "entail", "supported", "support", "supports",
+    "consistent", "faithful", "factual", "grounded", "true", "yes",
+})
+"""Label names (lower case, ``-``/space read as ``_``) taken to mean "supported"."""
+
+_VERSION = "nli-support@1"
+_MIN_WINDOW = 8  # premise tokens a chunk must keep; below it the settings cannot work
+
+
+class NliModelError(ValueError):
+    """The model directory or the settings cannot make a working model (user-facing message)."""
+
+
+class PairsTooMany(Exception):
+    """A sample needs more statement-chunk pairs than ``max_pairs``."""
+
+
+def _import_runtime() -> tuple[Any, Any]:
+    try:
+        import onnxruntime
+        from tokenizers import Tokenizer
+    except ImportError as e:
+        raise NliModelError(
+            f"the nli judge needs onnxruntime and tokenizers ({e.name} is not installed): "
+            "pip install 'ragpulse[nli]'"
+        ) from None
+    return onnxruntime, Tokenizer
+
+
+def _norm(label: str) -> str:
+    return str(label).strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise NliModelError(f"{what} {path}: cannot be read as JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise NliModelError(f"{what} {path}: expected a JSON object")
+    return data
+
+
+class NliModel:
+    """One loaded cross-encoder. Construction blocks (reads files, builds the onnxruntime
+    session, runs one pair) and raises :class:`NliModelError` (a ``ValueError``) with a
+    user-facing message when the directory, the labels or the graph's inputs are unusable, or
+    when onnxruntime/tokenizers are not installed.
+
+    ``pair_probabilities``, ``support_matrix`` and ``predict`` block (CPU) and are thread-safe:
+    the session and the tokenizers are never reconfigured after construction, and onnxruntime
+    allows concurrent ``run`` calls. Call them from a worker thread in async code.
+    """
+
+    def __init__(self, settings: NliJudgeSettings) -> None:
+        self.settings = s = settings
+        if s.model_dir is None:
+            raise NliModelError(
+                "the nli judge needs a model directory: --model-dir DIR or RAGPULSE_NLI__MODEL_DIR "
+                "(model.onnx, tokenizer.json, config.json; see docs/judges.md)")
+        ort, Tokenizer = _import_runtime()
+        d = Path(s.model_dir).expanduser()
+        if not d.is_dir():
+            raise NliModelError(f"nli model directory {d} does not exist or is not a directory")
+        onnx_path = next((p for p in (d / "model.onnx", d / "onnx" / "model.onnx") if p.is_file()),
+                         None)
+        if onnx_path is None:
+            raise NliModelError(f"nli model directory {d}: no model.onnx (nor onnx/model.onnx)")
+        tok_path = d / "tokenizer.json"
+        if not tok_path.is_file():
+            raise NliModelError(f"nli model directory {d}: no tokenizer.json (a fast tokenizer "
+                                "file; optimum-cli export and Xenova/* repositories ship one)")
+        cfg_path = d / "config.json"
+        if not cfg_path.is_file():
+            raise NliModelError(f"nli model directory {d}: no config.json (id2label, "
+                                "max_position_embeddings)")
+        self.config = cfg = _read_json(cfg_path, "nli model config")
+        tok_cfg_path = d / "tokenizer_config.json"
+        tok_cfg = _read_json(tok_cfg_path, "tokenizer config") if tok_cfg_path.is_file() else {}
+
+        # --- tokenizers: one for offsets (no special tokens, no truncation), one for pairs
+        try:
+            base = Tokenizer.from_file(str(tok_path))
+        except Exception as e:
+            raise NliModelError(f"nli model directory {d}: tokenizer.json cannot be loaded "
+                                f"({e})") from None
+        trunc = base.truncation
+        base.no_truncation()
+        base.no_padding()
+        self._tok = base
+        self.max_length = self._limit(cfg, tok_cfg, trunc)
+        self.special_tokens = base.num_special_tokens_to_add(True)
+        self._pair_tok = Tokenizer.from_str(base.to_str())
+        self._pair_tok.enable_truncation(self.max_length, strategy="longest_first")
+        if self.max_length - self.special_tokens < 2 * _MIN_WINDOW:
+            raise NliModelError(f"max_length {self.max_length} leaves no room for a premise")
+        pad = cfg.get("pad_token_id")
+        self.pad_id = int(pad) if isinstance(pad, int) and pad >= 0 else 0
+
+        # --- labels
+        self.labels, self.positive_index = self._labels(cfg, s.positive_label)
+
+        # --- the session
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = s.threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        try:
+            self._session = ort.InferenceSession(str(onnx_path), so,
+                                                 providers=["CPUExecutionProvider"])
+        except Exception as e:
+            raise NliModelError(f"nli model {onnx_path}: onnxruntime cannot load it ({e})") from None
+        self._inputs: dict[str, np.dtype] = {}
+        for inp in self._session.get_inputs():
+            if inp.name not in ("input_ids", "attention_mask", "token_type_ids"):
+                raise NliModelError(
+                    f"nli model {onnx_path}: unsupported input {inp.name!r}; expected input_ids, "
+                    "attention_mask and optionally token_type_ids (a text-classification export)")
+            self._inputs[inp.name] = np.int32 if "int32" in str(inp.type) else np.int64
+        if "input_ids" not in self._inputs:
+            raise NliModelError(f"nli model {onnx_path}: the graph has no input_ids input")
+        outs = [o.name for o in self._session.get_outputs()]
+        self._output = "logits" if "logits" in outs else outs[0]
+
+        # --- identity
+        self.name = s.model_name or self._name(cfg, d)
+        self.threshold: float = s.threshold
+        self.version: str = _VERSION
+
+        # --- one pair now, so a wrong graph fails here and not on the first sample
+        try:
+            logits = self._run([("a premise.", "a statement.")])
+        except Exception as e:
+            raise NliModelError(f"nli model {onnx_path}: a test pair failed ({e})") from None
+        width = logits.shape[1] if logits.ndim == 2 else -1
+        expected = len(self.labels) if self.labels else width
+        if width < 1 or width != expected:
+            raise NliModelError(f"nli model {onnx_path}: the output {self._output!r} has shape "
+                                f"{list(logits.shape)}, config.json has {len(self.labels)} labels")
+        if width == 1 and self.positive_index != 0:
+            raise NliModelError(f"nli model {onnx_path}: one logit, positive index must be 0")
+        self.positive_label = self.labels[self.positive_index] if self.labels else "score"
+
+    # ------------------------------------------------------------------ construction helpers
+
+    def _limit(self, cfg: dict[str, Any], tok_cfg: dict[str, Any], trunc: Any) -> int:
+        limits: list[int] = []
+        if isinstance(trunc, dict) and isinstance(trunc.get("max_length"), int):
+            limits.append(trunc["max_length"])
+        mml = tok_cfg.get("model_max_length")
+        if isinstance(mml, int) and 0 < mml < 1_000_000:  # transformers writes 1e30 for "none"
+            limits.append(mml)
+        mpe = cfg.get("max_position_embeddings")
+        if isinstance(mpe, int) and mpe > 0:
+            # RoBERTa-style position ids start after the padding index: two positions are lost
+            if "roberta" in str(cfg.get("model_type", "")) or "camembert" in str(
+                    cfg.get("model_type", "")):
+                mpe -= 2
+            limits.append(mpe)
+        if not limits and self.settings.max_length is None:
+            raise NliModelError("nli model config.json has no max_position_embeddings and the "
+                                "tokenizer no max length: set max_length")
+        if self.settings.max_length is not None:
+            limits.append(self.settings.max_length)
+        return min(limits)
+
+    @staticmethod
+    def _labels(cfg: dict[str, Any], wanted: str | None) -> tuple[list[str], int]:
+        raw = cfg.get("id2label")
+        labels: list[str] = []
+        if raw is not None:
+            try:
+                pairs = sorted((int(k), str(v)) for k, v in dict(raw).items())
+            except (TypeError, ValueError):
+                raise NliModelError("nli model config.json: id2label must map indices to "
+                                    "label names") from None
+            if [i for i, _ in pairs] != list(range(len(pairs))) or not pairs:
+                raise NliModelError("nli model config.json: id2label indices must be 0..n-1")
+            labels = [v for _, v in pairs]
+        if wanted is not None:
+            w = _norm(wanted)
+            hits = [i for i, lab in enumerate(labels) if _norm(lab) == w]
+            if hits:
+                return labels, hits[0]
+            if w.isdigit() and (int(w) < len(labels) or (not labels and int(w) == 0)):
+                return labels, int(w)
+            raise NliModelError(f"positive label {wanted!r} is not among the model's labels "
+                                f"{labels or '(none: one logit)'}; give a name or an index")
+        if not labels:
+            raise NliModelError("nli model config.json has no id2label: give the positive label's "
+                                "index (--positive-label N)")
+        if len(labels) == 1:
+            return labels, 0
+        hits = [i for i, lab in enumerate(labels) if _norm(lab) in POSITIVE_LABELS]
+        if len(hits) != 1:
+            hint = " (a 2-class HHEM-style model: usually 1)" if len(labels) == 2 else ""
+            raise NliModelError(f"cannot tell which of the model's labels {labels} means "
+                                f"'supported': give --positive-label NAME or INDEX{hint}")
+        return labels, hits[0]
+
+    @staticmethod
+    def _name(cfg: dict[str, Any], d: Path) -> str:
+        hub = cfg.get("_name_or_path")
+        # a hub name ("org/model") is public; a local path could say who built it, where
+        if isinstance(hub, str) and hub and not hub.startswith(("/", ".", "~")) \
+                and "\\" not in hub and ":" not in hub and hub.count("/") <= 1:
+            return hub
+        return d.resolve().name or "nli-model"
+
+    # ------------------------------------------------------------------ inference
+
+    def _run(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        encs = self._pair_tok.encode_batch(list(pairs))
+        width = max(len(e.ids) for e in encs)
+        n = len(encs)
+        ids = np.full((n, width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((n, width), dtype=np.int64)
+        types = np.zeros((n, width), dtype=np.int64)
+        for i, e in enumerate(encs):
+            k = len(e.ids)
+            ids[i, :k] = e.ids
+            mask[i, :k] = e.attention_mask
+            types[i, :k] = e.type_ids
+        arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        feed = {name: arrays[name].astype(dt, copy=False) for name, dt in self._inputs.items()}
+        out = self._session.run([self._output], feed)[0]
+        return np.asarray(out, dtype=np.float64).reshape(n, -1)
+
+    def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """P(supported) for each (premise, hypothesis) pair, in input order. Pairs are run in
+        batches of ``batch_size``, shortest first (less padding); each pair is truncated to
+        ``max_length`` tokens (longest side first). Blocking, thread-safe."""
+        if not pairs:
+            return np.zeros(0)
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        out = np.empty(len(pairs))
+        bs = self.settings.batch_size
+        for k in range(0, len(order), bs):
+            idx = order[k : k + bs]
+            logits = self._run([pairs[i] for i in idx])
+            if logits.shape[1] == 1:
+                z = np.clip(logits[:, 0], -60.0, 60.0)
+                p = 1.0 / (1.0 + np.exp(-z))
+            else:
+                z = logits - logits.max(axis=1, keepdims=True)
+                e = np.exp(z)
+                p = e[:, self.positive_index] / e.sum(axis=1)
+            out[idx] = p
+        return np.clip(np.nan_to_num(out, nan=0.0), 0.0, 1.0)
+
+    def _hypothesis(self, statement: str, cap: int) -> tuple[str, int]:
+        enc = self._tok.encode(statement, add_special_tokens=False)
+        if len(enc.ids) <= cap:
+            return statement, len(enc.ids)
+        return statement[: enc.offsets[cap - 1][1]], cap
+
+    def chunks(self, context: str, window: int) -> list[str]:
+        """``context`` cut into pieces of at most ``window`` tokens that overlap by
+        ``chunk_overlap`` tokens (at most half a window), on token boundaries; one piece when it
+        fits, none when it is blank. Blocking, thread-safe."""
+        if not context.strip():
+            return []
+        enc = self._tok.encode(context, add_special_tokens=False)
+        offs = enc.offsets
+        n = len(offs)
+        if n <= window:
+            return [context]
+        step = max(1, window - min(self.settings.chunk_overlap, window // 2))
+        out: list[str] = []
+        start = 0
+        while True:
+            end = min(start + window, n)
+            out.append(context[offs[start][0] : offs[end - 1][1]])
+            if end >= n:
+                return out
+            start += step
+
+    def support_matrix(self, statements: Sequence[str], contexts: Sequence[str]
+                       ) -> tuple[np.ndarray, int]:
+        """``(P, pairs)``: ``P[i, j]`` is the best P(supported) of statement ``i`` over the chunks
+        of context ``j`` (0 for a blank context) and ``pairs`` the number of pairs run. Raises
+        :class:`PairsTooMany` before running anything when the sample needs more than
+        ``max_pairs`` pairs, ``TypeError`` for a bare string. Blocking, thread-safe."""
+        if isinstance(statements, str) or isinstance(contexts, str):
+            raise TypeError("statements and contexts must be sequences of strings, not a string")
+        out = np.zeros((len(statements), len(contexts)))
+        if not statements or not contexts:
+            return out, 0
+        s = self.settings
+        room = self.max_length - self.special_tokens
+        cap = max(1, min(s.max_statement_tokens or room // 2, room - _MIN_WINDOW))
+        hyps = [self._hypothesis(st, cap) for st in statements]
+        window = room - max(n for _, n in hyps)
+        owners: list[int] = []
+        pieces: list[str] = []
+        for j, c in enumerate(contexts):
+            for piece in self.chunks(c, window):
+                owners.append(j)
+                pieces.append(piece)
+        total = len(pieces) * len(hyps)
+        if total > s.max_pairs:
+            raise PairsTooMany(f"{len(hyps)} statements x {len(pieces)} context chunks = {total} "
+                               f"pairs; max_pairs {s.max_pairs}")
+        if not pieces:
+            return out, 0
+        pairs = [(p, h) for h, _ in hyps for p in pieces]
+        probs = self.pair_probabilities(pairs).reshape(len(hyps), len(pieces))
+        for k, j in enumerate(owners):
+            np.maximum(out[:, j], probs[:, k], out=out[:, j])
+        return out, total
+
+    def predict(self, statements: Sequence[str], contexts: Sequence[str]) -> list[float]:
+        """The support-detector contract: P(statement is supported by some chunk of some
+        context) for each statement, aligned with the input; no usable context gives 0.
+        Raises :class:`PairsTooMany` past ``max_pairs``. Blocking, thread-safe."""
+        if isinstance(statements, str) or isinstance(contexts, str):
+            raise TypeError("statements and contexts must be sequences of strings, not a string")
+        if not statements:
+            return []
+        m, _ = self.support_matrix(statements, contexts)
+        best = m.max(axis=1) if m.shape[1] else np.zeros(len(statements))
+        return [float(p) if math.isfinite(p) else 0.0 for p in best]

@@ -1,0 +1,67 @@
+"""Settings of the NLI judge: where the model is, how its labels read, how it runs.
+
+Only pydantic here: the service settings import this module whatever the judge, so nothing may
+import onnxruntime or tokenizers at import time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["NliJudgeSettings"]
+
+
+class NliJudgeSettings(BaseModel):
+    """Frozen settings of :class:`~ragpulse.scorer.judges.nli.NliJudge` (env ``RAGPULSE_NLI__*``
+    under ``ragpulse scorer``/``up``; flags ``--model-dir``, ``--positive-label`` ...).
+
+    Model
+        ``model_dir``: a directory with ``model.onnx`` (or ``onnx/model.onnx``), ``tokenizer.json``
+        and ``config.json`` (``id2label``, ``max_position_embeddings``); required by the judge,
+        optional here so that the service settings validate without it when another judge runs.
+        ``positive_label``: the label that means "the premise supports the hypothesis", by name
+        or by index (``"1"``); ``None`` detects it among ``entailment``/``supported``/
+        ``consistent``/``faithful``... ``model_name``: stored beside every score; ``None`` takes
+        ``config.json``'s ``_name_or_path`` when it is a hub name, else the directory's name.
+
+    Windows
+        ``max_length``: tokens per pair; ``None`` is the model's own limit (``tokenizer.json``'s
+        truncation, ``tokenizer_config.json``'s ``model_max_length``, ``config.json``'s
+        ``max_position_embeddings``; the smallest wins, and a larger value here is cut to it).
+        A statement keeps at most ``max_statement_tokens`` (``None``: half the window); a context
+        longer than the rest of the window is split into chunks overlapping by ``chunk_overlap``
+        tokens, and a statement's P(supported) is its best chunk's.
+
+    Resources
+        ``threads``: onnxruntime intra-op threads. ``batch_size``: pairs per forward pass.
+        ``workers``: threads running samples' inference; ``max_pending``: samples admitted at
+        once (others wait asynchronously). ``max_pairs``: statement-chunk pairs per sample; beyond
+        it the model's facts are ``input_too_large`` (status skipped), not minutes of CPU.
+
+    Decision
+        ``threshold``: P(supported) at or above which a statement counts as supported (the
+        counts, context utilization's "used"). ``faithfulness_value`` as for the local judge:
+        ``expected`` makes faithfulness the mean P(supported), ``verdicts`` the thresholded share.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_dir: Path | None = None
+    positive_label: str | None = None
+    model_name: str | None = Field(default=None, max_length=200)
+
+    max_length: int | None = Field(default=None, ge=16, le=65_536)
+    max_statement_tokens: int | None = Field(default=None, ge=4, le=65_536)
+    chunk_overlap: int = Field(default=64, ge=0, le=65_536)
+
+    threads: int = Field(default=1, ge=1, le=64)
+    batch_size: int = Field(default=8, ge=1, le=1024)
+    workers: int = Field(default=1, ge=1, le=64)
+    max_pending: int = Field(default=64, ge=1, le=100_000)
+    max_pairs: int = Field(default=512, ge=1, le=1_000_000)
+
+    threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    faithfulness_value: Literal["expected", "verdicts"] = "expected"
