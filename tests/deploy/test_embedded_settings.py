@@ -125,3 +125,15 @@ def test_up_refuses_a_facade_off_loopback_without_a_login(
     with pytest.raises(ValueError, match="without clickhouse_user"):
         EmbeddedSettings(clickhouse_password="x")
     assert not Embedded(EmbeddedSettings()).facade_settings().auth_required  # loopback default
+
+
+def test_the_judge_line_names_the_judge_and_where_its_quality_is_documented(tmp_path) -> None:
+    from ragpulse.deploy.embedded import EmbeddedSettings, judge_line
+
+    assert judge_line(EmbeddedSettings(data_dir=tmp_path)).startswith("local (")
+    llm = judge_line(EmbeddedSettings(data_dir=tmp_path, judge="llm", judge_model="m1",
+                                      judge_base_url="http://127.0.0.1:9/v1"))
+    assert llm.startswith("llm (m1 at http://127.0.0.1:9/v1)")
+    nli = judge_line(EmbeddedSettings(data_dir=tmp_path, judge="nli", judge_model_dir=tmp_path))
+    assert nli.startswith(f"nli (model {tmp_path})")
+    assert all(line.endswith("docs/judges.md") for line in (llm, nli))

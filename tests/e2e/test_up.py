@@ -141,7 +141,11 @@ def test_otlp_http_and_grpc_to_scores_in_chdb(up):
 
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=90) == 0, (tmp_path / "up.log").read_text()
-    assert "stopped." in (tmp_path / "up.log").read_text()
+    log_text = (tmp_path / "up.log").read_text()
+    assert "stopped." in log_text
+    # It says which judge scores and where that judge's quality is documented.
+    assert "local (no API, nothing downloaded); quality and alert levels per judge: docs/judges.md" \
+        in " ".join(log_text.split())
 
     # After the drain the data is on disk; read it from a fresh process that now owns it.
     ((count,),) = query_chdb_dir(tmp_path / "data" / "chdb", "SELECT count() FROM rag.scores FINAL")

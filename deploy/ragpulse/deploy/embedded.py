@@ -28,7 +28,7 @@ from ragpulse.scorer.store import DatabaseName
 
 from .signals import StopSignals
 
-__all__ = ["Embedded", "EmbeddedSettings", "run_embedded", "status_line"]
+__all__ = ["Embedded", "EmbeddedSettings", "judge_line", "run_embedded", "status_line"]
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +247,7 @@ class Embedded:
             "Kafka": self.broker.bootstrap,
             "ClickHouse (HTTP facade over chDB)": self.facade.url,
             "chDB directory": self._chdb_path,
+            "Judge": judge_line(self.settings),
         }
 
     def stats(self) -> dict[str, Any]:
@@ -338,3 +339,16 @@ def status_line(st: dict[str, Any], elapsed_s: float) -> str:
             f"traces assembled {g('scorer.traces_assembled')}, sampled {g('scorer.traces_sampled')}, "
             f"scored {g('scorer.traces_scored')}, rows {g('scorer.rows_written')}, "
             f"lag {g('scorer.consumer_lag')}, errors {errors}")
+
+
+def judge_line(s: EmbeddedSettings) -> str:
+    """Which judge scores, and where its quality and sane alert levels are documented."""
+    if s.judge == "llm":
+        what = f"llm ({s.judge_model or 'its default model'}"
+        what += f" at {s.judge_base_url})" if s.judge_base_url else ")"
+    elif s.judge == "nli":
+        what = f"nli (model {s.judge_model_dir or '$RAGPULSE_NLI__MODEL_DIR'})"
+    else:
+        what = "local (no API, nothing downloaded)"
+    return f"{what}; quality and alert levels per judge: docs/judges.md"
+
