@@ -63,3 +63,19 @@ async def test_demo_traffic_mix_per_service(local_judge) -> None:
         assert np.mean(by[(service, "faithful")]) >= ALERT, (service, by[(service, "faithful")])
         if by[(service, "hallucinated")]:
             assert np.mean(by[(service, "hallucinated")]) < ALERT
+
+
+async def test_examples_samples_faithful_above_alert_hallucinated_below(local_judge) -> None:
+    """``examples/samples.jsonl`` (what the README's quick start scores): the faithful samples
+    read as faithful on the absolute scale, the hallucinated ones as not."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "examples" / "samples.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    values = await _faithfulness(local_judge, [Sample.model_validate(r) for r in rows])
+    assert values["en-faithful"] >= 0.8
+    assert values["ja-faithful"] >= 0.8
+    assert values["zh-faithful"] >= ALERT
+    for sid in ("en-hallucinated", "ja-hallucinated"):
+        assert values[sid] <= 0.4
