@@ -74,7 +74,7 @@ FEATURES: tuple[str, ...] = (
     "negation_mismatch",  # negated in the statement xor in the aligned sentence
     "length_ratio",  # log((1 + units in statement) / (1 + units in aligned sentence))
     "soft_coverage",  # coverage tolerant of rewording: synonyms, shared word stems, CJK characters
-    "soft_aligned_recall",  # the same, in the aligned sentence only
+    "soft_aligned_recall",  # the same, in the aligned sentence and the one before it
 )
 
 
@@ -186,7 +186,8 @@ PARAPHRASE_MIN_COSINE = 0.7
 
 def paraphrase_like(x: np.ndarray) -> np.ndarray:
     """Rows of a feature matrix (columns :data:`FEATURES`) that read as a reworded context
-    sentence: see ``PARAPHRASE_MIN_COSINE``. Pure."""
+    sentence (every rewording-tolerant unit in the aligned sentence or the one before it): see
+    ``PARAPHRASE_MIN_COSINE``. Pure."""
     f = {n: x[:, i] for i, n in enumerate(FEATURES)}
     return (
         (f["soft_aligned_recall"] >= 1.0)
@@ -380,8 +381,8 @@ _SYNONYM_GROUPS = (
 # Left out of the rewording-tolerant units: light verbs and the words an answer uses for its
 # reader ("you can get" for "customers can request"), and Chinese function characters (the
 # counterpart of the Japanese particles, which are hiragana and never soft units).
-_SOFT_SKIP_EN = _words("get make take have go come become keep customer user")
-_SOFT_SKIP_CJK = frozenset("的了就也在是和与或及将会把被这那个该其之")
+_SOFT_SKIP_EN = _words("get make take have go come become keep back customer user")
+_SOFT_SKIP_CJK = frozenset("的了就也在是和与或及将会把被这那个该其之可能")
 _SYNONYM: dict[str, str] = {}
 for _group in _SYNONYM_GROUPS:
     _canon = _stem_base(_group.split()[0])
@@ -421,6 +422,10 @@ class _Text:
     # ``soft`` plus a 6-letter prefix key ("~constr") of every long English stem, for matching
     # "construction" with "constructed".
     soft_keys: frozenset[str]
+    # Word order for the copy check: in text without CJK, bigrams of the content units in order
+    # (function words skipped, so "the Tower opened" matches "the Tower was opened"); in CJK
+    # text, ``all_bigrams`` (particles kept: JNLI's rearranged "neutral" claims).
+    order_bigrams: frozenset[tuple[str, str]]
 
 
 def _is_kana(unit: str) -> bool:
@@ -479,8 +484,12 @@ def _analyze(text: str) -> _Text:
     )
     keys = set(soft)
     keys.update("~" + u[:_SOFT_PREFIX] for u in soft if len(u) >= _SOFT_PREFIX and u.isalpha())
+    if _IS_CJK.search(text):
+        order = all_bigrams
+    else:
+        order = frozenset(itertools.pairwise(u for u in units if u in content))
     return _Text(tuple(units), frozenset(content), bigrams, all_bigrams, negated,
-                 frozenset(soft), frozenset(keys))
+                 frozenset(soft), frozenset(keys), order)
 
 
 _SOFT_PREFIX = 6
@@ -540,7 +549,12 @@ def _entities(text: str) -> set[str]:
 
 def _entity_supported(e: str, ctx_lower: str, ctx_stems: frozenset[str]) -> bool:
     if _IS_CJK.search(e):
-        return e in ctx_lower
+        # A four-kanji run may be two supported words that the answer joined by dropping a
+        # particle ("商品到着" for "商品の…到着"); a new name ("十和田湖") does not split so.
+        return e in ctx_lower or (
+            len(e) == 4 and _HAN_RUN.fullmatch(e) is not None
+            and e[:2] in ctx_lower and e[2:] in ctx_lower
+        )
     return _stem(e) in ctx_stems or re.search(rf"(?<!\w){re.escape(e.lower())}(?!\w)", ctx_lower) is not None
 
 
@@ -578,9 +592,10 @@ def featurize_with_copies(
     """:func:`featurize` plus a boolean mask of *copy-like* statements. Blocking.
 
     A statement is copy-like when it has at least two content units, all of them in one context
-    sentence, every unit bigram of it (particles and endings included: JNLI's "neutral"
-    statements are mostly the premise's words rearranged around particles) occurs in the
-    contexts, no number or name is unsupported and its negation agrees with the aligned
+    sentence, its word order occurs in the contexts (English: every bigram of its content
+    words in order, so "was opened" / "opened" do not matter; CJK: every unit bigram,
+    particles and endings included, since JNLI's "neutral" statements are mostly the
+    premise's words rearranged around particles), no number or name is unsupported and its negation agrees with the aligned
     sentence: a verbatim or trimmed copy. The detector raises
     such statements to the ``copy_floor`` of its weights, measured on the labeled sets by the
     training script (the linear model alone leaves a copy near 0.76).
@@ -597,11 +612,17 @@ def featurize_with_copies(
     ctx_texts = [_normalize(c) for c in contexts if c and c.strip()]
     sentences: list[str] = []
     seen: set[str] = set()
+    # The sentence before each one in its own context (-1: none): "It was first climbed in
+    # 1953" is about the subject of the sentence before.
+    before: list[int] = []
     for c in ctx_texts:
+        last = -1
         for s in split_sentences(c):
             if s not in seen:
                 seen.add(s)
                 sentences.append(s)
+                before.append(last)
+                last = len(sentences) - 1
     sentences = sentences[: cfg.max_context_sentences]
     if not sentences:
         # Nothing to be supported by: every statement is unsupported evidence-wise.
@@ -676,12 +697,15 @@ def featurize_with_copies(
             1.0 if a.negated != al.negated else 0.0,
             max(-3.0, min(3.0, math.log((1 + len(a.units)) / (1 + len(al.units))))),
             _soft_recall(a, ctx_all.soft_keys),
-            _soft_recall(a, al.soft_keys),
+            _soft_recall(
+                a, al.soft_keys | sent_an[before[aligned]].soft_keys if before[aligned] >= 0
+                else al.soft_keys
+            ),
         ]
         copies[i] = (
             len(a.content) >= _COPY_MIN_CONTENT
             and best >= 1.0
-            and a.all_bigrams <= ctx_all.all_bigrams
+            and a.order_bigrams <= ctx_all.order_bigrams
             and not bad_nums
             and not bad_ents
             and a.negated == al.negated
