@@ -11,7 +11,10 @@ sets (``bench/train_faithfulness.py``; method, data and measured quality in
   or Chinese), over all contexts, the best single context sentence and the best two;
 - the best-aligned context sentence by multilingual USE cosine, plus lexical recall in it;
 - negation mismatch with that sentence (not/never/no, ない/ません/ず, 不/没/未);
-- novel n-grams and the length ratio to the aligned sentence (paraphrase vs invention).
+- novel n-grams and the length ratio to the aligned sentence (paraphrase vs invention);
+- rewording-tolerant coverage: synonyms and spelling variants mapped to one stem, shared word
+  stems, single kanji/katakana characters, after CJK numerals and open-ended ranges ("12 or
+  newer" / "12 and later") are written one way.
 
 A long English statement is scored clause by clause (:func:`split_clauses`) and gets the mean of
 its clauses, so one invented clause in a chained summary sentence is not diluted by the rest.
@@ -19,6 +22,9 @@ its clauses, so one invented clause in a chained summary sentence is not diluted
 A copy-like statement (a verbatim or trimmed copy of a context sentence: see
 :func:`featurize_with_copies`) gets at least the weights' ``copy_floor``, the rate at which such
 statements are faithful in the labeled sets; the linear model alone compresses them to ~0.76.
+A paraphrase-like statement (:func:`paraphrase_like`) likewise gets at least the weights'
+``paraphrase_floor``. The logit is mapped to a probability by the weights' isotonic
+``calibration`` knots (:func:`calibrated_proba`).
 
 The features are few and general on purpose: the detector is judged on data it never saw.
 """
