@@ -117,6 +117,23 @@ def _fmt(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.3f}"
 
 
+def distribution_rows(name: str, values: Sequence[float], labels: Sequence[int],
+                      classes: Sequence[tuple[int, str]] = ((1, "faithful"), (0, "unfaithful"))
+                      ) -> list[str]:
+    """Markdown rows ``| set | class | n | mean | p10 | p50 | p90 | share >= 0.7 |`` of the
+    score per label class (what an alert level on the absolute value sees)."""
+    v, y = np.asarray(values, dtype=np.float64), np.asarray(labels)
+    rows = []
+    for cls, title in classes:
+        x = v[y == cls]
+        if not len(x):
+            continue
+        p10, p50, p90 = np.quantile(x, [0.1, 0.5, 0.9])
+        rows.append(f"| {name} | {title} | {len(x)} | {x.mean():.3f} | {p10:.3f} | {p50:.3f} | "
+                    f"{p90:.3f} | {float((x >= 0.7).mean()):.2f} |")
+    return rows
+
+
 # --------------------------------------------------------------------------- data
 
 
@@ -225,6 +242,7 @@ async def _faithfulness(judge: Any, data: Path, args: argparse.Namespace) -> lis
              "| set | n | AUROC | AUROC, verdict share | BA | baseline (README) |",
              "|---|---|---|---|---|---|"]
     halu: tuple[list[float], list[int], list[int]] | None = None
+    dist: list[str] = []
     for key, fname in (("faithbench", "faithfulness_faithbench.jsonl"),
                        ("qags_cnndm", "faithfulness_qags_cnndm.jsonl"),
                        ("halueval", "faithfulness_halueval.jsonl")):
@@ -240,9 +258,17 @@ async def _faithfulness(judge: Any, data: Path, args: argparse.Namespace) -> lis
                 f"{', '.join(f'{k} {n}' for k, n in MISSING[key].most_common())})" if missing else "")
         lines.append(f"| {key} | {len(v)}{note} | {_fmt(auroc(v, y))} | {_fmt(auroc(share, y))} | "
                      f"{_fmt(ba)} | {BASELINES[key]} |")
+        dist += distribution_rows(key, v, y)
         if key == "halueval":
             lens = [_length(r["answer"]) for r, x in zip(rows, vals) if x is not None]
             halu = (v, y, lens)
+    jnli = data / "jnli_ja_valid.jsonl"
+    if jnli.exists():
+        lines += await _jnli(judge, jnli, args, dist)
+    lines += ["", "Score distribution per class (the absolute level an alert on faithfulness "
+              "sees; JNLI: entailment / neutral / contradiction):", "",
+              "| set | class | n | mean | p10 | p50 | p90 | share >= 0.7 |",
+              "|---|---|---|---|---|---|---|---|", *dist]
     if halu is not None:
         v, y, lens = halu
         mean_bin, bins = binned_auroc(v, y, lens)
@@ -253,6 +279,35 @@ async def _faithfulness(judge: Any, data: Path, args: argparse.Namespace) -> lis
                   (f"| answer length alone (shorter = faithful) | {len(v)} | "
                    f"{_fmt(auroc([-x for x in lens], y))} |")]
     return lines
+
+
+async def _jnli(judge: Any, path: Path, args: argparse.Namespace, dist: list[str]) -> list[str]:
+    """JGLUE JNLI (Japanese NLI) as faithfulness: the premise is the context, the hypothesis
+    the answer. Supported = entailment; AUROC against contradiction, against neutral (details
+    the premise does not state) and against both."""
+    raw = read_jsonl(path, args.limit)
+    rows = [{"id": f"jnli-{r['sentence_pair_id']}", "question": "", "contexts": [r["sentence1"]],
+             "answer": r["sentence2"], "label": r["label"]} for r in raw]
+    vals = await score_set(judge, rows, "faithfulness", "jnli_ja", args.concurrency)
+    by: dict[str, list[float]] = {"entailment": [], "neutral": [], "contradiction": []}
+    for r, v in zip(rows, vals):
+        if v is not None and r["label"] in by:
+            by[r["label"]].append(v)
+    ent, neu, con = by["entailment"], by["neutral"], by["contradiction"]
+
+    def a(neg: list[float]) -> str:
+        return _fmt(auroc(ent + neg, [1] * len(ent) + [0] * len(neg)))
+
+    allv = ent + neu + con
+    ally = [2] * len(ent) + [1] * len(neu) + [0] * len(con)
+    dist += distribution_rows("jnli_ja", allv, ally,
+                              ((2, "entailment"), (1, "neutral"), (0, "contradiction")))
+    return ["", f"JNLI-ja (JGLUE JNLI validation, premise = context, hypothesis = answer; "
+            f"{len(ent)} entailment, {len(neu)} neutral, {len(con)} contradiction):", "",
+            "| JNLI-ja | AUROC |", "|---|---|",
+            f"| entailment vs contradiction | {a(con)} |",
+            f"| entailment vs neutral | {a(neu)} |",
+            f"| entailment vs rest | {a(neu + con)} |"]
 
 
 async def _context_relevance(judge: Any, data: Path, args: argparse.Namespace) -> list[str]:

@@ -52,14 +52,19 @@ from ragpulse.scorer.judges.local.support import (
     _entities,
     _normalize,
     _numbers,
+    calibrated_proba,
     clause_means,
     featurize_with_copies,
     fit_logistic,
+    paraphrase_like,
     split_clauses,
 )
 from ragpulse.scorer.segment import split_sentences, split_statements
 
-VERSION = "support-lr@3"  # @2: particle-free CJK bigrams, copy floor; @3: clause split
+# @2: particle-free CJK bigrams, copy floor; @3: clause split; @4: rewording-tolerant features
+# (synonyms, range and CJK-numeral normalization, soft coverage) and a monotone (isotonic)
+# calibration of the logit.
+VERSION = "support-lr@4"
 REPO = Path(__file__).resolve().parent.parent
 
 # Balanced accuracy is flat near its optimum (0.715-0.720 for thresholds 0.61-0.70 with the
@@ -247,16 +252,26 @@ class Model:
     """Standardization + logistic coefficients, fitted by multiple-instance rounds."""
 
     def __init__(self, l2: float = 1.0, rounds: int = 3, synthetic_weight: float = 1.0,
-                 copy_floor: bool = True) -> None:
+                 copy_floor: bool = True, isotonic: bool = True,
+                 paraphrase_floor: bool = True) -> None:
         self.l2, self.rounds, self.synthetic_weight = l2, rounds, synthetic_weight
-        self.use_copy_floor = copy_floor
+        self.use_copy_floor, self.use_isotonic = copy_floor, isotonic
         self.copy_floor: float | None = None
+        self.use_paraphrase_floor = paraphrase_floor
+        self.paraphrase_floor: float | None = None
+        self.calibration: list[tuple[float, float]] = []
 
     def fit(self, feats: Sequence[np.ndarray], examples: Sequence[Example]) -> Model:
         if self.synthetic_weight == 0:
             keep = [i for i, e in enumerate(examples) if e.dataset != SYNTHETIC]
             feats, examples = [feats[i] for i in keep], [examples[i] for i in keep]
         self.copy_floor = _copy_floor(feats, examples) if self.use_copy_floor else None
+        if self.use_paraphrase_floor:
+            # Measured on non-copy paraphrase-like statements, and only in sets where both
+            # classes have some (a set with none flagged among its negatives says nothing).
+            self.paraphrase_floor = _copy_floor(
+                [np.hstack([f[:, :-1], (paraphrase_like(f[:, :-1]) & (f[:, -1] == 0))[:, None]])
+                 for f in feats], examples, min_flagged=5)
         feats = [f[:, :-1] for f in feats]  # the copy flag is not a regression input
         allx = np.vstack(feats)
         self.mean = allx.mean(axis=0)
@@ -301,6 +316,12 @@ class Model:
             z = x @ self.coef + self.intercept
             (a,), b = fit_logistic(z[:, None], y, w, l2=0.0)
             self.coef, self.intercept = self.coef * a, a * self.intercept + b
+        if self.use_isotonic:
+            # The sigmoid is one shape for every region of the logit; the labeled sets are
+            # confidently separable at the ends (copies, changed figures) and not in the middle.
+            # A weighted isotonic fit on the same rows (equal weight per set and class) keeps the
+            # order and lets the ends reach the rates measured there.
+            self.calibration = isotonic_knots(x @ self.coef + self.intercept, y, w)
         return self
 
     def logits(self, f: np.ndarray) -> np.ndarray:
@@ -309,19 +330,42 @@ class Model:
         return ((f - self.mean) / self.scale) @ self.coef + self.intercept
 
     def proba(self, f: np.ndarray) -> np.ndarray:
-        """As the detector computes it: the logistic probability, raised to the copy floor for
-        rows whose trailing copy flag is set."""
-        p = 1.0 / (1.0 + np.exp(-self.logits(f)))
-        if self.copy_floor is not None:
-            p = np.where(f[:, -1] > 0, np.maximum(p, self.copy_floor), p)
+        """As the detector computes it (``support.calibrated_proba``): the calibrated logit,
+        raised to the copy floor for rows whose trailing copy flag is set."""
+        p = calibrated_proba(self.logits(f), f[:, -1] > 0, self.copy_floor, self.calibration)
+        if self.paraphrase_floor is not None:
+            p = np.where(paraphrase_like(f[:, :-1]), np.maximum(p, self.paraphrase_floor), p)
         return p
 
 
-def _copy_floor(feats: Sequence[np.ndarray], examples: Sequence[Example]) -> float | None:
+def isotonic_knots(z: np.ndarray, y: np.ndarray, w: np.ndarray,
+                   clip: tuple[float, float] = (0.01, 0.99)) -> list[tuple[float, float]]:
+    """Weighted isotonic regression of ``y`` on ``z`` (pool adjacent violators) as knots
+    ``(mean logit of a block, its rate)`` with strictly increasing logits and rates, rates clipped
+    to ``clip`` (no statement is certain). Deterministic."""
+    order = np.argsort(z, kind="mergesort")
+    blocks: list[list[float]] = []  # [sum w*y, sum w, sum w*z]
+    for i in order:
+        blocks.append([w[i] * y[i], w[i], w[i] * z[i]])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] >= blocks[-1][0] / blocks[-1][1]:
+            last = blocks.pop()
+            blocks[-1] = [a + b for a, b in zip(blocks[-1], last)]
+    knots: list[tuple[float, float]] = []
+    for wy, ww, wz in blocks:
+        zc, pc = wz / ww, min(clip[1], max(clip[0], wy / ww))
+        if knots and (zc <= knots[-1][0] or pc <= knots[-1][1]):
+            continue  # a clipped or degenerate block adds no new level
+        knots.append((round(float(zc), 4), round(float(pc), 4)))
+    return knots
+
+
+def _copy_floor(feats: Sequence[np.ndarray], examples: Sequence[Example],
+                min_flagged: int = 0) -> float | None:
     """P(faithful | copy-like) on statements with a known label (every statement of a faithful
     sample, the statement of a one-statement unfaithful sample), at equal class weight inside
     each labeled set (the training prior) and averaged over the sets with at least 20 known
-    statements of each class (fewer give a meaningless rate). ``None`` when no set qualifies."""
+    statements of each class (fewer give a meaningless rate) and, with ``min_flagged``, at least
+    that many flagged statements in each class. ``None`` when no set qualifies."""
     rates: dict[str, list[list[float]]] = {}
     for f, e in zip(feats, examples):
         if e.dataset == SYNTHETIC or (e.label == 0 and len(f) > 1):
@@ -329,6 +373,8 @@ def _copy_floor(feats: Sequence[np.ndarray], examples: Sequence[Example]) -> flo
         rates.setdefault(e.dataset, [[], []])[e.label].extend(f[:, -1].tolist())
     prec = []
     for neg, pos in rates.values():
+        if min_flagged and min(sum(neg), sum(pos)) < min_flagged:
+            continue
         if len(neg) >= 20 and len(pos) >= 20 and (sum(neg) or sum(pos)):
             tpr, fpr = float(np.mean(pos)), float(np.mean(neg))
             prec.append(tpr / (tpr + fpr))
@@ -367,7 +413,7 @@ def sample_scores(model: Model, feats: Sequence[np.ndarray], agg: str,
 def evaluate(examples: list[Example], feats: list[np.ndarray], l2: float, folds: int,
              log: Callable[[str], None], synthetic_weight: float = 1.0,
              copy_floor: bool = True, threshold_tolerance: float = THRESHOLD_TOLERANCE,
-             fixed_threshold: float | None = None) -> dict:
+             fixed_threshold: float | None = None, model_opts: dict | None = None) -> dict:
     names = sorted({e.dataset for e in examples} - {SYNTHETIC})
     idx_by = {n: [i for i, e in enumerate(examples) if e.dataset == n] for n in names}
     labels = np.array([e.label for e in examples])
@@ -379,7 +425,8 @@ def evaluate(examples: list[Example], feats: list[np.ndarray], l2: float, folds:
     for k in range(folds):
         tr = [i for i in range(len(examples)) if fold[i] != k]
         te = [i for i in range(len(examples)) if fold[i] == k]
-        m = Model(l2, synthetic_weight=synthetic_weight, copy_floor=copy_floor).fit(
+        m = Model(l2, synthetic_weight=synthetic_weight, copy_floor=copy_floor,
+                  **(model_opts or {})).fit(
             [feats[i] for i in tr], [examples[i] for i in tr])
         for i in te:
             oof[i] = statement_proba(m, feats[i], examples[i])
@@ -397,6 +444,9 @@ def evaluate(examples: list[Example], feats: list[np.ndarray], l2: float, folds:
         row["share_at_threshold"] = round(
             auroc([float(np.mean(oof[i] >= thr)) for i in ix], labels[ix]), 4)
         row["n"] = len(ix)
+        cv = np.array([float(np.mean(oof[i])) for i in ix])
+        row["mean_faithful"] = round(float(cv[labels[ix] == 1].mean()), 3)
+        row["mean_unfaithful"] = round(float(cv[labels[ix] == 0].mean()), 3)
         report["grouped_cv"][n] = row
         log(f"grouped {folds}-fold CV  {n:12s} n={len(ix):5d}  AUROC " + " ".join(
             f"{k}={v:.3f}" for k, v in row.items() if k != "n"))
@@ -406,7 +456,8 @@ def evaluate(examples: list[Example], feats: list[np.ndarray], l2: float, folds:
         for n in names:
             tr = [i for i in range(len(examples))
                   if examples[i].dataset != n and examples[i].source != n]
-            m = Model(l2, synthetic_weight=synthetic_weight, copy_floor=copy_floor).fit(
+            m = Model(l2, synthetic_weight=synthetic_weight, copy_floor=copy_floor,
+                  **(model_opts or {})).fit(
                 [feats[i] for i in tr], [examples[i] for i in tr])
             ix = idx_by[n]
             row = {agg: round(auroc(sample_scores(m, [feats[i] for i in ix], agg,
@@ -417,6 +468,9 @@ def evaluate(examples: list[Example], feats: list[np.ndarray], l2: float, folds:
             row["share_at_threshold"] = round(auroc(
                 [float(np.mean(statement_proba(m, feats[i], examples[i]) >= thr)) for i in ix],
                 labels[ix]), 4)
+            held = sample_scores(m, [feats[i] for i in ix], "mean", [examples[i] for i in ix])
+            row["mean_faithful"] = round(float(held[labels[ix] == 1].mean()), 3)
+            row["mean_unfaithful"] = round(float(held[labels[ix] == 0].mean()), 3)
             report["leave_one_dataset_out"][n] = row
             log(f"leave-one-dataset-out  {n:12s}            AUROC " + " ".join(
                 f"{k}={v:.3f}" for k, v in row.items()))
@@ -561,6 +615,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="ship this verdict threshold instead of the balanced-accuracy optimum "
                          "(support-lr@3: 0.70; the optimum 0.65 lowered the thresholded AUROC "
                          "on QAGS and HaluEval, see docs/local-faithfulness.md)")
+    ap.add_argument("--no-paraphrase-floor", action="store_true",
+                    help="ship no paraphrase floor (see support.paraphrase_like)")
+    ap.add_argument("--no-isotonic", action="store_true",
+                    help="keep the logistic link (no isotonic calibration of the logit)")
+    ap.add_argument("--features-cache", type=Path, default=None,
+                    help="reuse (or write) the featurized examples here (a pickle; for ablations)")
     ap.add_argument("--jnli-limit", type=int, default=None)
     ap.add_argument("--no-eval", action="store_true", help="fit and write only")
     ap.add_argument("--report", type=Path, default=None, help="write the evaluation as JSON")
@@ -582,8 +642,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"no known data set in {args.data}")
     if args.synthetic_per_context:
         examples += synthesize(examples, args.synthetic_per_context)
-    emb = USEEmbedder(threads=1)
-    feats = features(examples, emb)
+    if args.features_cache and args.features_cache.exists():
+        import pickle
+
+        feats, clauses = pickle.loads(args.features_cache.read_bytes())
+        for e, c in zip(examples, clauses):
+            e.clauses = c
+    else:
+        feats = features(examples, USEEmbedder(threads=1))
+        if args.features_cache:
+            import pickle
+
+            args.features_cache.write_bytes(pickle.dumps((feats, [e.clauses for e in examples])))
+    model_opts = {"isotonic": not args.no_isotonic,
+                  "paraphrase_floor": not args.no_paraphrase_floor}
     log(f"{len(examples)} samples, {sum(len(f) for f in feats)} statements featurized in "
         f"{time.perf_counter() - t0:.1f}s")
 
@@ -594,7 +666,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         best: tuple[float, float] | None = None
         for cand in args.l2:
             r = evaluate(examples, feats, cand, args.folds, log, args.synthetic_weight,
-                         not args.no_copy_floor, args.threshold_tolerance, args.threshold)
+                         not args.no_copy_floor, args.threshold_tolerance, args.threshold,
+                         model_opts)
             # Select for transfer to unseen data: leave-one-dataset-out when there are several
             # sets, else grouped CV. Only the shipped aggregates ("mean", "min") compete.
             table = r["leave_one_dataset_out"] or r["grouped_cv"]
@@ -610,7 +683,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"selected l2={l2:g}, aggregate={aggregate}, threshold={threshold}")
 
     model = Model(l2, synthetic_weight=args.synthetic_weight,
-                  copy_floor=not args.no_copy_floor).fit(feats, examples)
+                  copy_floor=not args.no_copy_floor, **model_opts).fit(feats, examples)
     counts = {}
     for e in examples:
         if e.dataset == SYNTHETIC and args.synthetic_weight == 0:
@@ -621,7 +694,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     weights = SupportWeights(
         version=VERSION, features=FEATURES, mean=tuple(model.mean), scale=tuple(model.scale),
         coef=tuple(model.coef), intercept=model.intercept, threshold=threshold,
-        copy_floor=model.copy_floor,
+        copy_floor=model.copy_floor, calibration=tuple(model.calibration),
+        paraphrase_floor=model.paraphrase_floor,
         aggregate=aggregate, l2=l2,
         trained_on={**counts, "settings": SupportSettings().model_dump()},
         quality={k: report[k] for k in ("grouped_cv", "leave_one_dataset_out",

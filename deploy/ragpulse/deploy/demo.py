@@ -114,13 +114,16 @@ def plan_scenario(rng: random.Random) -> Scenario:
     doc = rng.choice(docs)
     others = [d for d in docs if d is not doc]
     prompt_version = rng.choice(("v1", "v2")) if service == "support-bot" else "v1"
-    p_halluc = 0.35 if prompt_version == "v2" else 0.12
+    # Rates of a service worth running: most answers faithful, so a service's mean
+    # faithfulness stays above the default alert level (0.7) and v2's regression shows in the
+    # prompt-version breakdown rather than as an alert storm on a new user's first screen.
+    p_halluc = 0.15 if prompt_version == "v2" else 0.04
     roll = rng.random()
     if roll < p_halluc:
         kind = "hallucinated"
-    elif roll < p_halluc + 0.10:
+    elif roll < p_halluc + 0.04:
         kind = "irrelevant"
-    elif roll < p_halluc + 0.15:
+    elif roll < p_halluc + 0.07:
         kind = "noncommittal"
     else:
         kind = "faithful"
