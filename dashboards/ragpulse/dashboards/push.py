@@ -122,12 +122,20 @@ def push(url: str, s: DashboardsSettings, *, token: str | None = None,
     """
     api = _api(url, token, timeout_s)
     report = PushReport()
+    report.grafana_version = _check_version(api)
+    _push_folder(api, s, report)
+    _push_dashboard(api, s, report)
+    _push_rules(api, s, report)
+    return report
+
+
+def _check_version(api: Any) -> str:
+    """Grafana's version; raises :class:`GrafanaPushError` when it is unknown or too old."""
     try:
         health = api.client.GET("/health")
     except Exception as exc:
         raise _explain(exc, "GET /api/health") from exc
     version = str((health or {}).get("version", "")) if isinstance(health, dict) else ""
-    report.grafana_version = version or "unknown"
     vt = _version_tuple(version)
     if not vt:
         raise GrafanaPushError(f"cannot tell the Grafana version from /api/health: {health!r}")
@@ -136,8 +144,10 @@ def push(url: str, s: DashboardsSettings, *, token: str | None = None,
             f"Grafana {version} is too old: the alerting provisioning API needs >= "
             f"{'.'.join(map(str, MIN_VERSION))}. Use `ragpulse dashboards export` and file "
             "provisioning, or upgrade Grafana.")
+    return version
 
-    # Folder.
+
+def _push_folder(api: Any, s: DashboardsSettings, report: PushReport) -> None:
     what = f"folder {s.folder_uid}"
     try:
         try:
@@ -164,7 +174,9 @@ def push(url: str, s: DashboardsSettings, *, token: str | None = None,
     except Exception as exc:
         raise _explain(exc, what) from exc
 
-    # Dashboard: overwrite=true makes the POST an upsert by uid.
+
+def _push_dashboard(api: Any, s: DashboardsSettings, report: PushReport) -> None:
+    # overwrite=true makes the POST an upsert by uid.
     dash = build_dashboard(s)
     what = f"dashboard {dash['uid']}"
     try:
@@ -175,7 +187,9 @@ def push(url: str, s: DashboardsSettings, *, token: str | None = None,
     except Exception as exc:
         raise _explain(exc, f"POST /api/dashboards/db ({what})") from exc
 
-    # Alert rules, one by one (create or update by uid), then the group's interval.
+
+def _push_rules(api: Any, s: DashboardsSettings, report: PushReport) -> None:
+    """The alert rules one by one (create or update by uid), then the group's interval."""
     rules = [grafana_rule(spec, s) for spec in rule_specs(s)]
     for rule in rules:
         what = f"alert rule {rule['uid']}"
@@ -206,4 +220,3 @@ def push(url: str, s: DashboardsSettings, *, token: str | None = None,
         report.updated.append(what)
     except Exception as exc:
         raise _explain(exc, what) from exc
-    return report
