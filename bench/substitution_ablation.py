@@ -57,15 +57,22 @@ def is_content(u: str) -> bool:
 
 
 def swapped(old: Sequence[str], new: Sequence[str], in_sent: set[str], in_stmt: set[str],
-            strict: bool = False) -> bool:
+            mode: str = "loose", in_ctx: frozenset[str] = frozenset()) -> bool:
     """A replaced block swaps material when either side has a content unit the other text
     lacks (a reordering moves units that occur on both sides; particles and endings are kana,
     never content). ``strict``: also similar lengths (a long clause replaced by "he" is a
     generalization), the sentence's side loses a content unit and the statement's side brings
-    one (or, in Japanese, a kana word for a kanji one: "波に乗って" -> "おぼれて")."""
-    if not strict:
+    one (or, in Japanese, a kana word for a kanji one: "波に乗って" -> "おぼれて"). ``novel``:
+    the sentence's side loses a content unit and the statement's side brings one found nowhere
+    in the contexts (``in_ctx``; a fused summary swaps in words of other sentences), or a kana
+    word for a kanji one."""
+    if mode == "loose":
         return any(is_content(u) and u not in in_sent for u in new) or any(
             is_content(u) and u not in in_stmt for u in old)
+    if mode == "novel":
+        return any(is_content(u) and u not in in_stmt for u in old) and (
+            any(is_content(u) and u not in in_ctx for u in new)
+            or (len(new) >= 2 and all(_is_kana(u) for u in new)))
     if max(len(old), len(new)) > 2 * min(len(old), len(new)) + 2:
         return False
     if not any(is_content(u) and u not in in_stmt for u in old):
@@ -74,8 +81,8 @@ def swapped(old: Sequence[str], new: Sequence[str], in_sent: set[str], in_stmt: 
         len(new) >= 2 and all(_is_kana(u) for u in new))
 
 
-def alignment(stmt: Sequence[str], sent: Sequence[str],
-              strict: bool = False) -> tuple[float, float, float]:
+def alignment(stmt: Sequence[str], sent: Sequence[str], mode: str = "loose",
+              in_ctx: frozenset[str] = frozenset()) -> tuple[float, float, float]:
     """``(near_copy, substitution, dropped)`` of statement units aligned to sentence units."""
     if not stmt or not sent:
         return 0.0, 0.0, 0.0
@@ -85,7 +92,8 @@ def alignment(stmt: Sequence[str], sent: Sequence[str],
                                                       autojunk=False).get_opcodes():
         if op == "equal":
             copied += j2 - j1
-        elif op == "replace" and swapped(sent[i1:i2], stmt[j1:j2], in_sent, in_stmt, strict):
+        elif op == "replace" and swapped(sent[i1:i2], stmt[j1:j2], in_sent, in_stmt, mode,
+                                             in_ctx):
             sub = 1.0
         elif op == "delete":
             drop += sum(1 for u in sent[i1:i2] if is_content(u) and u not in in_stmt)
@@ -93,7 +101,7 @@ def alignment(stmt: Sequence[str], sent: Sequence[str],
     return copied / len(stmt), sub, drop / n_content if n_content else 0.0
 
 
-def columns(statements: Sequence[str], contexts: Sequence[str], strict: bool,
+def columns(statements: Sequence[str], contexts: Sequence[str], mode: str,
             cfg: SupportSettings) -> np.ndarray:
     """The four columns per statement, against the best of its ``max_aligned_candidates``
     lexically closest context sentences (as ``featurize_with_copies`` picks candidates)."""
@@ -106,6 +114,7 @@ def columns(statements: Sequence[str], contexts: Sequence[str], strict: bool,
                     seen.add(s)
                     sentences.append(s)
     sent_an = [_analyze(s) for s in sentences[: cfg.max_context_sentences]]
+    in_ctx = frozenset(u for sa in sent_an for u in sa.units)
     out = np.zeros((len(statements), len(NEW)))
     for i, s in enumerate(statements):
         a = _analyze(_normalize(s))
@@ -113,7 +122,7 @@ def columns(statements: Sequence[str], contexts: Sequence[str], strict: bool,
             continue
         rec = np.array([_recall(a.content, sa.content) for sa in sent_an])
         cand = np.argsort(-rec, kind="stable")[: cfg.max_aligned_candidates]
-        near, sub, dropped = max((alignment(a.units, sent_an[int(j)].units, strict)
+        near, sub, dropped = max((alignment(a.units, sent_an[int(j)].units, mode, in_ctx)
                                   for j in sorted(cand.tolist())), key=lambda t: (t[0], -t[1]))
         out[i] = [near, sub, near * sub, dropped]
     return out
@@ -180,14 +189,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict = {}
     variants: dict[str, list[np.ndarray]] = {
         "base": [np.hstack([f[:, :-1], np.zeros((len(f), len(NEW))), f[:, -1:]]) for f in base]}
-    for strict in (False, True):
+    for mode in ("loose", "strict", "novel"):
         cols = [columns([c for s in e.statements for c in split_clauses(s, cfg.clause_split_words)],
-                        e.contexts, strict, cfg) for e in ex]
-        variants["strict" if strict else "loose"] = [
+                        e.contexts, mode, cfg) for e in ex]
+        variants[mode] = [
             np.hstack([f[:, :-1], c, f[:, -1:]]) for f, c in zip(base, cols)]
     cs, neg = n_old + NEW.index("copy_substitution"), FEATURES.index("negation_mismatch")
     plan = [("base", "base", ()), ("+alignment", "loose", ()),
             ("+alignment (strict slots)", "strict", ()),
+            ("+alignment (novel swaps)", "novel", ()),
+            ("+alignment (novel swaps), decisive copy_substitution", "novel", (cs,)),
             ("+alignment, decisive copy_substitution", "loose", (cs,)),
             ("+alignment, decisive copy_substitution + negation", "loose", (cs, neg))]
     for name, var, dec in plan:
