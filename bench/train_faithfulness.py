@@ -253,8 +253,13 @@ class Model:
 
     def __init__(self, l2: float = 1.0, rounds: int = 3, synthetic_weight: float = 1.0,
                  copy_floor: bool = True, isotonic: bool = True,
-                 paraphrase_floor: bool = True) -> None:
+                 paraphrase_floor: bool = True,
+                 decisive: Sequence[int] = (), decisive_l2: float = 1.0) -> None:
         self.l2, self.rounds, self.synthetic_weight = l2, rounds, synthetic_weight
+        # Columns refitted beside the logit with a light penalty (``decisive_l2``); none by
+        # default (bench/experiments/substitution.py measured it, docs/local-faithfulness.md).
+        self.decisive = list(decisive)
+        self.decisive_l2 = decisive_l2
         self.use_copy_floor, self.use_isotonic = copy_floor, isotonic
         self.copy_floor: float | None = None
         self.use_paraphrase_floor = paraphrase_floor
@@ -314,8 +319,20 @@ class Model:
             # probability near 0.5); a 1-D Platt fit on the same rows restores calibration
             # without changing the ranking.
             z = x @ self.coef + self.intercept
-            (a,), b = fit_logistic(z[:, None], y, w, l2=0.0)
-            self.coef, self.intercept = self.coef * a, a * self.intercept + b
+            if self.decisive:
+                # Decisive features (rare, but nearly conclusive when they fire: a near-copy
+                # with a swapped slot, a flipped negation) are refitted beside the logit with a
+                # light penalty, so the strong shrinkage above does not drown them among the
+                # many correlated coverage features. Still one linear model.
+                k = self.decisive
+                (a, *extra), b = fit_logistic(np.hstack([z[:, None], x[:, k]]), y, w,
+                                              l2=self.decisive_l2)
+                self.coef = self.coef * a
+                self.coef[k] += np.asarray(extra)
+                self.intercept = a * self.intercept + b
+            else:
+                (a,), b = fit_logistic(z[:, None], y, w, l2=0.0)
+                self.coef, self.intercept = self.coef * a, a * self.intercept + b
         if self.use_isotonic:
             # The sigmoid is one shape for every region of the logit; the labeled sets are
             # confidently separable at the ends (copies, changed figures) and not in the middle.
