@@ -271,7 +271,8 @@ class KafkaExporter:
                     self._partitions = n
 
     def _maybe_rebuild(self, now: float) -> None:
-        """Replace a producer that cannot recover by itself. Called by the probe request.
+        """Replace a producer that cannot recover by itself. Run on its own thread, started by
+        the probe request (blocks on Kafka up to its bootstrap timeout; the request does not).
 
         librdkafka reconnects and retries by itself; what it cannot leave is a fatal error (the
         idempotent producer's state lost, e.g. a broker restarted without its producer state as
@@ -382,8 +383,9 @@ class KafkaExporter:
                 and now - self._last_probe >= self._retry_after_s
                 and not self._closed
             )
-        if probe:
-            self._maybe_rebuild(now)
+        if probe:  # in the background: a request never waits for Kafka metadata round trips
+            threading.Thread(target=self._maybe_rebuild, args=(now,), daemon=True,
+                             name="kafka-producer-rebuild").start()
         with self._lock:
             producer, partitions = self._producer, self._partitions
             if self._closed or producer is None:
