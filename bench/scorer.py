@@ -597,7 +597,7 @@ def write_docs(
         f"(table below) account for {stage_us:,.0f} us; the rest of the Python threads' CPU is kafka-python's "
         "record parsing inside `poll()`, the scorer service's per-trace bookkeeping (an asyncio "
         "task, the judge semaphore and an inbox message per trace, offset tracking; "
-        "`pipeline/service.py`), clickhouse-connect's Python serialization of the insert "
+        "the steps of `pipeline/`), clickhouse-connect's Python serialization of the insert "
         f"(LowCardinality dictionaries, strings) and the garbage collector ({gc_us:,.0f} us per "
         f"trace, {gc_full_us:,.0f} of it in full collections, each of which walks every live "
         "object: the ~100,000 of the imported libraries, pandas' 35,000 included, which "
