@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..model import Fact, Finding, Sample
 
-__all__ = ["BUILTIN_CRITERIA", "Criterion", "Judge", "Needs"]
+T = TypeVar("T")
+
+__all__ = ["BUILTIN_CRITERIA", "BlockingWorkers", "Criterion", "Judge", "Needs"]
 
 
 @dataclass(frozen=True)
@@ -83,3 +88,34 @@ class Judge(Protocol):
     async def aclose(self) -> None:
         """Release connections and threads. Idempotent."""
         ...
+
+
+class BlockingWorkers:
+    """The worker threads of a judge whose work blocks (a CPU model): at most ``workers``
+    samples run at once, and at most ``max_pending`` wait for a thread, so a burst applies
+    backpressure to the caller instead of queueing without bound.
+
+    :meth:`run` is called from one event loop at a time (the admission semaphore belongs to the
+    loop it was created on, and is made again for a new loop). :meth:`aclose` waits for running
+    work; it is idempotent.
+    """
+
+    def __init__(self, workers: int, max_pending: int, name: str) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        self._max_pending = max_pending
+        self._admit: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self.closed = False
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a worker thread, once admitted."""
+        loop = asyncio.get_running_loop()
+        if self._admit is None or self._admit[0] is not loop:
+            self._admit = (loop, asyncio.Semaphore(self._max_pending))
+        async with self._admit[1]:
+            return await loop.run_in_executor(self._executor, fn, *args)
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        await asyncio.to_thread(self._executor.shutdown, True)

@@ -31,18 +31,16 @@ support verdicts), stored beside each score so a change of heuristic is visible 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from ...embeddings import Embedder, USEEmbedder
 from ...metrics import EXPECTED_SHARE
 from ...model import Fact, Finding, Reason, Sample
 from ...segment import split_statements
-from ..base import Needs
+from ..base import BlockingWorkers, Needs
 from .analysis import SampleAnalysis, rate
 from .settings import LocalJudgeSettings
 
@@ -102,11 +100,8 @@ class LocalJudge:
         self._detector = detector
         self._detector_error: str | None = None
         self._detector_lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(
-            max_workers=self.settings.workers, thread_name_prefix="ragpulse-local-judge"
-        )
-        self._admit: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-        self._closed = False
+        self._workers = BlockingWorkers(self.settings.workers, self.settings.max_pending,
+                                        "ragpulse-local-judge")
         self._count_lock = threading.Lock()
         self.samples = 0
         self.errors = 0
@@ -124,10 +119,7 @@ class LocalJudge:
 
     async def aclose(self) -> None:
         """Stop the worker threads (waiting for running samples). Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        await asyncio.to_thread(self._executor.shutdown, True)
+        await self._workers.aclose()
 
     def detector(self) -> Any | None:
         """The statement-support detector, built on first use; ``None`` (with the reason kept for
@@ -150,16 +142,11 @@ class LocalJudge:
     # ------------------------------------------------------------------ the protocol
 
     async def gather(self, sample: Sample, needs: Needs) -> dict[Fact, Finding]:
-        if self._closed:
+        if self._workers.closed:
             raise RuntimeError("LocalJudge.gather after aclose")
         if not needs.facts:
             return {}
-        loop = asyncio.get_running_loop()
-        if self._admit is None or self._admit[0] is not loop:
-            # created lazily: a semaphore belongs to the loop it first waits on
-            self._admit = (loop, asyncio.Semaphore(self.settings.max_pending))
-        async with self._admit[1]:
-            return await loop.run_in_executor(self._executor, self.judge, sample, needs)
+        return await self._workers.run(self.judge, sample, needs)
 
     # ------------------------------------------------------------------ blocking core
 

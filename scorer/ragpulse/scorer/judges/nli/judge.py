@@ -25,14 +25,13 @@ import asyncio
 import dataclasses
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...embeddings import Embedder
 from ...metrics import EXPECTED_SHARE
 from ...model import Fact, Finding, Reason, Sample
 from ...segment import split_statements
-from ..base import Needs
+from ..base import BlockingWorkers, Needs
 from ..local import LocalJudge, LocalJudgeSettings
 from .model import NliModel, PairsTooMany
 from .settings import NliJudgeSettings
@@ -78,10 +77,8 @@ class NliJudge:
         self.model = self.nli.name
         self.local = LocalJudge(local_settings or LocalJudgeSettings(threads=settings.threads),
                                 embedder=embedder, detector=self.nli)
-        self._executor = ThreadPoolExecutor(max_workers=settings.workers,
-                                            thread_name_prefix="ragpulse-nli-judge")
-        self._admit: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-        self._closed = False
+        self._workers = BlockingWorkers(settings.workers, settings.max_pending,
+                                        "ragpulse-nli-judge")
         self._count_lock = threading.Lock()
         self.samples = 0
         self.errors = 0
@@ -95,14 +92,13 @@ class NliJudge:
 
     async def aclose(self) -> None:
         """Stop both judges' worker threads (waiting for running samples). Idempotent."""
-        if self._closed:
+        if self._workers.closed:
             return
-        self._closed = True
         await self.local.aclose()
-        await asyncio.to_thread(self._executor.shutdown, True)
+        await self._workers.aclose()
 
     async def gather(self, sample: Sample, needs: Needs) -> dict[Fact, Finding]:
-        if self._closed:
+        if self._workers.closed:
             raise RuntimeError("NliJudge.gather after aclose")
         own = needs.facts & _MODEL_FACTS
         rest = needs.facts - own
@@ -119,11 +115,7 @@ class NliJudge:
         return out
 
     async def _own(self, sample: Sample, facts: frozenset[Fact]) -> dict[Fact, Finding]:
-        loop = asyncio.get_running_loop()
-        if self._admit is None or self._admit[0] is not loop:
-            self._admit = (loop, asyncio.Semaphore(self.settings.max_pending))
-        async with self._admit[1]:
-            return await loop.run_in_executor(self._executor, self.judge, sample, facts)
+        return await self._workers.run(self.judge, sample, facts)
 
     # ------------------------------------------------------------------ blocking core
 
