@@ -64,7 +64,7 @@ from ragpulse.scorer.segment import split_sentences, split_statements
 # @2: particle-free CJK bigrams, copy floor; @3: clause split; @4: rewording-tolerant features
 # (synonyms, range and CJK-numeral normalization, soft coverage) and a monotone (isotonic)
 # calibration of the logit.
-VERSION = "support-lr@4"
+VERSION = "support-lr@5"
 REPO = Path(__file__).resolve().parent.parent
 
 # Balanced accuracy is flat near its optimum (0.715-0.720 for thresholds 0.61-0.70 with the

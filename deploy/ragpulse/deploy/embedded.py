@@ -220,14 +220,16 @@ class Embedded:
         from ragpulse.collector import CollectorSettings
 
         s = self.settings
-        extra: dict[str, Any] = {}
+        # The topic exists already (made by `up` with `partitions`); ask for the same count, so
+        # the collector's own check does not warn about a smaller topic than its default.
+        producer: dict[str, Any] = {"partitions": s.partitions}
         if s.durable:  # acknowledge only what Kafka (on durable storage) has
-            extra["producer"] = {"confirm": "ack"}
+            producer["confirm"] = "ack"
         return CollectorSettings(
             # One process: `up` owns its ports (no SO_REUSEPORT sharing with anyone).
             otlp={"http_host": s.host, "http_port": s.http_port, "grpc_host": s.host,
                   "grpc_port": s.grpc_port, "workers": 1},
-            kafka={"bootstrap_servers": self.broker.bootstrap}, **extra,
+            kafka={"bootstrap_servers": self.broker.bootstrap}, producer=producer,
         )
 
     def _start_scorer(self) -> None:

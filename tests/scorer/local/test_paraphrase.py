@@ -57,6 +57,11 @@ PAIRS = [
     ("ja-returns-reworded", JA_RETURNS,
      "商品の到着から14日以内なら返品できます。",
      "商品の到着から30日以内なら返品できます。"),
+    # the demo's own faithful answer: 可能 (possible) for 受け付けます (accepts) is a common word,
+    # not an invented name
+    ("ja-returns-kanou", JA_RETURNS,
+     "返品は商品到着から14日以内であれば可能です。",
+     "返品は商品到着から30日以内であれば可能です。"),
     ("ja-refund-reordered", JA_RETURNS,
      "返金は7営業日以内に元の支払い方法へ行われます。",
      "返金は現金で行われます。"),

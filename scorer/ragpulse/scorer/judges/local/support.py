@@ -285,6 +285,13 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _CAPWORD = re.compile(r"(?<![\w'’])[A-Z][A-Za-z'’\-]*[A-Za-z]|(?<![\w'’])[A-Z](?=\.)")
 _KATAKANA_RUN = re.compile(r"[\u30a0-\u30ffー・]{2,}")
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff々]+")
+# Common Sino-Japanese words (abstract nouns, adverbs, verbal nouns of everyday procedure)
+# that are never names: a paraphrase that says 可能 where its context says 受け付けます has not
+# invented an entity. Concrete nouns (工場, 厨房, 湖) are deliberately not here: swapping one is
+# a changed fact.
+_COMMON_KANJI_WORDS = frozenset("""
+可能 不可 必要 不要 場合 以内 以上 以下 以外 以降 以前 対応 利用 使用 提供 確認 注意 問題 方法 情報 時間 期間 期限 予定 開始 終了 変更 手続 手続き 申請 登録 設定 連絡 受付 現在 今後 最初 最後 最新 全部 一部 部分 全体 結果 原因 理由 目的 内容 状態 状況 同様 同時 通常 一般 特別 簡単 重要 大切 十分 不明 本当 実際 様々 多数 少数 合計 程度 範囲 対象 条件 基本 追加 削除 完了 実施 実行 発生 存在 関係 関連 影響 効果 機能 場所 前後 約束 無料 有料 料金 費用 価格 金額 支払 支払い 返金 受け取り 受取 可能性 必須 任意 自動 手動 直接 間接 個人 全員 各自 毎日 毎月 毎年 当日 翌日 前日 平日 休日 営業日 約 各 全 当 本 該当 適用 有効 無効 正常 異常 成功 失敗 相談 案内 説明 紹介 保証 保存
+""".split())
 _NEG_EN = re.compile(
     r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|cannot|unable|fail(?:ed|s)?)\b"
     r"|n['’]t\b",
@@ -549,7 +556,8 @@ def _entities(text: str) -> set[str]:
     }
     out.update(_KATAKANA_RUN.findall(text))
     if _HIRAGANA.search(text):
-        out.update(r for r in _HAN_RUN.findall(text) if 2 <= len(r) <= 4)
+        out.update(r for r in _HAN_RUN.findall(text)
+                   if 2 <= len(r) <= 4 and r not in _COMMON_KANJI_WORDS)
     return out
 
 
