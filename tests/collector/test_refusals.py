@@ -24,7 +24,15 @@ def test_each_refusal_maps_to_the_spec_pair(exc: Exception, http: int, rpc: int,
     assert r.message == str(exc)
 
 
-def test_anything_else_is_an_internal_error_that_does_not_echo_the_request() -> None:
+def test_anything_else_is_a_logged_internal_error_that_does_not_echo_the_request(
+        caplog: pytest.LogCaptureFixture) -> None:
     r = refusal_for(KeyError("the secret question text"), retry_after_s=3)
     assert (r.http_status, r.rpc_code, r.retry_after_s) == (500, code_pb2.INTERNAL, None)
     assert "secret" not in r.message and "KeyError" in r.message
+    (record,) = [r for r in caplog.records if r.name == "ragpulse.collector.refusals"]
+    assert record.levelname == "ERROR" and record.exc_info[0] is KeyError
+
+
+def test_a_table_refusal_is_not_logged(caplog: pytest.LogCaptureFixture) -> None:
+    refusal_for(MalformedRequest("not protobuf"), retry_after_s=3)
+    assert not [r for r in caplog.records if r.name == "ragpulse.collector.refusals"]

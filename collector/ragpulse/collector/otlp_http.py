@@ -318,9 +318,7 @@ class HttpReceiver:
             return
         try:
             result = self._ingest.consume_json(body) if as_json else self._ingest.consume_proto(body)
-        except Exception as exc:
-            if refusal_for(exc, 0).http_status == 500:  # a bug: log it; 500 is not retryable
-                log.exception("receive: unexpected error")
+        except Exception as exc:  # the table answers; a bug is a logged, non-retryable 500
             self._refuse(h, exc, as_json)
         else:
             self._reply_ok(h, result, as_json)

@@ -5,11 +5,12 @@ The OTLP specification (https://opentelemetry.io/docs/specs/otlp/#failures and
 INVALID_ARGUMENT); back-pressure and outages are (HTTP 429/503 with ``Retry-After``, gRPC
 RESOURCE_EXHAUSTED/UNAVAILABLE with a ``google.rpc.RetryInfo`` detail). Both receivers call
 :func:`refusal_for` and render the :class:`Refusal` in their own framing, so they cannot drift
-apart. Pure functions, thread-safe.
+apart. Thread-safe; the only side effect is the log line of an unexpected error.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from google.rpc import code_pb2
@@ -18,6 +19,8 @@ from ragpulse.collector.exporter import ExportRefused, QueueFull
 from ragpulse.collector.split import MalformedRequest
 
 __all__ = ["Refusal", "ShuttingDown", "TooLarge", "Unauthenticated", "refusal_for"]
+
+log = logging.getLogger(__name__)
 
 
 class TooLarge(Exception):
@@ -70,9 +73,10 @@ def refusal_for(exc: BaseException, retry_after_s: int) -> Refusal:
     """The answer for ``exc``. Retryable refusals carry the exception's own ``retry_after_s``
     when it has one, else ``retry_after_s``. Anything not in the table is a bug in the
     collector: HTTP 500 / INTERNAL, not retryable, naming only the exception's type (its text
-    may quote the request)."""
+    may quote the request), and logged here with its traceback."""
     for kind, http_status, rpc_code, retryable in _TABLE:
         if isinstance(exc, kind):
             retry = getattr(exc, "retry_after_s", retry_after_s) if retryable else None
             return Refusal(http_status, rpc_code, str(exc), retry)
+    log.error("receive: unexpected error", exc_info=exc)
     return Refusal(500, code_pb2.INTERNAL, f"internal error: {type(exc).__name__}")
