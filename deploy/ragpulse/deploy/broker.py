@@ -145,9 +145,6 @@ class TansuBroker(ChildOwner):
         if child is not None:
             child.kill()
 
-    def __enter__(self) -> TansuBroker:
-        return self.start()
-
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
         return f"TansuBroker({self.bootstrap}, {self.storage}, {state})"

@@ -85,13 +85,17 @@ class EmbeddedSettings(BaseSettings):
 
 
     @model_validator(mode="after")
-    def _facade_login(self) -> EmbeddedSettings:
-        from .facade import is_loopback
-
+    def _nli_model_dir(self) -> EmbeddedSettings:
         if self.judge == "nli" and self.judge_model_dir is None \
                 and not os.environ.get("RAGPULSE_NLI__MODEL_DIR"):
             raise ValueError("judge nli needs a model directory: --model-dir DIR or "
                              "RAGPULSE_NLI__MODEL_DIR (docs/judges.md)")
+        return self
+
+    @model_validator(mode="after")
+    def _facade_login(self) -> EmbeddedSettings:
+        from .facade import is_loopback
+
         if self.clickhouse_password is not None and not self.clickhouse_user:
             raise ValueError("clickhouse_password given without clickhouse_user")
         if not is_loopback(self.host) and not (self.clickhouse_user or self.clickhouse_token):
@@ -353,4 +357,3 @@ def judge_line(s: EmbeddedSettings) -> str:
     else:
         what = "local (no API, nothing downloaded)"
     return f"{what}; quality and alert levels per judge: docs/judges.md"
-

@@ -28,6 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Self
 
 __all__ = ["ChildOwner", "ChildProcess"]
 
@@ -173,13 +174,13 @@ class ChildOwner:
     def pid(self) -> int | None:
         return self._child.pid if self._child is not None else None
 
-    def start(self) -> ChildOwner:
+    def start(self) -> Self:
         raise NotImplementedError
 
     def shutdown(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> ChildOwner:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -32,7 +32,6 @@ class StopSignals:
     def __init__(self, *, on_first: Callable[[str], None] | None = None,
                  on_second: Callable[[str], None] | None = None) -> None:
         self.stop = threading.Event()
-        self.received = 0
         self._on_first = on_first
         self._on_second = on_second
         self._previous: dict[int, object] = {}
@@ -48,7 +47,6 @@ class StopSignals:
         self._previous = {}
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        self.received += 1
         name = signal.Signals(signum).name
         if not self.stop.is_set():
             self.stop.set()
