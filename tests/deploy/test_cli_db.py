@@ -40,3 +40,10 @@ def test_print_sql_and_bad_options() -> None:
     assert r.exit_code == 1 and "unsupported ClickHouse DSN" in r.output
     r = runner.invoke(db, ["init", "--ttl-days", "0"])
     assert r.exit_code == 2
+
+
+def test_commands_show_a_dsn_without_its_password() -> None:
+    from ragpulse.deploy.commands.dashboards import _describe
+
+    shown = _describe("http://reader:s3cret@127.0.0.1:9/")
+    assert "s3cret" not in shown and "reader:***@127.0.0.1:9" in shown

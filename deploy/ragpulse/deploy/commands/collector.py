@@ -137,6 +137,7 @@ def _serve(service: Any, settings: Any, health_port: int | None, status_interval
         service.shutdown()
         typer.echo(f"ragpulse collector: cannot start the health endpoint: {exc}", err=True)
         raise typer.Exit(2) from None
+
     def print_stats() -> None:
         s = workers_group.stats()
         typer.echo(f"spans received {s['spans_received']} accepted {s['spans_accepted']} "

@@ -16,6 +16,7 @@ import typer
 from pydantic import ValidationError
 
 from ragpulse.dashboards import DashboardsSettings
+from ragpulse.deploy.logs import mask_secrets
 
 __all__ = ["dashboards", "report", "status"]
 
@@ -122,10 +123,10 @@ def _client(clickhouse: str | None, data_dir: Path, database: str) -> tuple[Any,
         applied = applied_versions(client, database)
     except Exception as exc:
         client.close()
-        raise _fail(f"cannot read ClickHouse at {_redact(dsn)}: {exc}") from None
+        raise _fail(f"cannot read ClickHouse at {mask_secrets(dsn)}: {exc}") from None
     if not applied:
         client.close()
-        raise _fail(f"database `{database}` at {_redact(dsn)} has no ragpulse schema: check "
+        raise _fail(f"database `{database}` at {mask_secrets(dsn)} has no ragpulse schema: check "
                     "--database, or create it with `ragpulse db init` (or run `ragpulse up`)")
     return client, _describe(dsn)
 
@@ -136,7 +137,7 @@ def _describe(dsn: str) -> str:
 
     from ragpulse.scorer.store import chdb_path, read_owner
 
-    shown = _redact(dsn)
+    shown = mask_secrets(dsn)
     if dsn.startswith("chdb://"):
         owner = read_owner(chdb_path(dsn))
         if owner is not None and owner.pid != os.getpid() and owner.alive():
@@ -234,13 +235,3 @@ def status(
            reasons=reasons)
     if any(r.firing for r in results):
         raise typer.Exit(3)
-
-
-def _redact(dsn: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    p = urlsplit(dsn)
-    if p.password:
-        p = p._replace(netloc=p.netloc.replace(f":{p.password}@", ":***@"))
-    return urlunsplit(p)
-

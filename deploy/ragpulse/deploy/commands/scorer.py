@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from ragpulse.deploy.logs import mask_secrets
 from ragpulse.deploy.signals import StopSignals
 
 __all__ = ["scorer", "status_line"]
@@ -208,7 +209,7 @@ def _start_scorer(settings: Any) -> Any:
         raise typer.Exit(1) from None
     typer.echo(
         f"ragpulse scorer: {settings.kafka.bootstrap_servers} topic {settings.kafka.topic} "
-        f"group {settings.consumer.group_id} -> {_redact(settings.clickhouse)} "
+        f"group {settings.consumer.group_id} -> {mask_secrets(settings.clickhouse)} "
         f"database {settings.database} (judge {settings.judge})",
         err=True,
     )
@@ -281,12 +282,3 @@ def _serve_until_signalled(svc: Any, obs: Any, settings: Any) -> None:
     if svc.error is not None:
         typer.echo(f"error: the scorer stopped: {type(svc.error).__name__}: {svc.error}", err=True)
         raise typer.Exit(1)
-
-def _redact(dsn: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(dsn)
-    if parts.password:
-        netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return dsn
