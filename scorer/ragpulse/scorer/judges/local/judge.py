@@ -155,12 +155,8 @@ class LocalJudge:
         or input trouble (those become findings with a reason)."""
         self._count("samples")
         s = self.settings
-        size = len(sample.question) + len(sample.answer) + sum(len(c) for c in sample.contexts)
-        size += len(sample.reference or "")
-        if size > s.max_chars or len(sample.contexts) > s.max_contexts:
+        if (detail := s.too_large(sample)) is not None:
             self._count("too_large")
-            detail = (f"{size} chars, {len(sample.contexts)} contexts; limits {s.max_chars} "
-                      f"chars, {s.max_contexts} contexts")
             return {f: Finding(f, None, Reason.INPUT_TOO_LARGE, model=self.model, detail=detail)
                     for f in needs.facts}
         try:

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ...model import Sample
+
 __all__ = ["LocalJudgeSettings"]
 
 
@@ -101,3 +103,13 @@ class LocalJudgeSettings(BaseModel):
             if not 0.0 <= lo <= hi <= 1.0:
                 raise ValueError(f"{name} must be two cuts with 0 <= low <= high <= 1")
         return self
+
+    def too_large(self, sample: Sample) -> str | None:
+        """Why ``sample`` is over the input bounds (``max_chars`` over question, answer,
+        contexts and reference; ``max_contexts``), or ``None`` when it is within them."""
+        size = len(sample.question) + len(sample.answer) + sum(len(c) for c in sample.contexts)
+        size += len(sample.reference or "")
+        if size > self.max_chars or len(sample.contexts) > self.max_contexts:
+            return (f"{size} chars, {len(sample.contexts)} contexts; limits {self.max_chars} "
+                    f"chars, {self.max_contexts} contexts")
+        return None

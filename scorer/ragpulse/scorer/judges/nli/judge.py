@@ -106,16 +106,13 @@ class NliJudge:
         if rest:
             parts.append(self.local.gather(sample, Needs(rest, needs.criteria)))
         if own:
-            parts.append(self._own(sample, own))
+            parts.append(self._workers.run(self.judge, sample, own))
         out: dict[Fact, Finding] = {}
         for part in await asyncio.gather(*parts):
             out.update(part)
         for fact in _DETECTOR_FACTS & out.keys():  # computed by this model, say so
             out[fact] = dataclasses.replace(out[fact], model=self.model)
         return out
-
-    async def _own(self, sample: Sample, facts: frozenset[Fact]) -> dict[Fact, Finding]:
-        return await self._workers.run(self.judge, sample, facts)
 
     # ------------------------------------------------------------------ blocking core
 
@@ -124,12 +121,8 @@ class NliJudge:
         ``facts``) for ``sample``. Never raises for model or input trouble."""
         self._count("samples")
         facts = facts & _MODEL_FACTS
-        ls = self.local.settings
-        size = len(sample.question) + len(sample.answer) + sum(len(c) for c in sample.contexts)
-        size += len(sample.reference or "")
-        if size > ls.max_chars or len(sample.contexts) > ls.max_contexts:
-            return self._too_large(facts, f"{size} chars, {len(sample.contexts)} contexts; limits "
-                                          f"{ls.max_chars} chars, {ls.max_contexts} contexts")
+        if (detail := self.local.settings.too_large(sample)) is not None:
+            return self._too_large(facts, detail)
         answer = sample.answer.strip()
         try:
             statements = split_statements(answer)
