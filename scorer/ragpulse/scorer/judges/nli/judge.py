@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 import threading
 from typing import Any
 
@@ -36,9 +37,38 @@ from ..local import LocalJudge, LocalJudgeSettings
 from .model import NliModel, PairsTooMany
 from .settings import NliJudgeSettings
 
-__all__ = ["NliJudge"]
+__all__ = ["NliJudge", "claims"]
 
 log = logging.getLogger(__name__)
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
+
+
+def _terse(statement: str) -> bool:
+    cjk = len(_CJK.findall(statement))
+    return cjk <= 8 if cjk >= 3 else len(statement.split()) <= 4
+
+
+def claims(question: str, statements: list[str]) -> tuple[list[str], list[int]]:
+    """Hypotheses for ``statements`` under ``terse_claims="with-question"``, and for each
+    statement the index of the hypothesis that judges it: a terse statement followed by another
+    is joined to it ("No." + "The Basic plan ..."); a lone terse one is prefixed with the
+    question ("Which magazine started first? Arthur's Magazine")."""
+    hyps: list[str] = []
+    owner: list[int] = []
+    q = question.strip()
+    i = 0
+    while i < len(statements):
+        s = statements[i]
+        if _terse(s) and i + 1 < len(statements):
+            hyps.append(f"{s} {statements[i + 1]}")
+            owner += [len(hyps) - 1, len(hyps) - 1]
+            i += 2
+            continue
+        hyps.append(f"{q} {s}" if _terse(s) and q else s)
+        owner.append(len(hyps) - 1)
+        i += 1
+    return hyps, owner
 
 _MODEL_FACTS = frozenset({Fact.STATEMENT_SUPPORT, Fact.CONTEXT_USED})
 _DETECTOR_FACTS = frozenset({Fact.REFERENCE_ATTRIBUTION, Fact.CORRECTNESS})
@@ -127,7 +157,11 @@ class NliJudge:
         try:
             statements = split_statements(answer)
             hyps = statements or ([answer] if answer and Fact.CONTEXT_USED in facts else [])
+            owner = list(range(len(hyps)))
+            if self.settings.terse_claims == "with-question" and hyps:
+                hyps, owner = claims(sample.question or "", hyps)
             matrix, pairs = self.nli.support_matrix(hyps, list(sample.contexts))
+            matrix = matrix[owner]  # one row per statement again
         except PairsTooMany as e:
             return self._too_large(facts, str(e))
         except Exception as e:

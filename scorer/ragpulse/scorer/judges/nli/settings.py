@@ -41,6 +41,14 @@ class NliJudgeSettings(BaseModel):
         once (others wait asynchronously). ``max_pairs``: statement-chunk pairs per sample; beyond
         it the model's facts are ``input_too_large`` (status skipped), not minutes of CPU.
 
+    Claims
+        ``terse_claims``: how a terse statement ("Yes.", "No.", a bare name or number: at most
+        4 words, or 8 CJK characters) becomes a hypothesis. ``as-is``: judged alone.
+        ``with-question``: one followed by another statement is judged together with it
+        ("No. The Basic plan only includes email support.", both statements get its
+        probability); a lone one is judged as the claim it makes about the question
+        (``question + " " + statement``). The bundled ``local-model`` was trained on both forms.
+
     Decision
         ``threshold``: P(supported) at or above which a statement counts as supported (the
         counts, context utilization's "used"). ``faithfulness_value`` as for the local judge:
@@ -62,6 +70,8 @@ class NliJudgeSettings(BaseModel):
     workers: int = Field(default=1, ge=1, le=64)
     max_pending: int = Field(default=64, ge=1, le=100_000)
     max_pairs: int = Field(default=512, ge=1, le=1_000_000)
+
+    terse_claims: Literal["as-is", "with-question"] = "as-is"
 
     threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     faithfulness_value: Literal["expected", "verdicts"] = "expected"
