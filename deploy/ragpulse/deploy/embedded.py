@@ -47,7 +47,7 @@ class EmbeddedSettings(BaseSettings):
                                  description="ClickHouse-HTTP facade over the chDB store; 0 picks a free port")
     partitions: int = Field(3, ge=1, le=64, description="partitions of the spans topic")
     database: DatabaseName = "rag"
-    judge: Literal["local", "nli", "llm"] = "local"
+    judge: Literal["local", "local-model", "nli", "llm"] = "local"
     judge_model: str | None = None
     judge_base_url: str | None = None
     judge_model_dir: Path | None = Field(
@@ -354,6 +354,8 @@ def judge_line(s: EmbeddedSettings) -> str:
         what += f" at {s.judge_base_url})" if s.judge_base_url else ")"
     elif s.judge == "nli":
         what = f"nli (model {s.judge_model_dir or '$RAGPULSE_NLI__MODEL_DIR'})"
+    elif s.judge == "local-model":
+        what = "local-model (ragpulse's own int8 cross-encoder, bundled; nothing downloaded)"
     else:
         what = "local (no API, nothing downloaded)"
     return f"{what}; quality and alert levels per judge: docs/judges.md"

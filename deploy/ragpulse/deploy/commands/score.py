@@ -221,7 +221,7 @@ def score(
                                          exists=True, dir_okay=False, readable=True)],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Where to write JSONL scores (default: stdout).")] = None,
     metrics: Annotated[str | None, typer.Option("--metrics", "-m", help="Comma-separated metrics (default: the five reference-free ones). 'aspect_critique' adds all five built-in criteria.")] = None,
-    judge: Annotated[JudgeChoice, typer.Option("--judge", help="local: no API, nothing downloaded. nli: an ONNX NLI cross-encoder from --model-dir for faithfulness and context utilization (docs/judges.md). llm: any OpenAI-compatible endpoint.")] = JudgeChoice.local,
+    judge: Annotated[JudgeChoice, typer.Option("--judge", help="local: no API, nothing downloaded. local-model: ragpulse's own bundled faithfulness cross-encoder (docs/judges.md). nli: an ONNX NLI cross-encoder from --model-dir for faithfulness and context utilization (docs/judges.md). llm: any OpenAI-compatible endpoint.")] = JudgeChoice.local,
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model name.")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256, help="Samples in flight at once.")] = 8,

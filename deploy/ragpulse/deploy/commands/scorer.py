@@ -78,7 +78,7 @@ def scorer(
     ] = None,
     database: Annotated[str | None, typer.Option(help="ClickHouse database (default rag)")] = None,
     group: Annotated[str | None, typer.Option("--group", help="consumer group id")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help="local | nli | llm")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help="local | local-model | nli | llm")] = None,
     model_dir: Annotated[
         str | None,
         typer.Option("--model-dir", help="NLI judge: directory with model.onnx, tokenizer.json, "

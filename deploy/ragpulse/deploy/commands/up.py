@@ -31,7 +31,7 @@ def up(
     grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port (0: free port).")] = 4317,
     clickhouse_port: Annotated[int, typer.Option("--clickhouse-port", help="ClickHouse-HTTP facade port (0: free port).")] = 8123,
     kafka_port: Annotated[int, typer.Option("--kafka-port", help="Embedded broker port (0: free port).")] = 0,
-    judge: Annotated[str, typer.Option("--judge", help="local (no API), nli (an ONNX NLI model from --model-dir, docs/judges.md) or llm (OpenAI-compatible).")] = "local",
+    judge: Annotated[str, typer.Option("--judge", help="local (no API), local-model (the bundled faithfulness cross-encoder), nli (an ONNX NLI model from --model-dir, docs/judges.md) or llm (OpenAI-compatible).")] = "local",
     model_dir: Annotated[Path | None, typer.Option("--model-dir", help="NLI judge: directory with model.onnx, tokenizer.json, config.json (or RAGPULSE_NLI__MODEL_DIR).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model.")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="LLM judge base URL.")] = None,

@@ -12,11 +12,16 @@ if TYPE_CHECKING:
     from ..privacy import PrivacySettings
     from .nli import NliJudgeSettings
 
-__all__ = ["JudgeChoice", "build_judge"]
+__all__ = ["BUNDLED_MODEL_DIR", "JudgeChoice", "build_judge"]
+
+BUNDLED_MODEL_DIR = Path(__file__).resolve().parent / "nli" / "faith_e5"
+"""ragpulse's own faithfulness cross-encoder (int8 ONNX, ``train/``), the ``local-model`` judge's
+default model directory."""
 
 
 class JudgeChoice(str, enum.Enum):
     local = "local"
+    local_model = "local-model"
     nli = "nli"
     llm = "llm"
 
@@ -41,6 +46,10 @@ def build_judge(
 ) -> Judge:
     """A ready judge. Raises ``ValueError`` with a user-facing message for bad options.
 
+    ``local-model`` is the NLI judge with ragpulse's own bundled model
+    (:data:`BUNDLED_MODEL_DIR`, unless ``model_dir``/``nli.model_dir`` name another) and
+    ``terse_claims="with-question"``.
+
     The LLM judge reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` when ``api_key``/``base_url`` are
     not given; every judge embeds with the local multilingual USE model. The NLI judge starts from
     ``nli`` (default settings, with ``threads`` onnxruntime threads, when ``None``); ``model_dir``,
@@ -60,6 +69,20 @@ def build_judge(
         return _private(LocalJudge(LocalJudgeSettings(threads=threads), embedder=embedder), privacy)
     if choice is JudgeChoice.nli:
         return _private(_nli_judge(nli, embedder, threads=threads, model_dir=model_dir,
+                                   positive_label=positive_label, batch_size=batch_size), privacy)
+    if choice is JudgeChoice.local_model:
+        # the nli judge with the bundled model: its directory unless one is given, terse
+        # statements judged as claims about the question (how it was trained)
+        from .nli import NliJudgeSettings
+
+        base = nli or NliJudgeSettings(threads=threads)
+        own = base.model_copy(update={
+            "model_dir": base.model_dir or BUNDLED_MODEL_DIR, "terse_claims": "with-question"})
+        if not Path(own.model_dir).is_dir():
+            raise ValueError(f"the local-model judge's model directory {own.model_dir} is missing: "
+                             "this installation has no bundled model (train/README.md rebuilds "
+                             "it; --model-dir DIR names another)")
+        return _private(_nli_judge(own, embedder, threads=threads, model_dir=model_dir,
                                    positive_label=positive_label, batch_size=batch_size), privacy)
     from pydantic import ValidationError
 

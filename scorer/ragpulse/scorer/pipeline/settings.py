@@ -169,7 +169,7 @@ class ScorerSettings(BaseSettings):
     init_schema: bool = Field(
         True, description="create or migrate the schema at start-up (idempotent)"
     )
-    judge: Literal["local", "nli", "llm"] = "local"
+    judge: Literal["local", "local-model", "nli", "llm"] = "local"
     judge_model: str | None = Field(None, description="LLM judge model")
     judge_base_url: str | None = Field(
         None, description="OpenAI-compatible base URL of the LLM judge"

@@ -1,0 +1,42 @@
+"""The ``local-model`` judge: the nli judge with ragpulse's bundled faithfulness model, terse
+statements judged as claims about the question."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR, build_judge
+from ragpulse.scorer.model import Fact, Sample
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("tokenizers")
+
+
+@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
+                    reason="no bundled model in this checkout")
+def test_bundled_model_scores_each_statement() -> None:
+    judge = build_judge("local-model", threads=1)
+    assert judge.name == "nli" and judge.model == "ragpulse/faith-e5-small"
+    assert judge.settings.terse_claims == "with-question"
+    ctx = ["The Basic plan includes email support only. Phone support is available on the "
+           "Business plan."]
+    q = "Does the Basic plan include phone support?"
+    good = Sample(id="a", question=q, contexts=ctx,
+                  answer="No. The Basic plan only includes email support; phone support comes "
+                         "with the Business plan.")
+    bad = Sample(id="b", question=q, contexts=ctx,
+                 answer="Yes. The Basic plan includes email and phone support.")
+    facts = frozenset({Fact.STATEMENT_SUPPORT})
+    p_good = judge.judge(good, facts)[Fact.STATEMENT_SUPPORT].extra["probabilities"]
+    p_bad = judge.judge(bad, facts)[Fact.STATEMENT_SUPPORT].extra["probabilities"]
+    assert len(p_good) == 2 and len(p_bad) == 2  # one per statement
+    assert p_bad[0] == p_bad[1]  # "Yes." is judged with the statement that follows it
+    assert all(0.0 <= p <= 1.0 for p in p_good + p_bad)
+    # (this pair is one the model still gets wrong: docs/judges.md, "what it misses")
+
+
+def test_a_missing_bundled_model_is_a_clear_error(tmp_path) -> None:
+    with pytest.raises(ValueError, match="local-model"):
+        from ragpulse.scorer.judges.nli import NliJudgeSettings
+
+        build_judge("local-model", nli=NliJudgeSettings(model_dir=tmp_path / "none"))
