@@ -146,6 +146,17 @@ def test_too_many_pairs_raise_before_running(tiny_dir: Path) -> None:
     assert m.support_matrix(["a"], ["", "  "])[1] == 0  # blank contexts: no pair
 
 
+def test_candidates_run_each_statement_against_its_most_overlapping_chunks(tiny_dir: Path
+                                                                          ) -> None:
+    m = model(tiny_dir, candidates=1)
+    ctx = ["the evidence is here .", "paris is the capital ."]
+    p, pairs = m.support_matrix(["paris is the capital .", "the evidence"], ctx)
+    assert pairs == 2  # one chunk per statement instead of two
+    assert p[0, 0] == 0.0 and p[1, 1] == 0.0  # not a candidate: not run, counts as 0
+    full, n = model(tiny_dir).support_matrix(["paris is the capital .", "the evidence"], ctx)
+    assert n == 4 and p[0, 1] == pytest.approx(full[0, 1]) and p[1, 0] == pytest.approx(full[1, 0])
+
+
 # ---------------------------------------------------------------------- start-up errors
 
 

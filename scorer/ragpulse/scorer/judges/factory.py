@@ -47,8 +47,8 @@ def build_judge(
     """A ready judge. Raises ``ValueError`` with a user-facing message for bad options.
 
     ``local-model`` is the NLI judge with ragpulse's own bundled model
-    (:data:`BUNDLED_MODEL_DIR`, unless ``model_dir``/``nli.model_dir`` name another) and
-    ``terse_claims="with-question"``.
+    (:data:`BUNDLED_MODEL_DIR`, unless ``model_dir``/``nli.model_dir`` name another),
+    ``terse_claims="with-question"`` and ``candidates=2`` (unless ``nli`` sets another).
 
     The LLM judge reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` when ``api_key``/``base_url`` are
     not given; every judge embeds with the local multilingual USE model. The NLI judge starts from
@@ -72,12 +72,15 @@ def build_judge(
                                    positive_label=positive_label, batch_size=batch_size), privacy)
     if choice is JudgeChoice.local_model:
         # the nli judge with the bundled model: its directory unless one is given, terse
-        # statements judged as claims about the question (how it was trained)
+        # statements judged as claims about the question (how it was trained), each statement
+        # against the 2 chunks sharing most of its tokens (dev set: AUROC 0.708 vs 0.697 with
+        # every chunk, 2.5x fewer pairs for 5 contexts)
         from .nli import NliJudgeSettings
 
         base = nli or NliJudgeSettings(threads=threads)
         own = base.model_copy(update={
-            "model_dir": base.model_dir or BUNDLED_MODEL_DIR, "terse_claims": "with-question"})
+            "model_dir": base.model_dir or BUNDLED_MODEL_DIR, "terse_claims": "with-question",
+            "candidates": base.candidates or 2})
         if not Path(own.model_dir).is_dir():
             raise ValueError(f"the local-model judge's model directory {own.model_dir} is missing: "
                              "this installation has no bundled model (train/README.md rebuilds "

@@ -322,17 +322,38 @@ class NliModel:
             for piece in self.chunks(c, window):
                 owners.append(j)
                 pieces.append(piece)
-        total = len(pieces) * len(hyps)
+        k = s.candidates
+        picks: list[list[int]]
+        if k is not None and k < len(pieces):
+            picks = self._candidates([h for h, _ in hyps], pieces, k)
+        else:
+            picks = [list(range(len(pieces)))] * len(hyps)
+        total = sum(len(p) for p in picks)
         if total > s.max_pairs:
             raise PairsTooMany(f"{len(hyps)} statements x {len(pieces)} context chunks = {total} "
                                f"pairs; max_pairs {s.max_pairs}")
         if not pieces:
             return out, 0
-        pairs = [(p, h) for h, _ in hyps for p in pieces]
-        probs = self.pair_probabilities(pairs).reshape(len(hyps), len(pieces))
-        for k, j in enumerate(owners):
-            np.maximum(out[:, j], probs[:, k], out=out[:, j])
+        pairs = [(pieces[c], h) for (h, _), cs in zip(hyps, picks, strict=True) for c in cs]
+        probs = self.pair_probabilities(pairs)
+        at = 0
+        for i, cs in enumerate(picks):
+            for c in cs:
+                j = owners[c]
+                out[i, j] = max(out[i, j], probs[at])
+                at += 1
         return out, total
+
+    def _candidates(self, hyps: list[str], pieces: list[str], k: int) -> list[list[int]]:
+        """Per hypothesis, the ``k`` chunks holding the largest share of its distinct tokens."""
+        enc = self._tok.encode_batch([*hyps, *pieces], add_special_tokens=False)
+        sets = [set(e.ids) for e in enc]
+        hs, ps = sets[: len(hyps)], sets[len(hyps) :]
+        out = []
+        for h in hs:
+            score = [len(h & p) / max(1, len(h)) for p in ps]
+            out.append(sorted(sorted(range(len(ps)), key=lambda c: -score[c])[:k]))
+        return out
 
     def predict(self, statements: Sequence[str], contexts: Sequence[str]) -> list[float]:
         """The support-detector contract: P(statement is supported by some chunk of some

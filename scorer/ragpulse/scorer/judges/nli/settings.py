@@ -33,7 +33,9 @@ class NliJudgeSettings(BaseModel):
         ``max_position_embeddings``; the smallest wins, and a larger value here is cut to it).
         A statement keeps at most ``max_statement_tokens`` (``None``: half the window); a context
         longer than the rest of the window is split into chunks overlapping by ``chunk_overlap``
-        tokens, and a statement's P(supported) is its best chunk's.
+        tokens, and a statement's P(supported) is its best chunk's. ``candidates``: run each
+        statement only against the chunks sharing the most of its tokens (``None``: all); the
+        others count as P = 0.
 
     Resources
         ``threads``: onnxruntime intra-op threads. ``batch_size``: pairs per forward pass.
@@ -64,6 +66,7 @@ class NliJudgeSettings(BaseModel):
     max_length: int | None = Field(default=None, ge=16, le=65_536)
     max_statement_tokens: int | None = Field(default=None, ge=4, le=65_536)
     chunk_overlap: int = Field(default=64, ge=0, le=65_536)
+    candidates: int | None = Field(default=None, ge=1, le=65_536)
 
     threads: int = Field(default=1, ge=1, le=64)
     batch_size: int = Field(default=8, ge=1, le=1024)
