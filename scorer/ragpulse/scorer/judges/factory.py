@@ -48,7 +48,8 @@ def build_judge(
 
     ``local-model`` is the NLI judge with ragpulse's own bundled model
     (:data:`BUNDLED_MODEL_DIR`, unless ``model_dir``/``nli.model_dir`` name another),
-    ``terse_claims="with-question"`` and ``candidates=2`` (unless ``nli`` sets another).
+    ``terse_claims="with-question"``, ``candidates=2`` and 2 workers of one onnxruntime thread
+    (unless ``nli`` sets them).
 
     The LLM judge reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` when ``api_key``/``base_url`` are
     not given; every judge embeds with the local multilingual USE model. The NLI judge starts from
@@ -74,13 +75,19 @@ def build_judge(
         # the nli judge with the bundled model: its directory unless one is given, terse
         # statements judged as claims about the question (how it was trained), each statement
         # against the 2 chunks sharing most of its tokens (dev set: AUROC 0.708 vs 0.697 with
-        # every chunk, 2.5x fewer pairs for 5 contexts)
+        # every chunk, 2.5x fewer pairs for 5 contexts), 2 worker threads of one onnxruntime
+        # thread each (5.1 samples/s on 2 cores against 2.8 for one worker of 2 threads:
+        # bench/local_model_speed.py). Settings given explicitly win.
         from .nli import NliJudgeSettings
 
-        base = nli or NliJudgeSettings(threads=threads)
+        base = nli or NliJudgeSettings()
+        given = base.model_fields_set
         own = base.model_copy(update={
-            "model_dir": base.model_dir or BUNDLED_MODEL_DIR, "terse_claims": "with-question",
-            "candidates": base.candidates or 2})
+            "model_dir": base.model_dir or BUNDLED_MODEL_DIR,
+            "terse_claims": base.terse_claims if "terse_claims" in given else "with-question",
+            "candidates": base.candidates if "candidates" in given else 2,
+            "workers": base.workers if "workers" in given else 2,
+        })
         if not Path(own.model_dir).is_dir():
             raise ValueError(f"the local-model judge's model directory {own.model_dir} is missing: "
                              "this installation has no bundled model (train/README.md rebuilds "
