@@ -4,7 +4,7 @@
 
 ``DIR`` gets ``model.onnx`` (inputs ``input_ids``, ``attention_mask``; output ``logits [B, 1]``,
 calibration folded in; weights int8 by onnxruntime's dynamic quantization: MatMul and the
-embedding Gather), ``tokenizer.json`` (the pruned vocabulary, truncation at ``--max-len``) and
+embedding Gather, one scale per output channel), ``tokenizer.json`` (the pruned vocabulary, truncation at ``--max-len``) and
 ``config.json`` (one label, ``supported``).
 """
 
@@ -25,7 +25,7 @@ NAME = "ragpulse/faith-e5-small"
 
 
 def export(bundle: Path, weights: Path, dest: Path, calibration: dict | None = None,
-           max_len: int = 256, quantize: bool = True) -> Path:
+           max_len: int = 256, quantize: bool = True, per_channel: bool = True) -> Path:
     model = build(bundle)
     load_shards(model, weights)
     if calibration:
@@ -47,7 +47,7 @@ def export(bundle: Path, weights: Path, dest: Path, calibration: dict | None = N
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
             quantize_dynamic(str(fp32), str(dest / "model.onnx"), weight_type=QuantType.QInt8,
-                             op_types_to_quantize=["MatMul", "Gather"], per_channel=False)
+                             op_types_to_quantize=["MatMul", "Gather"], per_channel=per_channel)
         else:
             shutil.copy(fp32, dest / "model.onnx")
     tj = json.loads((bundle / "tokenizer.json").read_text(encoding="utf-8"))
@@ -72,9 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibration", help="JSON file {a, b} from train.calibrate")
     ap.add_argument("--max-len", type=int, default=256)
     ap.add_argument("--fp32", action="store_true", help="skip int8 quantization")
+    ap.add_argument("--per-tensor", action="store_true",
+                    help="one int8 scale per weight tensor instead of per output channel "
+                    "(twice the error: mean |dP| 0.052 vs 0.026 against fp32 on validation)")
     a = ap.parse_args(argv)
     cal = json.loads(Path(a.calibration).read_text()) if a.calibration else None
-    d = export(Path(a.bundle), Path(a.weights), Path(a.dest), cal, a.max_len, not a.fp32)
+    d = export(Path(a.bundle), Path(a.weights), Path(a.dest), cal, a.max_len, not a.fp32,
+               not a.per_tensor)
     for p in sorted(d.iterdir()):
         print(f"{p.name} {p.stat().st_size / 2**20:.1f} MiB")
     return 0
