@@ -74,10 +74,11 @@ def build_judge(
     if choice is JudgeChoice.local_model:
         # the nli judge with the bundled model: its directory unless one is given, terse
         # statements judged as claims about the question (how it was trained), each statement
-        # against the 2 chunks sharing most of its tokens (dev set: AUROC 0.708 vs 0.697 with
-        # every chunk, 2.5x fewer pairs for 5 contexts), 2 worker threads of one onnxruntime
-        # thread each (5.1 samples/s on 2 cores against 2.8 for one worker of 2 threads:
-        # bench/local_model_speed.py). Settings given explicitly win.
+        # against the 2 chunks sharing most of its tokens (dev set: AUROC 0.731 as with every
+        # chunk, 0.772 with 1, but 1 lets a statement credit one context only; 2.5x fewer pairs
+        # than every chunk for 5 contexts), 2 worker threads of one onnxruntime thread each
+        # (5.0-5.4 samples/s on 2 cores, as one worker of 2 threads at low load; more robust
+        # under load in one run: bench/local_model_speed.py). Settings given explicitly win.
         from .nli import NliJudgeSettings
 
         base = nli or NliJudgeSettings()
