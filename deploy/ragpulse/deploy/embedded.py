@@ -293,6 +293,7 @@ class Embedded:
             "OTLP/gRPC": self.collector.grpc_endpoint or "-",
             "OTLP authentication": self.ingest_auth_line(),
             "Kafka": self.broker.bootstrap,
+            **({"Broker storage (SeaweedFS)": seaweed_line(self.s3.ports)} if self.s3 else {}),
             "ClickHouse (HTTP facade over chDB)": self.facade.url,
             "chDB directory": self._chdb_path,
             "Judge": judge_line(self.settings),
@@ -398,6 +399,14 @@ def status_line(st: dict[str, Any], elapsed_s: float) -> str:
             f"traces assembled {g('scorer.traces_assembled')}, sampled {g('scorer.traces_sampled')}, "
             f"scored {g('scorer.traces_scored')}, rows {g('scorer.rows_written')}, "
             f"lag {g('scorer.consumer_lag')}, errors {errors}")
+
+
+def seaweed_line(ports: dict[str, int]) -> str:
+    """The S3 endpoint and every other port SeaweedFS holds, so none of them is a surprise."""
+    s3 = ports.get("s3.port")
+    rest = ", ".join(f"{port} ({name.replace('.port.grpc', ' gRPC').removesuffix('.port')})"
+                     for name, port in ports.items() if name != "s3.port")
+    return f"S3 http://127.0.0.1:{s3}; also on 127.0.0.1: {rest}"
 
 
 def judge_line(s: EmbeddedSettings) -> str:
