@@ -208,3 +208,21 @@ def test_the_judge_line_names_the_judge_and_where_its_quality_is_documented(tmp_
     nli = judge_line(EmbeddedSettings(data_dir=tmp_path, judge="nli", judge_model_dir=tmp_path))
     assert nli.startswith(f"nli (model {tmp_path})")
     assert all(line.endswith("docs/judges.md") for line in (llm, nli))
+
+
+def test_the_redaction_line_says_bare_names_are_stored_as_written(
+    stack: Embedded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: with redaction on, `up` says at start-up that unmarked person names are kept,
+    and how to recognise the common ones."""
+    from ragpulse.deploy.embedded import redaction_line
+
+    default = redaction_line(stack.scorer_settings().privacy)
+    assert default.startswith("on (") and "person" in default
+    assert "Taro Yamada" in default and "stored as written" in default
+    assert "RAGPULSE_PRIVACY__UNMARKED_NAMES=true" in default
+    monkeypatch.setenv("RAGPULSE_PRIVACY__UNMARKED_NAMES", "true")
+    on = redaction_line(stack.scorer_settings().privacy)
+    assert "common EN/JA/ZH patterns" in on and "UNMARKED_NAMES=true" not in on
+    monkeypatch.setenv("RAGPULSE_PRIVACY__REDACT", "false")
+    assert redaction_line(stack.scorer_settings().privacy).startswith("off:")

@@ -297,6 +297,7 @@ class Embedded:
             "ClickHouse (HTTP facade over chDB)": self.facade.url,
             "chDB directory": self._chdb_path,
             "Judge": judge_line(self.settings),
+            "Redaction": redaction_line(self.scorer_settings().privacy),
         }
 
     def ingest_auth_line(self) -> str:
@@ -407,6 +408,25 @@ def seaweed_line(ports: dict[str, int]) -> str:
     rest = ", ".join(f"{port} ({name.replace('.port.grpc', ' gRPC').removesuffix('.port')})"
                      for name, port in ports.items() if name != "s3.port")
     return f"S3 http://127.0.0.1:{s3}; also on 127.0.0.1: {rest}"
+
+
+def redaction_line(privacy: Any) -> str:
+    """What the scorer redacts before judging and storing, and what it does not: a bare person
+    name is stored as written unless ``privacy.unmarked_names`` is on (docs/reliability.md)."""
+    if not privacy.redact or not (privacy.kinds or privacy.patterns or privacy.redactor):
+        return "off: trace text is judged and stored as written (RAGPULSE_PRIVACY__REDACT)"
+    kinds = ", ".join(privacy.kinds) or "none built in"
+    if "person" not in privacy.kinds:
+        names = "person names are stored as written"
+    elif privacy.unmarked_names:
+        names = ("names marked (Mr., さん, 先生) or in common EN/JA/ZH patterns; rarer bare "
+                 "names are stored as written")
+    else:
+        names = ("only names the text marks (Mr., さん, 先生): bare names such as Taro Yamada, "
+                 "山田太郎, 王小明 are stored as written; RAGPULSE_PRIVACY__UNMARKED_NAMES=true "
+                 "recognises common EN/JA/ZH ones")
+    extra = " + your redactor" if privacy.redactor else ""
+    return f"on ({kinds}{extra}); {names}; docs/reliability.md"
 
 
 def judge_line(s: EmbeddedSettings) -> str:
