@@ -1,4 +1,4 @@
-"""What the default ``ragpulse up`` listens on is what it reports (issue 17).
+"""What the default ``ragpulse up`` listens on is what it reports, on loopback (issue 17).
 
 SeaweedFS (``weed mini``, the durable broker storage) also opened an Iceberg REST catalog and a
 Lance namespace server, on 127.0.0.1:8181 and 9101 (or the next free ports), and WebDAV:
@@ -26,6 +26,8 @@ from ragpulse.deploy.broker import free_port
 pytestmark = pytest.mark.slow
 
 _LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp
+# 127.0.0.1, ::ffff:127.0.0.1 (gRPC's dual-stack socket) and ::1, as /proc/net/tcp{,6} write them
+_LOOPBACK = {"0100007F", "0000000000000000FFFF00000100007F", "00000000000000000000000001000000"}
 
 
 def listening(pid: int) -> set[tuple[str, int]]:
@@ -85,6 +87,12 @@ def test_seaweedfs_listens_only_on_the_ports_up_reports(tmp_path: Path) -> None:
         held = set().union(*(listening(p) for p in weed))
         assert {port for _, port in held} == reported, (sorted(held), sorted(reported), row)
         assert {addr for addr, _ in held} == {"0100007F"}  # 127.0.0.1 only
+
+        # The whole process tree (up itself, tansu, weed): every listener is in the table.
+        table = {int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", text)} | reported
+        everything = set().union(*(listening(p) for p in {proc.pid} | descendants(proc.pid)))
+        assert {port for _, port in everything} == table, (sorted(everything), text)
+        assert {addr for addr, _ in everything} <= _LOOPBACK, sorted(everything)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
