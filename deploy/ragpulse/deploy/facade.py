@@ -400,7 +400,7 @@ class ClickHouseHttpFacade:
                     "EXPLAIN AST " + statement, "TabSeparated", params=qparams).bytes().decode())
                 m = _TRAILING_FORMAT.search(statement)
                 sqlguard.check(tree, database, self.policy,
-                               output_format=m.group(1) if m else None)
+                               output_format=m.group(1) if m else None, statement=statement)
             except sqlguard.Refused as exc:
                 self._count("refused_access" if exc.code == sqlguard.ACCESS_DENIED
                             else "refused_readonly")
