@@ -11,6 +11,7 @@ against that list here.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import urllib.error
@@ -86,7 +87,8 @@ def test_settings_naming_files_schemas_or_queries_are_refused(
     secret = tmp_path / "secret.txt"
     secret.write_text(f"{SECRET}\n${{data}}\n")
     written = tmp_path / "written.proto"
-    before = files_under(cwd, chdb_dir, tmp_path)
+    # The chDB directory's own parts merge in the background: its top level is compared.
+    before = files_under(cwd, tmp_path), set(os.listdir(chdb_dir))
     attacks = [
         ("SELECT 1 FORMAT Template", {"format_template_resultset": str(secret)}),
         ("SELECT 1 FORMAT Template", {"format_template_row": str(secret)}),
@@ -111,7 +113,8 @@ def test_settings_naming_files_schemas_or_queries_are_refused(
         assert SECRET not in body and str(tmp_path) not in body, body
     assert hits == []
     assert not written.exists()
-    assert files_under(cwd, chdb_dir, tmp_path) == before  # no schema cache, no written file
+    # No schema cache (it went to <cwd>/__cache__), no written file.
+    assert (files_under(cwd, tmp_path), set(os.listdir(chdb_dir))) == before
 
 
 def test_every_setting_chdb_knows_is_checked_against_the_allow_list(chdb_client: Any) -> None:
@@ -188,3 +191,23 @@ def test_show_forms_reading_other_system_tables_are_refused(facade: ClickHouseHt
                 f"SHOW CREATE TABLE {rag_schema.database}.scores"):
         status, _, body = post(facade.url, sql)
         assert status == 200, (sql, body)
+
+
+def test_error_bodies_never_echo_files_or_server_paths(facade: ClickHouseHttpFacade,
+                                                      tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text(f"{SECRET}\n")
+    # The guard loosened as a future chDB setting might slip past it: the error text still
+    # carries neither the file's content nor its path, only the code and its name.
+    facade.policy = dataclasses.replace(
+        facade.policy, settings=facade.policy.settings | {"format_template_resultset"})
+    status, code, body = post(facade.url, "SELECT 1 FORMAT Template",
+                              format_template_resultset=str(secret))
+    assert status == 500 and code == "474", body
+    assert body.startswith("Code: 474. DB::Exception: ") and "(INVALID_TEMPLATE_FORMAT)" in body
+    assert SECRET not in body and str(tmp_path) not in body, body
+    # Errors that only restate the client's statement stay useful, minus absolute paths.
+    status, code, body = post(facade.url, f"SELECT `{secret}` FROM system.one")
+    assert (status, code) == (400, "47"), body
+    assert "Unknown expression identifier" in body and "(UNKNOWN_IDENTIFIER)" in body
+    assert str(tmp_path) not in body, body

@@ -77,6 +77,39 @@ _TRANSPORT_PARAMS = frozenset({
 _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TRAILING_FORMAT = re.compile(r"\bFORMAT\s+([A-Za-z0-9_]+)\s*;?\s*$", re.IGNORECASE)
 _CODE = re.compile(r"Code:\s*(\d+)")
+_ERROR_NAME = re.compile(r"\(([A-Z][A-Z0-9_]+)\)")
+_PREFIX = re.compile(r"^(?:Code:\s*\d+\.\s*DB::Exception:\s*)+")
+_SUFFIX = re.compile(r"(?:\s*\.?\s*\((?:[A-Z][A-Z0-9_]+|version [^)]*)\))+\s*$")
+_ABS_PATH = re.compile(r"(?<![\w.:/])/[\w.@+-]+(?:/[\w.@+-]*)+")
+# ClickHouse errors whose text only restates the client's own statement (names, types, syntax,
+# parameters) or a limit it hit: passed on, with absolute paths cut out. Any other error (file,
+# format, parse and I/O errors can quote a file's content or name server paths) is answered with
+# its code and name only; the full text goes to the facade's debug log.
+_EXPLAINED_ERRORS = frozenset({
+    10, 16, 42, 43, 44, 46, 47, 53, 60, 62, 70, 73, 81, 115, 158, 159, 179, 184, 202, 215, 241,
+    307, 352, 396, 456, 457, 497, 164,
+})
+
+
+def client_error(text: str, *, scope: bool = True) -> tuple[int, str]:
+    """``(code, message)`` of a ClickHouse exception's ``text`` as the facade may show a client:
+    never a file's content or a server path (issue 17). ``scope=False`` drops the ``In scope``
+    part (the statement the error arose in, when that is the facade's own wrapper). Pure; never
+    raises."""
+    m = _CODE.search(text)
+    code = int(m.group(1)) if m else 1001
+    names = _ERROR_NAME.findall(text)
+    name = names[-1] if names else "UNKNOWN_EXCEPTION"
+    if code not in _EXPLAINED_ERRORS:
+        return code, (f"the query failed with {name}; the ragpulse facade does not pass this "
+                      f"error's text on (it may quote files or server paths). ({name})")
+    first = _SUFFIX.sub("", _PREFIX.sub("", text.strip()).split("\n", 1)[0])
+    if not scope:
+        first = first.split(": In scope")[0]
+    first = _ABS_PATH.sub("<path>", first)
+    if len(first) > 1000:
+        first = first[:1000] + "..."
+    return code, f"{first}. ({name})"
 
 _CONTENT_TYPES = {
     "tabseparated": "text/tab-separated-values; charset=UTF-8",
@@ -432,9 +465,8 @@ class ClickHouseHttpFacade:
         except _HttpError:
             raise
         except Exception as exc:
-            msg = str(exc).strip()
-            m = _CODE.search(msg)
-            code = int(m.group(1)) if m else 1001
+            log.debug("facade query failed: %s", exc)
+            code, msg = client_error(str(exc))
             raise _HttpError(_HTTP_STATUS.get(code, 500), code, msg) from exc
         finally:
             conn.close()
@@ -463,9 +495,8 @@ class ClickHouseHttpFacade:
             if "Multi-statements are not allowed" in text:
                 raise sqlguard.Refused(sqlguard.SYNTAX_ERROR, "Syntax error: multi-statements are "
                                        "not allowed (one statement per request)") from None
-            m = _CODE.search(text)
-            raise _HttpError(400, int(m.group(1)) if m else 62, text.split(": In scope")[0]) \
-                from None
+            code, msg = client_error(text, scope=False)
+            raise _HttpError(400, code, msg) from None
         return res.bytes().decode("utf-8")
 
 
