@@ -262,6 +262,8 @@ class Embedded:
             out.update({f"collector.{k}": v for k, v in self.collector.stats().items()})
         if self.scorer is not None:
             out.update({f"scorer.{k}": v for k, v in self.scorer.stats().items()})
+        if self.facade is not None:
+            out.update({f"facade.{k}": v for k, v in self.facade.stats().items()})
         if self.demo is not None:
             out["demo.sent"] = self.demo.sent
         return out

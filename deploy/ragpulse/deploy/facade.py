@@ -36,12 +36,14 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import os
 import re
 import threading
 import time
 import uuid
 import zlib
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -59,9 +61,27 @@ from ragpulse.scorer.store import DatabaseName, remove_owner, write_owner
 
 from . import sqlguard
 
-__all__ = ["ClickHouseHttpFacade", "FacadeSettings", "build_facade", "is_loopback"]
+__all__ = ["COUNTERS", "ClickHouseHttpFacade", "FacadeSettings", "LoginThrottle", "build_facade",
+           "is_loopback"]
 
 log = logging.getLogger(__name__)
+
+# Every counter ClickHouseHttpFacade.stats() reports, with its meaning; exported by
+# ragpulse.deploy.telemetry as ragpulse_facade_<key>_total (a test checks stats() against it).
+COUNTERS: dict[str, str] = {
+    "requests": "HTTP requests handled (any outcome, /ping included).",
+    "queries": "Statements run to completion.",
+    "errors": "Requests answered with a ClickHouse-style error (any status).",
+    "refused_busy": "Requests answered 503: all max_concurrent_queries slots busy.",
+    "refused_client_share": "Requests answered 429: the client address held its max_queries_per_client slots.",
+    "refused_auth": "Requests answered 401: missing or wrong login.",
+    "refused_login_throttled": "Requests answered 429 without checking the login: too many failed logins from the address (login_free_failures), locked out for a growing time.",
+    "refused_readonly": "Statements or settings refused with 164 READONLY (writes, DDL, settings off the allow-list).",
+    "refused_access": "Statements refused with 497 ACCESS_DENIED (tables, databases, functions off the allow-list).",
+    "connections_refused": "Connections answered 503 at once: max_connections reached with none idle or slow to evict.",
+    "connections_evicted": "Idle or slow connections closed to admit a new one at max_connections.",
+    "requests_timed_out": "Connections closed because a read deadline passed (header or idle timeout).",
+}
 
 # URL parameters that steer the HTTP exchange, not the query (ClickHouse HTTPHandler.cpp).
 _TRANSPORT_PARAMS = frozenset({
@@ -164,6 +184,14 @@ class FacadeSettings(BaseModel):
     """Beyond this a request gets 503 (Code 202), like the server's ``max_concurrent_queries``."""
     max_connections: int = Field(default=64, ge=1, le=4096)
     """Open connections; idle or slow ones are evicted first (:mod:`ragpulse.common.http`)."""
+    login_free_failures: int = Field(default=5, ge=1, le=1000)
+    """Failed logins from one client address answered 401 before that address is locked out."""
+    login_lockout_s: float = Field(default=1.0, gt=0, le=3600)
+    """The first lockout; each further failure doubles it, up to ``login_lockout_max_s``. While
+    locked out, every request of the address gets 429 with ``Retry-After``, right password or
+    not, and its login is not checked (https://owasp.org/www-community/controls/Blocking_Brute_Force_Attacks)."""
+    login_lockout_max_s: float = Field(default=300.0, gt=0, le=86400)
+    """Longest lockout; an address with no failure for this long starts over."""
     header_timeout_s: float = Field(default=10.0, gt=0, le=600)
     idle_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     advertise: bool = True
@@ -192,9 +220,54 @@ class FacadeSettings(BaseModel):
 
 
 class _HttpError(Exception):
-    def __init__(self, status: int, code: int, message: str) -> None:
+    def __init__(self, status: int, code: int, message: str,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.code = status, code
+        self.headers = headers or {}
+
+
+class LoginThrottle:
+    """Failed logins per client address, and the lockout they earn: the ``free_failures``-th
+    failure locks the address out for ``lockout_s``, each further one (after a lockout ended)
+    for twice the last, capped at ``max_s``. Thread-safe;
+    never blocks. Remembers at most ``max_addresses`` addresses (the least recently failed are
+    forgotten first), so a spray from many addresses cannot grow memory."""
+
+    def __init__(self, free_failures: int, lockout_s: float, max_s: float, *,
+                 max_addresses: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+        self.free_failures, self.lockout_s, self.max_s = free_failures, lockout_s, max_s
+        self.max_addresses = max_addresses
+        self.clock = clock
+        self._lock = threading.Lock()
+        # address -> (failures, time of the last failure, locked until); insertion order = age
+        self._state: dict[str, tuple[int, float, float]] = {}
+
+    def retry_after(self, address: str) -> float:
+        """Seconds ``address`` is still locked out; 0 when it may try a login."""
+        with self._lock:
+            state = self._state.get(address)
+        return max(0.0, state[2] - self.clock()) if state else 0.0
+
+    def failed(self, address: str) -> float:
+        """Count a failed login of ``address``; returns the lockout it starts (0: none yet)."""
+        now = self.clock()
+        with self._lock:
+            failures, last, _ = self._state.pop(address, (0, now, 0.0))
+            if now - last > self.max_s:
+                failures = 0  # quiet for the longest lockout: start over
+            failures += 1
+            # The free_failures-th failure locks for lockout_s, each further one doubles it.
+            excess = failures - self.free_failures
+            lockout = min(self.lockout_s * 2.0 ** min(excess, 64), self.max_s) if excess >= 0 else 0.0
+            self._state[address] = (failures, now, now + lockout)
+            while len(self._state) > self.max_addresses:
+                del self._state[next(iter(self._state))]
+        return lockout
+
+    def succeeded(self, address: str) -> None:
+        with self._lock:
+            self._state.pop(address, None)
 
 
 def _decompress(data: bytes, encoding: str, limit: int) -> bytes:
@@ -275,6 +348,7 @@ class ClickHouseHttpFacade:
         self.settings = settings or FacadeSettings()
         self.policy = self.settings.policy()
         self._server: GuardedHTTPServer | None = None
+        self._served: GuardedHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._anchor: Any = None
         self._slots = threading.BoundedSemaphore(self.settings.max_concurrent_queries)
@@ -283,8 +357,11 @@ class ClickHouseHttpFacade:
         self._version = ""
         self._timezone = "UTC"
         self._stats = dict.fromkeys(
-            ("requests", "queries", "errors", "refused_busy", "refused_auth", "refused_readonly",
-             "refused_access"), 0)
+            ("requests", "queries", "errors", "refused_busy", "refused_client_share",
+             "refused_auth", "refused_login_throttled", "refused_readonly", "refused_access"), 0)
+        s = self.settings
+        self.login_throttle = LoginThrottle(s.login_free_failures, s.login_lockout_s,
+                                            s.login_lockout_max_s)
 
     @property
     def url(self) -> str:
@@ -325,7 +402,7 @@ class ClickHouseHttpFacade:
                 self._anchor.close()
                 self._anchor = None
                 raise
-            self._server = server
+            self._server = self._served = server
             self._thread = serve_in_thread(server, "ragpulse-ch-http")
         if s.advertise:
             write_owner(self.path, self.url)
@@ -359,9 +436,9 @@ class ClickHouseHttpFacade:
     def stats(self) -> dict[str, int]:
         with self._lock:
             out = dict(self._stats)
-            server = self._server
-        if server is not None:
-            out.update(server.stats())
+            server = self._served  # kept after shutdown: counters never go back
+        out.update(server.stats() if server is not None else dict.fromkeys(
+            ("connections_refused", "connections_evicted", "requests_timed_out"), 0))
         return out
 
     def _count(self, key: str) -> None:
@@ -370,15 +447,32 @@ class ClickHouseHttpFacade:
 
     # -- auth --------------------------------------------------------------------------------
 
-    def check_auth(self, headers: Any, params: dict[str, str]) -> None:
-        """Raise 516 (401) unless the request carries the configured login. Constant-time."""
-        s = self.settings
-        if not s.auth_required:
+    def check_auth(self, headers: Any, params: dict[str, str], address: str = "") -> None:
+        """Raise 516 (401) unless the request carries the configured login (constant-time), or
+        516 with 429 and ``Retry-After`` while ``address`` is locked out after failed logins
+        (its login is not checked then, so a right guess during the lockout tells nothing)."""
+        if not self.settings.auth_required:
             return
+        wait = self.login_throttle.retry_after(address)
+        if wait > 0:
+            self._count("refused_login_throttled")
+            raise _HttpError(429, 516, "Authentication failed: too many failed logins from this "
+                             f"address; retry in {math.ceil(wait)} s. (AUTHENTICATION_FAILED)",
+                             {"Retry-After": str(math.ceil(wait))})
+        if self._login_ok(headers, params):
+            self.login_throttle.succeeded(address)
+            return
+        self.login_throttle.failed(address)
+        self._count("refused_auth")
+        raise _HttpError(401, 516, "Authentication failed: password is incorrect, or there is no "
+                         "user with such name. (AUTHENTICATION_FAILED)")
+
+    def _login_ok(self, headers: Any, params: dict[str, str]) -> bool:
+        s = self.settings
         auth = headers.get("Authorization", "")
         if s.token is not None and auth.startswith("Bearer "):
             if hmac.compare_digest(auth[7:].strip().encode(), s.token.get_secret_value().encode()):
-                return
+                return True
         user = password = None
         if auth.startswith("Basic "):
             try:
@@ -393,10 +487,8 @@ class ClickHouseHttpFacade:
             want = s.password.get_secret_value() if s.password else ""
             if hmac.compare_digest(user.encode(), s.username.encode()) and \
                     hmac.compare_digest((password or "").encode(), want.encode()):
-                return
-        self._count("refused_auth")
-        raise _HttpError(401, 516, "Authentication failed: password is incorrect, or there is no "
-                         "user with such name. (AUTHENTICATION_FAILED)")
+                return True
+        return False
 
     # -- execution ---------------------------------------------------------------------------
 
@@ -563,7 +655,7 @@ class _Handler(GuardedRequestHandler):
                 self._reply(200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"}, head)
                 return
             # Authenticate before reading the body: a stranger's upload is never buffered.
-            f.check_auth(self.headers, params)
+            f.check_auth(self.headers, params, str(self.client_address[0]))
             body = self._read_body(f.settings.max_body_bytes)
             body_read = True
             if params.get("compress") == "1" or params.get("decompress") == "1":
@@ -597,6 +689,7 @@ class _Handler(GuardedRequestHandler):
             headers = dict(base)
             headers["Content-Type"] = "text/plain; charset=UTF-8"
             headers["X-ClickHouse-Exception-Code"] = str(e.code)
+            headers.update(e.headers)
             try:
                 self._reply(e.status, (msg + "\n").encode("utf-8", "replace"), headers, head)
             except OSError:
