@@ -5,8 +5,11 @@ took the memory and the slots of everyone else."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import http.client
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +91,91 @@ def test_the_lockout_grows_and_is_capped() -> None:
     t.failed("b")
     t.failed("c")  # at most two addresses are remembered: the oldest ("a") goes
     assert t.retry_after("a") == 0
+
+
+@pytest.fixture
+def blocking_source() -> Iterator[tuple[str, threading.Event, threading.Event]]:
+    """An HTTP server whose answer waits for ``release``: a query reading it holds its slot
+    until the test says so (``arrived`` is set once the query is running)."""
+    arrived, release = threading.Event(), threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            arrived.set()
+            release.wait(60)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"done\n")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hold", arrived, release
+    release.set()
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_client_over_its_share_gets_429_while_others_are_served(
+        chdb_dir: Path, rag_schema: Any,
+        blocking_source: tuple[str, threading.Event, threading.Event]) -> None:
+    url, arrived, release = blocking_source
+    f = build_facade(str(chdb_dir), FacadeSettings(
+        database=rag_schema.database, max_concurrent_queries=4, max_queries_per_client=1,
+        advertise=False))
+    # A long query, made to wait on the test: url() is allowed for this test only.
+    f.policy = dataclasses.replace(f.policy, table_functions=f.policy.table_functions | {"url"})
+    f.start()
+    try:
+        long_query: list[tuple[int, dict[str, str], str]] = []
+        holder = threading.Thread(target=lambda: long_query.append(
+            request(f, f"SELECT * FROM url('{url}', 'LineAsString')")))
+        holder.start()
+        assert arrived.wait(60)  # the long query runs and holds 127.0.0.1's one slot
+        status, headers, body = request(f, "SELECT 1")
+        assert (status, headers["X-ClickHouse-Exception-Code"]) == (429, "202"), body
+        assert int(headers["Retry-After"]) >= 1 and "from this client" in body
+        # Another client is served meanwhile.
+        assert request(f, "SELECT 1", source=OTHER_ADDRESS)[:3:2] == (200, "1\n")
+        release.set()
+        holder.join(60)
+        assert long_query[0][:3:2] == (200, "done\n")
+        assert request(f, "SELECT 1")[:3:2] == (200, "1\n")  # the share is back
+        assert f.stats()["refused_client_share"] == 1
+    finally:
+        release.set()
+        f.shutdown()
+
+
+def test_a_query_over_its_memory_share_is_refused(chdb_dir: Path, rag_schema: Any) -> None:
+    s = FacadeSettings(database=rag_schema.database, memory_limit_bytes=256 << 20,
+                       max_concurrent_queries=4, advertise=False)
+    query_memory, result_bytes = s.memory_limits()
+    assert s.max_concurrent_queries * (query_memory + 2 * result_bytes) <= 256 << 20
+    f = build_facade(str(chdb_dir), s)
+    f.start()
+    try:
+        # ~800 MB of array in one aggregate: far over the 32 MiB share, even if asked for more.
+        for params in ("", f"max_memory_usage={8 << 30}"):
+            status, headers, body = request(
+                f, "SELECT length(groupArray(number)) FROM numbers(100000000)", params=params)
+            assert (status, headers["X-ClickHouse-Exception-Code"]) == (500, "241"), body
+            assert "memory limit exceeded" in body.lower() and "(MEMORY_LIMIT_EXCEEDED)" in body
+        assert request(f, "SELECT 1")[:3:2] == (200, "1\n")  # and the facade serves on
+    finally:
+        f.shutdown()
+
+
+def test_default_memory_bound_follows_the_machine() -> None:
+    from ragpulse.deploy.facade import machine_memory_bytes
+
+    s = FacadeSettings()
+    query_memory, result_bytes = s.memory_limits()
+    # Every slot at its limit stays within a quarter of the machine's memory.
+    assert s.max_concurrent_queries * (query_memory + 2 * result_bytes) <= machine_memory_bytes() // 4
+    caps = s.policy().caps
+    assert (caps["max_memory_usage"], caps["max_result_bytes"]) == (query_memory, result_bytes)
+    assert s.client_share == 4

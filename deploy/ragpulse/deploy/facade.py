@@ -159,6 +159,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def machine_memory_bytes() -> int:
+    """Physical memory, or the cgroup's memory limit (v2 or v1) where that is lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as fh:
+                limit = fh.read().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and 0 < int(limit) < total:
+            total = int(limit)
+    return total
+
+
 class FacadeSettings(BaseModel):
     """Where and how the facade listens. Frozen; validated on construction."""
 
@@ -178,10 +192,23 @@ class FacadeSettings(BaseModel):
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
     """Largest query text, after decompression (the server's ``max_query_size`` is 256 KiB)."""
     max_result_bytes: int = Field(default=512 * 2**20, ge=1024)
+    """Largest result; capped further by each slot's memory share (see ``memory_limit_bytes``)."""
     max_execution_time_s: int = Field(default=60, ge=1, le=3600)
     """Cap of ``max_execution_time`` for every statement (a client may ask for less)."""
     max_concurrent_queries: int = Field(default=8, ge=1, le=256)
     """Beyond this a request gets 503 (Code 202), like the server's ``max_concurrent_queries``."""
+    max_queries_per_client: int | None = Field(default=None, ge=1, le=256)
+    """Slots one client address may hold at once; beyond, 429 with ``Retry-After`` (Code 202),
+    so one client's long queries cannot lock the others out. Unset: half of
+    ``max_concurrent_queries`` (at least 1)."""
+    memory_limit_bytes: int | None = Field(default=None, ge=64 << 20)
+    """Memory the facade's queries may hold at once, all slots together. Unset:
+    ``memory_fraction`` of the machine's memory (its cgroup limit where lower). Each slot gets an
+    equal share: half of it is the query's ``max_memory_usage`` (ClickHouse refuses the query
+    with MEMORY_LIMIT_EXCEEDED beyond it), a quarter the largest result (held twice: by chDB and
+    as the reply)."""
+    memory_fraction: float = Field(default=0.25, gt=0, le=0.9)
+    """Share of the machine's memory for ``memory_limit_bytes`` when that is unset."""
     max_connections: int = Field(default=64, ge=1, le=4096)
     """Open connections; idle or slow ones are evicted first (:mod:`ragpulse.common.http`)."""
     login_free_failures: int = Field(default=5, ge=1, le=1000)
@@ -213,9 +240,22 @@ class FacadeSettings(BaseModel):
     def auth_required(self) -> bool:
         return bool(self.username or self.token)
 
+    @property
+    def client_share(self) -> int:
+        """Slots one client address may hold (``max_queries_per_client`` or its default)."""
+        return self.max_queries_per_client or max(1, self.max_concurrent_queries // 2)
+
+    def memory_limits(self) -> tuple[int, int]:
+        """``(max_memory_usage, max_result_bytes)`` of one query: together, over all slots, at
+        most ``memory_limit_bytes`` (a result counts twice)."""
+        budget = self.memory_limit_bytes or int(machine_memory_bytes() * self.memory_fraction)
+        share = budget // self.max_concurrent_queries
+        return share // 2, max(1024, min(self.max_result_bytes, share // 4))
+
     def policy(self) -> sqlguard.GuardPolicy:
+        query_memory, result_bytes = self.memory_limits()
         caps = dict(sqlguard.DEFAULT_POLICY.caps, max_execution_time=self.max_execution_time_s,
-                    max_result_bytes=self.max_result_bytes)
+                    max_result_bytes=result_bytes, max_memory_usage=query_memory)
         return sqlguard.GuardPolicy(database=self.database, caps=caps)
 
 
@@ -352,6 +392,7 @@ class ClickHouseHttpFacade:
         self._thread: threading.Thread | None = None
         self._anchor: Any = None
         self._slots = threading.BoundedSemaphore(self.settings.max_concurrent_queries)
+        self._client_slots: dict[str, int] = {}  # address -> slots held (only while > 0)
         self._lock = threading.Lock()
         self._closed = False
         self._version = ""
@@ -440,6 +481,31 @@ class ClickHouseHttpFacade:
         out.update(server.stats() if server is not None else dict.fromkeys(
             ("connections_refused", "connections_evicted", "requests_timed_out"), 0))
         return out
+
+    def acquire_slot(self, address: str) -> None:
+        """Take one of the client's and one of the facade's query slots, or raise 429 (the
+        client holds its share) or 503 (all slots busy). Never blocks; pair with
+        :meth:`release_slot`."""
+        with self._lock:
+            held = self._client_slots.get(address, 0)
+            if held >= self.settings.client_share:
+                self._stats["refused_client_share"] += 1
+                raise _HttpError(429, 202, f"Too many simultaneous queries from this client. "
+                                 f"Maximum: {self.settings.client_share}. "
+                                 "(TOO_MANY_SIMULTANEOUS_QUERIES)", {"Retry-After": "1"})
+            if not self._slots.acquire(blocking=False):
+                self._stats["refused_busy"] += 1
+                raise _HttpError(503, 202, "Too many simultaneous queries. Maximum: "
+                                 f"{self.settings.max_concurrent_queries}. "
+                                 "(TOO_MANY_SIMULTANEOUS_QUERIES)", {"Retry-After": "1"})
+            self._client_slots[address] = held + 1
+
+    def release_slot(self, address: str) -> None:
+        with self._lock:
+            held = self._client_slots.pop(address, 0) - 1
+            if held > 0:
+                self._client_slots[address] = held
+            self._slots.release()
 
     def _count(self, key: str) -> None:
         with self._lock:
@@ -543,9 +609,10 @@ class ClickHouseHttpFacade:
             res = conn.query(statement, fmt, params=qparams)
             self._count("queries")
             out = res.bytes() or b""
-            if len(out) > self.settings.max_result_bytes:
+            limit = self.policy.caps["max_result_bytes"]
+            if len(out) > limit:
                 raise _HttpError(500, 396, f"Limit for result exceeded: {len(out)} bytes > "
-                                 f"{self.settings.max_result_bytes}. (TOO_MANY_ROWS_OR_BYTES)")
+                                 f"{limit}. (TOO_MANY_ROWS_OR_BYTES)")
             summary = {
                 "read_rows": str(_safe(res.rows_read)), "read_bytes": str(_safe(res.bytes_read)),
                 "written_rows": "0", "written_bytes": "0",
@@ -661,17 +728,15 @@ class _Handler(GuardedRequestHandler):
             if params.get("compress") == "1" or params.get("decompress") == "1":
                 raise _HttpError(400, 48, "compress=1/decompress=1 (native framing) is not "
                                  "supported by the ragpulse facade; use Content-Encoding. (NOT_IMPLEMENTED)")
-            if not f._slots.acquire(blocking=False):
-                f._count("refused_busy")
-                raise _HttpError(503, 202, "Too many simultaneous queries. Maximum: "
-                                 f"{f.settings.max_concurrent_queries}. (TOO_MANY_SIMULTANEOUS_QUERIES)")
+            address = str(self.client_address[0])
+            f.acquire_slot(address)
             try:
                 t0 = time.perf_counter()
                 out, fmt, summary = f.handle_request(
                     query, body, params, self.headers.get("Content-Encoding", ""))
                 summary["elapsed_ns"] = str(int((time.perf_counter() - t0) * 1e9))
             finally:
-                f._slots.release()
+                f.release_slot(address)
             headers = dict(base)
             headers["Content-Type"] = _CONTENT_TYPES.get(fmt.lower(), "application/octet-stream")
             headers["X-ClickHouse-Format"] = fmt
