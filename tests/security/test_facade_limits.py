@@ -179,3 +179,12 @@ def test_default_memory_bound_follows_the_machine() -> None:
     caps = s.policy().caps
     assert (caps["max_memory_usage"], caps["max_result_bytes"]) == (query_memory, result_bytes)
     assert s.client_share == 4
+
+
+def test_up_passes_its_memory_limit_to_the_facade(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragpulse.deploy.embedded import Embedded, EmbeddedSettings
+
+    monkeypatch.setenv("RAGPULSE_UP__CLICKHOUSE_MEMORY_LIMIT_BYTES", str(1 << 30))
+    facade = Embedded(EmbeddedSettings()).facade_settings()
+    assert facade.memory_limit_bytes == 1 << 30
+    assert facade.policy().caps["max_memory_usage"] == (1 << 30) // 8 // 2
