@@ -188,3 +188,13 @@ def test_up_passes_its_memory_limit_to_the_facade(monkeypatch: pytest.MonkeyPatc
     facade = Embedded(EmbeddedSettings()).facade_settings()
     assert facade.memory_limit_bytes == 1 << 30
     assert facade.policy().caps["max_memory_usage"] == (1 << 30) // 8 // 2
+
+
+def test_clients_are_told_apart_by_ipv4_address_or_ipv6_network() -> None:
+    from ragpulse.deploy.facade import client_key
+
+    assert client_key("127.0.0.1") != client_key("127.0.0.2")
+    assert client_key("::ffff:10.0.0.7") == "10.0.0.7"
+    # One host holds a whole /64: its addresses share one lockout and one slot share.
+    assert client_key("2001:db8::1") == client_key("2001:db8::ffff:1") == "2001:db8::/64"
+    assert client_key("2001:db8:0:1::1") != client_key("2001:db8::1")

@@ -159,6 +159,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def client_key(address: str) -> str:
+    """The unit the facade throttles and shares slots by: an IPv4 address, or the /64 network of
+    an IPv6 one (one host commonly holds a whole /64, so single IPv6 addresses cost nothing)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
 def machine_memory_bytes() -> int:
     """Physical memory, or the cgroup's memory limit (v2 or v1) where that is lower."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -270,9 +284,9 @@ class _HttpError(Exception):
 class LoginThrottle:
     """Failed logins per client address, and the lockout they earn: the ``free_failures``-th
     failure locks the address out for ``lockout_s``, each further one (after a lockout ended)
-    for twice the last, capped at ``max_s``. Thread-safe;
-    never blocks. Remembers at most ``max_addresses`` addresses (the least recently failed are
-    forgotten first), so a spray from many addresses cannot grow memory."""
+    for twice the last, capped at ``max_s``. Thread-safe; never blocks. Remembers at most
+    ``max_addresses`` addresses (the least recently failed are forgotten first), so a spray from
+    many addresses cannot grow memory. Addresses are :func:`client_key` values."""
 
     def __init__(self, free_failures: int, lockout_s: float, max_s: float, *,
                  max_addresses: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
@@ -722,21 +736,21 @@ class _Handler(GuardedRequestHandler):
                 self._reply(200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"}, head)
                 return
             # Authenticate before reading the body: a stranger's upload is never buffered.
-            f.check_auth(self.headers, params, str(self.client_address[0]))
+            client = client_key(str(self.client_address[0]))
+            f.check_auth(self.headers, params, client)
             body = self._read_body(f.settings.max_body_bytes)
             body_read = True
             if params.get("compress") == "1" or params.get("decompress") == "1":
                 raise _HttpError(400, 48, "compress=1/decompress=1 (native framing) is not "
                                  "supported by the ragpulse facade; use Content-Encoding. (NOT_IMPLEMENTED)")
-            address = str(self.client_address[0])
-            f.acquire_slot(address)
+            f.acquire_slot(client)
             try:
                 t0 = time.perf_counter()
                 out, fmt, summary = f.handle_request(
                     query, body, params, self.headers.get("Content-Encoding", ""))
                 summary["elapsed_ns"] = str(int((time.perf_counter() - t0) * 1e9))
             finally:
-                f.release_slot(address)
+                f.release_slot(client)
             headers = dict(base)
             headers["Content-Type"] = _CONTENT_TYPES.get(fmt.lower(), "application/octet-stream")
             headers["X-ClickHouse-Format"] = fmt
