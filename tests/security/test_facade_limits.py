@@ -198,3 +198,17 @@ def test_clients_are_told_apart_by_ipv4_address_or_ipv6_network() -> None:
     # One host holds a whole /64: its addresses share one lockout and one slot share.
     assert client_key("2001:db8::1") == client_key("2001:db8::ffff:1") == "2001:db8::/64"
     assert client_key("2001:db8:0:1::1") != client_key("2001:db8::1")
+
+
+def test_anonymous_loopback_queries_get_the_shorter_time_cap(
+        chdb_dir: Path, rag_schema: Any, guarded: ClickHouseHttpFacade) -> None:
+    sql, ask = "SELECT getSetting('max_execution_time')", "max_execution_time=3600"
+    # With a login: the full cap (60 s); without (loopback, everyone shares one address): 30 s.
+    assert request(guarded, sql, password="pw", params=ask)[:3:2] == (200, "60\n")
+    f = build_facade(str(chdb_dir), FacadeSettings(database=rag_schema.database, advertise=False))
+    f.start()
+    try:
+        assert request(f, sql, params=ask)[:3:2] == (200, "30\n")
+        assert request(f, sql, params="max_execution_time=5")[:3:2] == (200, "5\n")
+    finally:
+        f.shutdown()

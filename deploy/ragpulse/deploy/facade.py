@@ -209,6 +209,9 @@ class FacadeSettings(BaseModel):
     """Largest result; capped further by each slot's memory share (see ``memory_limit_bytes``)."""
     max_execution_time_s: int = Field(default=60, ge=1, le=3600)
     """Cap of ``max_execution_time`` for every statement (a client may ask for less)."""
+    anonymous_max_execution_time_s: int = Field(default=30, ge=1, le=3600)
+    """The cap instead, when no login is configured (loopback): every local client then shares
+    one address and so one slot share, and a shorter cap frees slots sooner."""
     max_concurrent_queries: int = Field(default=8, ge=1, le=256)
     """Beyond this a request gets 503 (Code 202), like the server's ``max_concurrent_queries``."""
     max_queries_per_client: int | None = Field(default=None, ge=1, le=256)
@@ -268,7 +271,9 @@ class FacadeSettings(BaseModel):
 
     def policy(self) -> sqlguard.GuardPolicy:
         query_memory, result_bytes = self.memory_limits()
-        caps = dict(sqlguard.DEFAULT_POLICY.caps, max_execution_time=self.max_execution_time_s,
+        timeout = self.max_execution_time_s if self.auth_required else \
+            min(self.max_execution_time_s, self.anonymous_max_execution_time_s)
+        caps = dict(sqlguard.DEFAULT_POLICY.caps, max_execution_time=timeout,
                     max_result_bytes=result_bytes, max_memory_usage=query_memory)
         return sqlguard.GuardPolicy(database=self.database, caps=caps)
 
