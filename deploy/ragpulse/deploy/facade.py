@@ -11,6 +11,11 @@ request) and runs on a connection with ``readonly = 2`` (no writes); URL setting
 allow-list are refused. A login (HTTP Basic, ``X-ClickHouse-User``/``-Key``, ``user``/``password`` parameters,
 or ``Authorization: Bearer``) is required whenever it listens on anything but loopback.
 
+One client cannot take the facade over (issue 17): failed logins lock its address out for a
+growing time (429 + ``Retry-After``), it holds at most ``max_queries_per_client`` of the query
+slots, and the slots together stay within ``memory_limit_bytes`` (a share of the machine's
+memory). Error text that might quote a file or name a server path is not passed on.
+
 What is served (the subset of https://clickhouse.com/docs/interfaces/http that clickhouse-connect,
 clickhouse-go and curl use):
 
