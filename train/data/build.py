@@ -20,7 +20,34 @@ from . import nli, qa_synth, templates
 
 # per-source caps (None = all); chosen so EN/JA/ZH end up of similar size as far as data allows
 CAPS = {"janli_train": 8000, "jsts_train": None, "jnli_test": None, "snli_dev_test": None}
+DROPPED_DEV = 0
 TEMPLATE_ROWS = {"en": 16000, "ja": 10000, "zh": 22000}
+
+
+REPO = Path(__file__).resolve().parents[2]
+SHINGLE = 20
+
+
+def dev_shingles() -> set[str]:
+    """Every 20-character substring of the hand-written dev sets' contexts and answers
+    (bench/data/faithfulness_*.jsonl): a training row sharing 27+ characters with one is dropped."""
+    out: set[str] = set()
+    for path in sorted((REPO / "bench" / "data").glob("faithfulness_*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            for t in [*r["contexts"], r["answer"]]:
+                out.update(t[i: i + SHINGLE] for i in range(len(t) - SHINGLE + 1))
+    return out
+
+
+def touches_dev(r: dict, dev: set[str]) -> bool:
+    for t in (r["premise"], r["hypothesis"]):
+        hits = [t[i: i + SHINGLE] in dev for i in range(0, len(t) - SHINGLE + 1, 4)]
+        if any(a and b for a, b in zip(hits, hits[1:])):
+            return True
+    return False
 
 
 def _clean(r: dict) -> dict | None:
@@ -45,9 +72,14 @@ def collect(seed: int) -> list[dict]:
     for lang, n in TEMPLATE_ROWS.items():
         rows += list(templates.build(lang, n, seed))
     out, seen = [], set()
+    dev = dev_shingles()
+    global DROPPED_DEV
     for r in rows:
         r = _clean(r)
         if r is None:
+            continue
+        if touches_dev(r, dev):
+            DROPPED_DEV += 1
             continue
         key = (r["premise"], r["hypothesis"])
         if key in seen:
@@ -75,7 +107,7 @@ def _is_valid(premise: str, share: float) -> bool:
 
 
 def stats(rows: list[dict]) -> str:
-    lines = [f"rows: {len(rows)}", ""]
+    lines = [f"rows: {len(rows)} (dropped for sharing 27+ characters with a hand-written dev set: {DROPPED_DEV})", ""]
     by = Counter((r["source"], r["lang"], r["label"]) for r in rows)
     srcs = sorted({(s, lg) for s, lg, _ in by})
     lines.append(f"{'source':24} {'lang':4} {'label=1':>8} {'label=0':>8} {'total':>8}")

@@ -35,9 +35,9 @@ PLACES = {"en": ["library", "swimming pool", "museum", "pharmacy", "service desk
 STAFF = {"en": ["full-time employees", "part-time staff", "contractors", "interns", "managers", "new hires"],
          "ja": ["正社員", "パート従業員", "契約社員", "インターン", "管理職", "新入社員"],
          "zh": ["全职员工", "兼职员工", "合同工", "实习生", "管理人员", "新入职员工"]}
-FEATURES = {"en": ["phone support", "single sign-on", "API access", "audit logs", "priority support", "custom domains", "data export"],
-            "ja": ["電話サポート", "シングルサインオン", "API連携", "監査ログ", "優先サポート", "独自ドメイン", "データエクスポート"],
-            "zh": ["电话支持", "单点登录", "API接口", "审计日志", "优先支持", "自定义域名", "数据导出"]}
+FEATURES = {"en": ["screen sharing", "single sign-on", "API access", "audit logs", "priority support", "custom domains", "data export"],
+            "ja": ["画面共有", "シングルサインオン", "API連携", "監査ログ", "優先サポート", "独自ドメイン", "データエクスポート"],
+            "zh": ["屏幕共享", "单点登录", "API接口", "审计日志", "优先支持", "自定义域名", "数据导出"]}
 
 
 def _price(lang, rng):
@@ -97,14 +97,14 @@ FRAMES = {
     "returns": dict(
         ents=GOODS, val=_days,
         ctx={"en": ["Unused {e} can be returned within {v} of delivery.", "Returns of {e} are accepted up to {v} after delivery, provided the item is unused."],
-             "ja": ["未使用の{e}は、お届けから{v}以内であれば返品を受け付けています。", "{e}の返品は、未使用に限り商品到着後{v}以内に承ります。"],
+             "ja": ["{e}は、商品到着日を含めて{v}以内に限り、未開封品の返品に応じます。", "{e}の返品期限：受け取りから{v}（未開封品のみ）。"],
              "zh": ["未使用的{e}自签收之日起{v}内可以退货。", "{e}在收货后{v}内、未经使用的情况下可申请退货。"]},
         ans={"en": ["You have {v} after delivery to send back unused {e}.", "If unused, {e} may be returned for up to {v} after they arrive."],
-             "ja": ["未使用であれば、{e}は到着後{v}以内に返品できます。", "{e}は、使っていなければ届いてから{v}以内なら返品可能です。"],
+             "ja": ["{e}は、開けていなければ受け取ってから{v}のうちは返品できます。", "未開封の{e}なら、到着後{v}以内に限って返品が可能です。"],
              "zh": ["{e}只要没用过，收到后{v}以内都能退。", "没有使用过的{e}，签收后{v}内可以退回。"]},
-        neg={"en": ["Unused {e} cannot be returned within {v} of delivery."], "ja": ["未使用の{e}でも、到着後{v}以内の返品はできません。"], "zh": ["未使用的{e}在收货后{v}内也不能退货。"]},
-        q={"en": "How long do I have to return {e}?", "ja": "{e}はいつまで返品できますか？", "zh": "{e}多久内可以退货？"},
-        gen={"en": "All products, used or not, can be returned within {v}.", "ja": "すべての商品は、使用済みでも{v}以内なら返品できます。", "zh": "所有商品无论是否使用，{v}内都可以退货。"}),
+        neg={"en": ["Unused {e} cannot be returned within {v} of delivery."], "ja": ["未開封の{e}でも、到着後{v}以内の返品はできません。"], "zh": ["未使用的{e}在收货后{v}内也不能退货。"]},
+        q={"en": "How long do I have to return {e}?", "ja": "{e}の返品期限は？", "zh": "{e}多久内可以退货？"},
+        gen={"en": "All products, used or not, can be returned within {v}.", "ja": "開封済みも含め、どの商品も{v}以内なら返品できます。", "zh": "所有商品无论是否使用，{v}内都可以退货。"}),
     "seats": dict(
         ents=PLANS, val=_users,
         ctx={"en": ["The {e} plan allows up to {v} team members.", "{e} workspaces are limited to {v} users."],
@@ -173,7 +173,7 @@ FRAMES = {
         gen={"en": "Every employee, whatever the contract, gets {v} of paid leave.", "ja": "雇用形態に関係なく、全従業員に{v}の有給休暇がある。", "zh": "所有员工不论合同类型，每年都有{v}带薪年假。"}),
 }
 
-FEATURE_CTX = {"en": ("The {e} plan includes {v}.", "{v} is not available on the {e} plan."),
+FEATURE_CTX = {"en": ("The {e} plan includes {v}.", "{v} is not offered on the {e} plan."),
                "ja": ("{e}プランには{v}が含まれます。", "{e}プランでは{v}はご利用いただけません。"),
                "zh": ("{e}包含{v}。", "{e}不提供{v}。")}
 FEATURE_ANS = {"en": ("{v} comes with the {e} plan.", "The {e} plan does not include {v}."),
@@ -256,11 +256,12 @@ def _feature_sample(lang: str, rng: random.Random) -> Iterator[tuple[str, str, s
     yes_a, no_a = FEATURE_ANS[lang]
     sep = " " if lang == "en" else ""
     # plan 0 includes f0, excludes f1; plan 1 includes f1
-    sents = [inc.format(e=plans[0], v=feats[0]), exc.format(e=plans[0], v=feats[1]), inc.format(e=plans[1], v=feats[1])]
+    up = lambda s: s[0].upper() + s[1:]  # noqa: E731
+    sents = [up(inc.format(e=plans[0], v=feats[0])), up(exc.format(e=plans[0], v=feats[1])),
+             up(inc.format(e=plans[1], v=feats[1]))]
     rng.shuffle(sents)
     premise = sep.join(sents)
     q1 = FEATURE_Q[lang].format(e=plans[0], v=feats[1])
-    up = lambda s: s[0].upper() + s[1:]  # noqa: E731
     pos = [("no-answer", NO[lang] + no_a.format(e=plans[0], v=feats[1])),
            ("fuse", _fuse(NO[lang] + no_a.format(e=plans[0], v=feats[1]), up(yes_a.format(e=plans[1], v=feats[1])), lang)),
            ("yes", YES[lang] + up(yes_a.format(e=plans[0], v=feats[0]))),
