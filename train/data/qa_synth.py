@@ -72,8 +72,8 @@ def window(text: str, start: int, lang: str, limit: int) -> tuple[str, int]:
     return text[a:b], a
 
 
-JA_WH = re.compile(r"(何年|何月|何日|何人|何歳|何回|何個|何本|何色|何語|何という[^\s、。？]{0,6}|何|どこの国|どこ|誰|だれ|いつ|いくつ|どれ|どの[^\s、。？]{0,6}|どんな[^\s、。？]{0,6}|どのくらい|どれくらい)")
-ZH_WH = re.compile(r"(哪一年|哪年|哪个[^\s，。？]{0,4}|哪些[^\s，。？]{0,4}|哪位|哪里|哪儿|哪[一-龥]{0,3}|什么[^\s，。？]{0,3}|谁|多少[^\s，。？]{0,2}|几[个年月日天次位名种条]|何时|何地|何处)")
+JA_WH = re.compile(r"(何年|何月|何日|何人|何歳|何回|何個|何本|何色|何語|何という(?:名前|名称|会社|人物|曲|作品)?|何|どこの国|どこ|誰|だれ|いつ|いくつ|どれ|どの(?:国|市|町|村|県|都市|会社|人物|大学|チーム|地域|時代)?|どんな|どのくらい|どれくらい)")
+ZH_WH = re.compile(r"(哪一年|哪年|哪个(?:国家|城市|公司)?|哪些|哪位|哪里|哪儿|哪几种|哪国|哪家|哪种|什么|谁|多少|几[个年月日天次位名种条]|何时|何地|何处)")
 
 
 def restate_ja(q: str, a: str) -> str | None:
@@ -84,9 +84,11 @@ def restate_ja(q: str, a: str) -> str | None:
                 "は誰ですか", "はいつですか", "は何という"):
         if q.endswith(end):
             return f"{q[: -len(end)]}は{a}です。"
+    if len(a) > 25 or re.search(r"なぜ|どうして|どのように|どうやって", q):
+        return None
     m = list(JA_WH.finditer(q))
     if len(m) == 1:
-        s = q[: m[0].start()] + a + q[m[0].end():]
+        s = q[: m[0].start()] + a + _unit_tail(a, q[m[0].end():])
         s = re.sub(r"(か|ですか|でしょうか|ますか)$", "", s)
         if s.endswith(("た", "る", "い", "だ", "す")):
             return s + "。"
@@ -97,10 +99,21 @@ def restate_ja(q: str, a: str) -> str | None:
 def restate_zh(q: str, a: str) -> str | None:
     q = q.strip().rstrip("？?。 ")
     q = re.sub(r"(呢|吗)$", "", q)
+    if len(a) > 25 or re.search(r"为什么|为何|怎么|怎样|如何|什么样", q):
+        return None
     m = list(ZH_WH.finditer(q))
     if len(m) == 1:
-        return q[: m[0].start()] + a + q[m[0].end():] + "。"
+        return q[: m[0].start()] + a + _unit_tail(a, q[m[0].end():]) + "。"
     return None
+
+
+def _unit_tail(a: str, rest: str) -> str:
+    """The question's text after the wh-word, minus a unit the answer already ends with
+    ("上位何パーセント" + "15パーセント" -> no second パーセント)."""
+    for k in range(min(len(rest), 6), 1, -1):
+        if a.endswith(rest[:k]):
+            return rest[k:]
+    return rest
 
 
 EN_SUBJ_VERB = re.compile(r"^(who|what|which \w+)\s+(is|was|are|were|has|had|became|led|founded|created|"
