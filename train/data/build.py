@@ -58,19 +58,23 @@ def _clean(r: dict) -> dict | None:
     return r
 
 
-def collect(seed: int) -> list[dict]:
+def collect(seed: int, exclude: frozenset[str] = frozenset()) -> list[dict]:
     rng = random.Random(seed)
     rows: list[dict] = []
     for name, fn in nli.BUILDERS.items():
+        if name in exclude:
+            continue
         got = list(fn())
         cap = CAPS.get(name)
         if cap and len(got) > cap:
             got = rng.sample(got, cap)
         rows += got
     for lang in ("ja", "zh", "en"):
-        rows += list(qa_synth.build(lang, seed))
-    for lang, n in TEMPLATE_ROWS.items():
-        rows += list(templates.build(lang, n, seed))
+        if f"qa_{lang}" not in exclude:
+            rows += list(qa_synth.build(lang, seed))
+    if "templates" not in exclude:
+        for lang, n in TEMPLATE_ROWS.items():
+            rows += list(templates.build(lang, n, seed))
     out, seen = [], set()
     dev = dev_shingles()
     global DROPPED_DEV
@@ -130,8 +134,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--valid-share", type=float, default=0.02)
     ap.add_argument("--name", default="train", help="file stem for the training file (train, train2, ...)")
+    ap.add_argument("--exclude", nargs="*", default=[],
+                    help=f"builders to leave out: {', '.join(nli.BUILDERS)}, qa_ja, qa_zh, qa_en, templates")
     a = ap.parse_args()
-    rows = collect(a.seed)
+    rows = collect(a.seed, frozenset(a.exclude))
     train = [r for r in rows if not _is_valid(r["premise"], a.valid_share)]
     valid = [r for r in rows if _is_valid(r["premise"], a.valid_share)]
     a.out.mkdir(parents=True, exist_ok=True)
