@@ -29,7 +29,8 @@ from ragpulse.scorer.store import DatabaseName
 
 from .signals import StopSignals
 
-__all__ = ["Embedded", "EmbeddedSettings", "judge_line", "run_embedded", "status_line"]
+__all__ = ["Embedded", "EmbeddedSettings", "judge_line", "otlp_token_configured", "redaction_line",
+           "run_embedded", "seaweed_line", "status_line"]
 
 log = logging.getLogger(__name__)
 
