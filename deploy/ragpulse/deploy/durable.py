@@ -81,7 +81,7 @@ class SeaweedS3(ChildOwner):
     @property
     def ports(self) -> dict[str, int]:
         """Every port ``weed mini`` listens on (all on 127.0.0.1), by its flag name: S3 first,
-        then the internal servers it needs. It opens no other (tests/deploy/test_processes.py)."""
+        then the internal servers it needs. It opens no other (tests/security/test_up_listeners.py)."""
         return {"s3.port": self.s3_port, **self._ports}
 
     def start(self) -> SeaweedS3:

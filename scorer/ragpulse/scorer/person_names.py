@@ -11,7 +11,7 @@ not on the lists:
   next to a pinyin given name, either order (``Wang Xiaoming``, ``Xiaoming Wang``).
 * Japanese: one of about 100 common two-character surnames followed by a one- to three-kanji
   given name and then a particle, punctuation or the end (``山田太郎は``, ``佐藤花子、``).
-* Chinese: one of about 60 common surnames (those that rarely start an ordinary word) followed
+* Chinese: one of about 50 common surnames (those that rarely start an ordinary word) followed
   by a two-character given name, between a sentence boundary or a verb that takes a person
   (``叫``, ``和``, ``给``...) and punctuation or a verb of speech (``王小明说``, ``，李明华表示``).
 
