@@ -317,3 +317,61 @@ def test_openllmetry_openai(rec: Recorder, openai_server: FakeOpenAIServer,
     assert (ex.sample.question, tuple(ex.sample.contexts), ex.sample.answer) == (
         seen.question, seen.contexts, seen.answer)
     assert ex.meta.sources["answer"] == "llm:gen_ai.output.messages"
+
+
+# -- OpenLLMetry's legacy flattened attributes (the cohere instrumentor) ----------------------------
+
+
+class _CohereServer(_CompletionsServer):
+    """Cohere's v2 chat endpoint on loopback (``POST /v2/chat``): every reply is ANSWER."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                out = json.dumps({
+                    "id": "c-1", "finish_reason": "COMPLETE",
+                    "message": {"role": "assistant", "content": [{"type": "text", "text": ANSWER}]},
+                    "usage": {"billed_units": {"input_tokens": 40, "output_tokens": 12},
+                              "tokens": {"input_tokens": 40, "output_tokens": 12}},
+                }).encode()
+                self.send_response(200 if self.path == "/v2/chat" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+
+def test_openllmetry_legacy_flattened_prompts(rec: Recorder) -> None:
+    """opentelemetry-instrumentation-cohere 0.62.4 has not moved to ``gen_ai.input.messages``:
+    it writes ``gen_ai.prompt.<i>.role/content`` and ``gen_ai.completion.<i>.content`` (here a
+    JSON list of content parts, as Cohere's v2 message holds them)."""
+    import cohere
+    from opentelemetry.instrumentation.cohere import CohereInstrumentor
+
+    hits = DOCS[:2]
+    messages = [{"role": "system", "content": SYSTEM + "\n\nContext:\n" + "\n\n".join(hits)},
+                {"role": "user", "content": QUESTION}]
+    with _CohereServer() as srv, instrumented(CohereInstrumentor(), rec):
+        client = cohere.ClientV2(api_key="test", base_url=srv.base_url)
+        reply = client.chat(model="command-r", messages=messages)  # type: ignore[arg-type]
+    (spans,) = traces(rec).values()
+    attrs = spans[0].attributes
+    assert attrs["gen_ai.prompt.1.content"] == QUESTION and "gen_ai.input.messages" not in attrs
+
+    ex = extract(spans)
+
+    assert ex.sample is not None, (ex.reason, ex.meta.sources)
+    assert (ex.sample.question, tuple(ex.sample.contexts)) == (QUESTION, hits)
+    assert ex.sample.answer == reply.message.content[0].text == ANSWER  # type: ignore[index,union-attr]
+    assert dict(ex.meta.sources) == {"question": "llm:gen_ai.prompt.<i>",
+                                     "contexts": "prompt:gen_ai.prompt.<i>",
+                                     "answer": "llm:gen_ai.completion.<i>"}
+    assert ex.meta.model == "command-r"
