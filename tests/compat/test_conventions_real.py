@@ -375,3 +375,22 @@ def test_openllmetry_legacy_flattened_prompts(rec: Recorder) -> None:
                                      "contexts": "prompt:gen_ai.prompt.<i>",
                                      "answer": "llm:gen_ai.completion.<i>"}
     assert ex.meta.model == "command-r"
+
+
+def test_openlit_haystack_records_no_text(rec: Recorder, openai_server: FakeOpenAIServer,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenLIT 1.45.0's Haystack instrumentor on haystack-ai 3.4.1 makes the retrieval, chat and
+    workflow spans but writes no text on them, content capture on or not: the trace is
+    ``content_not_captured`` (docs/instrumentation.md lists it)."""
+    monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "False")
+    from openlit.instrumentation.haystack import HaystackInstrumentor
+
+    with _openlit(HaystackInstrumentor, rec), rec.tracer.start_as_current_span("POST /ask"):
+        seen = apps.haystack_rag(openai_server.base_url)
+    (spans,) = traces(rec).values()
+    assert seen.answer == ANSWER and {"retrieval", "chat"} <= {
+        s.attributes.get("gen_ai.operation.name") for s in spans}
+
+    ex = extract(spans)
+
+    assert ex.sample is None and ex.reason == CONTENT_NOT_CAPTURED
