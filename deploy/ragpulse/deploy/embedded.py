@@ -45,6 +45,10 @@ class EmbeddedSettings(BaseSettings):
     kafka_port: int = Field(0, ge=0, le=65535, description="tansu broker; 0 picks a free port")
     clickhouse_port: int = Field(8123, ge=0, le=65535,
                                  description="ClickHouse-HTTP facade over the chDB store; 0 picks a free port")
+    clickhouse_memory_limit_bytes: int | None = Field(
+        None, ge=64 << 20, description="memory the facade's queries may hold at once (env "
+        "RAGPULSE_UP__CLICKHOUSE_MEMORY_LIMIT_BYTES); None: a quarter of the machine's memory "
+        "(FacadeSettings.memory_limit_bytes)")
     partitions: int = Field(3, ge=1, le=64, description="partitions of the spans topic")
     database: DatabaseName = "rag"
     judge: Literal["local", "nli", "llm"] = "local"
@@ -169,7 +173,8 @@ class Embedded:
         s = self.settings
         return FacadeSettings(host=s.host, port=s.clickhouse_port, database=s.database,
                               username=s.clickhouse_user, password=s.clickhouse_password,
-                              token=s.clickhouse_token)
+                              token=s.clickhouse_token,
+                              memory_limit_bytes=s.clickhouse_memory_limit_bytes)
 
     def _start_broker(self) -> None:
         from ragpulse.common import ensure_topic
@@ -262,6 +267,8 @@ class Embedded:
             out.update({f"collector.{k}": v for k, v in self.collector.stats().items()})
         if self.scorer is not None:
             out.update({f"scorer.{k}": v for k, v in self.scorer.stats().items()})
+        if self.facade is not None:
+            out.update({f"facade.{k}": v for k, v in self.facade.stats().items()})
         if self.demo is not None:
             out["demo.sent"] = self.demo.sent
         return out
