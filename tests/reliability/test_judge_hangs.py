@@ -95,8 +95,11 @@ def test_ragpulse_score_finishes_with_a_line_per_input(tmp_path: Path) -> None:
     inp.write_text("".join(json.dumps({"id": f"q{i}", "question": SAMPLE.question,
                                        "contexts": SAMPLE.contexts, "answer": SAMPLE.answer}) + "\n"
                            for i in range(3)))
-    for reply, reason in ((Reply.json({}, delay_s=3600), "judge_timeout"),
-                          (Reply.json({"statements": []}, truncate_at=30), "judge_error")):
+    # Cut JSON is retried until max_retries (judge_error) or, on a loaded machine, until the
+    # deadline comes first (judge_timeout); a server that never answers can only time out.
+    for reply, reasons in ((Reply.json({}, delay_s=3600), {"judge_timeout"}),
+                           (Reply.json({"statements": []}, truncate_at=30),
+                            {"judge_error", "judge_timeout"})):
         out = tmp_path / "out.jsonl"
         with FakeOpenAIServer() as srv:
             srv.script("*", *[reply] * 200)
@@ -114,4 +117,4 @@ def test_ragpulse_score_finishes_with_a_line_per_input(tmp_path: Path) -> None:
         for line in lines:
             faith = line["scores"]["faithfulness"]
             assert faith["value"] is None
-            assert faith["reason"] == reason, faith
+            assert faith["reason"] in reasons, faith
