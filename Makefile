@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test chromium
+.PHONY: install demo test chromium bench-ragas
 
 $(BIN)/ragpulse: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,18 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	fi
 
-test: install chromium
+# ragas in its own venv (never the project's), for bench/cost.py and the test that checks what
+# ragas sends (tests/bench/test_cost_harness.py). Building it took 163 s and 800 MB on the
+# 2-core machine under load; it is rebuilt only when the requirements change.
+RAGAS_PY := bench/.venv-ragas/bin/python
+
+$(RAGAS_PY): bench/requirements-ragas.txt
+	$(PY) -m venv bench/.venv-ragas
+	bench/.venv-ragas/bin/pip install -q -r bench/requirements-ragas.txt
+	touch $@
+
+bench-ragas: $(RAGAS_PY)
+
+test: install chromium bench-ragas
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider

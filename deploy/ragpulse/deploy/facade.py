@@ -638,9 +638,11 @@ class ClickHouseHttpFacade:
                 raise _HttpError(500, 396, f"Limit for result exceeded: {len(out)} bytes > "
                                  f"{limit}. (TOO_MANY_ROWS_OR_BYTES)")
             summary = {
-                "read_rows": str(_safe(res.rows_read)), "read_bytes": str(_safe(res.bytes_read)),
+                # decimal integers, as ClickHouse sends them (clickhouse-connect int()s them)
+                "read_rows": str(int(_safe(res.rows_read))),
+                "read_bytes": str(int(_safe(res.bytes_read))),
                 "written_rows": "0", "written_bytes": "0",
-                "total_rows_to_read": str(_safe(res.rows_read)),
+                "total_rows_to_read": str(int(_safe(res.rows_read))),
                 "result_rows": "0", "result_bytes": str(len(out)),
                 "elapsed_ns": str(int(_safe(res.elapsed) * 1e9)),
             }

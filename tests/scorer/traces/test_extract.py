@@ -562,20 +562,22 @@ def test_root_io_as_a_conversation() -> None:
     )
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize(
-    "prompt",
-    [
-        "Context:\n" + "\n---" * 60_000 + "x",
-        "<context>" + "<document>" * 60_000,
-        "Context:\n" + "<doc>a</doc" * 60_000,
-        "Context:\n" + "\n \n" * 60_000 + "Question: q",
-    ],
-)
-def test_split_prompt_stays_linear_on_hostile_text(prompt: str) -> None:
-    """Prompts carry user text: a quadratic pattern would stall the scorer (the timeout fails it)."""
-    contexts, _ = split_prompt(prompt)
-    assert isinstance(contexts, list)
+# Prompts carry user text. These are the shapes that would make a backtracking pattern
+# quadratic; bench/split_prompt_scaling.py times them at growing sizes (linear there), and
+# this test checks what they split into.
+HOSTILE_PROMPTS = {
+    "separator_lines": ("Context:\n" + "\n---" * 60_000 + "x", (["---x"], None)),
+    "unclosed_document_tags": ("<context>" + "<document>" * 60_000,
+                               (["<document>" * 59_999], None)),
+    "unclosed_doc_ends": ("Context:\n" + "<doc>a</doc" * 60_000, (["a"] * 30_000, None)),
+    "blank_lines": ("Context:\n" + "\n \n" * 60_000 + "Question: q", ([], "q")),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_PROMPTS)
+def test_split_prompt_on_hostile_text(name: str) -> None:
+    prompt, expected = HOSTILE_PROMPTS[name]
+    assert split_prompt(prompt) == expected
 
 
 def test_unclosed_and_mixed_case_tags() -> None:

@@ -954,11 +954,12 @@ def split_prompt(text: str) -> tuple[list[str], str | None]:
         if sec is not None:
             # trim the frame LlamaIndex puts around {context_str}
             lines = sec.strip().split("\n")
-            while lines and _is_separator(lines[0]):
-                lines.pop(0)
-            while lines and _is_separator(lines[-1]):
-                lines.pop()
-            body = "\n".join(lines).strip()
+            lo, hi = 0, len(lines)  # indices, not list.pop(0): a prompt of separators is linear
+            while lo < hi and _is_separator(lines[lo]):
+                lo += 1
+            while hi > lo and _is_separator(lines[hi - 1]):
+                hi -= 1
+            body = "\n".join(lines[lo:hi]).strip()
             if body:
                 contexts = _split_block(body)
     question = None
