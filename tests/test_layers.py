@@ -3,11 +3,13 @@ and every package's ``__all__`` is exactly what it exports.
 
 Layers (an arrow means "may import")::
 
-    deploy (and the ragpulse command) ──> dashboards ──> scorer ──> common
+    deploy (and the ragpulse command) ──> dashboards ──> scorer ──> common ──> instrument
           └────────────────────────────> collector ─────────────> common
-          └────────────────────────────> instrument ────────────> common
+          └──────────────────────────────────────────────────────────────────> instrument
 
-``common`` holds the contracts both sides of Kafka share; nothing below ``deploy`` imports
+``instrument`` runs inside users' apps and imports nothing else from ragpulse (it owns the span
+attribute names ragpulse defines; ``common`` re-exports them). ``common`` holds the contracts
+both sides of Kafka share; nothing below ``deploy`` imports
 ``deploy``, and the collector and the scorer never import each other. A cross-package import
 names a package (an ``__init__``) and only names from its ``__all__``: ``from
 ragpulse.scorer.store import open_store``, never ``from ragpulse.scorer.store.client import ...``.
@@ -25,14 +27,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCE_ROOTS = ["collector", "scorer", "dashboards", "deploy"]
+SOURCE_ROOTS = ["instrument", "collector", "scorer", "dashboards", "deploy"]
 
 ALLOWED: dict[str, set[str]] = {
-    "common": set(),
-    "instrument": {"common"},
-    "collector": {"common"},
-    "scorer": {"common"},
-    "dashboards": {"common", "scorer"},
+    "instrument": set(),
+    "common": {"instrument"},
+    "collector": {"common", "instrument"},
+    "scorer": {"common", "instrument"},
+    "dashboards": {"common", "instrument", "scorer"},
     "deploy": {"common", "collector", "scorer", "dashboards", "instrument"},
 }
 

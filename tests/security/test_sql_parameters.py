@@ -19,7 +19,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("collector/ragpulse", "scorer/ragpulse", "dashboards/ragpulse", "deploy/ragpulse")
+PACKAGES = ("instrument/ragpulse", "collector/ragpulse", "scorer/ragpulse", "dashboards/ragpulse",
+            "deploy/ragpulse")
 SQL = re.compile(
     r"^\s*(SELECT|INSERT|ALTER|CREATE|DROP|SET|USE|OPTIMIZE|WITH|SYSTEM|TRUNCATE|RENAME|SHOW|"
     r"DESCRIBE|EXISTS|KILL|DELETE|UPDATE|GRANT)\b")  # upper case: the code's SQL style; prose

@@ -5,7 +5,8 @@ can all depend on it without depending on each other. It lives in the ``collecto
 only because the collector defines the wire format the others read; it is not part of the
 collector.
 
-* :mod:`.attributes` — the span attribute names ragpulse defines (feedback, versions).
+* the span attribute names ragpulse defines (feedback, versions), re-exported from
+  :mod:`ragpulse.instrument`, which owns them because it runs in apps without this package.
 * :mod:`.kafka` — the Kafka wire contract: :class:`KafkaSettings` (connection and topic),
   :func:`ensure_topic`, and the trace-id partitioner otelcol-contrib's kafka exporter uses
   (:func:`partition_for_key`).
@@ -25,7 +26,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .attributes import (
+from ragpulse.instrument import (
     FEEDBACK_COMMENT,
     FEEDBACK_EVENT,
     FEEDBACK_LABEL,
@@ -33,6 +34,7 @@ from .attributes import (
     PROMPT_VERSION,
     RETRIEVER_VERSION,
 )
+
 from .http import (
     BodyError,
     BodyTooLarge,
