@@ -556,7 +556,7 @@ class UpProcess:
     @classmethod
     def start(cls, s: BenchSettings, data_dir: Path) -> UpProcess:
         exe = Path(sys.executable).with_name("ragpulse")
-        cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "from ragpulse.cli import main; main()"]
+        cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()"]
         cmd += ["up", "--data-dir", str(data_dir), "--judge", "local", "--http-port", "0",
                 "--grpc-port", "0", "--clickhouse-port", "0", "--kafka-port", "0",
                 "--status-interval", f"{s.status_interval_s:g}", "--drain-timeout",

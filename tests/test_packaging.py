@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TREES = ("instrument", "collector", "scorer", "dashboards", "deploy")
+TREES = ("instrument", "common", "collector", "scorer", "dashboards", "deploy")
 DATA_SUFFIXES = {".yaml", ".yml", ".json", ".toml", ".txt", ".sql", ".jinja", ".html"}
 
 
@@ -56,7 +56,7 @@ def test_one_console_script(wheel: zipfile.ZipFile) -> None:
     text = wheel.read(ep).decode()
     assert "[console_scripts]" in text
     scripts = [line for line in text.split("[console_scripts]")[1].splitlines() if "=" in line]
-    assert [s.replace(" ", "") for s in scripts] == ["ragpulse=ragpulse.cli:main"]
+    assert [s.replace(" ", "") for s in scripts] == ["ragpulse=ragpulse.deploy.cli:main"]
 
 
 def test_scorer_public_api_is_curated() -> None:

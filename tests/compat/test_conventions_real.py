@@ -20,8 +20,8 @@ import pytest
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 
+from ragpulse.common.schema import CONTENT_NOT_CAPTURED
 from ragpulse.scorer.traces import extract
-from ragpulse.scorer.traces.reasons import CONTENT_NOT_CAPTURED
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scorer.traces.sdk import Recorder
 

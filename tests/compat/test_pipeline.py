@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from ragpulse.cli import _register, app
 from ragpulse.collector.split import split_request
+from ragpulse.common.schema import CONTENT_NOT_CAPTURED, CONTENT_SETTINGS
+from ragpulse.deploy.cli import _register, app
 from ragpulse.scorer.pipeline import build_scorer
-from ragpulse.scorer.traces.reasons import CONTENT_NOT_CAPTURED, CONTENT_SETTINGS
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scorer.pipeline.conftest import (  # noqa: F401 (fixtures)
     make_settings,

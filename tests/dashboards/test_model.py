@@ -250,7 +250,7 @@ def test_committed_generated_files_are_fresh() -> None:
 def test_export_cli(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from ragpulse.cli import _register, app
+    from ragpulse.deploy.cli import _register, app
 
     _register()
     out = tmp_path / "grafana"
@@ -271,7 +271,7 @@ def test_export_cli(tmp_path: Path) -> None:
 def test_settings_file_errors(tmp_path: Path, text: str, message: str) -> None:
     from typer.testing import CliRunner
 
-    from ragpulse.cli import _register, app
+    from ragpulse.deploy.cli import _register, app
 
     _register()
     p = tmp_path / "s.yaml"

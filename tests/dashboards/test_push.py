@@ -118,7 +118,7 @@ def test_unreachable_grafana_is_retryable() -> None:
 
 
 def test_push_cli_token_from_env() -> None:
-    from ragpulse.cli import _register, app
+    from ragpulse.deploy.cli import _register, app
 
     _register()
     with FakeGrafana() as g:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-CLI = [sys.executable, "-c", "from ragpulse.cli import main; main()", "score"]
+CLI = [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", "score"]
 
 
 def test_a_lone_surrogate_is_a_per_line_input_error(tmp_path: Path) -> None:

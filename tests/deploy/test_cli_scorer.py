@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from ragpulse import cli as root
+from ragpulse.deploy import cli as root
 from ragpulse.deploy.commands.scorer import _settings_from, status_line
 
 

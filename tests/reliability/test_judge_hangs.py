@@ -104,7 +104,7 @@ def test_ragpulse_score_finishes_with_a_line_per_input(tmp_path: Path) -> None:
         with FakeOpenAIServer() as srv:
             srv.script("*", *[reply] * 200)
             res = subprocess.run(
-                [sys.executable, "-c", "from ragpulse.cli import main; main()", "score",
+                [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", "score",
                  "--input", str(inp), "--output", str(out), "--judge", "llm", "--model", "m",
                  "--base-url", srv.base_url, "--metrics", "faithfulness,answer_relevancy",
                  "--deadline", "2", "--quiet"],

@@ -35,7 +35,7 @@ METRICS = 5  # the default reference-free metrics: one row each per scored trace
 def _start_up(data: Path, log: Path) -> tuple[subprocess.Popen[bytes], dict[str, int]]:
     """Start `ragpulse up` on ``data``, logging to ``log`` (a new file per start)."""
     ports = {k: free_port() for k in ("http", "grpc", "ch")}
-    cmd = [sys.executable, "-m", "ragpulse.cli", "up", "--data-dir", str(data),
+    cmd = [sys.executable, "-m", "ragpulse.deploy.cli", "up", "--data-dir", str(data),
            "--http-port", str(ports["http"]), "--grpc-port", str(ports["grpc"]),
            "--clickhouse-port", str(ports["ch"]), "--grace", "0.5", "--status-interval", "1"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}

@@ -60,7 +60,7 @@ def descendants(pid: int) -> set[int]:
 
 def test_seaweedfs_listens_only_on_the_ports_up_reports(tmp_path: Path) -> None:
     log = tmp_path / "up.log"
-    cmd = [sys.executable, "-m", "ragpulse.cli", "up", "--data-dir", str(tmp_path / "data"),
+    cmd = [sys.executable, "-m", "ragpulse.deploy.cli", "up", "--data-dir", str(tmp_path / "data"),
            "--http-port", str(free_port()), "--grpc-port", str(free_port()),
            "--clickhouse-port", str(free_port()), "--status-interval", "60"]
     # No RAGPULSE_* from the developer's shell; a wide console so the table is not wrapped.

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ragpulse.scorer.traces import ADVICE
+from ragpulse.common.schema import ADVICE
 
 from .settings import SEGMENT_DIMENSIONS, DashboardsSettings
 

@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ragpulse.common.schema import DatabaseName
 from ragpulse.scorer import DEFAULT_METRICS
-from ragpulse.scorer.store import DatabaseName
 
 __all__ = [
     "SEGMENT_DIMENSIONS",

@@ -103,7 +103,7 @@ def test_second_directory_in_one_process_is_a_clear_error(tmp_path: Path, chdb_c
 
 def _ragpulse(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "from ragpulse.cli import main; main()", *args],
+        [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", *args],
         capture_output=True, text=True, timeout=120, cwd=REPO)
 
 

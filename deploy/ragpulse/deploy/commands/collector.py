@@ -216,7 +216,8 @@ class _Workers:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
-        cmd = [sys.executable, "-c", "from ragpulse.cli import main; main()", *args, "--worker"]
+        cmd = [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", *args,
+               "--worker"]
         for i in range(self.count):
             proc = subprocess.Popen(cmd, env=dict(os.environ), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, preexec_fn=_die_with_parent)

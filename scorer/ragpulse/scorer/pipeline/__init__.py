@@ -140,7 +140,8 @@ def _started_score_writer(
     """The schema created or migrated (with ``settings.init_schema``), then a started
     ``ScoreWriter`` over ``client``, shut down by the scorer's ``on_close``. Blocks while the
     schema is applied; raises the store's errors."""
-    from ..store.schema import SchemaSettings, init_schema
+    from ragpulse.common.schema import SchemaSettings, init_schema
+
     from ..store.writer import build_score_writer
 
     if settings.init_schema:

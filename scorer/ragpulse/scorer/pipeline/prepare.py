@@ -26,11 +26,12 @@ import logging
 from collections import deque
 from datetime import UTC, datetime
 
+from ragpulse.common.schema import NOT_RAG
+
 from ..model import Sample
 from ..privacy import Redactor
 from ..store.rows import ScoredTraceMeta
 from ..traces.extract import ExtractionSettings, extract
-from ..traces.reasons import NOT_RAG
 from ..traces.sampling import Sampler
 from ..traces.span import Span
 from .assembly import AssembledTrace

@@ -15,11 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ragpulse.common import KafkaSettings, move_renamed
+from ragpulse.common.schema import DatabaseName
 
 from ..judges.nli.settings import NliJudgeSettings
 from ..metrics import DEFAULT_METRICS, METRICS
 from ..privacy import PrivacySettings
-from ..store.schema import DatabaseName
 from ..store.writer import WriterSettings
 from ..traces.extract import ExtractionSettings
 from ..traces.sampling import SamplingSettings

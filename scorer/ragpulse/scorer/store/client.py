@@ -19,8 +19,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from ragpulse.common.schema import DatabaseName
+
 from .errors import StoreError, StoreLockedError
-from .schema import DatabaseName
 
 __all__ = ["OWNER_FILE", "OwnerInfo", "StoreSettings", "chdb_path", "credentials_from_env",
            "lock_holder", "open_store", "read_owner", "remove_owner", "write_owner"]

@@ -32,11 +32,11 @@ from typing import Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragpulse.common import move_renamed
+from ragpulse.common.schema import HEALTH_COLUMNS, SCORE_COLUMNS, Column, validate_identifier
 
 from .errors import PermanentStoreError, RetryableStoreError, WriterClosed, WriterFull
 from .retry import RetryOutcome, RetryPolicy, RetrySettings
 from .rows import PipelineHealthRow, ScoreRow, columns_of
-from .schema import HEALTH_COLUMNS, SCORE_COLUMNS, Column, validate_identifier
 
 __all__ = [
     "BatchWriter",

@@ -38,9 +38,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragpulse import common
+from ragpulse.common.schema import CONTENT_NOT_CAPTURED, NOT_RAG, content_advice
 
 from ..model import Sample
-from .reasons import CONTENT_NOT_CAPTURED, NOT_RAG, content_advice
 from .span import AttrValue, Span
 
 __all__ = [
@@ -200,7 +200,7 @@ class Extraction:
     ``reason`` is one of ``no_spans``, ``no_question``, ``no_answer``, ``no_contexts`` (the last
     three also are :class:`ragpulse.scorer.Reason` values), ``content_not_captured`` (LLM
     spans without any message text) or ``not_rag`` (no question, no answer, no LLM call: not a
-    RAG query at all; see :mod:`.reasons`). ``detail`` says what to do about it, for
+    RAG query at all; see :mod:`ragpulse.common.schema`). ``detail`` says what to do about it, for
     the null rows' explanation (``None`` when there is nothing to add). ``question`` and
     ``answer`` are what was found (stripped), also when there is no sample.
     """
