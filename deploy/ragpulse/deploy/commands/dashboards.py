@@ -181,11 +181,15 @@ def report(
     until: Annotated[str | None, typer.Option(
         "--until", help="End of the range (ISO time, UTC); default now.")] = None,
     settings: Annotated[Path | None, typer.Option("--settings", help=_SETTINGS_HELP)] = None,
+    trace_url: Annotated[str | None, typer.Option(
+        "--trace-url", envvar="RAGPULSE_TRACE_URL",
+        help="Tracing-UI link template with {trace_id} (Jaeger, Tempo/Grafana Explore…); "
+             "unset: trace ids are not linked.")] = None,
 ) -> None:
     """Render the dashboard's panels and the alert rules into one self-contained HTML file."""
     from ragpulse.dashboards import build_report
 
-    s = load_settings(settings, database=database)
+    s = load_settings(settings, database=database, trace_url_template=trace_url)
     t0, t1 = _range(since, until)
     client, dsn = _client(clickhouse, data_dir, s.database)
     try:
