@@ -241,3 +241,20 @@ def test_report_screenshots(data_set: str, tmp_path: Path, chdb_dir: Path, demo_
     cols = int((blue.sum(axis=0) >= 1).sum())
     assert cols > 500, cols
     assert red.sum() > 150  # the dashed alert-level line on the faithfulness chart
+
+
+def test_status_names_the_window_of_each_column(chdb_dir: Path, demo_db: str) -> None:
+    """20 traces across four minutes: the last minute holds a few of them, and `status` says
+    so instead of printing a bare n that reads as traces lost."""
+    res = CliRunner().invoke(app, ["status", "--since", "30m", "--until", UNTIL,
+                                   "--clickhouse", f"chdb://{chdb_dir}", "--database", demo_db])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    header = next(ln for ln in out.splitlines() if "metric" in ln and "service" in ln)
+    for col in ("mean 30m", "n 30m", "last 1m", "n last 1m"):
+        assert col in header, header
+    row = next(ln for ln in out.splitlines() if ln.lstrip("│ ").startswith("faithfulness"))
+    cells = [c.strip() for c in row.strip("│ ").split("│")]
+    assert cells[1] == "demo-rag" and cells[3] == "20", cells  # every trace of the range
+    assert cells[4].endswith("@11:59") and 0 < int(cells[6]) < 20, cells  # the last minute only
+    assert "mean, n: the whole 30m; last, its band and n: the last 1m" in " ".join(out.split())
