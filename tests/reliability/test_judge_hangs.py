@@ -108,3 +108,39 @@ def test_ragpulse_score_finishes_with_a_line_per_input(tmp_path: Path) -> None:
             assert faith["value"] is None
             assert faith["reason"] in ("judge_timeout", "judge_error"), faith
         assert elapsed < 60
+
+
+async def test_a_judge_that_never_answers_gives_one_reason_for_every_metric(
+        make_judge: Callable[..., LLMJudge], server: FakeOpenAIServer) -> None:
+    """Issue 17: with every request hanging, some metrics ended ``judge_timeout`` and others
+    ``rate_limited`` (the adaptive limiter, slowed by the timeouts, pushed their first request
+    past the deadline, and that was reported as rate limiting though no 429 ever came). The
+    sample's deadline ended them all: one reason."""
+    from ragpulse.scorer.evaluator import Evaluator
+    from ragpulse.scorer.metrics import DEFAULT_METRICS, resolve_metrics
+
+    server.script("*", *[Reply.json({}, delay_s=3600)] * 50)
+    judge = make_judge(request_timeout_s=1.0, deadline_s=2.5, max_retries=10)
+    evaluator = Evaluator(judge, resolve_metrics(list(DEFAULT_METRICS)))
+    result = await evaluator.evaluate(SAMPLE)
+    reasons = {s.metric: s.reason for s in result.scores}
+    assert len(reasons) == len(DEFAULT_METRICS)
+    assert set(reasons.values()) == {Reason.JUDGE_TIMEOUT}, reasons
+    assert judge.stats.rate_limited_429 == 0
+
+
+async def test_a_server_asking_to_wait_past_the_deadline_is_rate_limited_throughout(
+        make_judge: Callable[..., LLMJudge], server: FakeOpenAIServer) -> None:
+    """The other side of the one-reason rule: when a 429's Retry-After is why the sample runs
+    out of time, every metric says ``rate_limited``, including those whose calls never reached
+    the server (they waited behind the limiter's cool-down)."""
+    from ragpulse.scorer.evaluator import Evaluator
+    from ragpulse.scorer.metrics import DEFAULT_METRICS, resolve_metrics
+
+    server.script("*", *[Reply.rate_limited(retry_after_s=30)] * 50)
+    judge = make_judge(deadline_s=5.0)
+    evaluator = Evaluator(judge, resolve_metrics(list(DEFAULT_METRICS)))
+    result = await evaluator.evaluate(SAMPLE)
+    reasons = {s.metric: s.reason for s in result.scores}
+    assert set(reasons.values()) == {Reason.RATE_LIMITED}, reasons
+    assert judge.stats.rate_limited_429 >= 1

@@ -44,7 +44,9 @@ eat ordinary numbers):
   Chinese: after 姓名/名字/联系人/客户/收件人 or before 先生, 女士, 小姐; English: after Mr, Mrs,
   Ms, Miss, Mx, Dr, Prof, Sir, Madam, "Dear", "my name is", "Name:"/"Customer:"/"Contact:".
   A bare name in running text (``山田太郎は…``, ``王小明说``, ``Taro Yamada said``) is **not**
-  recognised: that needs a model (plug one in with ``redactor``).
+  recognised by default: set ``unmarked_names`` for the common EN/JA/ZH patterns by name lists
+  (:mod:`ragpulse.scorer.person_names`, false positives measured in docs/reliability.md), or
+  plug in a model with ``redactor``.
 
 Thread-safety: a :class:`Redactor` is immutable apart from its counters, which are guarded by a
 lock; one instance may be shared by threads and event loops. Nothing here blocks or does I/O.
@@ -68,6 +70,7 @@ from pydantic_settings import NoDecode
 
 from .judges.base import Judge, Needs
 from .model import Fact, Finding, Sample
+from .person_names import unmarked_name_spans
 
 __all__ = [
     "BUILTIN_KINDS",
@@ -107,6 +110,12 @@ class PrivacySettings(BaseModel):
         default_factory=dict,
         description="extra recognisers: name (lower-case identifier, the placeholder label) -> "
         "Python regular expression; every match is replaced",
+    )
+    unmarked_names: bool = Field(
+        False,
+        description="with the person recogniser, also replace bare names the text does not mark "
+        "(Taro Yamada, 山田太郎は, 王小明说): common English, Japanese and Chinese name patterns "
+        "from name lists; off by default for its false positives (docs/reliability.md)",
     )
     store_text: bool = Field(
         True,
@@ -387,6 +396,11 @@ def _person_spans(text: str) -> list[tuple[int, int]]:
     return _merged(out, text)
 
 
+def _person_and_unmarked_spans(text: str) -> list[tuple[int, int]]:
+    # Marked names first; an unmarked match overlapping one ("Mr. Taro Yamada") merges into it.
+    return _merged(_person_spans(text) + unmarked_name_spans(text), text)
+
+
 def _merged(spans: list[tuple[int, int]], text: str) -> list[tuple[int, int]]:
     """Sorted spans with overlaps merged, and neighbours separated by one space joined (a postal
     code and the address after it are one address)."""
@@ -520,10 +534,13 @@ class Redactor:
     def __init__(self, settings: PrivacySettings | None = None) -> None:
         self.settings = settings or PrivacySettings()
         # (kind, spans of a text, cheap pre-filter, fewest digits a match needs: 0 = no bound)
+        builtin = dict(_BUILTIN)
+        if self.settings.unmarked_names:
+            builtin["person"] = _person_and_unmarked_spans
         self._recognisers: list[
             tuple[str, Callable[[str], list[tuple[int, int]]], Callable[[str], bool], int]
         ] = [
-            (k, _BUILTIN[k], _NEEDS[k], _MIN_DIGITS.get(k, 0))
+            (k, builtin[k], _NEEDS[k], _MIN_DIGITS.get(k, 0))
             for k in BUILTIN_KINDS
             if k in self.settings.kinds
         ]

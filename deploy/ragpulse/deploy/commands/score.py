@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections import deque
 from collections.abc import Iterator
@@ -75,6 +76,11 @@ def read_samples(stream: BinaryIO) -> Iterator[tuple[int, Sample | BadLine]]:
         if not isinstance(obj, dict):
             yield n, BadLine(n, f"expected a JSON object, got {type(obj).__name__}")
             continue
+        if (where := _lone_surrogate(obj)) is not None:
+            sid = obj.get("id")
+            ok_id = isinstance(sid, str | int) and _lone_surrogate(sid) is None
+            yield n, BadLine(n, f"invalid sample: {where}", str(sid) if ok_id else None)
+            continue
         try:
             yield n, Sample.model_validate(obj)
         except ValidationError as exc:
@@ -92,6 +98,35 @@ and ``0.9999999999`` (the ``1e-10`` guard of average precision) reads as a bug."
 
 def _r(v: float | None, n: int = DECIMALS) -> float | None:
     return None if v is None else round(v, n)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(obj: Any, path: str = "") -> str | None:
+    """Where ``obj`` (parsed JSON) holds a lone surrogate, as "field: ..." text, else None.
+
+    JSON may escape one (``"\\ud800"``) and ``json.loads`` keeps it, but it is not a character:
+    no UTF-8 encoder (an HTTP client, ClickHouse, a tokenizer) accepts it, so such a line is bad
+    input, refused like invalid UTF-8 bytes. A valid pair (``"\\ud83d\\ude00"``) is decoded
+    into one character and never seen here."""
+    if isinstance(obj, str):
+        m = _SURROGATE.search(obj)
+        if m is None:
+            return None
+        return (f"{path or 'line'}: lone surrogate \\u{ord(m.group()):04x} at character "
+                f"{m.start()} (not a Unicode character)")
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            where = _lone_surrogate(k, path or "key") or _lone_surrogate(
+                v, f"{path}.{k}" if path else str(k))
+            if where is not None:
+                return where
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            if (where := _lone_surrogate(v, f"{path}.{i}")) is not None:
+                return where
+    return None
 
 
 def score_to_json(s: Score) -> dict[str, Any]:

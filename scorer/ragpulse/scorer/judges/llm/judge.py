@@ -399,7 +399,13 @@ class LLMJudge:
                     delay = self.limiter.delay()
                     if loop.time() + delay > deadline:
                         self.budget.release(reservation)
-                        reason, detail = last or (Reason.RATE_LIMITED, "rate limiter")
+                        # The deadline's reason, as for every other call of the sample (a call
+                        # started after its predecessor timed out finds the deadline spent),
+                        # unless a 429's back-off is what pushes this one past it.
+                        throttled = self.limiter.throttled and loop.time() < deadline
+                        reason, detail = last or (
+                            (Reason.RATE_LIMITED, "rate limiter slowed by 429") if throttled
+                            else (Reason.JUDGE_TIMEOUT, "no time left to send"))
                         raise _CallError(reason, f"deadline {s.deadline_s}s reached; {detail}")
                     await self._wait(delay)
                     if not await self._acquire_slot(deadline - loop.time()):
