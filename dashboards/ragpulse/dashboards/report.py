@@ -132,8 +132,8 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
     series become a shaded band per label set and ``samples`` a bar strip under the chart.
     ``thresholds`` are drawn as dashed red lines (alert levels).
 
-    The legend names exactly what is drawn: a coloured key per series that has a value other
-    than 0, one grey key for the series that are 0 throughout (drawn as one grey line), the
+    The legend names exactly what is drawn: a coloured key per series (except series of
+    counts that are 0 throughout: one grey key for all of them, drawn as one grey line), the
     alert level, the band and the sample bars, and the panel's expected series that returned
     no rows at all."""
     p = frame.panel
@@ -142,8 +142,10 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
     bands = {s.labels: s for s in frame.series if p.band and s.value == "ci_low"}
     highs = {s.labels: s for s in frame.series if p.band and s.value == "ci_high"}
     samples = [s for s in frame.series if p.band and s.value == "samples"]
-    zero = [s for s in lines if _all_zero(s)]
-    live = [s for s in lines if not _all_zero(s)]
+    # Counts that stayed 0 are one grey line and one legend key; a quality mean of 0 is a
+    # finding, not an idle counter, so band panels keep their colours.
+    zero = [] if p.band else [s for s in lines if _all_zero(s)]
+    live = [s for s in lines if s not in zero]
     vals = [v for s in frame.series if s.value != "samples" for _, v in s.points] + list(thresholds)
     lo = p.min if p.min is not None else min(vals + [0.0])
     hi = p.max if p.max is not None else max(vals + [0.0])
