@@ -11,7 +11,10 @@ QUESTION_SIMILARITY      one calibrated similarity: cosine(question, answer) ble
                          answer's grounding near the context sentence that best matches the
                          question; non-committal answers are flagged. The local judge cannot
                          generate questions, so ``questions`` holds the user question itself.
-CONTEXT_USEFUL           per context: best sentence relevance to the question >= cut
+CONTEXT_USEFUL           per context: best sentence relevance to the question >= cut, or the
+                         context is the best support of the answer statement closest to the
+                         question, in an answer that commits and addresses the question (a context the answer
+                         to Q is drawn from is useful to answer Q)
 CONTEXT_USED             per context: best alignment of an answer statement to its sentences
                          >= cut
 CONTEXT_RATINGS          two views mapped to 0/1/2: lexical (IDF-weighted question coverage of
@@ -52,7 +55,7 @@ log = logging.getLogger(__name__)
 _VERSIONS: dict[Fact, str] = {
     Fact.STATEMENTS: "local-statements@1",
     Fact.QUESTION_SIMILARITY: "local-question-similarity@1",
-    Fact.CONTEXT_USEFUL: "local-context-useful@1",
+    Fact.CONTEXT_USEFUL: "local-context-useful@2",
     Fact.CONTEXT_USED: "local-context-used@1",
     Fact.CONTEXT_RATINGS: "local-context-ratings@1",
     Fact.CONTEXT_SENTENCES: "local-context-sentences@1",
@@ -146,7 +149,7 @@ class LocalJudge:
             raise RuntimeError("LocalJudge.gather after aclose")
         if not needs.facts:
             return {}
-        return await self._workers.run(self.judge, sample, needs)
+        return await self._workers.run_findings(self.judge, sample, needs)
 
     # ------------------------------------------------------------------ blocking core
 
@@ -231,10 +234,22 @@ class LocalJudge:
         )
 
     def _context_useful(self, a: SampleAnalysis) -> Finding:
+        s = self.settings
         best = a.per_context_max(a.relevance)
-        cut = self.settings.useful_threshold
-        return self._ok(Fact.CONTEXT_USEFUL, [int(v >= cut) for v in best],
-                        relevance=[round(v, 4) for v in best], threshold=cut)
+        # A context that supports the answer to the question is useful by definition, whatever
+        # its wording shares with the question: then context_precision never says "0 of 2
+        # useful" while context_utilization says "1 of 2 used" for that same context. Only the
+        # context that best supports the statement that answers (the one closest to the
+        # question) counts, and only when the answer commits and addresses the question.
+        answers = (bool(a.answer) and not a.noncommittal
+                   and a.answer_relevancy["score"] >= s.useful_answer_relevancy)
+        used = a.answering_support if answers else [0.0] * len(best)
+        top = max(used, default=0.0)
+        verdicts = [int(v >= s.useful_threshold or (u == top and u >= s.used_threshold))
+                    for v, u in zip(best, used)]
+        return self._ok(Fact.CONTEXT_USEFUL, verdicts, relevance=[round(v, 4) for v in best],
+                        threshold=s.useful_threshold, answer_addresses_question=answers,
+                        alignment=[round(u, 4) for u in used])
 
     def _context_used(self, a: SampleAnalysis) -> Finding:
         best = a.used
