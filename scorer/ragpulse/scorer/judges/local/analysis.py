@@ -193,34 +193,16 @@ class SampleAnalysis:
         return split_statements(self.answer)
 
     @cached_property
-    def _alignment(self) -> tuple[np.ndarray, np.ndarray]:
-        """(statements × sentences alignment, each statement's cosine with the question)."""
+    def used(self) -> list[float]:
+        """Per context: the best alignment of any answer statement to one of its sentences."""
         stmts = self.statements or ([self.answer] if self.answer else [])
         if not stmts or not self.sentences:
-            return np.zeros((0, len(self.sentences))), np.zeros(0)
+            return [0.0] * len(self.contexts)
         vecs = self._embed(stmts)
         cos = _calibrate(vecs @ self.sentence_vectors.T, _ALIGN_COS_LOW, _ALIGN_COS_HIGH)
         units = [content_units(t) for t in stmts]
         lex = np.array([[coverage(u, su) for su in self.sentence_units] for u in units])
-        return np.maximum(lex, cos), vecs @ self._qa_vectors[0]
-
-    @cached_property
-    def used(self) -> list[float]:
-        """Per context: the best alignment of any answer statement to one of its sentences."""
-        align, _ = self._alignment
-        if not align.size:
-            return [0.0] * len(self.contexts)
-        return self.per_context_max(align.max(axis=0))
-
-    @cached_property
-    def answering_support(self) -> list[float]:
-        """Per context: the alignment of the answer statement closest to the question (the one
-        that answers it) to the context's best sentence. Other statements (asides, elaboration)
-        do not make a context useful for the question."""
-        align, to_question = self._alignment
-        if not align.size:
-            return [0.0] * len(self.contexts)
-        return self.per_context_max(align[int(np.argmax(to_question))])
+        return self.per_context_max(np.maximum(lex, cos).max(axis=0))
 
     @cached_property
     def answer_reference_cosine(self) -> float:

@@ -11,10 +11,8 @@ QUESTION_SIMILARITY      one calibrated similarity: cosine(question, answer) ble
                          answer's grounding near the context sentence that best matches the
                          question; non-committal answers are flagged. The local judge cannot
                          generate questions, so ``questions`` holds the user question itself.
-CONTEXT_USEFUL           per context: best sentence relevance to the question >= cut, or the
-                         context is the best support of the answer statement closest to the
-                         question, in an answer that commits and addresses the question (a context the answer
-                         to Q is drawn from is useful to answer Q)
+CONTEXT_USEFUL           per context: best sentence relevance to the question >= cut (question
+                         and contexts only, as the metric is defined: the answer never decides)
 CONTEXT_USED             per context: best alignment of an answer statement to its sentences
                          >= cut
 CONTEXT_RATINGS          two views mapped to 0/1/2: lexical (IDF-weighted question coverage of
@@ -234,22 +232,10 @@ class LocalJudge:
         )
 
     def _context_useful(self, a: SampleAnalysis) -> Finding:
-        s = self.settings
         best = a.per_context_max(a.relevance)
-        # A context that supports the answer to the question is useful by definition, whatever
-        # its wording shares with the question: then context_precision never says "0 of 2
-        # useful" while context_utilization says "1 of 2 used" for that same context. Only the
-        # context that best supports the statement that answers (the one closest to the
-        # question) counts, and only when the answer commits and addresses the question.
-        answers = (bool(a.answer) and not a.noncommittal
-                   and a.answer_relevancy["score"] >= s.useful_answer_relevancy)
-        used = a.answering_support if answers else [0.0] * len(best)
-        top = max(used, default=0.0)
-        verdicts = [int(v >= s.useful_threshold or (u == top and u >= s.used_threshold))
-                    for v, u in zip(best, used)]
-        return self._ok(Fact.CONTEXT_USEFUL, verdicts, relevance=[round(v, 4) for v in best],
-                        threshold=s.useful_threshold, answer_addresses_question=answers,
-                        alignment=[round(u, 4) for u in used])
+        cut = self.settings.useful_threshold
+        return self._ok(Fact.CONTEXT_USEFUL, [int(v >= cut) for v in best],
+                        relevance=[round(v, 4) for v in best], threshold=cut)
 
     def _context_used(self, a: SampleAnalysis) -> Finding:
         best = a.used

@@ -81,9 +81,6 @@ class LocalJudgeSettings(BaseModel):
     calibrated embedding cosine with the question."""
     useful_threshold: float = Field(default=0.4, ge=0.0, le=1.0)
     used_threshold: float = Field(default=0.33, ge=0.0, le=1.0)
-    useful_answer_relevancy: float = Field(default=0.5, ge=0.0, le=1.0)
-    """A context the answer is drawn from (alignment >= ``used_threshold``) also counts as useful
-    when the answer commits and its relevancy to the question is at least this."""
     needed_sentence_threshold: float = Field(default=0.4, ge=0.0, le=1.0)
     rating_lexical: tuple[float, float] = (0.2, 0.45)
     """Cuts on the best sentence's IDF-weighted question coverage: below the first 0, from the
