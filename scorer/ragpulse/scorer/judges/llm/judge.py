@@ -43,8 +43,8 @@ from .plan import (
     PROMPT_NAMES,
     CallSpec,
     SampleInputs,
-    assess_spec,
-    phase_one,
+    dependent_calls,
+    independent_calls,
 )
 from .prompts import Prompt, PromptLibrary, new_nonce
 from .settings import LLMJudgeSettings
@@ -76,6 +76,10 @@ class _CallResult:
     values: dict[str, Any]  # task -> value or _Failed
     cost: Cost = ZERO_COST
     cached: bool = False
+
+
+_Results = dict[tuple[str, str], list["_CallResult | _Failed"]]
+"""(prompt, task) -> the votes of the call that asked it."""
 
 
 class _CallError(Exception):
@@ -225,23 +229,25 @@ class LLMJudge:
         inputs = SampleInputs.of(sample, self.settings)
         _SAMPLE_DEADLINE.set(asyncio.get_running_loop().time() + self.settings.deadline_s)
         ledger = _Ledger()
-        results: dict[str, list[_CallResult | _Failed]] = {}
+        results: _Results = {}
 
         async def run(spec: CallSpec) -> None:
-            results[spec.prompt] = await self._run_votes(spec, ledger, needs)
+            r = await self._run_votes(spec, ledger, needs)
+            for t in spec.tasks:
+                results[(spec.prompt, t)] = r
 
-        async def decompose_then_assess(first: CallSpec | None) -> None:
-            if first is not None:
-                await run(first)
-            stmts, refs = self._decomposed(results.get("decompose"))
-            spec = assess_spec(needs, inputs, self.settings, stmts or [], refs or [])
-            if spec is not None:  # without statements, the context verdicts are still asked
-                await run(spec)
+        async def decompose_then_dependent(first: list[CallSpec]) -> None:
+            await asyncio.gather(*(run(s) for s in first))
+            stmts, refs = self._decomposed(results)
+            await asyncio.gather(*(run(s) for s in dependent_calls(
+                needs, inputs, self.settings, self.prompts, stmts or [], refs or [])))
 
-        specs = phase_one(needs, inputs, self.settings)
-        dec = next((s for s in specs if s.prompt == "decompose"), None)
+        # Every call that needs only the sample starts at once; the reference facts' calls that
+        # read decompose's statements start when it returns.
+        specs = independent_calls(needs, inputs, self.settings, self.prompts)
+        dec = [s for s in specs if s.prompt == "decompose"]
         others = [run(s) for s in specs if s.prompt != "decompose"]
-        await asyncio.gather(decompose_then_assess(dec), *others)
+        await asyncio.gather(decompose_then_dependent(dec), *others)
         findings = await self._findings(sample, needs, inputs, results, ledger)
         for f in findings.values():
             # Count judge trouble, not facts undefined for this sample (no contexts, ...).
@@ -511,14 +517,14 @@ class LLMJudge:
             return None
         return next((r for r in results if isinstance(r, _CallResult)), results[0])
 
-    def _decomposed(self, results: Sequence[_CallResult | _Failed] | None
-                    ) -> tuple[list[str] | None, list[str] | None]:
+    def _decomposed(self, results: _Results) -> tuple[list[str] | None, list[str] | None]:
         """Statements and reference statements from decompose; ``None`` when not available."""
-        r = self._first_ok(results)
-        if not isinstance(r, _CallResult):
-            return None, None
-        st, rs = r.values.get("statements"), r.values.get("reference_statements")
-        return (st if isinstance(st, list) else None, rs if isinstance(rs, list) else None)
+        out: list[list[str] | None] = []
+        for task in ("statements", "reference_statements"):
+            r = self._first_ok(results.get(("decompose", task)))
+            v = r.values.get(task) if isinstance(r, _CallResult) else None
+            out.append(v if isinstance(v, list) else None)
+        return out[0], out[1]
 
     @staticmethod
     def _task(results: Sequence[_CallResult | _Failed] | None, task: str) -> list[Any] | _Failed:
@@ -538,13 +544,10 @@ class LLMJudge:
         return ok if ok else first_fail  # type: ignore[return-value]
 
     async def _findings(self, sample: Sample, needs: Needs, inputs: SampleInputs,
-                        results: dict[str, list[_CallResult | _Failed]],
-                        ledger: _Ledger) -> dict[Fact, Finding]:
+                        results: _Results, ledger: _Ledger) -> dict[Fact, Finding]:
         model = self.model
         ref = {name: self.prompts[name].ref for name in PROMPT_NAMES}
         extra = {"truncated_contexts": True} if inputs.truncated_contexts else {}
-        dec = results.get("decompose")
-        assess = results.get("assess")
         out: dict[Fact, Finding] = {}
 
         def put(fact: Fact, value: Any, version: str | None, *, reason: Reason | None = None,
@@ -556,67 +559,77 @@ class LLMJudge:
                                 cost=ledger.costs.get(fact, ZERO_COST), detail=detail,
                                 extra={**extra, **more})
 
-        def single(v: list[Any] | _Failed) -> Any:
-            return v if isinstance(v, _Failed) else v[0]
+        def task(prompt: str, name: str) -> list[Any] | _Failed:
+            return self._task(results.get((prompt, name)), name)
 
         def voted(v: list[Any] | _Failed) -> Any:
             return v if isinstance(v, _Failed) else _majority(v)
 
         for fact in needs.facts:
-            if fact is Fact.STATEMENTS:
-                if not inputs.answer:
-                    put(fact, [], None)
-                else:
-                    put(fact, single(self._task(dec, "statements")), ref["decompose"])
-            elif fact is Fact.STATEMENT_SUPPORT:
-                st = self._task(dec, "statements") if inputs.answer else [[]]
-                if isinstance(st, _Failed):
-                    put(fact, st, ref["decompose"])
-                elif not st[0]:
-                    put(fact, [], ref["decompose"] if inputs.answer else None)
-                elif not inputs.contexts:
-                    put(fact, None, None, reason=Reason.NO_CONTEXTS)
-                else:
-                    put(fact, voted(self._task(assess, "statement_support")), ref["assess"])
+            if fact in (Fact.STATEMENTS, Fact.STATEMENT_SUPPORT):
+                self._claims(put, fact, inputs, task("grounding", "claims"), ref["grounding"])
             elif fact is Fact.QUESTION_SIMILARITY:
-                await self._question_similarity(put, inputs, dec, ref["decompose"])
+                await self._question_similarity(put, inputs, task("decompose", "questions"),
+                                                ref["decompose"])
             elif fact in (Fact.CONTEXT_USEFUL, Fact.CONTEXT_USED):
                 need = Reason.NO_QUESTION if fact is Fact.CONTEXT_USEFUL else Reason.NO_ANSWER
                 have = inputs.question if fact is Fact.CONTEXT_USEFUL else inputs.answer
+                prompt = "assess" if fact is Fact.CONTEXT_USEFUL else "grounding"
                 if not inputs.contexts:
                     put(fact, [], None)
                 elif not have:
                     put(fact, None, None, reason=need)
                 else:
-                    put(fact, voted(self._task(assess, fact.value)), ref["assess"])
+                    put(fact, voted(task(prompt, fact.value)), ref[prompt])
             elif fact is Fact.REFERENCE_ATTRIBUTION:
-                self._reference_attribution(put, inputs, dec, assess, ref)
+                self._reference_attribution(put, inputs, task, ref)
             elif fact is Fact.CORRECTNESS:
-                self._correctness(put, inputs, dec, assess, ref)
+                self._correctness(put, inputs, task, ref)
             elif fact is Fact.CONTEXT_RATINGS:
-                self._ratings(put, inputs, results, ref)
+                self._ratings(put, inputs, task, ref)
             elif fact is Fact.CONTEXT_SENTENCES:
-                self._sentences(put, inputs, results.get("context_sentences"),
+                self._sentences(put, inputs, task("context_sentences", "sentences"),
                                 ref["context_sentences"])
             elif fact is Fact.ASPECTS:
-                self._aspects(put, needs, inputs, results.get("aspects"), ref["aspects"])
+                self._aspects(put, needs, inputs, results.get(("aspects", "aspects")),
+                              ref["aspects"])
             elif fact is Fact.ANSWER_SIMILARITY:
                 await self._answer_similarity(put, inputs)
             else:  # a fact added to the engine that this judge does not know yet
                 put(fact, None, None, reason=Reason.UNSUPPORTED_BY_JUDGE)
         return out
 
+    @staticmethod
+    def _claims(put: Any, fact: Fact, inputs: SampleInputs, v: list[Any] | _Failed,
+                version: str) -> None:
+        """STATEMENTS and STATEMENT_SUPPORT from ``grounding``'s claims: the statements of the
+        first vote; with votes, the majority per statement over the votes that found as many
+        statements (the others are dropped, counted in ``extra["votes_dropped"]``)."""
+        if not inputs.answer:
+            return put(fact, [], None)
+        if not inputs.contexts:
+            return put(fact, None, None, reason=Reason.NO_CONTEXTS)
+        if isinstance(v, _Failed):
+            return put(fact, v, version)
+        first = v[0]
+        if fact is Fact.STATEMENTS:
+            return put(fact, first["statements"], version)
+        same = [x["verdicts"] for x in v if len(x["verdicts"]) == len(first["verdicts"])]
+        more: dict[str, Any] = {"contexts": first["contexts"], "reasons": first["reasons"]}
+        if len(same) < len(v):
+            more["votes_dropped"] = len(v) - len(same)
+        put(fact, _majority(same) if len(same) > 1 else list(first["verdicts"]), version, **more)
+
     async def _embed(self, texts: list[str]) -> Any:
         return await self.embedder.aembed(texts)
 
-    async def _question_similarity(self, put: Any, inputs: SampleInputs, dec: Any,
-                                   version: str) -> None:
+    async def _question_similarity(self, put: Any, inputs: SampleInputs,
+                                   q: list[Any] | _Failed, version: str) -> None:
         fact = Fact.QUESTION_SIMILARITY
         if not inputs.question:
             return put(fact, None, None, reason=Reason.NO_QUESTION)
         if not inputs.answer:
             return put(fact, None, None, reason=Reason.NO_ANSWER)
-        q = self._task(dec, "questions")
         if isinstance(q, _Failed):
             return put(fact, q, version)
         questions, noncommittal = q[0]["questions"], q[0]["noncommittal"]
@@ -644,13 +657,13 @@ class LLMJudge:
                        detail=f"embedder failed: {type(exc).__name__}: {exc}")
         put(fact, cosine(vecs[0], vecs[1]), None, fmodel=self.embedder.name)
 
-    def _reference_attribution(self, put: Any, inputs: SampleInputs, dec: Any, assess: Any,
+    def _reference_attribution(self, put: Any, inputs: SampleInputs, task: Any,
                                ref: Mapping[str, str]) -> None:
         fact = Fact.REFERENCE_ATTRIBUTION
         version = f"{ref['decompose']}+{ref['assess']}"
         if not inputs.reference:
             return put(fact, None, None, reason=Reason.NO_REFERENCE)
-        rs = self._task(dec, "reference_statements")
+        rs = task("decompose", "reference_statements")
         if isinstance(rs, _Failed):
             return put(fact, rs, ref["decompose"])
         statements = rs[0]
@@ -658,26 +671,26 @@ class LLMJudge:
             return put(fact, {"statements": [], "verdicts": []}, ref["decompose"])
         if not inputs.contexts:
             return put(fact, None, None, reason=Reason.NO_CONTEXTS)
-        v = self._task(assess, "reference_attribution")
+        v = task("assess", "reference_attribution")
         if isinstance(v, _Failed):
             return put(fact, v, version)
         put(fact, {"statements": statements, "verdicts": _majority(v)}, version)
 
-    def _correctness(self, put: Any, inputs: SampleInputs, dec: Any, assess: Any,
+    def _correctness(self, put: Any, inputs: SampleInputs, task: Any,
                      ref: Mapping[str, str]) -> None:
         fact = Fact.CORRECTNESS
         version = f"{ref['decompose']}+{ref['assess']}"
         if not inputs.reference:
             return put(fact, None, None, reason=Reason.NO_REFERENCE)
-        st = self._task(dec, "statements") if inputs.answer else [[]]
-        rs = self._task(dec, "reference_statements")
+        st = task("decompose", "statements") if inputs.answer else [[]]
+        rs = task("decompose", "reference_statements")
         for x in (st, rs):
             if isinstance(x, _Failed):
                 return put(fact, x, ref["decompose"])
         a, r = st[0], rs[0]  # type: ignore[index]
         if not a and not r:
             return put(fact, {"tp": [], "fp": [], "fn": []}, ref["decompose"])
-        v = self._task(assess, "correctness")
+        v = task("assess", "correctness")
         if isinstance(v, _Failed):
             return put(fact, v, version)
         in_ref = _majority([x["in_reference"] for x in v])
@@ -686,7 +699,7 @@ class LLMJudge:
                    "fp": [s for s, b in zip(a, in_ref) if not b],
                    "fn": [s for s, b in zip(r, in_ans) if not b]}, version)
 
-    def _ratings(self, put: Any, inputs: SampleInputs, results: Mapping[str, Any],
+    def _ratings(self, put: Any, inputs: SampleInputs, task: Any,
                  ref: Mapping[str, str]) -> None:
         fact = Fact.CONTEXT_RATINGS
         if not inputs.contexts:
@@ -696,7 +709,7 @@ class LLMJudge:
         ratings: list[int | None] = []
         fails: list[_Failed] = []
         for name in ("context_rating_a", "context_rating_b"):
-            v = self._task(results.get(name), "rating")
+            v = task(name, "rating")
             if isinstance(v, _Failed):
                 ratings.append(None)
                 fails.append(v)
@@ -708,13 +721,12 @@ class LLMJudge:
         detail = "; ".join(f.detail for f in fails) or None
         put(fact, ratings, version, detail=detail)
 
-    def _sentences(self, put: Any, inputs: SampleInputs, res: Any, version: str) -> None:
+    def _sentences(self, put: Any, inputs: SampleInputs, v: Any, version: str) -> None:
         fact = Fact.CONTEXT_SENTENCES
         if not inputs.n_sentences:
             return put(fact, {"needed": 0, "total": 0}, None)
         if not inputs.question:
             return put(fact, None, None, reason=Reason.NO_QUESTION)
-        v = self._task(res, "sentences")
         if isinstance(v, _Failed):
             return put(fact, v, version)
         n = inputs.n_sentences
