@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import random
+import re
 import statistics
 import time
 from collections import OrderedDict
@@ -37,7 +38,7 @@ from ...model import ZERO_COST, Cost, Fact, Finding, Reason, Sample, status_of
 from ...stats import cosine
 from ..base import Needs
 from .limits import AdaptiveRateLimiter, TokenBudget, estimate_prompt_tokens, parse_retry_after
-from .parsing import ParseFailure, parse_reply_object, parse_task
+from .parsing import ParseFailure, parse_reply_object, parse_task, response_schema, strip_reasoning
 from .plan import (
     FACT_TASKS,
     PROMPT_NAMES,
@@ -102,6 +103,26 @@ class _Reply:
     prompt_tokens: int
     completion_tokens: int
     latency_ms: float
+    reasoned: bool = False
+    """The reply shows reasoning (reasoning tokens, ``reasoning_content``, a think block)."""
+    prompt_truncated: bool = False
+
+
+# A byte-level BPE token of natural text averages 3-5 UTF-8 bytes; a reported prompt shorter than
+# one token per this many bytes of what was sent means the server dropped part of it.
+_MAX_BYTES_PER_TOKEN = 6
+
+
+@dataclass
+class _Endpoint:
+    """What the judge learned about its endpoint (one judge = one endpoint and model): request
+    parameters the server rejected, the response format it accepts, whether the model reasons.
+    Each change is logged once."""
+
+    dropped: set[str] = field(default_factory=set)
+    response_format: str = "json_schema"
+    max_tokens_param: str = "max_tokens"
+    reasoning: bool = False
 
 
 @dataclass
@@ -151,6 +172,13 @@ def _classify(exc: BaseException) -> tuple[Reason, bool, float | None]:
             return Reason.RATE_LIMITED, True, wait
         if status == 408:
             return Reason.JUDGE_TIMEOUT, True, wait
+        code = str(exc.code or "")
+        body = exc.body if isinstance(exc.body, dict) else {}
+        inner = body.get("innererror") if isinstance(body.get("innererror"), dict) else {}
+        if code == "content_filter" or inner.get("code") == "ResponsibleAIPolicyViolation":
+            return Reason.JUDGE_REFUSED, False, None  # Azure's content filter on the prompt
+        if code == "context_length_exceeded" or "maximum context length" in exc.message.lower():
+            return Reason.INPUT_TOO_LARGE, False, None  # OpenAI/Azure code; vLLM's message
         if status in _RETRYABLE_STATUS or status >= 500:
             return Reason.JUDGE_ERROR, True, wait
         return Reason.JUDGE_ERROR, False, None
@@ -196,6 +224,9 @@ class LLMJudge:
         self._sem = asyncio.Semaphore(settings.max_concurrency)
         self._cache: OrderedDict[str, _CallResult] = OrderedDict()
         self._closed = asyncio.Event()
+        self._endpoint = _Endpoint(response_format=settings.response_format,
+                                   max_tokens_param=settings.max_tokens_param)
+        self._logged: set[str] = set()
         self._client = self._build_client(settings)
 
     # --- construction -------------------------------------------------------------------------
@@ -284,10 +315,11 @@ class LLMJudge:
         return list(await asyncio.gather(*(one(v) for v in range(spec.votes))))
 
     def _cache_key(self, prompt: Prompt, spec: CallSpec, seed: int | None,
-                   temperature: float) -> str:
+                   temperature: float | None) -> str:
         s = self.settings
         payload = json.dumps([prompt.ref, s.model, spec.tasks, spec.items, spec.params, seed,
-                              temperature, s.json_mode], sort_keys=True, ensure_ascii=False)
+                              temperature, s.response_format], sort_keys=True,
+                             ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
     async def _call(self, prompt: Prompt, spec: CallSpec, vote: int) -> _CallResult:
@@ -304,8 +336,10 @@ class LLMJudge:
         self.stats.cache_misses += 1
 
         messages = prompt.render(spec.tasks, spec.items, nonce=new_nonce(), params=spec.params)
-        reply = await self._request(messages, prompt, seed, temperature, s.max_output_tokens)
+        reply = await self._request(messages, prompt, seed, temperature, s.max_output_tokens,
+                                    spec.tasks)
         cost = self._cost(reply)
+        self._check_prompt(reply, prompt, cost)
         values, errors = self._parse(reply, spec, cost)
         if errors:
             self.stats.repairs += 1
@@ -315,13 +349,19 @@ class LLMJudge:
                 {"role": "user", "content": REPAIR_INSTRUCTION.format(
                     errors="; ".join(errors), output=output)},
             ]
-            # A truncated reply gets room to finish; anything else the same limit.
-            max_tokens = s.max_output_tokens * (2 if reply.finish_reason == "length" else 1)
+            # A truncated reply gets room to finish (a reasoning model its reasoning budget);
+            # anything else the same limit.
+            max_tokens = s.max_output_tokens
+            if reply.finish_reason == "length":
+                max_tokens = max(2 * max_tokens, s.reasoning_output_tokens
+                                 if self._endpoint.reasoning else 0)
             try:
-                reply2 = await self._request(repair, prompt, seed, temperature, max_tokens)
+                reply2 = await self._request(repair, prompt, seed, temperature, max_tokens,
+                                             spec.tasks)
             except _CallError as exc:
                 raise _CallError(exc.reason, exc.detail, cost=cost + exc.cost) from None
             cost = cost + self._cost(reply2)
+            self._check_prompt(reply2, prompt, cost)
             values2, _ = self._parse(reply2, spec, cost)
             for t, v in values2.items():
                 if isinstance(values.get(t), _Failed):
@@ -332,6 +372,26 @@ class LLMJudge:
             while len(self._cache) > s.cache_size:
                 self._cache.popitem(last=False)
         return result
+
+    def _check_prompt(self, reply: _Reply, prompt: Prompt, cost: Cost) -> None:
+        """A reply to a prompt the server cut short (Ollama's silent truncation at ``num_ctx``)
+        judged something else than what was sent: no value, ``prompt_truncated``."""
+        if not reply.prompt_truncated:
+            return
+        self.stats.prompt_truncated += 1
+        self._log_once("prompt_truncated",
+                       "%s: the server reported %d prompt tokens for a longer prompt: it truncated "
+                       "the input (Ollama: raise OLLAMA_CONTEXT_LENGTH or the model's num_ctx)",
+                       prompt.ref, reply.prompt_tokens)
+        raise _CallError(Reason.PROMPT_TRUNCATED,
+                         f"server reported {reply.prompt_tokens} prompt tokens, fewer than the "
+                         f"prompt sent can have: it was truncated (context window too small)",
+                         cost=cost)
+
+    def _log_once(self, key: str, msg: str, *args: Any) -> None:
+        if key not in self._logged:
+            self._logged.add(key)
+            log.warning(msg, *args)
 
     def _parse(self, reply: _Reply, spec: CallSpec, cost: Cost) -> tuple[dict[str, Any], list[str]]:
         if reply.refusal or reply.finish_reason == "content_filter":
@@ -374,27 +434,77 @@ class LLMJudge:
             return
         raise _Closed
 
+    def _kwargs(self, messages: list[dict[str, str]], prompt: Prompt, seed: int | None,
+                temperature: float | None, max_tokens: int,
+                tasks: Sequence[str]) -> dict[str, Any]:
+        """The request, as what the judge has learned about the endpoint allows."""
+        e = self._endpoint
+        kwargs: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": messages,
+            e.max_tokens_param: max_tokens,
+            "extra_headers": {"X-Ragpulse-Prompt": prompt.ref},
+        }
+        if temperature is not None and "temperature" not in e.dropped:
+            kwargs["temperature"] = temperature
+        if seed is not None and "seed" not in e.dropped:
+            kwargs["seed"] = seed
+        if e.response_format == "json_schema":
+            kwargs["response_format"] = response_schema(f"{prompt.name}_{'_'.join(tasks)}", tasks)
+        elif e.response_format == "json_object":
+            kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
+
+    def _adapt(self, exc: openai.APIStatusError, kwargs: Mapping[str, Any]) -> bool:
+        """Learn from a 400 that names a request parameter the server does not take: drop
+        ``temperature``/``seed``, step ``response_format`` down (json_schema, json_object,
+        none), or switch ``max_tokens`` to ``max_completion_tokens``. True when the request
+        should be sent again (once per parameter: what is dropped stays dropped)."""
+        if exc.status_code not in (400, 422):
+            return False
+        e = self._endpoint
+        param = str(exc.param or "")
+        text = f"{param} {exc.message}".lower()
+
+        def named(name: str) -> bool:
+            return param.split(".")[0] == name or re.search(rf"\b{name}\b", text) is not None
+
+        if "response_format" in kwargs and named("response_format"):
+            sent = kwargs["response_format"]["type"]
+            if e.response_format == sent:  # not yet stepped down by a concurrent request
+                e.response_format = "json_object" if sent == "json_schema" else "none"
+                log.warning("%s rejected response_format %s; using %s from now on: %s",
+                            self.settings.model, sent, e.response_format, exc.message[:200])
+            return True
+        if "max_tokens" in kwargs and named("max_tokens") and "max_completion_tokens" in text:
+            if e.max_tokens_param == "max_tokens":
+                e.max_tokens_param = "max_completion_tokens"
+                log.warning("%s wants max_completion_tokens; using it from now on",
+                            self.settings.model)
+            return True
+        for name in ("temperature", "seed"):
+            if name in kwargs and named(name):
+                if name not in e.dropped:
+                    e.dropped.add(name)
+                    log.warning("%s rejected %s; not sending it from now on: %s",
+                                self.settings.model, name, exc.message[:200])
+                return True
+        return False
+
     async def _request(self, messages: list[dict[str, str]], prompt: Prompt, seed: int | None,
-                       temperature: float, max_tokens: int) -> _Reply:
+                       temperature: float | None, max_tokens: int,
+                       tasks: Sequence[str] = ()) -> _Reply:
         s = self.settings
         loop = asyncio.get_running_loop()
         deadline = min(loop.time() + s.deadline_s, _SAMPLE_DEADLINE.get())
-        estimate = estimate_prompt_tokens(messages) + max_tokens
-        kwargs: dict[str, Any] = {
-            "model": s.model,
-            "messages": messages,
-            "temperature": temperature,
-            s.max_tokens_param: max_tokens,
-            "extra_headers": {"X-Ragpulse-Prompt": prompt.ref},
-        }
-        if seed is not None:
-            kwargs["seed"] = seed
-        if s.json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
         attempt = 0
         last: tuple[Reason, str] | None = None
         try:
             while True:
+                if self._endpoint.reasoning:
+                    max_tokens = max(max_tokens, s.reasoning_output_tokens)
+                kwargs = self._kwargs(messages, prompt, seed, temperature, max_tokens, tasks)
+                estimate = estimate_prompt_tokens(messages) + max_tokens
                 reservation = self.budget.reserve(estimate)
                 if reservation is None:
                     self.stats.budget_skipped_calls += 1
@@ -428,7 +538,12 @@ class LLMJudge:
                     raise
                 except (openai.OpenAIError, _RequestTimeout, json.JSONDecodeError,
                         UnicodeDecodeError) as exc:
+                    if isinstance(exc, openai.APIStatusError) and self._adapt(exc, kwargs):
+                        self.budget.release(reservation)  # an error status is not billed
+                        continue
                     reason, retryable, wait = _classify(exc)
+                    if reason is Reason.JUDGE_REFUSED:
+                        self.stats.refusals += 1
                     if reason is Reason.RATE_LIMITED:
                         self.stats.rate_limited_429 += 1
                         self.limiter.on_rate_limited(wait)
@@ -458,7 +573,7 @@ class LLMJudge:
                     await self._wait(pause)
                     continue
                 self.limiter.on_success()
-                return self._reply(completion, reservation, latency_ms)
+                return self._reply(completion, reservation, latency_ms, messages)
         except _Closed:
             raise _CallError(Reason.JUDGE_ERROR, "judge closed") from None
 
@@ -493,7 +608,8 @@ class LLMJudge:
             raise _Closed
         raise _RequestTimeout(f"no complete reply within {timeout_s:.1f}s")
 
-    def _reply(self, completion: Any, reservation: Any, latency_ms: float) -> _Reply:
+    def _reply(self, completion: Any, reservation: Any, latency_ms: float,
+               messages: Sequence[Mapping[str, str]] = ()) -> _Reply:
         usage = getattr(completion, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0)
         ct = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -501,13 +617,32 @@ class LLMJudge:
         self.stats.completions += 1
         self.stats.prompt_tokens += pt
         self.stats.completion_tokens += ct
+        sent = sum(len(str(m.get("content", "")).encode("utf-8", "surrogatepass"))
+                   for m in messages)
+        truncated = 0 < pt < sent // _MAX_BYTES_PER_TOKEN
+        details = getattr(usage, "completion_tokens_details", None)
+        reasoned = bool(getattr(details, "reasoning_tokens", 0) or 0)
         choices = getattr(completion, "choices", None) or []
         if not choices:
-            return _Reply(None, None, None, pt, ct, latency_ms)
+            return _Reply(None, None, None, pt, ct, latency_ms, reasoned, truncated)
         ch = choices[0]
         msg = ch.message
-        return _Reply(msg.content, ch.finish_reason, getattr(msg, "refusal", None), pt, ct,
-                      latency_ms)
+        extra = getattr(msg, "model_extra", None) or {}
+        thought = extra.get("reasoning_content") or extra.get("reasoning")
+        content = msg.content
+        stripped = strip_reasoning(content)
+        reasoned = reasoned or bool(thought) or stripped != content
+        content = stripped
+        if (not content or not content.strip()) and isinstance(thought, str) \
+                and not isinstance(parse_reply_object(thought), ParseFailure):
+            content = thought  # the JSON landed in the reasoning field (vLLM guided decoding)
+        if reasoned and not self._endpoint.reasoning:
+            self._endpoint.reasoning = True
+            log.warning("%s is a reasoning model: max_tokens %d from now on "
+                        "(reasoning_output_tokens)", self.settings.model,
+                        self.settings.reasoning_output_tokens)
+        return _Reply(content, ch.finish_reason, getattr(msg, "refusal", None), pt, ct,
+                      latency_ms, reasoned, truncated)
 
     # --- from call results to findings --------------------------------------------------------
 
