@@ -1048,7 +1048,7 @@ def render_section(results: Mapping[str, Mapping[str, SideCost]],
         "HaluEval and JSQuAD answers "
         "are short (about one statement), which keeps faithfulness cheap on both sides; "
         "longer answers add statements to ragas' two faithfulness prompts and to ragpulse's "
-        "two calls alike."),
+        "`grounding` call alike."),
     ]
     return "\n".join(lines) + "\n"
 
