@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ragpulse.scorer import Evaluator, Sample
+from ragpulse.scorer import Evaluator, Reason, Sample
 from ragpulse.scorer.judges.base import Needs
 from ragpulse.scorer.judges.llm import LLMJudgeSettings, render_requests
 from ragpulse.scorer.metrics import resolve_metrics
@@ -142,3 +142,20 @@ async def test_a_metrics_value_does_not_change_with_the_metric_set(server, make_
         res = await Evaluator(make_judge(embedder=emb), list(subset)).evaluate(sample)
         got = {s.metric: s.value for s in res.scores}
         assert got == {m: alone[m] for m in subset}, subset
+
+
+def test_claims_must_be_drawn_from_the_answer_in_its_language():
+    from ragpulse.scorer.judges.llm.parsing import ParseFailure, parse_task
+
+    source = {"contexts": 1, "source_text": "オベロイ・グループの本社はどこですか？\nデリーです。"}
+
+    def claims(*statements):
+        return {"claims": [{"statement": st, "reason": "r", "contexts": [1], "supported": 1}
+                           for st in statements]}
+
+    ok = parse_task("claims", claims("オベロイ・グループの本社はデリーにある。"), source)
+    assert ok["statements"] == ["オベロイ・グループの本社はデリーにある。"] and ok["verdicts"] == [1]
+    for bad in ("The Oberoi Group's head office is in Delhi.", "すべての文は支持されている。"):
+        got = parse_task("claims", claims(bad), source)
+        assert isinstance(got, ParseFailure) and got.reason is Reason.VERDICTS_MISMATCH
+    assert parse_task("claims", {"claims": []}, source)["statements"] == []

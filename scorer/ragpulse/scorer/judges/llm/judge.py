@@ -360,8 +360,9 @@ class LLMJudge:
                                              spec.tasks)
             except _CallError as exc:
                 raise _CallError(exc.reason, exc.detail, cost=cost + exc.cost) from None
+            # No truncation check here: a server that caches the repeated prefix (Ollama) may
+            # report only the new tokens of a repair.
             cost = cost + self._cost(reply2)
-            self._check_prompt(reply2, prompt, cost)
             values2, _ = self._parse(reply2, spec, cost)
             for t, v in values2.items():
                 if isinstance(values.get(t), _Failed):

@@ -10,6 +10,7 @@ entries for the n items asked about; anything else is ``verdicts_mismatch``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -153,7 +154,13 @@ def _closed(node: Any) -> Any:
 
 def response_schema(name: str, tasks: Sequence[str]) -> dict[str, Any]:
     """The ``response_format`` of type ``json_schema`` for a request asking ``tasks``: one
-    object with the keys of every task, built from the parsers' pydantic models."""
+    object with the keys of every task, built from the parsers' pydantic models. Cached: the
+    same dict (treat it as read-only) for the same name and tasks."""
+    return _response_schema(name, tuple(tasks))
+
+
+@functools.lru_cache(maxsize=256)
+def _response_schema(name: str, tasks: tuple[str, ...]) -> dict[str, Any]:
     props: dict[str, Any] = {}
     defs: dict[str, Any] = {}
     for t in tasks:
@@ -276,9 +283,32 @@ def _p_ref_statements(obj: Mapping[str, Any], n: Mapping[str, int]) -> list[str]
                               "reference_statements").reference_statements, "reference_statements")
 
 
-def _p_claims(obj: Mapping[str, Any], n: Mapping[str, int]) -> dict[str, list[Any]]:
+_NOT_TEXT = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def _bigrams(text: str) -> set[str]:
+    t = _NOT_TEXT.sub("", text.lower())
+    return {t[i:i + 2] for i in range(len(t) - 1)}
+
+
+DRAWN_FROM_ANSWER = 0.5
+"""Least share of a claim's character bigrams that must occur in the question + answer."""
+
+
+def _p_claims(obj: Mapping[str, Any], n: Mapping[str, Any]) -> dict[str, list[Any]]:
     rows = [_validate(_Claim, e, f"claims[{i}]") for i, e in enumerate(_array(obj, "claims"))]
     statements = _strings([r.statement for r in rows], "claims.statement")
+    # The statements come from the same reply as their verdicts, so no count can be checked
+    # against them; instead each must be drawn from the answer (restored subjects from the
+    # question): character bigrams, so it works without spaces (CJK) and rejects translations
+    # and verdicts an obeyed injection invents for statements the answer never made.
+    source = _bigrams(str(n.get("source_text", "")))
+    if source:
+        for i, st in enumerate(statements, start=1):
+            grams = _bigrams(st)
+            if not grams or len(grams & source) < DRAWN_FROM_ANSWER * len(grams):
+                raise _Bad(Reason.VERDICTS_MISMATCH,
+                           f"claims[{i}]: statement not drawn from the answer: {st[:80]!r}")
     k = int(n.get("contexts", 0))
     return {"statements": statements, "verdicts": [int(r.supported) for r in rows],
             "contexts": [sorted({c for c in r.contexts if 1 <= c <= k}) for r in rows],

@@ -196,6 +196,8 @@ def _spec(prompt: str, tasks: tuple[str, ...], needs: Needs, inputs: SampleInput
         counts["questions"] = settings.n_questions
     if "sentences" in tasks:
         counts["sentences"] = inputs.n_sentences
+    if "claims" in tasks:
+        counts["source_text"] = f"{inputs.question}\n{inputs.answer}"
     if "aspects" in tasks:
         params["criteria"] = criteria_text(needs.criteria)
         counts["criteria_names"] = [c.name for c in needs.criteria]
