@@ -70,6 +70,17 @@ def test_every_request_for_every_metric_subset_shows_exactly_its_tasks_inputs():
     assert seen_tasks == set(SEES)  # every task was rendered at least once
 
 
+def test_aspect_critique_sees_question_contexts_and_answer():
+    from ragpulse.scorer import Fact
+    from ragpulse.scorer.judges.base import BUILTIN_CRITERIA
+
+    needs = Needs(frozenset({Fact.ASPECTS}), (BUILTIN_CRITERIA["correctness"],))
+    (req,) = render_requests(SAMPLE, needs, LLMJudgeSettings(api_key="x"),
+                             nonce="0a1b2c3d4e5f6071")
+    assert {k for (_, k, _, _) in data_blocks(req[-1]["content"])} == {
+        "question", "context", "answer"}
+
+
 def test_the_card_takes_three_calls_whatever_else_runs():
     settings = LLMJudgeSettings(api_key="x")
     card = ("faithfulness", "answer_relevancy", "context_precision", "context_utilization")
