@@ -262,3 +262,20 @@ async def test_render_requests_is_what_goes_on_the_wire(server, make_judge):
     assert sorted(map(key, (normalized(r.messages) for r in server.requests))) == sorted(
         map(key, rendered))
     assert len(render_requests(SAMPLE, needs, LLMJudgeSettings(api_key="x"))) == 3
+
+
+async def test_voted_grounding_takes_the_majority_over_votes_with_as_many_statements(
+        server, make_judge):
+    def claims(bits):
+        return Reply.json({"claims": [{"statement": STATEMENTS[i], "reason": "r", "contexts": [],
+                                       "supported": b} for i, b in enumerate(bits)]})
+
+    by_seed = {42: [1, 0, 1], 43: [1, 1, 0], 44: [1, 1]}  # vote i is sent with seed 42 + i
+    server.handler = lambda rec: claims(by_seed[rec.body["seed"]])
+    judge = make_judge(votes=3)
+    f = await judge.gather(SAMPLE, Needs(frozenset({Fact.STATEMENTS, Fact.STATEMENT_SUPPORT})))
+    assert len(server.requests) == 3
+    assert f[Fact.STATEMENTS].value == STATEMENTS
+    # the two-statement vote is dropped; of the other two, a 1-1 tie is 0
+    assert f[Fact.STATEMENT_SUPPORT].value == [1, 0, 0]
+    assert f[Fact.STATEMENT_SUPPORT].extra["votes_dropped"] == 1
