@@ -115,7 +115,7 @@ async def test_each_call_shows_only_its_inputs_and_support_may_cite_several_cont
     assert schema["required"] == ["claims", "context_used"]
     claim = schema["$defs"]["_Claim"]["properties"]
     assert list(claim) == ["statement", "reason", "contexts", "supported"]  # reason first
-    assert body["model"] == "fake-judge" and body["max_tokens"] == 1024
+    assert body["model"] == "fake-judge" and body["max_tokens"] == 2048
     assert by["assess"].headers["authorization"] == "Bearer sk-test-secret"
 
 

@@ -78,7 +78,7 @@ async def test_max_tokens_becomes_max_completion_tokens_when_the_server_asks(ser
     await judge.gather(SAMPLE.model_copy(update={"question": "Delhi?"}), USEFUL)
     first, second, third = server.requests
     assert first.status == 400
-    assert second.body["max_completion_tokens"] == third.body["max_completion_tokens"] == 1024
+    assert second.body["max_completion_tokens"] == third.body["max_completion_tokens"] == 2048
     assert "max_tokens" not in third.body
 
 
@@ -126,7 +126,7 @@ async def test_a_think_block_is_stripped_and_the_budget_grows(server, make_judge
     f = await judge.gather(SAMPLE, USEFUL)
     assert f[Fact.CONTEXT_USEFUL].value == EXPECTED and judge.stats.repairs == 0
     await judge.gather(SAMPLE.model_copy(update={"question": "Delhi?"}), USEFUL)
-    assert [r.body["max_tokens"] for r in server.requests] == [1024, 8192]
+    assert [r.body["max_tokens"] for r in server.requests] == [2048, 8192]
 
 
 @pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
@@ -149,13 +149,13 @@ async def test_reasoning_prose_is_never_parsed_as_the_reply(server, make_judge):
 async def test_a_reasoning_model_cut_off_gets_its_reasoning_budget(server, make_judge):
     """OpenAI o-series/gpt-5: reasoning tokens count against the limit; a reply that spent it
     all ends with finish_reason length and empty content."""
-    server.script("assess", Reply(content="", finish_reason="length", reasoning_tokens=1024),
+    server.script("assess", Reply(content="", finish_reason="length", reasoning_tokens=2048),
                   Reply(content=USEFUL_JSON, reasoning_tokens=3000))
     judge = make_judge(max_tokens_param="max_completion_tokens")
     f = await judge.gather(SAMPLE, USEFUL)
     assert f[Fact.CONTEXT_USEFUL].value == EXPECTED
     first, repair = server.requests
-    assert first.body["max_completion_tokens"] == 1024
+    assert first.body["max_completion_tokens"] == 2048
     assert repair.body["max_completion_tokens"] == 8192
 
 

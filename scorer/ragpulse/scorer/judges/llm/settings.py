@@ -74,8 +74,11 @@ class LLMJudgeSettings(BaseModel):
     A 400 naming ``response_format`` falls back to ``json_object`` (then to none) for the rest
     of the judge's life, logged once. The reply is parsed and validated the same way in every
     mode."""
-    max_output_tokens: int = Field(1024, ge=16, le=131072)
-    """``max_tokens`` of one request; reserved in the token budget before each call."""
+    max_output_tokens: int = Field(2048, ge=16, le=131072)
+    """``max_tokens`` of one request; reserved in the token budget before each call. A claim of
+    the ``grounding`` reply (statement, reason, contexts, verdict) takes about 40-60 tokens, so
+    2048 holds answers of about 35 statements; a truncated reply gets one repair with twice as
+    many."""
     reasoning_output_tokens: int = Field(8192, ge=16, le=131072)
     """``max_tokens`` once the endpoint shows it is a reasoning model (a reply reports
     ``completion_tokens_details.reasoning_tokens``, carries ``reasoning_content`` or a
