@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ragpulse.scorer import Evaluator, Sample, SampleResult
 from ragpulse.scorer.judges.base import Needs
-from ragpulse.scorer.judges.local import LocalJudge, LocalJudgeSettings
+from ragpulse.scorer.judges.local import LocalJudge
 from ragpulse.scorer.judges.local.text import content_units
 from ragpulse.scorer.model import Fact
 
