@@ -372,7 +372,7 @@ async def _jnli(judge: Any, path: Path, args: argparse.Namespace, dist: list[str
 
 async def _context_relevance(judge: Any, data: Path, args: argparse.Namespace) -> list[str]:
     lines = ["", "### Context relevance", "",
-              "Score = `context_relevance` (two local 0/1/2 views, mean / 2); label `has_positive`.",
+              "Score = `context_relevance` (two 0/1/2 ratings, mean / 2: the local judge's two views or the LLM judge's two prompts); label `has_positive`.",
               "", "| set | n | AUROC | baseline (README) |", "|---|---|---|---|"]
     seed_rows: list[str] = []
     for key, fname in (("ctx_jsquad", "context_relevance_jsquad_ja.jsonl"),

@@ -207,7 +207,7 @@ class KafkaExporter:
 
     def _connect(self) -> tuple[Any, int]:
         """A new producer and the topic's partition count. Blocks; raises KafkaUnavailable."""
-        from ragpulse.collector.kafka import ensure_topic_rdkafka, topic_partitions
+        from ragpulse.collector.kafka import RDKAFKA_LOG, ensure_topic_rdkafka, topic_partitions
 
         p = self._settings.producer
         conf = self._kafka.rdkafka_config()
@@ -234,7 +234,7 @@ class KafkaExporter:
             from confluent_kafka import Producer
 
             def factory(c: dict[str, Any]) -> Any:
-                return Producer(c, logger=_RDKAFKA_LOG)
+                return Producer(c, logger=RDKAFKA_LOG)
 
         producer = factory(conf)
         try:
@@ -532,19 +532,6 @@ class KafkaExporter:
 
 
 _PARTITION_REFRESH_S = 30.0
-
-
-class _RdkafkaLog(logging.Logger):
-    """librdkafka's own log lines, at DEBUG: while a broker is down it reports every failed
-    reconnect. What matters reaches the log once, rate-limited, through the error callback and
-    the delivery reports."""
-
-    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
-        super().log(logging.DEBUG, msg, *args, **kwargs)
-
-
-_RDKAFKA_LOG = _RdkafkaLog("ragpulse.collector.rdkafka")
-_RDKAFKA_LOG.parent = log
 
 
 def _is_kafka_error(exc: BaseException) -> bool:

@@ -323,6 +323,8 @@ class Embedded:
             out.update({f"collector.{k}": v for k, v in self.collector.stats().items()})
         if self.scorer is not None:
             out.update({f"scorer.{k}": v for k, v in self.scorer.stats().items()})
+            unscorable = self.scorer.labelled_counters().get("traces_unscorable", {})
+            out.update({f"scorer.traces_unscorable.{r}": n for r, n in unscorable.items()})
         if self.facade is not None:
             out.update({f"facade.{k}": v for k, v in self.facade.stats().items()})
         if self.demo is not None:
@@ -399,14 +401,33 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
 
 
 def status_line(st: dict[str, Any], elapsed_s: float) -> str:
+    """One line that adds up: every trace the assembler emitted ended in exactly one outcome
+    (sampled out, no RAG query, written as null rows because it could not be scored, scored,
+    failed, dropped) or is still in progress (the remainder: waiting for or in the judge, or
+    emitted and not yet through the sampler). Unscorable traces are broken down by reason."""
     def g(key: str) -> int:
         return int(st.get(key, 0) or 0)
 
+    emitted = sum(g(f"scorer.traces_{k}") for k in
+                  ("assembled", "timed_out", "evicted", "drained", "rescored"))
+    outcomes = {
+        "sampled out": g("scorer.traces_sampled_out"),
+        "not RAG": g("scorer.traces_not_rag"),
+        "unscorable": g("scorer.traces_unscorable"),
+        "scored": g("scorer.traces_scored"),
+        "failed": g("scorer.evaluate_errors"),
+        "dropped": g("scorer.traces_dropped"),
+    }
+    outcomes["in progress"] = max(0, emitted - sum(outcomes.values()))
+    reasons = sorted(((k.rsplit(".", 1)[1], int(v)) for k, v in st.items()
+                      if k.startswith("scorer.traces_unscorable.") and v), key=lambda x: -x[1])
+    why = f" ({', '.join(f'{r} {n}' for r, n in reasons)})" if reasons else ""
+    parts = " + ".join(f"{k} {v}" + (why if k == "unscorable" else "")
+                       for k, v in outcomes.items())
     errors = (g("collector.spans_refused") + g("scorer.records_dead_lettered")
               + g("scorer.evaluate_errors") + g("scorer.write_errors"))
     return (f"[{elapsed_s:6.0f}s] spans received {g('collector.spans_received')}, "
-            f"traces assembled {g('scorer.traces_assembled')}, sampled {g('scorer.traces_sampled')}, "
-            f"scored {g('scorer.traces_scored')}, rows {g('scorer.rows_written')}, "
+            f"traces assembled {emitted} = {parts}; rows {g('scorer.rows_written')}, "
             f"lag {g('scorer.consumer_lag')}, errors {errors}")
 
 

@@ -47,6 +47,9 @@ class Reason(str, enum.Enum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     UNSUPPORTED_BY_JUDGE = "unsupported_by_judge"
     INPUT_TOO_LARGE = "input_too_large"
+    PROMPT_TRUNCATED = "prompt_truncated"
+    """The judge's server cut the prompt short (a context window smaller than the prompt) and
+    answered anyway: the verdict did not see all of its inputs."""
 
 
 Status = Literal["ok", "null", "error", "skipped"]

@@ -48,9 +48,10 @@ def up(
 ) -> None:
     """Run broker, collector, scorer and ClickHouse (chDB) on this machine, on loopback."""
     from ..embedded import EmbeddedSettings, run_embedded
+    from ..logs import configure_logging, protect_std_streams
 
+    protect_std_streams()  # a dead stderr pipe (Ctrl-C on `| tee`) must not stop the drain
     console = Console(stderr=True)
-    from ..logs import configure_logging
 
     configure_logging(logging.INFO if verbose else logging.WARNING)
     values: dict[str, Any] = {

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from ..model import Fact, Finding, Sample
+from ..model import Cost, Fact, Finding, Sample
 
 T = TypeVar("T")
 
 __all__ = ["BUILTIN_CRITERIA", "BlockingWorkers", "Criterion", "Judge", "Needs"]
+
+
+def _timed(fn: Callable[..., T], *args: Any) -> tuple[T, float]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, (time.perf_counter() - t0) * 1000.0
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,17 @@ class BlockingWorkers:
             self._admit = (loop, asyncio.Semaphore(self._max_pending))
         async with self._admit[1]:
             return await loop.run_in_executor(self._executor, fn, *args)
+
+    async def run_findings(self, fn: Callable[..., dict[Fact, Finding]],
+                           *args: Any) -> dict[Fact, Finding]:
+        """:meth:`run` for a judge's blocking core: the milliseconds ``fn`` ran on its worker
+        thread (not the wait for a thread or for admission) become the findings' latency cost,
+        split evenly, so the scores of a sample add up to the judge's own time."""
+        findings, ms = await self.run(_timed, fn, *args)
+        if not findings:
+            return findings
+        share = Cost(latency_ms=ms / len(findings))
+        return {f: dataclasses.replace(fd, cost=fd.cost + share) for f, fd in findings.items()}
 
     async def aclose(self) -> None:
         if self.closed:
