@@ -16,7 +16,7 @@ from ragpulse.collector.kafka import RdkafkaLog, topic_partitions
 from ragpulse.common import KafkaUnavailable
 from ragpulse.deploy.broker import free_port
 
-CLI = [sys.executable, "-m", "ragpulse.cli", "collector"]
+CLI = [sys.executable, "-m", "ragpulse.deploy.cli", "collector"]
 
 
 def test_unreachable_kafka_is_one_clear_line_not_a_flood() -> None:

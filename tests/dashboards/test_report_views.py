@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from ragpulse.cli import _register, app
+from ragpulse.deploy.cli import _register, app
 from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
 from ragpulse.scorer.store import (

@@ -36,7 +36,7 @@ class Up:
         self.read_fd, write_fd = os.pipe()
         # closed_stderr: started as `ragpulse up ... 2>&-` (descriptor 2 closed), output on stdout
         shell = ["sh", "-c", 'exec "$@" 2>&-', "sh"] if closed_stderr else []
-        cmd = [*shell, sys.executable, "-m", "ragpulse.cli", "up", "--in-memory", "--data-dir", str(data),
+        cmd = [*shell, sys.executable, "-m", "ragpulse.deploy.cli", "up", "--in-memory", "--data-dir", str(data),
                "--http-port", str(self.ports["http"]), "--grpc-port", str(self.ports["grpc"]),
                "--clickhouse-port", str(self.ports["ch"]), "--grace", "0.5",
                "--status-interval", "0.5", "--drain-timeout", "60"]

@@ -99,7 +99,7 @@ async def test_usefulness_sees_the_question_and_contexts_only(local_judge: Local
 
 
 def test_score_command_rounds_and_reports_the_judges_own_time(tmp_path: Path) -> None:
-    from ragpulse.cli import _register, app
+    from ragpulse.deploy.cli import _register, app
 
     _register()
     out = tmp_path / "scores.jsonl"
