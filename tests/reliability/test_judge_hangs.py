@@ -38,17 +38,17 @@ async def _faithfulness(judge: LLMJudge) -> Any:
 async def test_a_server_that_never_answers_ends_at_the_deadline(
         make_judge: Callable[..., LLMJudge], server: FakeOpenAIServer) -> None:
     server.script("*", *[Reply.json({}, delay_s=3600)] * 10)
-    # Faithfulness needs two calls in a row (statements, then verdicts): each used to get a
-    # deadline of its own, so the sample took twice its deadline (more with repairs).
+    # Each retry used to get a deadline of its own, so the sample took a multiple of its
+    # deadline. Faithfulness is one call (grounding: statements with their verdicts).
     judge = make_judge(request_timeout_s=2.0, deadline_s=2.0, max_retries=10)
     score = await _faithfulness(judge)
     assert score.value is None and score.reason == Reason.JUDGE_TIMEOUT
     # Each request is cut where the sample's deadline falls, so the retries end there, far short
-    # of max_retries, and the verdicts call is never sent.
+    # of max_retries.
     st = judge.stats
     assert st.completions == 0 and st.timeouts == st.requests and st.retries == st.requests - 1
     assert 1 <= st.requests <= 2, st
-    assert {r.prompt.split("@")[0] for r in server.requests} == {"decompose"}
+    assert {r.prompt.split("@")[0] for r in server.requests} == {"grounding"}
 
 
 async def test_a_dripping_server_ends_at_the_deadline(
@@ -64,7 +64,7 @@ async def test_a_dripping_server_ends_at_the_deadline(
     st = judge.stats
     assert st.completions == 0 and st.requests >= 1 and st.timeouts == st.requests
     assert st.retries == st.requests - 1 < 10
-    assert {r.prompt.split("@")[0] for r in server.requests} == {"decompose"}
+    assert {r.prompt.split("@")[0] for r in server.requests} == {"grounding"}
 
 
 async def test_a_truncated_json_body_is_retried(make_judge: Callable[..., LLMJudge],
