@@ -61,21 +61,19 @@ import json
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import NoDecode
 
-from .judges.base import Judge, Needs
-from .model import Fact, Finding, Sample
+from .model import Sample
 from .person_names import unmarked_name_spans
 
 __all__ = [
     "BUILTIN_KINDS",
     "PrivacySettings",
-    "RedactingJudge",
     "Redactor",
     "build_redactor",
     "iban_ok",
@@ -674,29 +672,3 @@ def _load_redactor(path: str) -> Callable[[str], str]:
 def build_redactor(settings: PrivacySettings | None = None) -> Redactor:
     """A :class:`Redactor` for ``settings`` (default: every built-in recogniser on)."""
     return Redactor(settings)
-
-
-class RedactingJudge:
-    """A :class:`~ragpulse.scorer.judges.base.Judge` that hands the wrapped judge a redacted
-    sample, so no recognised personal data reaches a model endpoint.
-
-    Same contract as the wrapped judge: ``gather`` never raises for judge trouble and is safe to
-    call concurrently (redaction is CPU-only and short; it runs on the calling loop). ``aclose``
-    closes the wrapped judge and is idempotent if the wrapped one is.
-    """
-
-    def __init__(self, judge: Judge, redactor: Redactor) -> None:
-        self.inner = judge
-        self.redactor = redactor
-        self.name = judge.name
-        self.model = judge.model
-
-    async def gather(self, sample: Sample, needs: Needs) -> Mapping[Fact, Finding]:
-        return await self.inner.gather(self.redactor.redact_sample(sample), needs)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    def __getattr__(self, item: str) -> Any:
-        # Judge-specific extras (e.g. the LLM judge's stats()) stay reachable through the wrapper.
-        return getattr(self.inner, item)
