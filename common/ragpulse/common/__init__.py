@@ -13,7 +13,6 @@ collector.
 * :mod:`.http` — HTTP/1.1 server hardening shared by the OTLP/HTTP receiver and the
   ClickHouse-HTTP facade: a connection-capped threading server that evicts idle and slow clients,
   read deadlines, and one bounded body decoder (``Content-Length`` and chunked).
-* :func:`move_renamed` — deprecated settings names that keep working, with a warning.
 * :func:`lazy_exports` — PEP 562 lazy attributes, so a package can list its public surface in
   ``__all__`` without importing heavy modules until they are used.
 
@@ -54,7 +53,6 @@ from .kafka import (
     partition_for_key,
     partitions_for_keys,
 )
-from .renamed_settings import move_renamed
 
 __all__ = [
     "FEEDBACK_COMMENT",
@@ -74,7 +72,6 @@ __all__ = [
     "TopicError",
     "ensure_topic",
     "lazy_exports",
-    "move_renamed",
     "partition_for_key",
     "partitions_for_keys",
     "read_body",

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragpulse.scorer.store import DatabaseName
 
@@ -230,15 +230,6 @@ class TelemetrySettings(BaseModel):
     instance: str | None = Field(
         None, description="instance name in rows and resources; default host:pid"
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed(cls, data: Any) -> Any:
-        from ragpulse.common import move_renamed
-
-        return move_renamed(
-            data, {"health_interval_s": "pipeline_health_interval_s"}, model="TelemetrySettings"
-        )
 
     @field_validator("otlp_endpoint")
     @classmethod

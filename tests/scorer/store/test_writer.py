@@ -294,15 +294,10 @@ def test_settings_validation() -> None:
         RetrySettings(initial_backoff_s=2, max_backoff_s=1)
 
 
-def test_the_old_flat_retry_names_still_configure_the_one_retry_policy() -> None:
-    with pytest.warns(DeprecationWarning) as caught:
-        s = WriterSettings(retry_initial_backoff_s=0.2, retry_max_backoff_s=3, retry_deadline_s=9)
-    assert s.retry == RetrySettings(initial_backoff_s=0.2, max_backoff_s=3, deadline_s=9)
-    assert len(caught) == 3 and "use 'retry.deadline_s'" in str(caught[-1].message)
-    # The new name wins when both are given.
-    with pytest.warns(DeprecationWarning):
-        s = WriterSettings(retry={"deadline_s": 5}, retry_deadline_s=9)
-    assert s.retry.deadline_s == 5
+def test_the_names_before_0_1_are_refused_not_read() -> None:
+    """0.x renames say so in CHANGELOG.md; an old flat retry name is an error, never ignored."""
+    with pytest.raises(ValidationError, match="retry_deadline_s"):
+        WriterSettings(retry_deadline_s=9)
 
 
 def test_the_retry_policy_backs_off_with_full_jitter_up_to_its_cap() -> None:

@@ -31,7 +31,6 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragpulse.common import move_renamed
 from ragpulse.common.schema import HEALTH_COLUMNS, SCORE_COLUMNS, Column, validate_identifier
 
 from .errors import PermanentStoreError, RetryableStoreError, WriterClosed, WriterFull
@@ -80,24 +79,11 @@ class WriterSettings(BaseModel):
     deduplicate: bool = True
     """Send an ``insert_deduplication_token`` per batch (see the module docstring)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed(cls, data: Any) -> Any:
-        return move_renamed(data, _RENAMED, model="WriterSettings")
-
     @model_validator(mode="after")
     def _check(self) -> WriterSettings:
         if self.max_pending_rows < self.batch_rows:
             raise ValueError("max_pending_rows must be at least batch_rows")
         return self
-
-
-# Deprecated names (RAGPULSE_WRITER__RETRY_INITIAL_BACKOFF_S, ...) of the retry settings.
-_RENAMED = {
-    "retry_initial_backoff_s": "retry.initial_backoff_s",
-    "retry_max_backoff_s": "retry.max_backoff_s",
-    "retry_deadline_s": "retry.deadline_s",
-}
 
 
 @dataclass(frozen=True)
