@@ -3,6 +3,7 @@ collector → tansu → a kafka-python consumer."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import http.client
 import json
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 
 import grpc
 import pytest
+from google.protobuf import json_format
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
@@ -271,6 +273,84 @@ def test_partial_success_for_spans_without_trace_id(make_collector: Callable[...
     assert status == 200 and response.partial_success.rejected_spans == 1
     assert "trace_id" in response.partial_success.error_message
     assert collector.stats()["spans_rejected"] == 1
+
+
+# The attacks of issue 17: each was acknowledged with a plain 200 and then lost downstream (the
+# TTL dropped the rows, or the scorer dead-lettered the trace).
+_HOSTILE_SPANS = [
+    ("start_time_unix_nano", {"start_time_unix_nano": 0}),
+    ("start_time_unix_nano", {"start_time_unix_nano": 1}),
+    ("start_time_unix_nano", {"start_time_unix_nano": 2**63}),
+    ("start_time_unix_nano", {"start_time_unix_nano": 2**64 - 1}),
+    ("span_id", {"span_id": b""}),
+    ("span_id", {"span_id": b"\x01" * 7}),
+    ("span_id", {"span_id": b"\x01" * 9}),
+    ("span_id", {"span_id": b"\x01" * 100}),
+    ("parent_span_id", {"parent_span_id": b"\x01" * 9}),
+]
+
+
+def _hostile_request(seed: int) -> tuple[ExportTraceServiceRequest, set[str]]:
+    """One good RAG trace plus one single-span trace per hostile case; the good trace's ids."""
+    request = rag_request(1, seed=seed, services=1)
+    good = set(traces_of(request))
+    template = request.resource_spans[0].scope_spans[1].spans[0]
+    for i, (_, fields) in enumerate(_HOSTILE_SPANS):
+        bad = request.resource_spans[0].scope_spans[1].spans.add()
+        bad.CopyFrom(template)
+        bad.trace_id = bytes([seed, i + 1]) * 8
+        for name, value in fields.items():
+            setattr(bad, name, value)
+    return request, good
+
+
+def _json_of(request: ExportTraceServiceRequest) -> bytes:
+    doc = json_format.MessageToDict(request)
+    for rs in doc["resourceSpans"]:
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(doc).encode()
+
+
+def test_bad_span_ids_and_implausible_start_times_get_a_partial_success_naming_the_field(
+        make_collector: Callable[..., Collector]) -> None:
+    collector = make_collector()
+    fields = {name for name, _ in _HOSTILE_SPANS}
+    n = len(_HOSTILE_SPANS)
+    delivered: set[str] = set()
+
+    def check(response: ExportTraceServiceResponse) -> None:
+        assert response.partial_success.rejected_spans == n
+        message = response.partial_success.error_message
+        assert all(name in message for name in fields), message
+        assert "4 span(s) with an implausible start_time_unix_nano" in message
+
+    request, good = _hostile_request(1)
+    status, _, body = post(collector, request.SerializeToString())
+    assert status == 200
+    check(ExportTraceServiceResponse.FromString(body))
+    delivered |= good
+
+    request, good = _hostile_request(2)
+    status, _, body = post(collector, _json_of(request), "application/json")
+    assert status == 200
+    response = ExportTraceServiceResponse()
+    json_format.Parse(body, response)
+    check(response)
+    delivered |= good
+
+    request, good = _hostile_request(3)
+    with grpc.insecure_channel(collector.grpc_endpoint or "") as channel:
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        check(ExportTraceServiceResponse.FromString(export(request.SerializeToString(), timeout=10)))
+    delivered |= good
+
+    assert collector.stats()["spans_rejected"] == 3 * n
+    records = read_records(collector.settings.kafka, expected=3)
+    assert {r.key.decode() for r in records} == delivered  # only the good traces, whole
 
 
 def test_size_limits_give_413(make_collector: Callable[..., Collector]) -> None:
