@@ -410,6 +410,39 @@ def _retry_delay(error: grpc.RpcError) -> int:
     return -1
 
 
+def test_concurrent_grpc_exports_over_the_limit_are_refused_with_retry_info(
+        make_collector: Callable[..., Collector]) -> None:
+    # Issue 17: grpcio's own concurrency refusal is a bare RESOURCE_EXHAUSTED, which OTLP
+    # exporters (Go SDK, otelcol) treat as permanent and drop. With confirm=ack and a long
+    # linger, the two admitted calls hold their slots while the other 198 arrive.
+    collector = make_collector(
+        otlp={"grpc_workers": 1},
+        producer={"confirm": "ack", "linger_ms": 5_000, "delivery_timeout_ms": 60_000,
+                  "ack_timeout_s": 30},
+    )
+    requests = [rag_request(1, seed=1000 + i, services=1) for i in range(200)]
+    with grpc.insecure_channel(collector.grpc_endpoint or "") as channel:
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        calls = [export.future(r.SerializeToString(), timeout=60) for r in requests]
+        outcomes = []
+        for call in calls:
+            try:
+                call.result()
+                outcomes.append((grpc.StatusCode.OK, 0))
+            except grpc.RpcError as error:
+                outcomes.append((error.code(), _retry_delay(error)))
+    ok = [i for i, (code, _) in enumerate(outcomes) if code == grpc.StatusCode.OK]
+    refused = [o for o in outcomes if o[0] != grpc.StatusCode.OK]
+    assert refused, "the limit (2 calls) was never reached"
+    assert set(refused) == {(grpc.StatusCode.RESOURCE_EXHAUSTED, 2)}  # every one with RetryInfo
+    assert len(ok) >= 2
+    stats = collector.stats()
+    assert stats["grpc_refused_busy"] == len(refused) and stats["grpc_requests"] == 200
+    sent = {next(iter(traces_of(requests[i]))) for i in ok}
+    records = read_records(collector.settings.kafka, expected=len(ok))
+    assert {r.key.decode() for r in records} == sent  # what was refused was not taken
+
+
 def test_kafka_down_gives_503_and_unavailable(kafka_broker: Any) -> None:
     settings = collector_settings(
         kafka_broker.bootstrap, "spans_down",

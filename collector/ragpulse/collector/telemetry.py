@@ -22,6 +22,7 @@ COUNTERS: dict[str, str] = {
     "http_unauthenticated": "HTTP requests answered 401: missing or wrong bearer token (otlp.auth_token).",
     "http_tls_failed": "HTTP connections closed because the TLS handshake failed (otlp.tls_cert_file set).",
     "grpc_requests": "OTLP/gRPC Export calls handled (any outcome).",
+    "grpc_refused_busy": "gRPC calls answered RESOURCE_EXHAUSTED with RetryInfo before their message was read: Export calls in progress at min(max_concurrent_requests, 2 * grpc_workers).",
     "grpc_unauthenticated": "gRPC calls answered UNAUTHENTICATED: missing or wrong bearer token (otlp.auth_token).",
     # receive: decode, split, filter
     "requests_received": "Requests whose body was read, over both transports.",
