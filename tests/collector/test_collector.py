@@ -287,6 +287,7 @@ _HOSTILE_SPANS = [
     ("span_id", {"span_id": b"\x01" * 9}),
     ("span_id", {"span_id": b"\x01" * 100}),
     ("parent_span_id", {"parent_span_id": b"\x01" * 9}),
+    ("end_time_unix_nano", {"end_time_unix_nano": 2**64 - 1}),
 ]
 
 

@@ -22,9 +22,10 @@ Each span is also checked on the same walk, cheaply (a few tag bytes after the t
 span that fails is rejected alone, answered as an OTLP partial success
 (https://opentelemetry.io/docs/specs/otlp/#partial-success) naming the field: ``trace_id`` (16
 bytes, not all zero), ``span_id`` (8 bytes, not all zero), ``parent_span_id`` (empty or 8 bytes)
-and ``start_time_unix_nano`` (from :data:`MIN_START_NS`, 2000-01-01, to
-:data:`MAX_FUTURE_NS` past the receiver's clock). The scorer would otherwise drop the first two
-(the whole trace dead-lettered) and ClickHouse's TTL the last (a row that vanishes on insert).
+and ``start_time_unix_nano``/``end_time_unix_nano`` (each from :data:`MIN_START_NS`,
+2000-01-01, to :data:`MAX_FUTURE_NS` past the receiver's clock; an end before the start is
+clock skew and passes). The scorer would otherwise drop the ids (the whole trace dead-lettered)
+and ClickHouse's TTL rows timed by such times (a row that vanishes on insert).
 When the trace id is the span's first field (every SDK), the check stops at the first field
 numbered 9 or more (attributes): a hand-built span repeating ``span_id`` after its attributes is
 judged by the first value, protobuf by the last; the scorer still drops such a span (counted).
@@ -62,10 +63,10 @@ RAG_MARKERS: tuple[str, ...] = (
 _MARKERS = tuple(m.encode() for m in RAG_MARKERS)
 
 MIN_START_NS = 946_684_800 * 10**9
-"""Earliest accepted ``start_time_unix_nano``: 2000-01-01T00:00:00Z. Zero (unset), 1 ns and
+"""Earliest accepted ``start_time_unix_nano`` and ``end_time_unix_nano``: 2000-01-01T00:00:00Z. Zero (unset), 1 ns and
 other pre-2000 times are clock bugs; no store keeps them (``rag.scores`` has a 90-day TTL)."""
 MAX_FUTURE_NS = 86_400 * 10**9
-"""How far past the receiver's clock a start time may be: one day, for skewed clocks.
+"""How far past the receiver's clock a start or end time may be: one day, for skewed clocks.
 ``2**63`` and ``2**64 - 1`` ns (year 2262 and 2554) are far outside it."""
 
 
@@ -133,12 +134,15 @@ _REASONS = (
     "span_id",
     "parent_span_id",
     "start_time_unix_nano",
+    "end_time_unix_nano",
 )
 _EXPLAIN = {
     "trace_id": "without a valid 16-byte non-zero trace_id",
     "span_id": "without a valid 8-byte non-zero span_id",
     "parent_span_id": "with a parent_span_id that is neither empty nor 8 bytes",
     "start_time_unix_nano": "with an implausible start_time_unix_nano "
+    "(before 2000-01-01 or more than a day ahead of the receiver's clock)",
+    "end_time_unix_nano": "with an implausible end_time_unix_nano "
     "(before 2000-01-01 or more than a day ahead of the receiver's clock)",
 }
 
@@ -209,14 +213,14 @@ def _span_trace_id(buf: bytes, start: int, end: int) -> bytes | None:
 
 
 def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool) -> int:
-    """0 if the span's ids and start time are acceptable, else the index in ``_REASONS``.
+    """0 if the span's ids and times are acceptable, else the index in ``_REASONS``.
 
     Walks the span's fields from ``pos``; with ``ordered`` (the trace id was the first field, as
     every SDK writes it) it stops at the first field numbered 9 or more, so the attributes and
     events are never walked. Fields 1-8 have one-byte tags (``number << 3 | wire``)."""
     span_id = None
     parent = b""
-    start = 0
+    start = finish = 0
     if ordered and pos + 10 <= end and buf[pos] == 0x12 and buf[pos + 1] == 0x08:
         span_id = buf[pos + 2 : pos + 10]  # span_id as SDKs write it, right after trace_id
         pos += 10
@@ -229,6 +233,7 @@ def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool)
             pos += 9
             continue
         if tag == 0x41:  # end_time_unix_nano, fixed64
+            finish = int.from_bytes(buf[pos + 1 : pos + 9], "little")
             pos += 9
             continue
         if tag == 0x30 and buf[pos + 1] < 0x80:  # kind, a one-byte varint
@@ -256,6 +261,8 @@ def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool)
         return 3
     if not lo <= start <= hi:
         return 4
+    if not lo <= finish <= hi:
+        return 5
     return 0
 
 
