@@ -377,3 +377,37 @@ def test_evictions_and_late_spans_are_counted_and_their_records_committed(
     # The complete trace once, plus the buffered root-less trace scored by the drain.
     assert {r[0] for r in got} == {full.trace_id, traces[4].trace_id}
     assert len(got) == 2 * len(METRICS)
+
+
+def test_rows_the_ttl_deletes_on_insert_are_counted_in_pipeline_health_not_written(
+    kafka_broker_module, topic, make_settings, chdb_client, rag_schema
+):
+    # Issue 17: a trace ending in 2554 (2**64 - 1 ns, sent straight to Kafka, past any
+    # receiver) was counted as scored and written while the scores TTL deleted its rows.
+    import dataclasses
+
+    traces = make_traces(4, seed=23)
+    far = [dataclasses.replace(t, start_ns=2**64 - 10**10) for t in traces[:2]]
+    produce(kafka_broker_module.bootstrap, topic, otelcol_records([*far, *traces[2:]]))
+    settings = make_settings(pipeline_health_interval_s=0.2)
+    # The scorer's own writer: it reads the table's TTL as build_scorer does in production.
+    svc = build_scorer(settings, judge=table_judge(), client=chdb_client).start()
+    try:
+        wait_for(lambda: svc.stats()["traces_done"] >= 4, what="4 traces done")
+    finally:
+        svc.shutdown()
+    got = rows(chdb_client, rag_schema.database)
+    assert {r[0] for r in got} == {t.trace_id for t in traces[2:]}
+    st = svc.stats()
+    n = len(METRICS)
+    assert (st["rows_written"], st["rows_expired"]) == (2 * n, 2 * n)
+    assert (st["writer_rows_written"], st["writer_rows_expired"]) == (2 * n, 2 * n)
+    health = dict(
+        chdb_client.query(
+            f"SELECT name, sum(value) FROM `{rag_schema.database}`.pipeline_health FINAL "
+            "WHERE component = 'scorer' AND kind = 'counter' AND instance = {i:String} "
+            "AND name IN ('rows_written', 'rows_expired') GROUP BY name",
+            parameters={"i": settings.instance},
+        ).result_rows
+    )
+    assert health == {"rows_written": 2 * n, "rows_expired": 2 * n}

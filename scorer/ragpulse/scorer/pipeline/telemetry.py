@@ -40,7 +40,8 @@ COUNTERS: dict[str, str] = {
     "traces_scored": "traces evaluated by the judge",
     "evaluate_errors": "evaluations that raised (programming errors); written as error rows",
     # write thread
-    "rows_written": "score rows acknowledged by ClickHouse",
+    "rows_written": "score rows acknowledged and kept by ClickHouse",
+    "rows_expired": "score rows acknowledged but deleted at once by the scores TTL (ts outside it): not in rows_written",
     "batches_written": "insert batches acknowledged by ClickHouse",
     "write_errors": "failed insert attempts (the batch is retried; offsets wait)",
 }
@@ -75,7 +76,8 @@ PARTS: dict[str, tuple[Kind, str]] = {
     # the ClickHouse writer (store.writer), its own thread; prefixed ``writer_``
     "writer_rows_submitted": ("counter", "score rows accepted by the ClickHouse writer"),
     "writer_rows_refused": ("counter", "score rows refused by the full writer (backpressure)"),
-    "writer_rows_written": ("counter", "score rows ClickHouse acknowledged (writer's count)"),
+    "writer_rows_written": ("counter", "score rows ClickHouse acknowledged and kept (writer's count)"),
+    "writer_rows_expired": ("counter", "score rows the scores TTL deleted on insert (writer's count)"),
     "writer_rows_failed": ("counter", "score rows whose insert failed for good or at shutdown"),
     "writer_batches_written": ("counter", "insert calls ClickHouse acknowledged"),
     "writer_insert_retries": ("counter", "insert attempts retried after a retryable error"),
