@@ -29,6 +29,7 @@ COUNTERS: dict[str, str] = {
     "traces_sampled": "assembled traces kept by the sampler",
     "traces_sampled_out": "assembled traces the sampler skipped (their records are done)",
     "traces_unscorable": "kept traces without question/answer/contexts: written as null rows",
+    "traces_expired_incomplete": "traces evicted from the assembler without a root span and with nothing to score: no rows",
     "traces_not_rag": "traces with no question, no answer and no LLM call (index building): no rows",
     "traces_dropped": "traces dropped on purpose (evicted with on_evict=drop, invalid metadata)",
     "traces_revoked": "buffered traces forgotten because their partition was revoked",
@@ -68,7 +69,11 @@ PARTS: dict[str, tuple[Kind, str]] = {
         "traces emitted complete (root span seen plus the grace period)",
     ),
     "traces_timed_out": ("counter", "traces emitted without a root span after assembly.max_wait_s"),
-    "traces_evicted": ("counter", "traces evicted from the full assembly buffer"),
+    "traces_evicted": (
+        "counter",
+        "traces evicted from the full assembly buffer or over a service's "
+        "max_incomplete_per_service",
+    ),
     "traces_rescored": ("counter", "emitted traces reopened by late spans (late_spans=rescore)"),
     "traces_drained": ("counter", "traces emitted early because the scorer was shutting down"),
     # the span decoder (traces.decode), consumer thread
