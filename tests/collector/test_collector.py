@@ -592,6 +592,61 @@ def test_a_trace_over_the_record_limit_is_cut_to_fit_not_dropped(
     assert collector.stats()["records_rejected"] == 1
 
 
+def test_ten_thousand_small_contexts_are_cut_like_one_huge_context_not_rejected(
+        make_collector: Callable[..., Collector]) -> None:
+    """Issue 17: 10,000 contexts of ~100 bytes (1.04 MB) were refused whole while one 10 MB
+    context was cut to fit. Both now keep what fits from the start, counted, and the scorer
+    reads the first contexts of each, as it would have from the whole trace."""
+    from ragpulse.scorer.traces import SpanDecoder, extract
+
+    collector = make_collector()  # the default 1 MB Kafka record limit
+    limit = collector.settings.producer.max_request_size
+    many = rag_request(1, seed=21, services=1)
+    retriever = next(s for s in many.resource_spans[0].scope_spans[1].spans if s.name == "retrieve")
+    retriever.ClearField("attributes")
+    retriever.attributes.add(key="openinference.span.kind").value.string_value = "RETRIEVER"
+    retriever.attributes.add(key="input.value").value.string_value = "where is my parcel?"
+    for i in range(10_000):
+        retriever.attributes.add(key=f"retrieval.documents.{i}.document.content").value.string_value = \
+            f"document {i:05d}: " + "parcels ship the next working day " * 2
+    huge = rag_request(1, seed=22, services=1)
+    big = next(s for s in huge.resource_spans[0].scope_spans[1].spans if s.name == "retrieve")
+    big.attributes.add(key="retrieval.documents.5.document.content").value.string_value = "y" * 10_000_000
+    assert many.ByteSize() > 1_040_000 and huge.ByteSize() > 10_000_000
+
+    for request in (many, huge):
+        status, _, body = post(collector, request.SerializeToString())
+        response = ExportTraceServiceResponse.FromString(body)
+        assert status == 200 and response.partial_success.rejected_spans == 0
+        assert "record limit" in response.partial_success.error_message
+    stats = collector.stats()
+    assert stats["records_truncated"] == 2 and stats["records_rejected"] == 0
+    assert stats["spans_accepted"] == 14 and stats["spans_rejected"] == 0
+
+    records = {r.key.decode(): r for r in read_records(collector.settings.kafka, expected=2)}
+    record = records[retriever.trace_id.hex()]
+    assert len(record.value) <= limit
+    sent = ExportTraceServiceRequest.FromString(record.value)
+    got = next(s for rs in sent.resource_spans for ss in rs.scope_spans for s in ss.spans
+               if s.name == "retrieve")
+    kept = [kv.key for kv in got.attributes]
+    n = len(kept) - 2
+    # The first n contexts, whole and in order; the rest dropped, counted on the span and here.
+    assert kept == ["openinference.span.kind", "input.value"] + [
+        f"retrieval.documents.{i}.document.content" for i in range(n)]
+    assert 0 < n < 10_000 and got.dropped_attributes_count == 10_000 - n
+    assert len(record.value) > limit - 1_000  # as many as fit, not far fewer
+    assert all(kv.value.string_value.startswith(f"document {i:05d}: ")
+               and not kv.value.string_value.endswith("bytes]") for i, kv in enumerate(got.attributes[2:]))
+    assert stats["list_items_dropped"] == 10_000 - n
+    # The scorer reads the same first contexts it would have read from the whole trace.
+    whole = extract(SpanDecoder().decode(many.SerializeToString()))
+    cut = extract(SpanDecoder().decode(record.value))
+    assert cut.sample is not None and whole.sample is not None
+    assert cut.sample.contexts == whole.sample.contexts and len(cut.sample.contexts) == 64
+    assert len(records[big.trace_id.hex()].value) <= limit  # the huge one: cut, as before
+
+
 def test_receive_buffer_budget_gives_429(make_collector: Callable[..., Collector]) -> None:
     import socket
 
