@@ -249,8 +249,18 @@ def _version(v: AttrValue) -> str | None:
     return t.strip() if t else None
 
 
+# How a cut string value ends: the span decoder's mark (``max_value_chars``) or the collector's
+# (a record over the Kafka limit, ``ragpulse.collector.shrink``).
+_CUT_VALUE = re.compile(r"(?:…|…\[truncated by ragpulse: \d+ bytes\])\Z")
+_JSON = json.JSONDecoder()
+
+
 def _structured(v: Any) -> Any:
-    """A JSON-ish Python value from a JSON string or a structured OTLP value (tuples → lists)."""
+    """A JSON-ish Python value from a JSON string or a structured OTLP value (tuples → lists).
+
+    A JSON array cut short by a size limit (it ends in a truncation mark) gives its complete
+    leading items: ten thousand small documents in one JSON string keep the first ones that
+    fit, as one huge document keeps its first characters."""
     if isinstance(v, str):
         s = v.lstrip()
         if not s or s[0] not in '[{"':
@@ -258,12 +268,37 @@ def _structured(v: Any) -> Any:
         try:
             return json.loads(s)
         except (ValueError, RecursionError):  # RecursionError: hostile nesting ("[[[[...")
+            if s[0] == "[" and _CUT_VALUE.search(s):
+                return _json_array_prefix(s)
             return None
     if isinstance(v, tuple):
         return [_structured_item(x) for x in v]
     if isinstance(v, dict):
         return {k: _structured_item(x) for k, x in v.items()}
     return None
+
+
+def _json_array_prefix(s: str) -> list[Any] | None:
+    """The complete items at the start of the JSON array ``s`` that is cut short; ``None`` if
+    not even the first item is complete. Linear in the length of ``s``."""
+    out: list[Any] = []
+    i, n = 1, len(s)
+    try:
+        while True:
+            while i < n and s[i] in " \t\r\n":
+                i += 1
+            if i >= n or s[i] == "]":
+                break
+            item, i = _JSON.raw_decode(s, i)
+            out.append(item)
+            while i < n and s[i] in " \t\r\n":
+                i += 1
+            if i >= n or s[i] != ",":
+                break
+            i += 1
+    except (ValueError, RecursionError):
+        pass
+    return out or None
 
 
 def _structured_item(v: Any) -> Any:
