@@ -636,6 +636,22 @@ def test_a_json_document_list_cut_by_a_size_limit_keeps_its_first_documents() ->
     assert ex.sample is not None and tuple(ex.sample.contexts) == first
 
 
+def test_one_huge_document_in_a_json_list_is_cut_like_a_plain_one() -> None:
+    from ragpulse.collector.shrink import shrink_request
+    from ragpulse.scorer.traces import SpanDecoder
+
+    for docs in (["y" * 3_000_000], [{"id": "1", "content": "y [z] \\ \"q\" " * 300_000}]):
+        record = _genai_trace_record(json.dumps(docs))
+        for cut in (record, shrink_request(record, 100_000).value):  # decoder's cut, collector's
+            assert cut is not None
+            ex = extract(SpanDecoder().decode(cut))
+            assert ex.sample is not None, docs[0] if isinstance(docs[0], str) else "dict"
+            (context,) = ex.sample.contexts
+            whole = docs[0] if isinstance(docs[0], str) else docs[0]["content"]
+            assert context.endswith("…") and whole.startswith(context[:-1].rstrip())
+            assert 1_000 < len(context) < len(whole)
+
+
 def test_a_json_document_list_that_is_merely_invalid_gives_no_documents() -> None:
     from ragpulse.scorer.traces import SpanDecoder
 
