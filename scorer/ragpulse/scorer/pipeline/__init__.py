@@ -148,7 +148,11 @@ def _started_score_writer(
         for line in report.lines():
             log.info("schema: %s", line)
     # The table's own TTL (db init --ttl-days), so rows it deletes on insert are counted.
-    ttl_days = scores_ttl_days(client, settings.database)
+    try:
+        ttl_days = scores_ttl_days(client, settings.database)
+    except Exception as exc:  # e.g. no right to read system.tables: count nothing, run on
+        log.warning("schema: cannot read the TTL of %s.scores: %s", settings.database, exc)
+        ttl_days = None
     if ttl_days is None:
         log.warning("schema: no ragpulse TTL found on %s.scores; rows it may delete on insert "
                     "are not counted (rows_expired)", settings.database)
