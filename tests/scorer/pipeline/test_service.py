@@ -411,3 +411,36 @@ def test_rows_the_ttl_deletes_on_insert_are_counted_in_pipeline_health_not_writt
         ).result_rows
     )
     assert health == {"rows_written": 2 * n, "rows_expired": 2 * n}
+
+
+def test_a_rootless_flood_is_counted_not_written_and_a_complete_trace_is_scored(
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema
+):
+    # Issue 17 on the real pipeline: 3,000 traces of one service whose root never arrives and
+    # that have nothing to score (no contexts), then a complete trace of the same service.
+    flood = [
+        RagTrace(t.trace_id, "flood", t.question, (), t.answer, t.start_ns, with_root=False)
+        for t in make_traces(3_000, seed=29)
+    ]
+    (normal,) = [
+        RagTrace(t.trace_id, "flood", t.question, t.contexts, t.answer, t.start_ns)
+        for t in make_traces(1, seed=31)
+    ]
+    produce(kafka_broker_module.bootstrap, topic, [*rotel_records(flood, per_record=100),
+                                                   *otelcol_records([normal])])
+    settings = make_settings(assembly={"max_incomplete_per_service": 100},
+                             pipeline_health_interval_s=0.2)
+    svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
+    try:
+        wait_for(lambda: svc.stats()["traces_scored"] == 1, what="the complete trace scored")
+        wait_for(lambda: svc.stats()["traces_expired_incomplete"] >= 2_900,
+                 what="the flood evicted")
+        st = svc.stats()
+    finally:
+        svc.shutdown()
+    got = {r[0] for r in rows(chdb_client, rag_schema.database)}
+    # No null row for an evicted flood trace: rows only for the complete trace and for what the
+    # drain hands on at shutdown (at most the 100 flood traces still buffered).
+    assert normal.trace_id in got and len(got - {normal.trace_id}) <= 100
+    assert st["traces_evicted"] == st["traces_expired_incomplete"] >= 2_900
+    assert st["traces_unscorable"] == 0 and st["traces_buffered"] <= 100
