@@ -197,6 +197,7 @@ class TraceAssembler(Generic[S]):
         """
         now = self._clock()
         buf = self._buffers.get(trace_id)
+        root_here: bool | None = None  # whether ``spans`` hold a root (computed once, if needed)
         if buf is None:
             if trace_id in self._emitted:
                 self.counters["spans_late"] += len(spans)
@@ -213,7 +214,8 @@ class TraceAssembler(Generic[S]):
             else:
                 buf = _Buffer(first_seen=now)
             self._buffers[trace_id] = buf
-            if buf.root_seen is None and not any(_is_root(s) for s in spans):
+            root_here = any(_is_root(s) for s in spans)
+            if buf.root_seen is None and not root_here:
                 first = spans[0] if spans else (buf.spans[0] if buf.spans else None)
                 service = (getattr(first, "service_name", None) or "") if first else ""
                 self._rootless[trace_id] = service
@@ -225,7 +227,9 @@ class TraceAssembler(Generic[S]):
         attached = ref is not None and (not buf.refs or buf.refs[-1] is not ref)
         if attached:
             buf.refs.append(ref)  # type: ignore[arg-type]
-        if buf.root_seen is None and any(_is_root(s) for s in spans):
+        if buf.root_seen is None and (
+            root_here if root_here is not None else any(_is_root(s) for s in spans)
+        ):
             buf.root_seen = now
             self._rooted[trace_id] = now
             self._forget_rootless(trace_id)
