@@ -50,6 +50,7 @@ __all__ = [
     "WriterSettings",
     "build_pipeline_health_writer",
     "build_score_writer",
+    "scores_ttl_days",
     "ttl_drops",
 ]
 
