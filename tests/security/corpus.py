@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,7 +26,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-BASE_NS = 1_790_000_000_000_000_000
+# Midnight UTC yesterday, fixed for the process: spans must pass the receiver's time check
+# (2000-01-01 to a day ahead) and rows the 90-day TTL of rag.scores (a fixed date stopped
+# doing so 90 days after it; issue 17).
+BASE_NS = (time.time_ns() // 86_400_000_000_000 - 1) * 86_400_000_000_000
 QUESTION = "How long is the warranty on the X200 vacuum?"
 CONTEXTS = ("The X200 vacuum has a two-year warranty covering parts and labour.",
             "Shipping within Japan takes one to three days.")
