@@ -182,6 +182,7 @@ class KafkaExporter:
             "records_rejected": 0,
             "records_truncated": 0,
             "attribute_values_truncated": 0,
+            "list_items_dropped": 0,
             "spans_acked": 0,
             "spans_failed": 0,
             "spans_refused_queue_full": 0,
@@ -357,6 +358,7 @@ class KafkaExporter:
                 with self._lock:
                     self._stats["records_truncated" if shrunk.value else "records_rejected"] += 1
                     self._stats["attribute_values_truncated"] += shrunk.values_cut
+                    self._stats["list_items_dropped"] += shrunk.items_dropped
                 if shrunk.value is None:
                     rejected_spans += rec.spans
                     continue
@@ -369,7 +371,8 @@ class KafkaExporter:
                             "Kafka record limit")
         if truncated:  # accepted, with a warning (OTLP partial success with 0 rejected)
             messages.append(f"{truncated} trace(s) over the {limit}-byte Kafka record limit "
-                            "had their longest attribute values truncated")
+                            "had their longest attribute values truncated or the last items "
+                            "of their lists (contexts, messages, events) dropped")
         return keep, rejected_spans, "; ".join(messages)
 
     def _admit(self, spans: int, size: int) -> tuple[Any, int]:

@@ -47,11 +47,12 @@ HEALTH = {
     "spans": ("spans_received", "spans_accepted", "spans_refused", "spans_rejected",
               "spans_consumed"),
     "traces": ("traces_assembled", "traces_evicted", "traces_timed_out", "traces_scored",
-               "traces_sampled_out", "traces_not_rag"),
+               "traces_sampled_out", "traces_not_rag", "traces_expired_incomplete"),
     "lag": ("consumer_lag", "commit_lag"),
     "unscorable": "traces_unscorable",
     "dead_letter": "records_dead_lettered",
-    "errors": ("dead_letter_errors", "write_errors", "commit_errors", "evaluate_errors"),
+    "errors": ("dead_letter_errors", "write_errors", "commit_errors", "evaluate_errors",
+               "rows_expired"),
 }
 
 
@@ -374,14 +375,18 @@ def _pipeline_section(s: DashboardsSettings) -> Section:
         health("health_traces", "Traces assembled / evicted / scored", HEALTH["traces"],
                "counter", "name",
                description="traces_not_rag: traces with no question, no answer and no LLM call "
-                           "(index building, embedding batches); counted, no score rows."),
+                           "(index building, embedding batches); counted, no score rows. "
+                           "traces_expired_incomplete: traces evicted before their root span "
+                           "arrived with nothing to score; counted, no score rows."),
         health("health_lag", "Consumer lag (records)", HEALTH["lag"], "gauge", "name"),
         health("health_unscorable", "Unscorable traces by reason", HEALTH["unscorable"],
                "counter", "label", description=UNSCORABLE_DESCRIPTION),
         health("health_dead_letter", "Dead-lettered records by reason", HEALTH["dead_letter"],
                "counter", "label"),
         health("health_dead_letter_errors", "Dead-letter send errors and write errors",
-               HEALTH["errors"], "counter", "name"),
+               HEALTH["errors"], "counter", "name",
+               description="rows_expired: score rows ClickHouse acknowledged but the scores "
+                           "TTL deleted on insert (their time is outside it)."),
     ))
 
 

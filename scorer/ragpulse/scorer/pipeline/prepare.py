@@ -147,6 +147,11 @@ class PrepareStep(Step[AssembledTrace[Span]]):
         if not prep.keep:
             self._drop(work, "traces_sampled_out")
             return
+        if message.cause == "evicted" and not message.has_root and prep.sample is None:
+            # Evicted before its root came and nothing to score: an incomplete trace (e.g. a
+            # flood whose roots never arrive), counted instead of a null row per metric.
+            self._drop(work, "traces_expired_incomplete")
+            return
         if prep.meta is None:
             self._drop(work, "traces_dropped")
             return

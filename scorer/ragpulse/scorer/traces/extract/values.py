@@ -10,6 +10,7 @@ All pure and thread-safe.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -123,8 +124,18 @@ def _token_count(v: AttrValue) -> int | None:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+# How a cut string value ends: the span decoder's mark (``max_value_chars``) or the collector's
+# (a record over the Kafka limit, ``ragpulse.collector.shrink``).
+_CUT_VALUE = re.compile(r"(?: …\[truncated by ragpulse: \d+ bytes\]|…)\Z")
+_JSON = json.JSONDecoder()
+
+
 def _structured(v: Any) -> Any:
-    """A JSON-ish Python value from a JSON string or a structured OTLP value (tuples → lists)."""
+    """A JSON-ish Python value from a JSON string or a structured OTLP value (tuples → lists).
+
+    A JSON array cut short by a size limit (it ends in a truncation mark) gives its complete
+    leading items: ten thousand small documents in one JSON string keep the first ones that
+    fit, as one huge document keeps its first characters."""
     if isinstance(v, str):
         s = v.lstrip()
         if not s or s[0] not in '[{"':
@@ -132,11 +143,81 @@ def _structured(v: Any) -> Any:
         try:
             return json.loads(s)
         except (ValueError, RecursionError):  # RecursionError: hostile nesting ("[[[[...")
+            if s[0] == "[" and _CUT_VALUE.search(s):
+                return _json_array_prefix(s)
             return None
     if isinstance(v, tuple):
         return [_structured_item(x) for x in v]
     if isinstance(v, dict):
         return {k: _structured_item(x) for k, x in v.items()}
+    return None
+
+
+def _json_array_prefix(s: str) -> list[Any] | None:
+    """The items of the JSON array ``s`` that a size limit cut short (it ends in a truncation
+    mark): the complete leading items, then the cut one closed where it was cut (its string
+    ends in "…"), if that makes valid JSON. ``None`` if nothing could be read. Linear in the
+    length of ``s``."""
+    out: list[Any] = []
+    i, n = 1, len(s)
+    try:
+        while True:
+            while i < n and s[i] in " \t\r\n":
+                i += 1
+            if i >= n or s[i] == "]":
+                break
+            item, i = _JSON.raw_decode(s, i)
+            out.append(item)
+            while i < n and s[i] in " \t\r\n":
+                i += 1
+            if i >= n or s[i] != ",":
+                break
+            i += 1
+    except (ValueError, RecursionError):
+        last = _close_cut_json(s[i:])
+        if last is not None:
+            out.append(last)
+    return out or None
+
+
+# Scanning a cut JSON text: a complete string, the quote opening the string that was cut, or
+# a bracket outside strings.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|"|[\[\]{}]')
+
+
+def _close_cut_json(t: str) -> Any:
+    """The JSON value ``t`` that a limit cut (``t`` ends in a truncation mark), closed where it
+    was cut: an open string gets "…" and its quote, open arrays and objects their brackets.
+    ``None`` when the cut left no valid value (e.g. it fell between a key and its value)."""
+    t = _CUT_VALUE.sub("", t)
+    closers: list[str] = []
+    end = 0
+    in_string = False
+    for m in _JSON_TOKEN.finditer(t):
+        tok = m.group()
+        if tok == '"':  # a string that never closes: the cut is inside it
+            in_string = True
+            end = m.start()
+            break
+        if tok == "[" or tok == "{":
+            closers.append("]" if tok == "[" else "}")
+        elif tok == "]" or tok == "}":
+            if not closers:
+                return None
+            closers.pop()
+        end = m.end()
+    close = "".join(reversed(closers))
+    if in_string:
+        # Drop a cut escape sequence ("\\" or "\\u00") so the string stays valid JSON.
+        body = re.sub(r"\\(?:u[0-9a-fA-F]{0,3})?\Z", "", t[end:])
+        candidates = [t[:end] + body + '…"' + close]
+    else:  # cut between values, or inside a number or literal: keep it if it is whole
+        candidates = [t.rstrip().rstrip(",") + close, t[:end].rstrip().rstrip(",") + close]
+    for text in candidates:
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            continue
     return None
 
 
