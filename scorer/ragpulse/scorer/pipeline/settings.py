@@ -20,6 +20,7 @@ from ragpulse.common.schema import DatabaseName
 from ..judges.nli.settings import NliJudgeSettings
 from ..metrics import DEFAULT_METRICS, METRICS
 from ..privacy import PrivacySettings
+from ..store.client import dsn_scheme
 from ..store.writer import WriterSettings
 from ..traces.extract import ExtractionSettings
 from ..traces.sampling import SamplingSettings
@@ -190,6 +191,5 @@ class ScorerSettings(BaseSettings):
     @field_validator("clickhouse")
     @classmethod
     def _dsn(cls, v: str) -> str:
-        if not v.startswith(("chdb://", "http://", "https://")):
-            raise ValueError(f"{v!r}: expected chdb:///path or http(s)://host:port")
+        dsn_scheme(v)
         return v
