@@ -124,6 +124,77 @@ def test_no_cycle_between_layers() -> None:
         visit(layer, ())
 
 
+# Inside the scorer, one unit per top-level module or subpackage of ``ragpulse.scorer``; an
+# arrow means "may import" (docs/architecture.md draws it):
+#
+#   pipeline ──> evaluator ──> judges ──> metrics ──> stats ──> model
+#       │                         └──> segment, embeddings         ▲
+#       ├──> traces ─────────────────────────────────────────────────┤
+#       ├──> store ──────────────────────────────────────────────────┤
+#       └──> privacy ──> person_names, model ─────────────────────────┘
+#
+# Only the direction is checked here: the pipeline, which wires everything, may import any
+# module of the units below it.
+SCORER_ALLOWED: dict[str, set[str]] = {
+    "model": set(),
+    "stats": {"model"},
+    "segment": set(),
+    "embeddings": set(),
+    "person_names": set(),
+    "metrics": {"model", "stats"},
+    "traces": {"model"},
+    "store": {"model"},
+    "privacy": {"model", "person_names"},
+    "judges": {"model", "stats", "segment", "embeddings", "metrics"},
+    "evaluator": {"model", "stats", "metrics", "judges"},
+    "pipeline": {"model", "stats", "segment", "embeddings", "person_names", "metrics", "traces",
+                 "store", "privacy", "judges", "evaluator"},
+}
+
+
+def _scorer_unit(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["ragpulse", "scorer"] and len(parts) > 2 else None
+
+
+def test_scorer_units_point_one_way() -> None:
+    problems = []
+    for module, path in MODULES.items():
+        unit = _scorer_unit(module)
+        if unit is None:
+            continue
+        if unit not in SCORER_ALLOWED:
+            problems.append(f"{path.relative_to(REPO)}: new scorer unit {unit!r}: place it in "
+                            "SCORER_ALLOWED and docs/architecture.md")
+            continue
+        for line, target, names in _imports(module, path):
+            targets = [f"{target}.{n}" for n in names] if target == "ragpulse.scorer" else [target]
+            for t in targets:
+                other = _scorer_unit(t)
+                if other is None or other == unit:
+                    continue
+                if other not in SCORER_ALLOWED[unit]:
+                    problems.append(f"{path.relative_to(REPO)}:{line}: scorer.{unit} must not "
+                                    f"import scorer.{other} ({t})")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_cycle_between_scorer_units() -> None:
+    for graph in (ALLOWED, SCORER_ALLOWED):
+        seen: set[str] = set()
+
+        def visit(node: str, stack: tuple[str, ...], graph: dict[str, set[str]] = graph) -> None:
+            assert node not in stack, " -> ".join((*stack, node))
+            if node in seen:
+                return
+            for nxt in graph[node]:
+                visit(nxt, (*stack, node))
+            seen.add(node)
+
+        for unit in graph:
+            visit(unit, ())
+
+
 @pytest.mark.parametrize("package", ["common", "instrument", "collector", "scorer", "dashboards",
                                      "deploy"])
 def test_each_layer_imports_alone(package: str) -> None:
