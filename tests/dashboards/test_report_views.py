@@ -23,14 +23,13 @@ from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
 from ragpulse.scorer.store import (
     PipelineHealthRow,
-    SchemaSettings,
     ScoredTraceMeta,
     init_schema,
     rows_from_scores,
 )
 from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings, build_pipeline_health_writer
 
-from .data import NOW
+from .data import NOW, fixed_date_schema
 
 _register()
 CHROMIUM = Path("/usr/bin/chromium")
@@ -65,7 +64,7 @@ def _demo_rows() -> tuple[list, list[PipelineHealthRow]]:
 @pytest.fixture(scope="module")
 def demo_db(chdb_client: Any) -> Iterator[str]:
     name = f"rag_demo_{uuid.uuid4().hex[:8]}"
-    init_schema(chdb_client, SchemaSettings(database=name))
+    init_schema(chdb_client, fixed_date_schema(name))
     rows, health = _demo_rows()
     ws = WriterSettings()
     w = ScoreWriter(chdb_client, name, ws)
