@@ -146,7 +146,12 @@ def _llm_call(span: Span, fams: dict[str, list[str]] | None = None) -> _LLMCall 
 
 
 def _is_retrieval(span: Span) -> bool:
-    return any(row.read(span) for row in RETRIEVAL_SPAN)
+    """Whether any row of :data:`.sources.RETRIEVAL_SPAN` says so (a loop, not ``any()`` over a
+    generator: this runs for every span of every trace)."""
+    for row in RETRIEVAL_SPAN:
+        if row.read(span):
+            return True
+    return False
 
 
 def _retrieved(
