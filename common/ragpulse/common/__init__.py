@@ -1,9 +1,8 @@
 """ragpulse.common: contracts and building blocks every ragpulse component shares.
 
-It imports nothing else from ragpulse, so the collector, the scorer, the dashboards and deploy
-can all depend on it without depending on each other. It lives in the ``collector/`` source tree
-only because the collector defines the wire format the others read; it is not part of the
-collector.
+It imports nothing else from ragpulse but :mod:`ragpulse.instrument` (for the attribute names),
+so the collector, the scorer, the dashboards and deploy can all depend on it without depending
+on each other. Its source tree is ``common/``.
 
 * the span attribute names ragpulse defines (feedback, versions), re-exported from
   :mod:`ragpulse.instrument`, which owns them because it runs in apps without this package.
@@ -13,6 +12,8 @@ collector.
 * :mod:`.http` — HTTP/1.1 server hardening shared by the OTLP/HTTP receiver and the
   ClickHouse-HTTP facade: a connection-capped threading server that evicts idle and slow clients,
   read deadlines, and one bounded body decoder (``Content-Length`` and chunked).
+* :mod:`.schema` — a package of its own (``ragpulse.common.schema``): the ClickHouse tables,
+  migrations and null-row reasons the scorer writes and the dashboards read.
 * :func:`lazy_exports` — PEP 562 lazy attributes, so a package can list its public surface in
   ``__all__`` without importing heavy modules until they are used.
 
