@@ -2,10 +2,12 @@
 
 Both collectors get the same load on the same broker in one run, interleaved. Two loads:
 
-* ``bench`` (default): this script's lean sender processes (raw-socket HTTP/1.1 keep-alive,
-  pre-built request bytes), sending as fast as the collector answers (429/503 are honoured with
-  a short back-off and retried; one sender is one OTLP exporter, which sends one request at a
-  time, so its rate is the collector's latency);
+* ``bench`` (default): this script's sender processes (``http.client`` keep-alive, as the
+  independent tool), sending pre-built requests as fast as the collector answers (429/503 are
+  honoured with a short back-off and retried; one sender is one OTLP exporter, which sends one
+  request at a time, so its rate is the collector's latency); ``raw``: the same with a lean
+  raw-socket client that takes about a third of the CPU (rotel, which can use every core, then
+  gets ~40 % more than under the independent tool on a loaded 2-core machine);
 * ``shared``: the independent load tool ``../shared/bench/otlp_load.py`` (``--shared-load``),
   run as ``otlp_load.py URL SECONDS SENDERS TRACES 5``.
 
@@ -88,10 +90,46 @@ def build_requests(count: int, payload: str, traces: int, words: int, rag_only: 
 
 def sender(port: int, bodies: list[bytes], spans_per_body: list[int], deadline: float,
            results: Any) -> None:
-    """Send bodies round-robin until ``deadline``; report (accepted spans, requests, refusals, errors).
+    """Send bodies round-robin until ``deadline`` with ``http.client`` over one keep-alive
+    connection, as the independent load tool does (same client, same back-off), so both loads
+    take the same CPU from the collectors on a small machine; report (accepted spans, requests,
+    refusals, errors)."""
+    import http.client
 
-    A lean HTTP/1.1 keep-alive client over a raw socket (pre-built request bytes, minimal
-    response parsing), so the load generator costs far less CPU than the collectors it drives.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    accepted = requests = refused = errors = 0
+    i = os.getpid()
+    headers = {"Content-Type": "application/x-protobuf"}
+    while time.time() < deadline:
+        k = i % len(bodies)
+        i += 1
+        try:
+            conn.request("POST", "/v1/traces", body=bodies[k], headers=headers)
+            response = conn.getresponse()
+            response.read()
+        except Exception:
+            errors += 1
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            time.sleep(0.05)
+            continue
+        requests += 1
+        if response.status == 200:
+            accepted += spans_per_body[k]
+        elif response.status in (429, 503):
+            refused += 1
+            time.sleep(0.01)
+        else:
+            errors += 1
+    conn.close()
+    results.put((accepted, requests, refused, errors))
+
+
+def raw_sender(port: int, bodies: list[bytes], spans_per_body: list[int], deadline: float,
+               results: Any) -> None:
+    """``--sender raw``: like :func:`sender`, with a lean HTTP/1.1 keep-alive client over a raw
+    socket (pre-built request bytes, minimal response parsing) that costs the machine about a
+    third of the CPU: the collectors get more of a small machine than under the independent tool.
     """
     import socket
 
@@ -224,7 +262,8 @@ def run_load(load: str, http_port: int, bodies: list[bytes], spans_per_body: lis
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     results: Any = mp.Queue()
     deadline = time.time() + seconds
-    workers = [mp.Process(target=sender, args=(http_port, bodies, spans_per_body, deadline, results))
+    target = raw_sender if load == "raw" else sender
+    workers = [mp.Process(target=target, args=(http_port, bodies, spans_per_body, deadline, results))
                for _ in range(senders)]
     for w in workers:
         w.start()
@@ -335,6 +374,7 @@ def stage_costs(broker: TansuBroker, bodies: list[bytes], spans_per_body: list[i
         exporter.shutdown()  # flushes: every record acknowledged before the clock stops
     out["export"] = (time.process_time() - t) / spans * 1e6
     out["export_kafka_python"] = kafka_python_produce_cost(broker, records, rounds) / spans * 1e6
+    out["http"] = http_cost(bodies, spans_per_body)
     out["record_bytes"] = sum(len(r.value) for recs in records for r in recs) / sum(len(recs) for recs in records)
     admin = KafkaAdminClient(**settings.kafka.client_kwargs())
     try:
@@ -342,6 +382,59 @@ def stage_costs(broker: TansuBroker, bodies: list[bytes], spans_per_body: list[i
     finally:
         admin.close()
     return out
+
+
+class _NullIngest:
+    """Answers every request as accepted: what is left is the OTLP/HTTP receiver's own cost."""
+
+    def __init__(self, spans: int) -> None:
+        self.spans = spans
+
+    def consume_proto(self, body: bytes) -> Any:
+        from ragpulse.collector.exporter import ExportResult
+
+        return ExportResult(accepted_spans=self.spans)
+
+    def _count(self, **deltas: int) -> None:
+        pass
+
+
+def http_cost(bodies: list[bytes], spans_per_body: list[int], seconds: float = 4.0, senders: int = 2) -> float:
+    """CPU µs per span of ragpulse's OTLP/HTTP receiver alone (head parsing, body read, answer,
+    sockets, handler threads) in this process, driven by ``senders`` of this script's senders."""
+    from ragpulse.collector.config import CollectorSettings
+    from ragpulse.collector.otlp_http import HttpReceiver
+
+    settings = CollectorSettings.model_validate({
+        "otlp": {"http_port": 0, "grpc_port": 0}, "kafka": {"bootstrap_servers": "127.0.0.1:9", "topic": "x"},
+    })
+    receiver = HttpReceiver(settings.otlp, _NullIngest(spans_per_body[0]))  # type: ignore[arg-type]
+    receiver.start()
+    try:
+        results: Any = mp.Queue()
+        deadline = time.time() + seconds
+        procs = [mp.Process(target=sender, args=(receiver.port, bodies, spans_per_body, deadline, results))
+                 for _ in range(senders)]
+        t = time.process_time()
+        for proc in procs:
+            proc.start()
+        totals = [results.get(timeout=seconds + 60) for _ in procs]
+        cpu = time.process_time() - t
+        for proc in procs:
+            proc.join()
+    finally:
+        receiver.shutdown(1.0)
+    return cpu / max(1, sum(t[0] for t in totals)) * 1e6
+
+
+def stages_of_revision(rev: str, into: Path, args: Any) -> dict[str, float]:
+    """:func:`stage_costs` with ``rev``'s ragpulse, in a fresh interpreter (``--stages-json``)."""
+    env = {**os.environ, "PYTHONPATH": export_revision(rev, into)}
+    cmd = [sys.executable, __file__, "--stages-json", "--payload", args.payload,
+           "--traces-per-request", str(args.traces_per_request), "--words", str(args.words),
+           "--distinct-requests", str(args.distinct_requests)] + (["--with-plain-spans"] if args.with_plain_spans else [])
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def kafka_python_produce_cost(broker: TansuBroker, records: list[list[Any]], rounds: int) -> float:
@@ -375,7 +468,8 @@ def main() -> None:
     parser.add_argument("--senders", type=lambda v: [int(x) for x in v.split(",")], default=[4],
                         help="sender process counts, each measured for every collector, e.g. 1,4")
     parser.add_argument("--load", type=lambda v: v.split(","), default=["bench"],
-                        help="bench (this script's senders), shared (--shared-load), or both: bench,shared")
+                        help="bench (this script's http.client senders), shared (the independent tool, "
+                        "--shared-load), raw (this script's raw-socket senders), or several: bench,shared")
     parser.add_argument("--shared-load", default=str(DEFAULT_SHARED_LOAD),
                         help="path of the independent load tool otlp_load.py")
     parser.add_argument("--payload", choices=["load", "rich"], default="load",
@@ -394,6 +488,8 @@ def main() -> None:
                         help="also run ragpulse's default collector from this git revision (before/after)")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the table shows medians")
     parser.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    parser.add_argument("--stages-json", action="store_true", help="print the stage costs as JSON and stop "
+                        "(how --baseline measures the old revision's stages)")
     args = parser.parse_args()
     if "shared" in args.load and not Path(args.shared_load).exists():
         sys.exit(f"independent load tool not found at {args.shared_load} (--shared-load PATH)")
@@ -404,8 +500,16 @@ def main() -> None:
         sum(len(ss.spans) for rs in ExportTraceServiceRequest.FromString(b).resource_spans for ss in rs.scope_spans)
         for b in bodies
     ]
+    if args.stages_json:
+        with TansuBroker() as broker:
+            print(json.dumps(stage_costs(broker, bodies, spans_per_body)))
+        return
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
     baseline_dir = tempfile.TemporaryDirectory(prefix="ragpulse-baseline-") if args.baseline else None
+    baseline_stages: dict[str, float] = {}
+    if baseline_dir is not None:
+        print(f"measuring {args.baseline}'s stage costs ...", flush=True)
+        baseline_stages = stages_of_revision(args.baseline, Path(baseline_dir.name) / "stages", args)
     load_before = os.getloadavg()
     rows = []
     with TansuBroker() as broker:
@@ -468,7 +572,7 @@ def main() -> None:
     if baseline_dir is not None:
         baseline_dir.cleanup()
     report = render(rows, args, load_before, load_after, sum(spans_per_body) // len(spans_per_body),
-                    sum(map(len, bodies)) // len(bodies), stages)
+                    sum(map(len, bodies)) // len(bodies), stages, baseline_stages)
     print(report)
     if args.write_docs:
         write_section(REPO / "docs/benchmarks.md", report)
@@ -479,6 +583,7 @@ def export_revision(rev: str, into: Path) -> str:
     (a namespace package over four source folders) ahead of this checkout's."""
     data = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", rev], check=True,
                           capture_output=True).stdout
+    into.mkdir(parents=True, exist_ok=True)
     path = into / "src.tar"
     path.write_bytes(data)
     with tarfile.open(path) as tar:
@@ -487,11 +592,13 @@ def export_revision(rev: str, into: Path) -> str:
 
 
 def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...], load_after: tuple[float, ...],
-           spans_per_request: int, bytes_per_request: int, stages: dict[str, float]) -> str:
+           spans_per_request: int, bytes_per_request: int, stages: dict[str, float],
+           baseline_stages: dict[str, float] | None = None) -> str:
     senders_arg = ",".join(map(str, args.senders))
     workers_arg = f" --workers {','.join(map(str, args.workers))}" if args.workers else ""
     baseline_arg = f" --baseline {args.baseline}" if args.baseline else ""
     payload_arg = " --payload rich" if args.payload == "rich" else ""
+    only_arg = f" --only {args.only}" if args.only else ""
     lines = [
         "## Collector throughput",
         "",
@@ -499,7 +606,8 @@ def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...]
         f"({args.traces_per_request} RAG traces) / {bytes_per_request // 1024} KiB "
         f"({'the independent load tool' + chr(39) + 's shape' if args.payload == 'load' else 'rag_request, SDK-shaped'}), "
         "sent over keep-alive connections as fast as the collector answers, by this script's sender processes "
-        "(load `bench`) or by the independent tool `../shared/bench/otlp_load.py` (load `shared`); ragpulse and "
+        "(load `bench`: http.client, as the tool; `raw`: a raw-socket client) or by the independent tool "
+        "`../shared/bench/otlp_load.py` (load `shared`); ragpulse and "
         "rotel (`rotel-agent`, kafka exporter, protobuf, lz4, acks=all, batch 1000: the independent run's flags) "
         "in the same run on the same broker, interleaved. Spans delivered/s = spans read back from the topic ÷ "
         "(newest − oldest record timestamp); the independent run's count (spans in the topic ÷ load seconds) "
@@ -507,7 +615,8 @@ def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...]
         "after the flush.",
         "",
         f"Command: `.venv/bin/python bench/collector.py --senders {senders_arg} --load {','.join(args.load)}"
-        f"{payload_arg}{workers_arg}{baseline_arg} --seconds {args.seconds:g} --repeat {args.repeat} --write-docs` "
+        f"{payload_arg}{workers_arg}{baseline_arg}{only_arg} --seconds {args.seconds:g} --repeat {args.repeat} "
+        "--write-docs` "
         "(rotel: `python3 -m venv bench/.venv-rotel && bench/.venv-rotel/bin/pip install --pre rotel`).  ",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} cores; load average "
         f"{load_before[0]:.2f} before, {load_after[0]:.2f} after.",
@@ -537,33 +646,65 @@ def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...]
             f"{sum(r['records'] for r in runs):,} ({sum(r['keyed_records'] for r in runs):,}) | "
             f"{sum(r['refused'] for r in runs)} |"
         )
-    total = stages["validate"] + stages["split"] + stages["export"]
-    default_cpu = [per_cpu[k] for k in per_cpu if k[2] == "ragpulse (default)" and k[0] == "bench"]
-    whole = 1e6 / statistics.median(default_cpu) if default_cpu else float("nan")
-    lines += [
-        "",
-        "Where a ragpulse collector's CPU goes, CPU µs per span: the stages in-process on this run's requests "
-        f"(records average {stages['record_bytes'] / 1024:.1f} KiB = one trace), the rest from the collector's "
-        "whole CPU per span in the runs above (bench load):",
-        "",
-        "| stage | µs/span | share |",
-        "|---|---|---|",
-    ]
-    for name, label in (("validate", "upb parse (validation → 400)"),
-                        ("split", "byte-level split per trace + RAG filter, records built"),
-                        ("export", "produce with librdkafka (confluent-kafka): partition, send, lz4, network, "
-                                   "delivery reports")):
-        lines.append(f"| {label} | {stages[name]:.2f} | {stages[name] / whole:.0%} |")
-    if whole == whole:
-        lines.append(f"| HTTP (parse, answer, sockets), threads, the rest (whole − stages) | {whole - total:.2f} | "
-                     f"{(whole - total) / whole:.0%} |")
-        lines.append(f"| whole collector, bench load (runs above) | {whole:.2f} | = {1e6 / whole:,.0f} spans per CPU-s |")
-    kp = stages.get("export_kafka_python")
-    if kp:
-        lines.append(f"| *for comparison:* the same records produced with kafka-python | {kp:.2f} | "
-                     f"{kp / stages['export']:.1f}x librdkafka's cost |")
+    lines += stage_table(stages, baseline_stages, per_cpu, groups, args.baseline)
     lines += ["", *verdict(medians, load_before[0])]
     return "\n".join(lines) + "\n"
+
+
+_STAGES = (
+    ("http", "OTLP/HTTP receiver alone (head parse, body read, answer, sockets, handler threads)"),
+    ("validate", "upb parse (validation → 400)"),
+    ("split", "byte-level split per trace + RAG filter, records built"),
+    ("export", "produce with librdkafka (confluent-kafka): partition, send, lz4, network, delivery reports"),
+)
+
+
+def stage_table(stages: dict[str, float], before: dict[str, float] | None, per_cpu: dict[tuple[str, int, str], float],
+                groups: dict[tuple[str, int, str], list[dict[str, Any]]], baseline: str | None) -> list[str]:
+    """Where a collector's CPU goes per span: each stage in-process, and the whole collector's CPU
+    per span in the runs (bench load), the difference being what the stages in isolation miss."""
+    def whole(name: str) -> float:
+        values = [per_cpu[k] for k in per_cpu if k[2] == name and k[0] == "bench"]
+        return 1e6 / statistics.median(values) if values else float("nan")
+
+    now_whole, old_whole = whole("ragpulse (default)"), whole(f"ragpulse {baseline} (default)")
+    before = before or {}
+    head = f"| stage | {baseline}, µs/span | now, µs/span | share now |" if before else "| stage | µs/span | share |"
+    lines = [
+        "",
+        "Where a ragpulse collector's CPU goes, CPU µs per span: each stage alone in one process on this run's "
+        "requests (process CPU, librdkafka's threads included; the receiver alone is driven by two of this "
+        "script's senders and answers without ingesting), then the whole collector's CPU per span in the runs "
+        "above (bench load, default settings: two worker processes, GIL hand-offs between their handler and "
+        "delivery-report threads, the parent's stats); the difference is what the stages alone do not show."
+        + (f" Before = `{baseline}` measured in a fresh interpreter in the same run." if before else ""),
+        "",
+        head,
+        "|---|---|---|---|" if before else "|---|---|---|",
+    ]
+
+    def row(label: str, now: float, old: float | None) -> str:
+        share = f"{now / now_whole:.0%}" if now_whole == now_whole else "-"
+        if before:
+            return f"| {label} | {old:.2f} | {now:.2f} | {share} |" if old is not None else f"| {label} | - | {now:.2f} | {share} |"
+        return f"| {label} | {now:.2f} | {share} |"
+
+    for key, label in _STAGES:
+        if key in stages:
+            lines.append(row(label, stages[key], before.get(key)))
+    total = sum(stages.get(k, 0.0) for k, _ in _STAGES)
+    old_total = sum(before.get(k, 0.0) for k, _ in _STAGES) if before else None
+    lines.append(row("sum of the stages", total, old_total))
+    if now_whole == now_whole:
+        lines.append(row("rest: contention between threads and processes, scheduling, stats", now_whole - total,
+                         old_whole - old_total if old_total is not None and old_whole == old_whole else None))
+        lines.append(row("**whole collector** (runs above, bench load)", now_whole,
+                         old_whole if old_whole == old_whole else None))
+    kp = stages.get("export_kafka_python")
+    if kp:
+        lines.append(f"\n*For comparison:* the same records produced with kafka-python cost {kp:.2f} µs/span, "
+                     f"{kp / stages['export']:.1f}x librdkafka's.")
+    return lines
 
 
 # Issue 14's targets: ragpulse at its default settings against rotel, per sender count.
