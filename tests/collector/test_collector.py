@@ -248,6 +248,20 @@ def test_json_and_gzip_requests(make_collector: Callable[..., Collector]) -> Non
     check_records([r for r in records if r.key.decode() != trace_hex], gz_request)
 
 
+def test_responses_carry_the_current_date(make_collector: Callable[..., Collector]) -> None:
+    """The Date header is formatted once a second (GuardedRequestHandler.date_time_string) and
+    stays current: RFC 9110's IMF-fixdate, within a second or two of the clock."""
+    import email.utils
+    import time
+
+    collector = make_collector()
+    for _ in range(2):
+        status, headers, _ = post(collector, rag_request(1, seed=5).SerializeToString())
+        date = email.utils.parsedate_to_datetime(headers["date"])
+        assert status == 200 and headers["date"].endswith(" GMT") and abs(date.timestamp() - time.time()) < 3
+        time.sleep(1.1)
+
+
 def test_malformed_requests_get_400_and_are_counted(make_collector: Callable[..., Collector]) -> None:
     collector = make_collector()
     status, headers, body = post(collector, b"\x0a\xff\xff\xff\x0fgarbage")

@@ -285,3 +285,52 @@ def test_the_byte_level_check_agrees_with_protobuf(
     result = split_request(req.SerializeToString(), now_ns=NOW)
     assert result.spans_invalid == len(spans) - len(good)
     assert [r.key for r in result.records] == [s.trace_id.hex().encode() for s in good]
+
+
+def _random_request(rng: random.Random) -> ExportTraceServiceRequest:
+    """Resources and scopes with spans of a few traces, contiguous runs and interleaved ones, a
+    trace spread over scopes and resources, now and then a RAG attribute or an invalid trace id."""
+    pool = [rng.randbytes(16) for _ in range(rng.randint(1, 6))]
+    req = ExportTraceServiceRequest()
+    for r in range(rng.randint(1, 3)):
+        rs = req.resource_spans.add(schema_url=rng.choice(["", f"https://schema/{r}"]))
+        rs.resource.attributes.add(key="service.name", value=AnyValue(string_value=f"svc{r}"))
+        for s in range(rng.randint(0, 3)):
+            ss = rs.scope_spans.add(schema_url=rng.choice(["", "s"]))
+            ss.scope.name = f"scope{s}"
+            tid = rng.choice(pool)
+            for _ in range(rng.randint(0, 12)):
+                if rng.random() < 0.4:  # a new run; otherwise the previous span's trace continues
+                    tid = rng.choice(pool)
+                span = ss.spans.add(trace_id=tid, span_id=rng.randbytes(7) + b"\x01", name=rng.choice(["a", "b" * 200]),
+                                    start_time_unix_nano=1_700_000_000_000_000_000, end_time_unix_nano=1_700_000_000_000_000_001)
+                if rng.random() < 0.2:
+                    span.attributes.add(key="openinference.span.kind", value=AnyValue(string_value="LLM"))
+                if rng.random() < 0.03:
+                    span.trace_id = rng.choice([bytes(16), b"\x01" * 8])
+    return req
+
+
+def test_split_equals_the_reference_split_on_random_requests() -> None:
+    """The run-based assembly writes exactly the records (key, bytes, span count, RAG flag) of
+    the span-by-span one it replaced (tests/collector/split_reference.py), on 600 random requests
+    and the bench's request shapes."""
+    from tests.collector.payloads import load_request
+    from tests.collector.split_reference import reference_split
+
+    rng = random.Random(20)
+    bodies = [_random_request(rng).SerializeToString() for _ in range(600)]
+    bodies += [load_request(20, 5, seed=i).SerializeToString() for i in range(3)]
+    bodies += [rag_request(20, seed=i, plain_every=4, services=3).SerializeToString() for i in range(3)]
+    multi_run = 0
+    for body in bodies:
+        for keep_all in (False, True):
+            got, want = split_request(body, keep_all=keep_all), reference_split(body, keep_all=keep_all)
+            assert [(r.key, r.value, r.spans, r.rag) for r in got.records] == \
+                [(r.key, r.value, r.spans, r.rag) for r in want.records]
+            assert (got.spans_total, got.spans_invalid, got.invalid_message) == \
+                (want.spans_total, want.spans_invalid, want.invalid_message)
+        multi_run += any(len(ExportTraceServiceRequest.FromString(r.value).resource_spans) > 1
+                         or len(ExportTraceServiceRequest.FromString(r.value).resource_spans[0].scope_spans) > 1
+                         for r in want.records)
+    assert multi_run > 100  # traces spread over several scopes or resources were exercised

@@ -273,7 +273,7 @@ def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool)
     return 0
 
 
-def _frame(tag: bytes, body: list[bytes]) -> bytes:
+def _frame(tag: bytes, body: list[bytes | memoryview]) -> bytes:
     payload = b"".join(body)
     return tag + _encode_varint(len(payload)) + payload
 
@@ -298,8 +298,9 @@ def split_request(buf: bytes, *, keep_all: bool = False, now_ns: int | None = No
 
 def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
     result = SplitResult()
-    # trace id -> list of (resource index, scope index, span frame start, span frame end)
-    traces: dict[bytes, list[tuple[int, int, int, int]]] = {}
+    # trace id -> [span count, run, run, ...]: a run is [resource index, scope index, first frame
+    # start, last frame end] of spans of the trace that follow each other in the request.
+    traces: dict[bytes, list] = {}
     rag: set[bytes] = set()
     # Frames of the fields around the repeated one, kept verbatim and in field-number order:
     # per resource (resource | scope_spans... | schema_url), per scope (scope | spans... | schema_url).
@@ -378,10 +379,16 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
                 if why:
                     rejected[why] += 1
                     continue
-                spans = traces.get(trace_id)
-                if spans is None:
-                    spans = traces[trace_id] = []
-                spans.append((ri, si, sframe, sp_end))
+                entry = traces.get(trace_id)
+                if entry is None:
+                    traces[trace_id] = [1, [ri, si, sframe, sp_end]]
+                else:
+                    entry[0] += 1
+                    run = entry[-1]
+                    if run[3] == sframe:  # right after the trace's previous span (same scope:
+                        run[3] = sp_end  # a scope or resource boundary puts bytes between)
+                    else:
+                        entry.append([ri, si, sframe, sp_end])
                 if check_rag and trace_id not in rag and _is_rag_span(buf, sp_start, sp_end):
                     rag.add(trace_id)
     result.spans_total = total
@@ -394,18 +401,26 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
     records = result.records
     if len(traces) == 1 and not result.spans_invalid and _is_canonical(buf):
         # One trace: the request already is the per-trace message; forward it untouched.
-        ((trace_id, spans),) = traces.items()
-        records.append(TraceRecord(trace_id.hex().encode(), bytes(buf), len(spans), keep_all or trace_id in rag))
+        ((trace_id, entry),) = traces.items()
+        records.append(TraceRecord(trace_id.hex().encode(), bytes(buf), entry[0], keep_all or trace_id in rag))
         return result
-    for trace_id, spans in traces.items():
-        records.append(
-            TraceRecord(
-                trace_id.hex().encode(),
-                _assemble(buf, spans, resource_heads, scope_heads),
-                len(spans),
-                keep_all or trace_id in rag,
-            )
-        )
+    view = memoryview(buf)
+    joined_resources = [(b"".join(pre), b"".join(post)) for pre, post in resource_heads]
+    joined_scopes = [[(b"".join(pre), b"".join(post)) for pre, post in scopes] for scopes in scope_heads]
+    for trace_id, entry in traces.items():
+        if len(entry) == 2:  # one run: the usual case, one resource, one scope, one slice
+            ri, si, start, end = entry[1]
+            r_pre, r_post = joined_resources[ri]
+            s_pre, s_post = joined_scopes[ri][si]
+            scope_len = len(s_pre) + end - start + len(s_post)
+            scope_varint = _encode_varint(scope_len)
+            value = b"".join((
+                b"\x0a", _encode_varint(len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)),
+                r_pre, b"\x12", scope_varint, s_pre, view[start:end], s_post, r_post,
+            ))
+        else:
+            value = _assemble(view, entry, joined_resources, joined_scopes)
+        records.append(TraceRecord(trace_id.hex().encode(), value, entry[0], keep_all or trace_id in rag))
     return result
 
 
@@ -415,28 +430,31 @@ def _is_canonical(buf: bytes) -> bool:
 
 
 def _assemble(
-    buf: bytes,
-    spans: list[tuple[int, int, int, int]],
-    resource_heads: list[tuple[list[bytes], list[bytes]]],
-    scope_heads: list[list[tuple[list[bytes], list[bytes]]]],
+    view: memoryview,
+    entry: list,
+    resources: list[tuple[bytes, bytes]],
+    scopes: list[list[tuple[bytes, bytes]]],
 ) -> bytes:
-    out: list[bytes] = []
-    i = 0
-    n = len(spans)
+    """One trace's message from its runs (``entry[1:]``, in request order): runs of the same
+    resource (and scope) next to each other share one ``ResourceSpans`` (``ScopeSpans``), as
+    otelcol's ``SplitTraces`` groups them."""
+    out: list[bytes | memoryview] = []
+    i = 1
+    n = len(entry)
     while i < n:
-        ri = spans[i][0]
-        r_pre, r_post = resource_heads[ri]
-        resource_body: list[bytes] = list(r_pre)
-        while i < n and spans[i][0] == ri:
-            si = spans[i][1]
-            s_pre, s_post = scope_heads[ri][si]
-            scope_body: list[bytes] = list(s_pre)
-            while i < n and spans[i][0] == ri and spans[i][1] == si:
-                _, _, start, end = spans[i]
-                scope_body.append(buf[start:end])
+        ri = entry[i][0]
+        r_pre, r_post = resources[ri]
+        resource_body: list[bytes | memoryview] = [r_pre]
+        while i < n and entry[i][0] == ri:
+            si = entry[i][1]
+            s_pre, s_post = scopes[ri][si]
+            scope_body: list[bytes | memoryview] = [s_pre]
+            while i < n and entry[i][0] == ri and entry[i][1] == si:
+                _, _, start, end = entry[i]
+                scope_body.append(view[start:end])
                 i += 1
-            scope_body.extend(s_post)
+            scope_body.append(s_post)
             resource_body.append(_frame(b"\x12", scope_body))
-        resource_body.extend(r_post)
+        resource_body.append(r_post)
         out.append(_frame(b"\x0a", resource_body))
     return b"".join(out)
