@@ -534,7 +534,7 @@ def main() -> None:
                 base_env = {**env, "PYTHONPATH": export_revision(args.baseline, Path(baseline_dir.name))}
                 port = free_port()
                 settings = KafkaSettings(bootstrap_servers=broker.bootstrap, topic="bench_ragpulse_baseline")
-                python = [sys.executable, "-c", "import sys; from ragpulse.cli import main; sys.argv[0] = 'ragpulse'; main()"]
+                python = [sys.executable, "-c", "import sys; from ragpulse.deploy.cli import main; sys.argv[0] = 'ragpulse'; main()"]
                 runs.append((f"ragpulse {args.baseline} (default)", ragpulse_cmd(settings.topic, port, None, python),
                              port, settings, base_env))
         if args.only in (None, "rotel"):
