@@ -214,16 +214,23 @@ def cpu_seconds(pid: int, proc: Path = Path("/proc")) -> float:
 
 
 STATUS_RE = re.compile(
-    r"\[\s*(?P<t>\d+)s\] spans received (?P<spans>\d+), traces assembled (?P<assembled>\d+), "
-    r"sampled (?P<sampled>\d+), scored (?P<scored>\d+), rows (?P<rows>\d+), lag (?P<lag>-?\d+), "
-    r"errors (?P<errors>\d+)"
+    r"\[\s*(?P<t>\d+)s\] spans received (?P<spans>\d+), traces assembled (?P<assembled>\d+) = "
+    r"sampled out (?P<sampled_out>\d+) \+ not RAG (?P<not_rag>\d+) \+ unscorable \d+(?: \([^)]*\))? "
+    r"\+ scored (?P<scored>\d+) \+ failed \d+ \+ dropped (?P<dropped>\d+) \+ in progress \d+; "
+    r"rows (?P<rows>\d+), lag (?P<lag>-?\d+), errors (?P<errors>\d+)"
 )
 
 
 def parse_status(line: str) -> dict[str, int] | None:
-    """The counters of one ``ragpulse up`` status line, or None for any other line."""
+    """The counters of one ``ragpulse up`` status line, or None for any other line. ``sampled``
+    (traces the sampler kept for the judge) is what the assembled traces left after the sampler,
+    the non-RAG traces and the dropped ones."""
     m = STATUS_RE.search(line)
-    return {k: int(v) for k, v in m.groupdict().items()} if m else None
+    if not m:
+        return None
+    v = {k: int(x) for k, x in m.groupdict().items()}
+    v["sampled"] = v["assembled"] - v.pop("sampled_out") - v.pop("not_rag") - v.pop("dropped")
+    return v
 
 
 # ------------------------------------------------------------------------------ traffic text
@@ -556,7 +563,7 @@ class UpProcess:
     @classmethod
     def start(cls, s: BenchSettings, data_dir: Path) -> UpProcess:
         exe = Path(sys.executable).with_name("ragpulse")
-        cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "from ragpulse.cli import main; main()"]
+        cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()"]
         cmd += ["up", "--data-dir", str(data_dir), "--judge", "local", "--http-port", "0",
                 "--grpc-port", "0", "--clickhouse-port", "0", "--kafka-port", "0",
                 "--status-interval", f"{s.status_interval_s:g}", "--drain-timeout",

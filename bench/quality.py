@@ -9,6 +9,13 @@ repository; never copied into it). Prints a markdown report to stdout with the b
     .venv/bin/python bench/quality.py --judge llm --base-url URL --model M --limit 100
     .venv/bin/python bench/quality.py --tune          # cross-validate the local judge's cuts
     .venv/bin/python bench/quality.py --write-docs    # also replace the section in docs/benchmarks.md
+    .venv/bin/python bench/quality.py --only faithfulness --extra-faithfulness bench/data/faithfulness_rag_handwritten.jsonl
+
+Besides the shared sets, faithfulness also runs the project's own sets, ``bench/data/faithfulness_*.jsonl``
+(hand-written, committed, never trained on; see bench/data/README.md) or the files named by
+``--extra-faithfulness`` (``--extra-faithfulness`` with no file: none). Their rows may carry ``lang``
+and ``kind``: AUROC is then also reported per language and per kind (each kind against all rows of
+the other class), beside the lexical word-share baseline.
 
 AUROC is the Mann-Whitney rank statistic (ties get average ranks, so a constant score gives
 0.5). Balanced accuracy is the mean of the two class recalls at the stated decision rule.
@@ -246,6 +253,9 @@ async def _faithfulness(judge: Any, data: Path, args: argparse.Namespace) -> lis
     for key, fname in (("faithbench", "faithfulness_faithbench.jsonl"),
                        ("qags_cnndm", "faithfulness_qags_cnndm.jsonl"),
                        ("halueval", "faithfulness_halueval.jsonl")):
+        if not (data / fname).exists():
+            lines.append(f"| {key} | - | not in --data | | | {BASELINES[key]} |")
+            continue
         rows = read_jsonl(data / fname, args.limit)
         scores = await score_rows(judge, rows, "faithfulness", key, args.concurrency)
         vals = [s.value if s is not None else None for s in scores]
@@ -265,6 +275,8 @@ async def _faithfulness(judge: Any, data: Path, args: argparse.Namespace) -> lis
     jnli = data / "jnli_ja_valid.jsonl"
     if jnli.exists():
         lines += await _jnli(judge, jnli, args, dist)
+    for path in args.extra_faithfulness:
+        lines += await _own_faithfulness(judge, Path(path), args, dist)
     lines += ["", "Score distribution per class (the absolute level an alert on faithfulness "
               "sees; JNLI: entailment / neutral / contradiction):", "",
               "| set | class | n | mean | p10 | p50 | p90 | share >= 0.7 |",
@@ -279,6 +291,54 @@ async def _faithfulness(judge: Any, data: Path, args: argparse.Namespace) -> lis
                   (f"| answer length alone (shorter = faithful) | {len(v)} | "
                    f"{_fmt(auroc([-x for x in lens], y))} |")]
     return lines
+
+
+_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]|[^\W_]+", re.UNICODE)
+
+
+def word_share(answer: str, contexts: Sequence[str]) -> float:
+    """Lexical baseline: share of the answer's tokens (words; single characters for CJK) that
+    occur in the contexts."""
+    toks = [t.lower() for t in _TOKEN.findall(answer)]
+    have = {t.lower() for c in contexts for t in _TOKEN.findall(c)}
+    return sum(t in have for t in toks) / len(toks) if toks else 0.0
+
+
+async def _own_faithfulness(judge: Any, path: Path, args: argparse.Namespace,
+                            dist: list[str]) -> list[str]:
+    """One of the project's own labelled faithfulness sets (bench/data): AUROC overall, per
+    language and per kind, the lexical word-share baseline, the faithful mean."""
+    key = path.stem.removeprefix("faithfulness_")
+    rows = read_jsonl(path, args.limit)
+    vals = await score_set(judge, rows, "faithfulness", key, args.concurrency)
+    labels = [int(r["label"]["faithful"]) for r in rows]
+    lex = [word_share(r["answer"], r["contexts"]) for r in rows]
+    keep = [i for i, v in enumerate(vals) if v is not None]
+    v = [float(vals[i]) for i in keep]  # type: ignore[arg-type]
+    y = [labels[i] for i in keep]
+    dist += distribution_rows(key, v, y)
+    missing = len(rows) - len(keep)
+
+    def row(name: str, idx: list[int]) -> str:
+        sv, sy = [float(vals[i]) for i in idx], [labels[i] for i in idx]  # type: ignore[arg-type]
+        pos = [a for a, b in zip(sv, sy) if b == 1]
+        neg = [a for a, b in zip(sv, sy) if b == 0]
+        return (f"| {name} | {sum(sy)} / {len(sy) - sum(sy)} | {_fmt(auroc(sv, sy))} | "
+                f"{_fmt(auroc([lex[i] for i in idx], sy))} | "
+                f"{(f'{np.mean(pos):.3f}' if pos else '-')} | {(f'{np.mean(neg):.3f}' if neg else '-')} |")
+
+    out = ["", f"Own set `{path.name}` ({len(rows)} rows"
+           + (f", {missing} without value" if missing else "") + "; hand-written, never trained on). "
+           "Per kind: that kind against every row of the other class.", "",
+           "| subset | faithful / unfaithful | AUROC | AUROC, word share | faithful mean | unfaithful mean |",
+           "|---|---|---|---|---|---|", row("all", keep)]
+    for lang in sorted({rows[i].get("lang") for i in keep if rows[i].get("lang")}):
+        out.append(row(f"lang {lang}", [i for i in keep if rows[i].get("lang") == lang]))
+    kinds = sorted({(labels[i], rows[i].get("kind")) for i in keep if rows[i].get("kind")}, reverse=True)
+    for cls, kind in kinds:
+        idx = [i for i in keep if (labels[i] == cls and rows[i].get("kind") == kind) or labels[i] != cls]
+        out.append(row(f"{'faithful' if cls else 'unfaithful'}: {kind}", idx))
+    return out
 
 
 async def _jnli(judge: Any, path: Path, args: argparse.Namespace, dist: list[str]) -> list[str]:
@@ -312,7 +372,7 @@ async def _jnli(judge: Any, path: Path, args: argparse.Namespace, dist: list[str
 
 async def _context_relevance(judge: Any, data: Path, args: argparse.Namespace) -> list[str]:
     lines = ["", "### Context relevance", "",
-              "Score = `context_relevance` (two local 0/1/2 views, mean / 2); label `has_positive`.",
+              "Score = `context_relevance` (two 0/1/2 ratings, mean / 2: the local judge's two views or the LLM judge's two prompts); label `has_positive`.",
               "", "| set | n | AUROC | baseline (README) |", "|---|---|---|---|"]
     seed_rows: list[str] = []
     for key, fname in (("ctx_jsquad", "context_relevance_jsquad_ja.jsonl"),
@@ -522,6 +582,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--only", nargs="+", default=list(SECTIONS), choices=SECTIONS,
                    help="measure only these metrics (default: all)")
+    p.add_argument("--extra-faithfulness", nargs="*", metavar="JSONL",
+                   default=sorted(str(x) for x in (REPO / "bench" / "data").glob("faithfulness_*.jsonl")),
+                   help="the project's own labelled faithfulness sets (default: bench/data/faithfulness_*.jsonl)")
     p.add_argument("--tune", action="store_true", help="cross-validate the local judge's cuts")
     p.add_argument("--write-docs", action="store_true", help="write the result into docs/benchmarks.md")
     args = p.parse_args(argv)

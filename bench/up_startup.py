@@ -49,7 +49,7 @@ def tree_rss_mib(pid: int) -> float:
 def one_run(durable: bool) -> tuple[float, float, float]:
     with tempfile.TemporaryDirectory(prefix="ragpulse-up-bench-") as d:
         log = Path(d) / "up.log"
-        cmd = [sys.executable, "-m", "ragpulse.cli", "up", "--data-dir", str(Path(d) / "data"),
+        cmd = [sys.executable, "-m", "ragpulse.deploy.cli", "up", "--data-dir", str(Path(d) / "data"),
                "--http-port", str(free_port()), "--grpc-port", str(free_port()),
                "--clickhouse-port", str(free_port())]
         if not durable:

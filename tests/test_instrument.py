@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from ragpulse.instrument import Document, RagTracer
@@ -196,3 +199,30 @@ def test_bad_documents_and_messages_raise_type_error() -> None:
         with pytest.raises(TypeError):
             with rag.llm("m", messages=[{"role": "user", "content": 1}]):
                 pass
+
+
+def test_imports_without_pydantic_or_other_ragpulse_packages() -> None:
+    """``ragpulse.instrument`` runs inside users' apps: the OpenTelemetry API and the standard
+    library only. A fresh interpreter where importing pydantic raises still imports it, emits a
+    trace, and loads no pydantic and no other ragpulse package."""
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('pydantic', 'pydantic_core', 'pydantic_settings'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from ragpulse.instrument import RagTracer\n"
+        "rag = RagTracer()\n"
+        "with rag.query('q') as q:\n"
+        "    with rag.retrieve('q') as r:\n"
+        "        r.set_documents(['d'])\n"
+        "    q.set_answer('a')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pydantic')))\n"
+        "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('ragpulse.')}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    pydantic_modules, ragpulse_packages = done.stdout.splitlines()
+    assert pydantic_modules == "[]"
+    assert ragpulse_packages == "['instrument']"

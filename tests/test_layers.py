@@ -3,11 +3,13 @@ and every package's ``__all__`` is exactly what it exports.
 
 Layers (an arrow means "may import")::
 
-    deploy (and the ragpulse command) ──> dashboards ──> scorer ──> common
+    deploy (and the ragpulse command) ──> dashboards ──> scorer ──> common ──> instrument
           └────────────────────────────> collector ─────────────> common
-          └────────────────────────────> instrument ────────────> common
+          └──────────────────────────────────────────────────────────────────> instrument
 
-``common`` holds the contracts both sides of Kafka share; nothing below ``deploy`` imports
+``instrument`` runs inside users' apps and imports nothing else from ragpulse (it owns the span
+attribute names ragpulse defines; ``common`` re-exports them). ``common`` holds the contracts
+both sides of Kafka share; nothing below ``deploy`` imports
 ``deploy``, and the collector and the scorer never import each other. A cross-package import
 names a package (an ``__init__``) and only names from its ``__all__``: ``from
 ragpulse.scorer.store import open_store``, never ``from ragpulse.scorer.store.client import ...``.
@@ -25,14 +27,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCE_ROOTS = ["collector", "scorer", "dashboards", "deploy"]
+SOURCE_ROOTS = ["instrument", "common", "collector", "scorer", "dashboards", "deploy"]
 
 ALLOWED: dict[str, set[str]] = {
-    "common": set(),
-    "instrument": {"common"},
-    "collector": {"common"},
-    "scorer": {"common"},
-    "dashboards": {"common", "scorer"},
+    "instrument": set(),
+    "common": {"instrument"},
+    "collector": {"common", "instrument"},
+    "scorer": {"common", "instrument"},
+    "dashboards": {"common", "instrument", "scorer"},
     "deploy": {"common", "collector", "scorer", "dashboards", "instrument"},
 }
 
@@ -54,8 +56,7 @@ PACKAGES = sorted(name for name, path in MODULES.items() if path.name == "__init
 
 
 def _layer(module: str) -> str:
-    layer = module.split(".")[1]
-    return "deploy" if layer == "cli" else layer  # the `ragpulse` command is deploy's
+    return module.split(".")[1]
 
 
 def _imports(module: str, path: Path) -> list[tuple[int, str, list[str]]]:
@@ -121,6 +122,77 @@ def test_no_cycle_between_layers() -> None:
 
     for layer in ALLOWED:
         visit(layer, ())
+
+
+# Inside the scorer, one unit per top-level module or subpackage of ``ragpulse.scorer``; an
+# arrow means "may import" (docs/architecture.md draws it):
+#
+#   pipeline ──> evaluator ──> judges ──> metrics ──> stats ──> model
+#       │                         └──> segment, embeddings         ▲
+#       ├──> traces ─────────────────────────────────────────────────┤
+#       ├──> store ──────────────────────────────────────────────────┤
+#       └──> privacy ──> person_names, model ─────────────────────────┘
+#
+# Only the direction is checked here: the pipeline, which wires everything, may import any
+# module of the units below it.
+SCORER_ALLOWED: dict[str, set[str]] = {
+    "model": set(),
+    "stats": {"model"},
+    "segment": set(),
+    "embeddings": set(),
+    "person_names": set(),
+    "metrics": {"model", "stats"},
+    "traces": {"model"},
+    "store": {"model"},
+    "privacy": {"model", "person_names"},
+    "judges": {"model", "stats", "segment", "embeddings", "metrics"},
+    "evaluator": {"model", "stats", "metrics", "judges"},
+    "pipeline": {"model", "stats", "segment", "embeddings", "person_names", "metrics", "traces",
+                 "store", "privacy", "judges", "evaluator"},
+}
+
+
+def _scorer_unit(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["ragpulse", "scorer"] and len(parts) > 2 else None
+
+
+def test_scorer_units_point_one_way() -> None:
+    problems = []
+    for module, path in MODULES.items():
+        unit = _scorer_unit(module)
+        if unit is None:
+            continue
+        if unit not in SCORER_ALLOWED:
+            problems.append(f"{path.relative_to(REPO)}: new scorer unit {unit!r}: place it in "
+                            "SCORER_ALLOWED and docs/architecture.md")
+            continue
+        for line, target, names in _imports(module, path):
+            targets = [f"{target}.{n}" for n in names] if target == "ragpulse.scorer" else [target]
+            for t in targets:
+                other = _scorer_unit(t)
+                if other is None or other == unit:
+                    continue
+                if other not in SCORER_ALLOWED[unit]:
+                    problems.append(f"{path.relative_to(REPO)}:{line}: scorer.{unit} must not "
+                                    f"import scorer.{other} ({t})")
+    assert not problems, "\n".join(problems)
+
+
+def test_no_cycle_between_scorer_units() -> None:
+    for graph in (ALLOWED, SCORER_ALLOWED):
+        seen: set[str] = set()
+
+        def visit(node: str, stack: tuple[str, ...], graph: dict[str, set[str]] = graph) -> None:
+            assert node not in stack, " -> ".join((*stack, node))
+            if node in seen:
+                return
+            for nxt in graph[node]:
+                visit(nxt, (*stack, node))
+            seen.add(node)
+
+        for unit in graph:
+            visit(unit, ())
 
 
 @pytest.mark.parametrize("package", ["common", "instrument", "collector", "scorer", "dashboards",

@@ -1,4 +1,4 @@
-"""The wheel holds every subpackage and data file of the four source trees, under ``ragpulse.``
+"""The wheel holds every subpackage and data file of the source trees, under ``ragpulse.``
 only (no bare ``collector``/``scorer`` modules in site-packages), with one console script."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TREES = ("collector", "scorer", "dashboards", "deploy")
+TREES = ("instrument", "common", "collector", "scorer", "dashboards", "deploy")
 DATA_SUFFIXES = {".yaml", ".yml", ".json", ".toml", ".txt", ".sql", ".jinja", ".html"}
 
 
@@ -48,7 +48,7 @@ def test_every_source_and_data_file_is_in_the_wheel(wheel: zipfile.ZipFile) -> N
 def test_only_the_ragpulse_namespace_is_installed(wheel: zipfile.ZipFile) -> None:
     tops = {n.split("/")[0] for n in wheel.namelist() if not n.startswith("ragpulse-")}
     assert tops == {"ragpulse"}
-    assert "ragpulse/__init__.py" not in wheel.namelist()  # a namespace shared by four trees
+    assert "ragpulse/__init__.py" not in wheel.namelist()  # a namespace shared by the trees
 
 
 def test_one_console_script(wheel: zipfile.ZipFile) -> None:
@@ -56,7 +56,7 @@ def test_one_console_script(wheel: zipfile.ZipFile) -> None:
     text = wheel.read(ep).decode()
     assert "[console_scripts]" in text
     scripts = [line for line in text.split("[console_scripts]")[1].splitlines() if "=" in line]
-    assert [s.replace(" ", "") for s in scripts] == ["ragpulse=ragpulse.cli:main"]
+    assert [s.replace(" ", "") for s in scripts] == ["ragpulse=ragpulse.deploy.cli:main"]
 
 
 def test_scorer_public_api_is_curated() -> None:

@@ -198,16 +198,16 @@ def test_ragpulse_responder_answers_what_the_judge_parser_accepts():
     _, settings_cls, render = cost._ragpulse_api()
     reqs = render(cost._to_sample(s), cost._needs_of_metrics(), settings_cls(api_key="k"),
                   statements=list(s.statements))
-    assert len(reqs) == 2
+    assert len(reqs) == 3
     respond = cost.ragpulse_responder({s.answer: s.statements})
-    decompose = json.loads(respond({"messages": reqs[0]}))
-    assess = json.loads(respond({"messages": reqs[1]}))
-    assert parse_task("statements", decompose, {}) == list(s.statements)
-    assert not isinstance(parse_task("questions", decompose, {"questions": 3}), ParseFailure)
-    counts = {"statements": len(s.statements), "contexts": 5}
-    for task in ("statement_support", "context_useful", "context_used"):
-        assert parse_task(task, assess, counts) == [1] * counts[
-            "statements" if task == "statement_support" else "contexts"]
+    replies = [json.loads(respond({"messages": r})) for r in reqs]
+    by_key = {k: r for r in replies for k in r}
+    assert not isinstance(parse_task("questions", by_key["questions"], {"questions": 3}),
+                          ParseFailure)
+    claims = parse_task("claims", by_key["claims"], {"contexts": 5})
+    assert claims["statements"] == list(s.statements) and claims["verdicts"] == [1, 1]
+    for task in ("context_useful", "context_used"):
+        assert parse_task(task, by_key[task], {"contexts": 5}) == [1] * 5
     with pytest.raises(ValueError, match="unexpected ragpulse request"):
         respond({"messages": [{"role": "user", "content": "no data blocks"}]})
 
@@ -277,18 +277,18 @@ def test_section_is_appended_then_replaced_leaving_other_sections_alone():
 # ---------------------------------------------------------------------------------- live judge
 
 
-def test_llm_judge_makes_two_calls_per_sample_against_the_recording_server():
+def test_llm_judge_makes_three_calls_per_sample_against_the_recording_server():
     samples = [_ragpulse_sample(), cost.with_statements([cost.BenchSample(
         id="s2", lang="ja", question="本社はどこか。",
         contexts=tuple(f"文脈{i}。本社は東京にある。" for i in range(5)), answer="東京")])[0]]
     live = cost.live_ragpulse(samples, cost.TokenCounter())
-    assert live.requests == 4
-    assert live.cost.total_calls == 2 and live.cost.max_calls == 2
+    assert live.requests == 6
+    assert live.cost.total_calls == 3 and live.cost.max_calls == 3
     assert live.statuses == {"ok": len(cost.METRICS) * len(samples)}
     # the judge's own per-metric cost shares add up to what the server received
-    assert sum(live.cost.calls.values()) == pytest.approx(2.0)
+    assert sum(live.cost.calls.values()) == pytest.approx(3.0)
     assert live.score_tokens == pytest.approx(live.server_tokens)
-    assert set(live.by_prompt) == {"decompose@1", "assess@1"}
+    assert set(live.by_prompt) == {"decompose@2", "assess@2", "grounding@1"}
     # render_requests shows exactly what is sent, once the per-request random nonces are aligned
     _, settings_cls, render = cost._ragpulse_api()
     nonce = re.compile(r"data-[0-9a-f]{16}")
@@ -300,7 +300,8 @@ def test_llm_judge_makes_two_calls_per_sample_against_the_recording_server():
     for s in samples:
         rendered = render(cost._to_sample(s), cost._needs_of_metrics(),
                           settings_cls(api_key="k"), statements=list(s.statements))
-        assert aligned(rendered) == aligned(live.sent[s.id])
+        key = json.dumps  # the three calls go concurrently: compare in any order
+        assert sorted(map(key, aligned(rendered))) == sorted(map(key, aligned(live.sent[s.id])))
 
 
 # ---------------------------------------------------------------------------------- ragas itself

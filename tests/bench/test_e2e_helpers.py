@@ -99,7 +99,9 @@ def test_parse_status_reads_the_real_status_line() -> None:
     from ragpulse.deploy.embedded import status_line
 
     line = status_line({"collector.spans_received": 3114, "scorer.traces_assembled": 1038,
-                        "scorer.traces_sampled": 153, "scorer.traces_scored": 150,
+                        "scorer.traces_sampled": 153, "scorer.traces_sampled_out": 885,
+                        "scorer.traces_scored": 150, "scorer.traces_unscorable": 1,
+                        "scorer.traces_unscorable.no_contexts": 1,
                         "scorer.rows_written": 750, "scorer.consumer_lag": 7,
                         "scorer.evaluate_errors": 2}, 21.4)
     assert e2e.parse_status(line) == {"t": 21, "spans": 3114, "assembled": 1038, "sampled": 153,

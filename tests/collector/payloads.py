@@ -144,3 +144,44 @@ def rag_request(
             if not rag_only:
                 web.spans.extend([root, *db])
     return req
+
+
+def load_request(traces: int = 20, spans: int = 5, seed: int = 0) -> ExportTraceServiceRequest:
+    """The request shape of the independent load tool (``../shared/bench/otlp_load.py``'s
+    ``build``), with seeded ids: one resource and scope, ``traces`` traces of ``spans`` spans each
+    (CHAIN root with input/output, RETRIEVER with three documents, LLM, then CHAIN steps with a
+    200-byte input), string attributes only, about 380 bytes a span. bench/collector.py uses it
+    so that its own senders and the independent tool drive the collectors with the same bytes
+    (rotel's CPU per span more than doubles with ``rag_request``'s many typed attributes)."""
+    rng = random.Random(seed)
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.append(_kv("service.name", "load-rag-app"))
+    ss = rs.scope_spans.add()
+    now = 1_763_000_000_000_000_000
+    for _ in range(traces):
+        tid, root = rng.randbytes(16), rng.randbytes(8)
+        for s in range(spans):
+            sp = ss.spans.add()
+            sp.trace_id, sp.span_id = tid, (root if s == 0 else rng.randbytes(8))
+            if s:
+                sp.parent_span_id = root
+            sp.start_time_unix_nano, sp.end_time_unix_nano = now, now + 1_000_000
+            if s == 0:
+                sp.name = "rag-query"
+                sp.attributes.extend([_kv("openinference.span.kind", "CHAIN"),
+                                      _kv("input.value", "How tall is the Eiffel Tower? " * 3),
+                                      _kv("output.value", "The Eiffel Tower is 330 metres tall. " * 3)])
+            elif s == 1:
+                sp.name = "retrieve"
+                sp.attributes.append(_kv("openinference.span.kind", "RETRIEVER"))
+                for j in range(3):
+                    sp.attributes.append(_kv(f"retrieval.documents.{j}.document.content", "Paris facts and figures. " * 6))
+            elif s == 2:
+                sp.name = "llm"
+                sp.attributes.extend([_kv("openinference.span.kind", "LLM"), _kv("llm.model_name", "gpt-4o-mini"),
+                                      _kv("llm.output_messages.0.message.content", "The Eiffel Tower is 330 metres tall.")])
+            else:
+                sp.name = f"step-{s}"
+                sp.attributes.extend([_kv("openinference.span.kind", "CHAIN"), _kv("input.value", "x" * 200)])
+    return req

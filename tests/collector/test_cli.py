@@ -15,7 +15,7 @@ from ragpulse.deploy.broker import free_port
 from tests.collector.conftest import read_records
 from tests.collector.payloads import rag_request
 
-CLI = [sys.executable, "-c", "from ragpulse.cli import main; main()", "collector"]
+CLI = [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", "collector"]
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -3,6 +3,7 @@ collector → tansu → a kafka-python consumer."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import http.client
 import json
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 
 import grpc
 import pytest
+from google.protobuf import json_format
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
@@ -246,6 +248,20 @@ def test_json_and_gzip_requests(make_collector: Callable[..., Collector]) -> Non
     check_records([r for r in records if r.key.decode() != trace_hex], gz_request)
 
 
+def test_responses_carry_the_current_date(make_collector: Callable[..., Collector]) -> None:
+    """The Date header is formatted once a second (GuardedRequestHandler.date_time_string) and
+    stays current: RFC 9110's IMF-fixdate, within a second or two of the clock."""
+    import email.utils
+    import time
+
+    collector = make_collector()
+    for _ in range(2):
+        status, headers, _ = post(collector, rag_request(1, seed=5).SerializeToString())
+        date = email.utils.parsedate_to_datetime(headers["date"])
+        assert status == 200 and headers["date"].endswith(" GMT") and abs(date.timestamp() - time.time()) < 3
+        time.sleep(1.1)
+
+
 def test_malformed_requests_get_400_and_are_counted(make_collector: Callable[..., Collector]) -> None:
     collector = make_collector()
     status, headers, body = post(collector, b"\x0a\xff\xff\xff\x0fgarbage")
@@ -271,6 +287,85 @@ def test_partial_success_for_spans_without_trace_id(make_collector: Callable[...
     assert status == 200 and response.partial_success.rejected_spans == 1
     assert "trace_id" in response.partial_success.error_message
     assert collector.stats()["spans_rejected"] == 1
+
+
+# The attacks of issue 17: each was acknowledged with a plain 200 and then lost downstream (the
+# TTL dropped the rows, or the scorer dead-lettered the trace).
+_HOSTILE_SPANS = [
+    ("start_time_unix_nano", {"start_time_unix_nano": 0}),
+    ("start_time_unix_nano", {"start_time_unix_nano": 1}),
+    ("start_time_unix_nano", {"start_time_unix_nano": 2**63}),
+    ("start_time_unix_nano", {"start_time_unix_nano": 2**64 - 1}),
+    ("span_id", {"span_id": b""}),
+    ("span_id", {"span_id": b"\x01" * 7}),
+    ("span_id", {"span_id": b"\x01" * 9}),
+    ("span_id", {"span_id": b"\x01" * 100}),
+    ("parent_span_id", {"parent_span_id": b"\x01" * 9}),
+    ("end_time_unix_nano", {"end_time_unix_nano": 2**64 - 1}),
+]
+
+
+def _hostile_request(seed: int) -> tuple[ExportTraceServiceRequest, set[str]]:
+    """One good RAG trace plus one single-span trace per hostile case; the good trace's ids."""
+    request = rag_request(1, seed=seed, services=1)
+    good = set(traces_of(request))
+    template = request.resource_spans[0].scope_spans[1].spans[0]
+    for i, (_, fields) in enumerate(_HOSTILE_SPANS):
+        bad = request.resource_spans[0].scope_spans[1].spans.add()
+        bad.CopyFrom(template)
+        bad.trace_id = bytes([seed, i + 1]) * 8
+        for name, value in fields.items():
+            setattr(bad, name, value)
+    return request, good
+
+
+def _json_of(request: ExportTraceServiceRequest) -> bytes:
+    doc = json_format.MessageToDict(request)
+    for rs in doc["resourceSpans"]:
+        for ss in rs.get("scopeSpans", []):
+            for span in ss.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(doc).encode()
+
+
+def test_bad_span_ids_and_implausible_start_times_get_a_partial_success_naming_the_field(
+        make_collector: Callable[..., Collector]) -> None:
+    collector = make_collector()
+    fields = {name for name, _ in _HOSTILE_SPANS}
+    n = len(_HOSTILE_SPANS)
+    delivered: set[str] = set()
+
+    def check(response: ExportTraceServiceResponse) -> None:
+        assert response.partial_success.rejected_spans == n
+        message = response.partial_success.error_message
+        assert all(name in message for name in fields), message
+        assert "4 span(s) with an implausible start_time_unix_nano" in message
+
+    request, good = _hostile_request(1)
+    status, _, body = post(collector, request.SerializeToString())
+    assert status == 200
+    check(ExportTraceServiceResponse.FromString(body))
+    delivered |= good
+
+    request, good = _hostile_request(2)
+    status, _, body = post(collector, _json_of(request), "application/json")
+    assert status == 200
+    response = ExportTraceServiceResponse()
+    json_format.Parse(body, response)
+    check(response)
+    delivered |= good
+
+    request, good = _hostile_request(3)
+    with grpc.insecure_channel(collector.grpc_endpoint or "") as channel:
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        check(ExportTraceServiceResponse.FromString(export(request.SerializeToString(), timeout=10)))
+    delivered |= good
+
+    assert collector.stats()["spans_rejected"] == 3 * n
+    records = read_records(collector.settings.kafka, expected=3)
+    assert {r.key.decode() for r in records} == delivered  # only the good traces, whole
 
 
 def test_size_limits_give_413(make_collector: Callable[..., Collector]) -> None:
@@ -328,6 +423,53 @@ def _retry_delay(error: grpc.RpcError) -> int:
                 if detail.Unpack(info):
                     return info.retry_delay.seconds
     return -1
+
+
+def test_concurrent_grpc_exports_over_the_limit_are_refused_with_retry_info(
+        make_collector: Callable[..., Collector]) -> None:
+    # Issue 17: grpcio's own concurrency refusal is a bare RESOURCE_EXHAUSTED, which OTLP
+    # exporters (Go SDK, otelcol) treat as permanent and drop. With confirm=ack and a long
+    # linger, the two admitted calls hold their slots while the other 198 arrive.
+    collector = make_collector(
+        otlp={"grpc_workers": 1},
+        producer={"confirm": "ack", "linger_ms": 2_500, "delivery_timeout_ms": 60_000,
+                  "ack_timeout_s": 30},
+    )
+    requests = [rag_request(1, seed=1000 + i, services=1) for i in range(200)]
+    with grpc.insecure_channel(collector.grpc_endpoint or "") as channel:
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        calls = [export.future(r.SerializeToString(), timeout=60) for r in requests]
+        outcomes = []
+        for call in calls:
+            try:
+                call.result()
+                outcomes.append((grpc.StatusCode.OK, 0))
+            except grpc.RpcError as error:
+                outcomes.append((error.code(), _retry_delay(error)))
+        # An admitted call whose client gives up while it waits for the handler thread still
+        # gives its slot back: afterwards both slots admit calls again.
+        extra = [rag_request(1, seed=2000 + i, services=1) for i in range(4)]
+        running = export.future(extra[0].SerializeToString(), timeout=60)  # holds the thread
+        waiting = export.future(extra[1].SerializeToString(), timeout=0.5)
+        with pytest.raises(grpc.RpcError) as gave_up:
+            waiting.result()
+        assert gave_up.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        running.result()
+        again = [export.future(r.SerializeToString(), timeout=60) for r in extra[2:]]
+        for call in again:
+            call.result()  # neither refused: no slot was lost
+    ok = [i for i, (code, _) in enumerate(outcomes) if code == grpc.StatusCode.OK]
+    refused = [o for o in outcomes if o[0] != grpc.StatusCode.OK]
+    assert refused, "the limit (2 calls) was never reached"
+    assert set(refused) == {(grpc.StatusCode.RESOURCE_EXHAUSTED, 2)}  # every one with RetryInfo
+    assert len(ok) >= 2
+    stats = collector.stats()
+    assert stats["grpc_refused_busy"] == len(refused) and stats["grpc_requests"] in (203, 204)
+    sent = {next(iter(traces_of(requests[i]))) for i in ok}
+    sent |= {next(iter(traces_of(r))) for r in (extra[0], *extra[2:])}
+    records = read_records(collector.settings.kafka, expected=len(sent))
+    # What was refused was not taken; the call given up on may or may not have been.
+    assert {r.key.decode() for r in records} - {next(iter(traces_of(extra[1])))} == sent
 
 
 def test_kafka_down_gives_503_and_unavailable(kafka_broker: Any) -> None:
@@ -476,6 +618,61 @@ def test_a_trace_over_the_record_limit_is_cut_to_fit_not_dropped(
     assert status == 200 and response.partial_success.rejected_spans > 200
     assert "record limit" in response.partial_success.error_message
     assert collector.stats()["records_rejected"] == 1
+
+
+def test_ten_thousand_small_contexts_are_cut_like_one_huge_context_not_rejected(
+        make_collector: Callable[..., Collector]) -> None:
+    """Issue 17: 10,000 contexts of ~100 bytes (1.04 MB) were refused whole while one 10 MB
+    context was cut to fit. Both now keep what fits from the start, counted, and the scorer
+    reads the first contexts of each, as it would have from the whole trace."""
+    from ragpulse.scorer.traces import SpanDecoder, extract
+
+    collector = make_collector()  # the default 1 MB Kafka record limit
+    limit = collector.settings.producer.max_request_size
+    many = rag_request(1, seed=21, services=1)
+    retriever = next(s for s in many.resource_spans[0].scope_spans[1].spans if s.name == "retrieve")
+    retriever.ClearField("attributes")
+    retriever.attributes.add(key="openinference.span.kind").value.string_value = "RETRIEVER"
+    retriever.attributes.add(key="input.value").value.string_value = "where is my parcel?"
+    for i in range(10_000):
+        retriever.attributes.add(key=f"retrieval.documents.{i}.document.content").value.string_value = \
+            f"document {i:05d}: " + "parcels ship the next working day " * 2
+    huge = rag_request(1, seed=22, services=1)
+    big = next(s for s in huge.resource_spans[0].scope_spans[1].spans if s.name == "retrieve")
+    big.attributes.add(key="retrieval.documents.5.document.content").value.string_value = "y" * 10_000_000
+    assert many.ByteSize() > 1_040_000 and huge.ByteSize() > 10_000_000
+
+    for request in (many, huge):
+        status, _, body = post(collector, request.SerializeToString())
+        response = ExportTraceServiceResponse.FromString(body)
+        assert status == 200 and response.partial_success.rejected_spans == 0
+        assert "record limit" in response.partial_success.error_message
+    stats = collector.stats()
+    assert stats["records_truncated"] == 2 and stats["records_rejected"] == 0
+    assert stats["spans_accepted"] == 14 and stats["spans_rejected"] == 0
+
+    records = {r.key.decode(): r for r in read_records(collector.settings.kafka, expected=2)}
+    record = records[retriever.trace_id.hex()]
+    assert len(record.value) <= limit
+    sent = ExportTraceServiceRequest.FromString(record.value)
+    got = next(s for rs in sent.resource_spans for ss in rs.scope_spans for s in ss.spans
+               if s.name == "retrieve")
+    kept = [kv.key for kv in got.attributes]
+    n = len(kept) - 2
+    # The first n contexts, whole and in order; the rest dropped, counted on the span and here.
+    assert kept == ["openinference.span.kind", "input.value"] + [
+        f"retrieval.documents.{i}.document.content" for i in range(n)]
+    assert 0 < n < 10_000 and got.dropped_attributes_count == 10_000 - n
+    assert len(record.value) > limit - 1_000  # as many as fit, not far fewer
+    assert all(kv.value.string_value.startswith(f"document {i:05d}: ")
+               and not kv.value.string_value.endswith("bytes]") for i, kv in enumerate(got.attributes[2:]))
+    assert stats["list_items_dropped"] == 10_000 - n
+    # The scorer reads the same first contexts it would have read from the whole trace.
+    whole = extract(SpanDecoder().decode(many.SerializeToString()))
+    cut = extract(SpanDecoder().decode(record.value))
+    assert cut.sample is not None and whole.sample is not None
+    assert cut.sample.contexts == whole.sample.contexts and len(cut.sample.contexts) == 64
+    assert len(records[big.trace_id.hex()].value) <= limit  # the huge one: cut, as before
 
 
 def test_receive_buffer_budget_gives_429(make_collector: Callable[..., Collector]) -> None:

@@ -6,7 +6,7 @@ import pytest
 from google.rpc import code_pb2
 
 from ragpulse.collector.exporter import ExportUnavailable, QueueFull
-from ragpulse.collector.refusals import ShuttingDown, TooLarge, Unauthenticated, refusal_for
+from ragpulse.collector.refusals import Busy, ShuttingDown, TooLarge, Unauthenticated, refusal_for
 from ragpulse.collector.split import MalformedRequest
 
 
@@ -15,6 +15,7 @@ from ragpulse.collector.split import MalformedRequest
     (TooLarge("body exceeds 10 bytes"), 413, code_pb2.RESOURCE_EXHAUSTED, None),
     (MalformedRequest("not protobuf"), 400, code_pb2.INVALID_ARGUMENT, None),
     (QueueFull("queue full", 7), 429, code_pb2.RESOURCE_EXHAUSTED, 7),
+    (Busy("too many calls"), 429, code_pb2.RESOURCE_EXHAUSTED, 3),
     (ExportUnavailable("kafka down", 9), 503, code_pb2.UNAVAILABLE, 9),
     (ShuttingDown(), 503, code_pb2.UNAVAILABLE, 3),
 ])

@@ -12,6 +12,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from ragpulse.collector.split import MalformedRequest, split_request
 from tests.collector.payloads import rag_request
 
+T0 = 1_763_000_000_000_000_000  # 2025-11-13: a plausible start time
+
 
 def _by_trace(req: ExportTraceServiceRequest) -> dict[bytes, list[tuple[bytes, bytes, bytes]]]:
     """trace id → [(resource bytes + schema, scope bytes + schema, span bytes)] in request order."""
@@ -82,6 +84,7 @@ def test_rag_conventions_are_detected(key: str | None, value: str | None, event:
     req = ExportTraceServiceRequest()
     span = req.resource_spans.add().scope_spans.add().spans.add()
     span.trace_id, span.span_id, span.name = random.randbytes(16), random.randbytes(8), "op"
+    span.start_time_unix_nano = span.end_time_unix_nano = T0
     span.attributes.add(key="http.method", value=AnyValue(string_value="POST"))
     if key:
         span.attributes.append(KeyValue(key=key, value=AnyValue(string_value=value)))
@@ -89,6 +92,7 @@ def test_rag_conventions_are_detected(key: str | None, value: str | None, event:
         span.events.add(name=event, time_unix_nano=1)
     other = req.resource_spans[0].scope_spans[0].spans.add()
     other.trace_id, other.span_id, other.name = random.randbytes(16), random.randbytes(8), "GET /x"
+    other.start_time_unix_nano = other.end_time_unix_nano = T0
     other.attributes.add(key="http.route", value=AnyValue(string_value="llm.gen_ai.retrieval. in a value"))
     other.events.add(name="exception")
     rag, plain = split_request(req.SerializeToString()).records
@@ -114,7 +118,7 @@ def test_invalid_trace_ids_are_counted_not_exported() -> None:
 
 def test_fields_in_any_order_are_handled() -> None:
     # A span whose trace_id is not the first field (hand-built encoders may do this).
-    span = Span(span_id=b"\x02" * 8, name="x")
+    span = Span(span_id=b"\x02" * 8, name="x", start_time_unix_nano=T0, end_time_unix_nano=T0)
     body = span.SerializeToString() + b"\x0a\x10" + b"\x07" * 16
     scope = b"\x12" + bytes([len(body)]) + body
     rs = b"\x12" + bytes([len(scope)]) + scope
@@ -155,7 +159,8 @@ def test_split_regroups_any_request_exactly(resources: list, keep_all: bool) -> 
             ss = rs.scope_spans.add(schema_url=s_schema)
             ss.scope.name = name
             for tid, span_name, n_attrs, big in spans:
-                span = ss.spans.add(trace_id=tid, span_id=random.randbytes(8), name=span_name)
+                span = ss.spans.add(trace_id=tid, span_id=random.randbytes(8), name=span_name,
+                                    start_time_unix_nano=T0, end_time_unix_nano=T0)
                 for i in range(n_attrs):
                     span.attributes.add(key=f"llm.k{i}" if i == 3 else f"k{i}", value=AnyValue(string_value="v" * (300 if big else 3)))
     expected = _by_trace(req)
@@ -171,3 +176,161 @@ def test_split_regroups_any_request_exactly(resources: list, keep_all: bool) -> 
         assert record.rag == (rag or keep_all)
     assert got == expected
     assert result.spans_total == sum(len(v) for v in expected.values())
+
+
+NOW = 1_764_000_000 * 10**9  # the receiver's clock in these tests (2025-11-24)
+
+
+def _one_span_request(**fields: object) -> ExportTraceServiceRequest:
+    """A good RAG trace plus one more span of another trace with ``fields`` overriding its own."""
+    req = rag_request(1, seed=11)
+    span = req.resource_spans[0].scope_spans[0].spans.add(
+        trace_id=b"\x05" * 16, span_id=b"\x06" * 8, name="odd", start_time_unix_nano=T0,
+        end_time_unix_nano=T0 + 10**6)
+    for name, value in fields.items():
+        setattr(span, name, value)
+    return req
+
+
+@pytest.mark.parametrize(("fields", "reason"), [
+    ({"span_id": b""}, "span_id"),
+    ({"span_id": b"\x01" * 7}, "span_id"),
+    ({"span_id": b"\x01" * 9}, "span_id"),
+    ({"span_id": b"\x01" * 100}, "span_id"),
+    ({"span_id": bytes(8)}, "span_id"),
+    ({"parent_span_id": b"\x01" * 7}, "parent_span_id"),
+    ({"parent_span_id": b"\x01" * 16}, "parent_span_id"),
+    ({"start_time_unix_nano": 0}, "start_time_unix_nano"),
+    ({"start_time_unix_nano": 1}, "start_time_unix_nano"),
+    ({"start_time_unix_nano": 2**63}, "start_time_unix_nano"),
+    ({"start_time_unix_nano": 2**64 - 1}, "start_time_unix_nano"),
+    ({"start_time_unix_nano": 946_684_799 * 10**9}, "start_time_unix_nano"),  # 1999-12-31
+    ({"start_time_unix_nano": NOW + 86_400 * 10**9 + 1}, "start_time_unix_nano"),
+    ({"end_time_unix_nano": 0}, "end_time_unix_nano"),
+    ({"end_time_unix_nano": 2**64 - 1}, "end_time_unix_nano"),
+])
+@pytest.mark.parametrize("reordered", [False, True])
+def test_spans_with_bad_ids_or_implausible_start_times_are_rejected_by_field(
+        fields: dict[str, object], reason: str, reordered: bool) -> None:
+    req = _one_span_request(**fields)
+    body = req.SerializeToString()
+    if reordered:  # the same span with its trace id written last (a hand-built encoder)
+        span = req.resource_spans[0].scope_spans[0].spans.pop()
+        tid = span.trace_id
+        span.ClearField("trace_id")
+        raw = span.SerializeToString() + b"\x0a\x10" + tid
+        scope = req.resource_spans[0].scope_spans[0].SerializeToString() + b"\x12" + _len(raw) + raw
+        rs_rest = b"".join(
+            b"\x12" + _len(s.SerializeToString()) + s.SerializeToString()
+            for s in req.resource_spans[0].scope_spans[1:])
+        rs = (b"\x0a" + _len(req.resource_spans[0].resource.SerializeToString())
+              + req.resource_spans[0].resource.SerializeToString()
+              + b"\x12" + _len(scope) + scope + rs_rest)
+        body = b"\x0a" + _len(rs) + rs
+        ExportTraceServiceRequest.FromString(body)
+    result = split_request(body, now_ns=NOW)
+    assert result.spans_invalid == 1 and result.invalid == {reason: 1}
+    assert reason in result.invalid_message
+    (record,) = result.records  # the good trace goes on, whole
+    assert record.spans == 7 and record.key != (b"\x05" * 16).hex().encode()
+
+
+def _len(b: bytes) -> bytes:
+    out = bytearray()
+    n = len(b)
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("fields", [
+    {"parent_span_id": b""},
+    {"parent_span_id": b"\x07" * 8},
+    {"start_time_unix_nano": 946_684_800 * 10**9},
+    {"start_time_unix_nano": NOW + 86_400 * 10**9},
+    {"end_time_unix_nano": T0 - 10**9},  # ends before it starts: clock skew, kept
+    {"trace_state": "k=v", "kind": Span.SPAN_KIND_CLIENT, "end_time_unix_nano": NOW},
+])
+def test_valid_ids_and_start_times_at_the_bounds_are_accepted(fields: dict[str, object]) -> None:
+    result = split_request(_one_span_request(**fields).SerializeToString(), now_ns=NOW)
+    assert result.spans_invalid == 0 and len(result.records) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(
+    st.sampled_from([b"", b"\x01" * 7, b"\x02" * 8, bytes(8), b"\x03" * 9]),
+    st.sampled_from([b"", b"\x04" * 8, b"\x05" * 3]),
+    st.sampled_from([0, 1, T0, NOW + 2 * 86_400 * 10**9, 2**63, 2**64 - 1]),
+    st.sampled_from([0, T0, 2**64 - 1]),
+    st.integers(0, 3),
+), min_size=1, max_size=8))
+def test_the_byte_level_check_agrees_with_protobuf(
+        spans: list[tuple[bytes, bytes, int, int, int]]) -> None:
+    req = ExportTraceServiceRequest()
+    ss = req.resource_spans.add().scope_spans.add()
+    for i, (sid, pid, start, end, n_attrs) in enumerate(spans):
+        span = ss.spans.add(trace_id=bytes([i + 1]) * 16, span_id=sid, parent_span_id=pid,
+                            start_time_unix_nano=start, end_time_unix_nano=end, name="n" * i)
+        for k in range(n_attrs):
+            span.attributes.add(key=f"k{k}", value=AnyValue(string_value="v"))
+    parsed = ExportTraceServiceRequest.FromString(req.SerializeToString())
+    good = [
+        s for s in parsed.resource_spans[0].scope_spans[0].spans
+        if len(s.span_id) == 8 and s.span_id != bytes(8) and len(s.parent_span_id) in (0, 8)
+        and 946_684_800 * 10**9 <= s.start_time_unix_nano <= NOW + 86_400 * 10**9
+        and 946_684_800 * 10**9 <= s.end_time_unix_nano <= NOW + 86_400 * 10**9
+    ]
+    result = split_request(req.SerializeToString(), now_ns=NOW)
+    assert result.spans_invalid == len(spans) - len(good)
+    assert [r.key for r in result.records] == [s.trace_id.hex().encode() for s in good]
+
+
+def _random_request(rng: random.Random) -> ExportTraceServiceRequest:
+    """Resources and scopes with spans of a few traces, contiguous runs and interleaved ones, a
+    trace spread over scopes and resources, now and then a RAG attribute or an invalid trace id."""
+    pool = [rng.randbytes(16) for _ in range(rng.randint(1, 6))]
+    req = ExportTraceServiceRequest()
+    for r in range(rng.randint(1, 3)):
+        rs = req.resource_spans.add(schema_url=rng.choice(["", f"https://schema/{r}"]))
+        rs.resource.attributes.add(key="service.name", value=AnyValue(string_value=f"svc{r}"))
+        for s in range(rng.randint(0, 3)):
+            ss = rs.scope_spans.add(schema_url=rng.choice(["", "s"]))
+            ss.scope.name = f"scope{s}"
+            tid = rng.choice(pool)
+            for _ in range(rng.randint(0, 12)):
+                if rng.random() < 0.4:  # a new run; otherwise the previous span's trace continues
+                    tid = rng.choice(pool)
+                span = ss.spans.add(trace_id=tid, span_id=rng.randbytes(7) + b"\x01", name=rng.choice(["a", "b" * 200]),
+                                    start_time_unix_nano=1_700_000_000_000_000_000, end_time_unix_nano=1_700_000_000_000_000_001)
+                if rng.random() < 0.2:
+                    span.attributes.add(key="openinference.span.kind", value=AnyValue(string_value="LLM"))
+                if rng.random() < 0.03:
+                    span.trace_id = rng.choice([bytes(16), b"\x01" * 8])
+    return req
+
+
+def test_split_equals_the_reference_split_on_random_requests() -> None:
+    """The run-based assembly writes exactly the records (key, bytes, span count, RAG flag) of
+    the span-by-span one it replaced (tests/collector/split_reference.py), on 600 random requests
+    and the bench's request shapes."""
+    from tests.collector.payloads import load_request
+    from tests.collector.split_reference import reference_split
+
+    rng = random.Random(20)
+    bodies = [_random_request(rng).SerializeToString() for _ in range(600)]
+    bodies += [load_request(20, 5, seed=i).SerializeToString() for i in range(3)]
+    bodies += [rag_request(20, seed=i, plain_every=4, services=3).SerializeToString() for i in range(3)]
+    multi_run = 0
+    for body in bodies:
+        for keep_all in (False, True):
+            got, want = split_request(body, keep_all=keep_all), reference_split(body, keep_all=keep_all)
+            assert [(r.key, r.value, r.spans, r.rag) for r in got.records] == \
+                [(r.key, r.value, r.spans, r.rag) for r in want.records]
+            assert (got.spans_total, got.spans_invalid, got.invalid_message) == \
+                (want.spans_total, want.spans_invalid, want.invalid_message)
+        multi_run += any(len(ExportTraceServiceRequest.FromString(r.value).resource_spans) > 1
+                         or len(ExportTraceServiceRequest.FromString(r.value).resource_spans[0].scope_spans) > 1
+                         for r in want.records)
+    assert multi_run > 100  # traces spread over several scopes or resources were exercised

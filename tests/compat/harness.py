@@ -22,11 +22,16 @@ def instrumented(instrumentor: Any, rec: Recorder) -> Iterator[None]:
     try:
         yield
     finally:
-        instrumentor.uninstrument()
-        module = type(instrumentor).__module__
-        for package, cleanup in _LEFT_BEHIND.items():
-            if module == package or module.startswith(package + "."):
-                cleanup()
+        uninstrument(instrumentor)
+
+
+def uninstrument(instrumentor: Any) -> None:
+    """``instrumentor.uninstrument()``, then remove what it is known to leave behind."""
+    instrumentor.uninstrument()
+    module = type(instrumentor).__module__
+    for package, cleanup in _LEFT_BEHIND.items():
+        if module == package or module.startswith(package + "."):
+            cleanup()
 
 
 def _drop_openllmetry_llamaindex_handlers() -> None:
@@ -46,7 +51,8 @@ def _drop_openllmetry_llamaindex_handlers() -> None:
 
 
 def _unwrap_openllmetry_langchain() -> None:
-    """opentelemetry-instrumentation-langchain: ``_uninstrument`` calls
+    """opentelemetry-instrumentation-langchain (and OpenLIT 1.45's LangChain instrumentor, which
+    copied the approach): ``_uninstrument`` calls
     ``unwrap("langchain_core.callbacks", "BaseCallbackManager.__init__")``, which looks the
     dotted name up on the module and silently finds nothing. The wrapper stays, and the next
     ``instrument()`` wraps it again; the old wrapper adds its handler first and the new one then
@@ -59,9 +65,39 @@ def _unwrap_openllmetry_langchain() -> None:
     BaseCallbackManager.__init__ = init  # type: ignore[method-assign]
 
 
+def _unwrap_openai_resources(package: str) -> None:
+    """OpenLLMetry's openai instrumentor 0.62.4 (``unwrap`` with dotted names again) and
+    OpenLIT 1.45's (no ``_uninstrument`` for most methods) leave their ``wrapt`` wrappers on
+    the ``openai.resources`` classes; the next test's spans then start inside a stale span of
+    the first test's provider. Peel off every wrapper whose wrapper function is ``package``'s."""
+    import importlib
+    import pkgutil
+
+    import openai.resources
+
+    def ours(attr: Any) -> bool:
+        wrapper = getattr(attr, "_self_wrapper", None)
+        module = getattr(wrapper, "__module__", None) or type(wrapper).__module__
+        return wrapper is not None and (module == package or module.startswith(package + "."))
+
+    for info in pkgutil.walk_packages(openai.resources.__path__, "openai.resources."):
+        module = importlib.import_module(info.name)
+        for cls in [c for c in vars(module).values()
+                    if isinstance(c, type) and c.__module__ == module.__name__]:
+            for name, attr in list(vars(cls).items()):
+                while ours(attr):
+                    attr = attr.__wrapped__
+                    setattr(cls, name, attr)
+
+
 _LEFT_BEHIND = {
     "opentelemetry.instrumentation.llamaindex": _drop_openllmetry_llamaindex_handlers,
     "opentelemetry.instrumentation.langchain": _unwrap_openllmetry_langchain,
+    "openlit.instrumentation.langchain": _unwrap_openllmetry_langchain,
+    "opentelemetry.instrumentation.openai": lambda: _unwrap_openai_resources(
+        "opentelemetry.instrumentation.openai"),
+    "openlit.instrumentation.openai": lambda: _unwrap_openai_resources(
+        "openlit.instrumentation.openai"),
 }
 
 

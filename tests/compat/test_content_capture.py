@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from ragpulse.common.schema import CONTENT_NOT_CAPTURED, CONTENT_SETTINGS
 from ragpulse.scorer import Score
 from ragpulse.scorer.pipeline.assembly import AssembledTrace
 from ragpulse.scorer.pipeline.prepare import build_preparer
 from ragpulse.scorer.store import rows_from_scores
 from ragpulse.scorer.traces import Sampler, extract
-from ragpulse.scorer.traces.reasons import CONTENT_NOT_CAPTURED, CONTENT_SETTINGS
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scorer.traces.sdk import Recorder
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from ragpulse.common.schema import NOT_RAG
 from ragpulse.scorer.pipeline.assembly import AssembledTrace
 from ragpulse.scorer.pipeline.prepare import build_preparer
 from ragpulse.scorer.traces import Sampler, Span, extract
-from ragpulse.scorer.traces.reasons import NOT_RAG
 from tests.scorer.traces.sdk import Recorder
 
 from . import apps

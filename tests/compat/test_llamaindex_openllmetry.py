@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from ragpulse.scorer.traces import extract
-from ragpulse.scorer.traces.extract import _synthesis_contexts
+from ragpulse.scorer.traces.extract.openllmetry import _synthesis_contexts
 from tests.scorer.traces.sdk import Recorder
 
 from . import apps

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from ragpulse.cli import _register, app
 from ragpulse.collector.split import split_request
+from ragpulse.common.schema import CONTENT_NOT_CAPTURED, CONTENT_SETTINGS
+from ragpulse.deploy.cli import _register, app
 from ragpulse.scorer.pipeline import build_scorer
-from ragpulse.scorer.traces.reasons import CONTENT_NOT_CAPTURED, CONTENT_SETTINGS
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.scorer.pipeline.conftest import (  # noqa: F401 (fixtures)
     make_settings,
@@ -41,7 +41,7 @@ def _score(
     ``traces`` traces are done, stop it and return its final stats."""
     records = [r for rec in recs for r in split_request(to_record(rec.finished())).records]
     produce(kafka_broker_module.bootstrap, topic, [(r.key, r.value) for r in records])
-    settings = make_settings(health_interval_s=0.2)
+    settings = make_settings(pipeline_health_interval_s=0.2)
     svc = build_scorer(settings, judge=table_judge(), writer=writer, client=chdb_client).start()
     try:
         wait_for(lambda: svc.stats()["traces_done"] >= traces, what=f"{traces} traces done")

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from ragpulse.dashboards.settings import AlertSettings, DashboardsSettings
-from ragpulse.scorer.store import SchemaSettings, init_schema
+from ragpulse.scorer.store import init_schema
 
-from .data import fill
+from .data import fill, fixed_date_schema
 
 
 @pytest.fixture(scope="session")
 def filled_db(chdb_client: Any) -> Iterator[str]:
     name = f"rag_dash_{uuid.uuid4().hex[:8]}"
-    init_schema(chdb_client, SchemaSettings(database=name))
+    init_schema(chdb_client, fixed_date_schema(name))
     fill(chdb_client, name)
     yield name
     chdb_client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")

@@ -24,10 +24,26 @@ from datetime import UTC, datetime, timedelta
 
 from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
-from ragpulse.scorer.store import PipelineHealthRow, ScoredTraceMeta, rows_from_scores
+from ragpulse.scorer.store import (
+    PipelineHealthRow,
+    SchemaSettings,
+    ScoredTraceMeta,
+    rows_from_scores,
+)
 from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings, build_pipeline_health_writer
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+# The data sets sit at fixed dates (the expected query texts and report headers name them), so
+# their tables keep rows for ten years: with the shipped 30/90-day TTLs, the rows would be
+# dropped on insert once the calendar passes those dates. (Not more: DateTime ends in 2106, and
+# a TTL past it wraps to the past and drops every row.)
+_TEN_YEARS_DAYS = 3650
+
+
+def fixed_date_schema(database: str) -> SchemaSettings:
+    """The schema settings for a data set dated around :data:`NOW`."""
+    return SchemaSettings(database=database, ttl_days=_TEN_YEARS_DAYS,
+                          rollup_ttl_days=_TEN_YEARS_DAYS, health_ttl_days=_TEN_YEARS_DAYS)
 DAYS = 8
 PER_HOUR = 30
 SERVICES = ("steady", "cycle", "drop", "few", "slide")

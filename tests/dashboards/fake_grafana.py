@@ -1,8 +1,15 @@
-"""A stdlib HTTP server on 127.0.0.1 that answers like Grafana's HTTP API for the endpoints
-`ragpulse dashboards push` uses, keeps state (folders, dashboards with versions, alert rules,
-rule groups) and records every request. Status codes follow Grafana's docs: 401 without valid
-credentials, 404 for unknown uids, 409 for an existing folder uid or alert-rule uid, 412 for a
-dashboard uid that exists when ``overwrite`` is false, 400 for a body missing required fields."""
+"""A stand-in for Grafana, not Grafana: a stdlib HTTP server on 127.0.0.1 that answers like
+Grafana's HTTP API for the endpoints `ragpulse dashboards push` uses, keeps state (folders,
+dashboards with versions, alert rules, rule groups) and records every request. Grafana itself
+cannot run on these machines.
+
+Status codes and response shapes follow Grafana's own docs and API definitions; the shapes the
+fake must answer with are recorded, with their sources, in ``test_fake_grafana_upstream.py``,
+which checks this server and push's requests against them. 401 without valid credentials, 404
+for unknown uids, 409 for an existing folder uid or alert-rule uid, 412 ``name-exists`` for a
+dashboard uid that exists when ``overwrite`` is false, 400 for a body missing required fields.
+Not imitated: permissions beyond one token, nested folders, dashboard JSON validation, the
+rule's queries (Grafana evaluates them; here they are stored as sent)."""
 
 from __future__ import annotations
 
@@ -95,16 +102,23 @@ class _Handler(BaseHTTPRequestHandler):
             uid = body.get("uid")
             if uid in st.folders:
                 return self._send(409, {"message": "a folder with the same uid already exists"})
-            st.folders[uid] = {"uid": uid, "title": body["title"], "version": 1, "id": len(st.folders) + 1}
+            st.folders[uid] = {"id": len(st.folders) + 1, "uid": uid, "title": body["title"],
+                               "url": f"/dashboards/f/{uid}/", "hasAcl": False, "canSave": True,
+                               "canEdit": True, "canAdmin": True, "createdBy": "admin",
+                               "created": "2026-01-01T00:00:00Z", "updatedBy": "admin",
+                               "updated": "2026-01-01T00:00:00Z", "version": 1}
             return self._send(200, st.folders[uid])
         if path == "/api/dashboards/db" and method == "POST":
             dash = (body or {}).get("dashboard") or {}
             if not dash.get("uid") or not dash.get("title"):
                 return self._send(400, {"message": "dashboard uid and title required"})
             uid = dash["uid"]
-            if st.dashboard_conflict or (uid in st.dashboards and not body.get("overwrite")):
+            if st.dashboard_conflict:
                 return self._send(412, {"message": "The dashboard has been changed by someone else",
                                         "status": "version-mismatch"})
+            if uid in st.dashboards and not body.get("overwrite"):
+                return self._send(412, {"message": "A dashboard with the same uid already exists",
+                                        "status": "name-exists"})
             version = st.dashboards.get(uid, {}).get("version", 0) + 1
             st.dashboards[uid] = {"dashboard": dash, "folderUid": body.get("folderUid"),
                                   "version": version}
@@ -119,7 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
             if body.get("uid") in st.rules:
                 return self._send(409, {"message": "rule uid already exists"})
             st.rules[body["uid"]] = body
-            return self._send(201, body)
+            return self._send(201, {"id": len(st.rules), "orgID": 1, **body,
+                                    "updated": "2026-01-01T00:00:00Z"})
         if (m := re.fullmatch(r"/api/v1/provisioning/alert-rules/([\w-]+)", path)):
             uid = m.group(1)
             if uid not in st.rules:

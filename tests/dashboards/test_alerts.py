@@ -13,9 +13,9 @@ from ragpulse.dashboards.alerts import evaluate, rule_specs
 from ragpulse.dashboards.frames import context, run_panel
 from ragpulse.dashboards.queries import panels
 from ragpulse.dashboards.settings import DashboardsSettings, DriftSettings
-from ragpulse.scorer.store import SchemaSettings, init_schema
+from ragpulse.scorer.store import init_schema
 
-from .data import NOW
+from .data import NOW, fixed_date_schema
 
 
 def rule(settings: DashboardsSettings, uid: str):
@@ -99,7 +99,7 @@ def test_pipeline_stalled(chdb_client: Any, settings) -> None:
 
 def test_pipeline_stalled_on_an_empty_database(chdb_client: Any) -> None:
     name = f"rag_empty_{uuid.uuid4().hex[:8]}"
-    init_schema(chdb_client, SchemaSettings(database=name))
+    init_schema(chdb_client, fixed_date_schema(name))
     try:
         assert firing(chdb_client, DashboardsSettings(database=name),
                       "ragpulse-pipeline-stalled") == {"pipeline"}

@@ -22,7 +22,7 @@ from ragpulse.dashboards.macros import QueryContext, expand
 from ragpulse.dashboards.queries import panels
 from ragpulse.deploy.facade import ClickHouseHttpFacade, FacadeSettings, build_facade
 
-from .data import NOW
+from .data import NOW, score_rows
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +67,14 @@ def test_every_panel_query_runs_through_the_facade(http_client: Any, settings: A
 
 def test_variable_and_alert_queries_run_through_the_facade(http_client: Any, settings: Any) -> None:
     ctx = QueryContext(NOW - timedelta(hours=6), NOW, 60, {})
+    # Each variable lists, sorted, the distinct values its dimension has in the generated rows
+    # of the last 6 hours.
+    recent = [r for r in score_rows() if ctx.time_from <= r.ts <= ctx.time_to]
     for v in variables(settings):
         if v.get("type") == "query":
-            assert http_client.query(expand(v["query"]["rawSql"], ctx)).result_rows is not None
+            dim = v["name"]
+            rows = http_client.query(expand(v["query"]["rawSql"], ctx)).result_rows
+            assert [r[0] for r in rows] == sorted({getattr(r, dim) for r in recent}), dim
     for spec in rule_specs(settings):
         c = QueryContext(NOW - timedelta(seconds=spec.range_s), NOW, 60, {})
         assert http_client.query(expand(spec.sql, c)).result_rows, spec.uid

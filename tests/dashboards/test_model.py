@@ -189,6 +189,14 @@ def test_panel_layout() -> None:
     assert {"row", "timeseries", "histogram", "table"} <= kinds
 
 
+def test_no_trace_link_without_a_template() -> None:
+    """Unset by default: nothing serves a tracing UI in the embedded mode, so no dead link."""
+    table = next(p for p in build_dashboard(DashboardsSettings())["panels"] if p["type"] == "table")
+    assert not any(prop["id"] == "links" for o in table["fieldConfig"]["overrides"]
+                   for prop in o["properties"])
+    assert "links to the tracing UI" not in table["description"]
+
+
 def test_trace_link_uses_the_configured_template() -> None:
     s = DashboardsSettings(trace_url_template="https://tempo.example/explore?trace={trace_id}&x=1")
     table = next(p for p in build_dashboard(s)["panels"] if p["type"] == "table")
@@ -250,7 +258,7 @@ def test_committed_generated_files_are_fresh() -> None:
 def test_export_cli(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from ragpulse.cli import _register, app
+    from ragpulse.deploy.cli import _register, app
 
     _register()
     out = tmp_path / "grafana"
@@ -271,7 +279,7 @@ def test_export_cli(tmp_path: Path) -> None:
 def test_settings_file_errors(tmp_path: Path, text: str, message: str) -> None:
     from typer.testing import CliRunner
 
-    from ragpulse.cli import _register, app
+    from ragpulse.deploy.cli import _register, app
 
     _register()
     p = tmp_path / "s.yaml"

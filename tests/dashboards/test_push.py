@@ -24,7 +24,9 @@ def test_first_push_creates_everything_with_documented_shapes() -> None:
         rep = push(g.url, S, token=g.state.token)
         st = g.state
     assert rep.grafana_version == "11.3.0"
-    assert st.folders == {"ragpulse": {"uid": "ragpulse", "title": "ragpulse", "version": 1, "id": 1}}
+    assert list(st.folders) == ["ragpulse"]
+    assert {k: st.folders["ragpulse"][k] for k in ("uid", "title", "version", "id")} == {
+        "uid": "ragpulse", "title": "ragpulse", "version": 1, "id": 1}
     post_folder = next(r for r in st.requests if (r.method, r.path) == ("POST", "/api/folders"))
     assert post_folder.body == {"title": "ragpulse", "uid": "ragpulse"}
     dash = next(r for r in st.requests if r.path == "/api/dashboards/db")
@@ -116,7 +118,7 @@ def test_unreachable_grafana_is_retryable() -> None:
 
 
 def test_push_cli_token_from_env() -> None:
-    from ragpulse.cli import _register, app
+    from ragpulse.deploy.cli import _register, app
 
     _register()
     with FakeGrafana() as g:

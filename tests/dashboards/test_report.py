@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragpulse.cli import _register, app
 from ragpulse.dashboards.queries import panels
+from ragpulse.deploy.cli import _register, app
 
 from .data import NOW
 

@@ -70,7 +70,7 @@ def env_names(cls: type[BaseSettings]) -> set[str]:
 
 def cli_root() -> Any:
     """The ``ragpulse`` click group, with every subcommand registered."""
-    from ragpulse import cli
+    from ragpulse.deploy import cli
 
     if not cli.app.registered_commands:
         cli._register()

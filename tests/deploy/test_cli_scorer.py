@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from ragpulse import cli as root
+from ragpulse.deploy import cli as root
 from ragpulse.deploy.commands.scorer import _settings_from, status_line
 
 
@@ -86,20 +86,16 @@ def test_metrics_from_the_environment_as_a_list_or_json(monkeypatch, value) -> N
     assert ScorerSettings().evaluate.metrics == ("faithfulness", "answer_relevancy")
 
 
-def test_deprecated_environment_names_still_configure_their_new_settings(monkeypatch) -> None:
+def test_the_writer_refuses_an_environment_name_from_before_0_1(monkeypatch) -> None:
+    """Renames in 0.x are listed in CHANGELOG.md and not read any more: a nested old name is a
+    start-up error (the section forbids unknown keys), not a silently ignored setting."""
+    from pydantic import ValidationError
+
     from ragpulse.scorer.pipeline.settings import ScorerSettings
 
     for k in list(__import__("os").environ):
         if k.startswith("RAGPULSE_"):
             monkeypatch.delenv(k)
-    monkeypatch.setenv("RAGPULSE_WRITE__RETRY_INITIAL_S", "0.3")  # the write step's old backoff
-    monkeypatch.setenv("RAGPULSE_WRITER__RETRY_MAX_BACKOFF_S", "7")  # the writer's old flat name
-    monkeypatch.setenv("RAGPULSE_HEALTH_INTERVAL_S", "4")
-    with pytest.warns(DeprecationWarning) as caught:
-        s = ScorerSettings()
-    assert len(caught) == 3
-    assert (s.writer.retry.initial_backoff_s, s.writer.retry.max_backoff_s) == (0.3, 7.0)
-    assert s.pipeline_health_interval_s == 4.0
-    monkeypatch.setenv("RAGPULSE_PIPELINE_HEALTH_INTERVAL_S", "2")  # the new name wins
-    with pytest.warns(DeprecationWarning):
-        assert ScorerSettings().pipeline_health_interval_s == 2.0
+    monkeypatch.setenv("RAGPULSE_WRITER__RETRY_MAX_BACKOFF_S", "7")
+    with pytest.raises(ValidationError, match="retry_max_backoff_s"):
+        ScorerSettings()

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ragpulse.scorer.store.schema import (
+from ragpulse.common.schema.clickhouse import (
     CLUSTER_SHARDING,
     LOCAL_SUFFIX,
     MIGRATIONS,

@@ -112,6 +112,7 @@ def test_up_refuses_a_facade_off_loopback_without_a_login(
     assert result.exit_code == 2
     assert "without a login" in result.output and "--clickhouse-user" in result.output
     # With a login from the environment (RAGPULSE_UP__CLICKHOUSE_PASSWORD_FILE resolves to it).
+    monkeypatch.setenv("RAGPULSE_OTLP__AUTH_TOKEN", "ingest-token")  # the receivers' own login
     monkeypatch.setenv("RAGPULSE_UP__CLICKHOUSE_USER", "grafana")
     monkeypatch.setenv("RAGPULSE_UP__CLICKHOUSE_PASSWORD", "pw")
     s = _parsed(monkeypatch, "--host", "0.0.0.0", "--data-dir", str(tmp_path))
@@ -127,6 +128,76 @@ def test_up_refuses_a_facade_off_loopback_without_a_login(
     assert not Embedded(EmbeddedSettings()).facade_settings().auth_required  # loopback default
 
 
+def _invoke_up(monkeypatch: pytest.MonkeyPatch, *args: str):
+    """``ragpulse up ARGS`` up to the point where it would start the stack (never started)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from ragpulse.deploy import embedded
+    from ragpulse.deploy.commands import up
+
+    def refuse(settings: EmbeddedSettings, console: object) -> int:
+        raise AssertionError("the stack would have started")
+
+    monkeypatch.setattr(embedded, "run_embedded", refuse)
+
+    app = typer.Typer()
+    app.command()(up)
+    return CliRunner().invoke(app, list(args))
+
+
+def test_up_refuses_open_otlp_receivers_off_loopback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 17: `up --host 0.0.0.0 --clickhouse-token X` served the OTLP receivers to anyone.
+    The facade had a login; the receivers need one too, or an explicit opt-out."""
+    for var in ("RAGPULSE_OTLP__AUTH_TOKEN", "RAGPULSE_OTLP__AUTH_TOKEN_FILE",
+                "RAGPULSE_UP__ALLOW_ANONYMOUS_INGEST"):
+        monkeypatch.delenv(var, raising=False)
+    args = ("--host", "0.0.0.0", "--clickhouse-token", "X", "--data-dir", str(tmp_path))
+    result = _invoke_up(monkeypatch, *args)
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())  # rich wraps long lines
+    assert "OTLP receivers on 0.0.0.0 without authentication" in text
+    assert "RAGPULSE_OTLP__AUTH_TOKEN" in text and "--allow-anonymous-ingest" in text
+    with pytest.raises(ValueError, match="without authentication"):
+        EmbeddedSettings(host="::", clickhouse_token="X")
+
+    # Each way out: the flag, its environment form, a token (or a token file).
+    s = _parsed(monkeypatch, *args, "--allow-anonymous-ingest")
+    assert s.allow_anonymous_ingest
+    monkeypatch.setenv("RAGPULSE_UP__ALLOW_ANONYMOUS_INGEST", "true")
+    assert EmbeddedSettings(host="0.0.0.0", clickhouse_token="X").allow_anonymous_ingest
+    monkeypatch.delenv("RAGPULSE_UP__ALLOW_ANONYMOUS_INGEST")
+    monkeypatch.setenv("RAGPULSE_OTLP__AUTH_TOKEN_FILE", str(tmp_path / "token"))
+    assert not _parsed(monkeypatch, *args).allow_anonymous_ingest
+    monkeypatch.delenv("RAGPULSE_OTLP__AUTH_TOKEN_FILE")
+    monkeypatch.setenv("RAGPULSE_OTLP__AUTH_TOKEN", "t0ken")
+    e = Embedded(_parsed(monkeypatch, *args))
+    e.broker = SimpleNamespace(bootstrap="127.0.0.1:39092")
+    assert e.collector_settings().otlp.auth_token.get_secret_value() == "t0ken"
+    assert e.ingest_auth_line().startswith("bearer token")
+    # Loopback needs neither (the default).
+    monkeypatch.delenv("RAGPULSE_OTLP__AUTH_TOKEN")
+    assert EmbeddedSettings().host == "127.0.0.1"
+
+
+def test_up_does_not_start_open_receivers_when_the_token_vanished(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The settings check reads the environment; the collector's start checks the token the
+    receivers really get, so an environment changed in between cannot open them."""
+    monkeypatch.setenv("RAGPULSE_OTLP__AUTH_TOKEN", "t")
+    # 192.0.2.1 (TEST-NET-1) is off loopback and on no interface here: nothing can bind it.
+    e = Embedded(EmbeddedSettings(host="192.0.2.1", clickhouse_token="X", data_dir=tmp_path,
+                                  http_port=0, grpc_port=0))
+    e.broker = SimpleNamespace(bootstrap="127.0.0.1:39092")
+    monkeypatch.delenv("RAGPULSE_OTLP__AUTH_TOKEN")
+    with pytest.raises(RuntimeError, match="no bearer token"):
+        e._start_collector()
+    assert e.collector is None
+
+
 def test_the_judge_line_names_the_judge_and_where_its_quality_is_documented(tmp_path) -> None:
     from ragpulse.deploy.embedded import EmbeddedSettings, judge_line
 
@@ -137,3 +208,21 @@ def test_the_judge_line_names_the_judge_and_where_its_quality_is_documented(tmp_
     nli = judge_line(EmbeddedSettings(data_dir=tmp_path, judge="nli", judge_model_dir=tmp_path))
     assert nli.startswith(f"nli (model {tmp_path})")
     assert all(line.endswith("docs/judges.md") for line in (llm, nli))
+
+
+def test_the_redaction_line_says_bare_names_are_stored_as_written(
+    stack: Embedded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: with redaction on, `up` says at start-up that unmarked person names are kept,
+    and how to recognise the common ones."""
+    from ragpulse.deploy.embedded import redaction_line
+
+    default = redaction_line(stack.scorer_settings().privacy)
+    assert default.startswith("on (") and "person" in default
+    assert "Taro Yamada" in default and "stored as written" in default
+    assert "RAGPULSE_PRIVACY__UNMARKED_NAMES=true" in default
+    monkeypatch.setenv("RAGPULSE_PRIVACY__UNMARKED_NAMES", "true")
+    on = redaction_line(stack.scorer_settings().privacy)
+    assert "common EN/JA/ZH patterns" in on and "UNMARKED_NAMES=true" not in on
+    monkeypatch.setenv("RAGPULSE_PRIVACY__REDACT", "false")
+    assert redaction_line(stack.scorer_settings().privacy).startswith("off:")

@@ -263,8 +263,8 @@ def test_schema_init_over_http(writable: Any, chdb_client: Any) -> None:
 
 
 def test_dataframes_arrow_and_streams(http_client: Any, writable: Any, rag_schema: Any) -> None:
-    pd = pytest.importorskip("pandas")
-    pa = pytest.importorskip("pyarrow")
+    import pandas as pd  # declared in the dev extra
+    import pyarrow as pa
     db = rag_schema.database
     writable.command(f"CREATE TABLE `{db}`.frames (a UInt32, s String) ENGINE = MergeTree ORDER BY a")
     writable.insert_df("frames", pd.DataFrame({"a": [1, 2], "s": ["x", "y"]}), database=db)

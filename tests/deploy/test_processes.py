@@ -69,7 +69,7 @@ class Proc:
         self.name = name
         self.health = f"http://127.0.0.1:{health_port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from ragpulse.cli import main; main()", *args],
+            [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", *args],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -196,7 +196,7 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(
         for a in job["args"]
     ]
     subprocess.run(
-        [sys.executable, "-c", "from ragpulse.cli import main; main()", *init_args],
+        [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", *init_args],
         check=True,
         capture_output=True,
         timeout=120,

@@ -61,7 +61,7 @@ def _emit(provider, question, contexts, answer) -> str:
 @pytest.fixture
 def up(tmp_path: Path):
     ports = {k: free_port() for k in ("http", "grpc", "ch")}
-    cmd = [sys.executable, "-m", "ragpulse.cli", "up", "--data-dir", str(tmp_path / "data"),
+    cmd = [sys.executable, "-m", "ragpulse.deploy.cli", "up", "--data-dir", str(tmp_path / "data"),
            "--http-port", str(ports["http"]), "--grpc-port", str(ports["grpc"]),
            "--clickhouse-port", str(ports["ch"]), "--status-interval", "2",
            "--drain-timeout", "60"]

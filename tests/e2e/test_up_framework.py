@@ -31,7 +31,7 @@ QUESTIONS = (
 @pytest.fixture
 def health_every_second(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """``up``'s scorer writes pipeline_health every second (it inherits the environment)."""
-    monkeypatch.setenv("RAGPULSE_HEALTH_INTERVAL_S", "1")
+    monkeypatch.setenv("RAGPULSE_PIPELINE_HEALTH_INTERVAL_S", "1")
     yield
 
 

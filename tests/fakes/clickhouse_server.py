@@ -1,4 +1,10 @@
-"""A writable ClickHouse HTTP server over chDB, standing in for a real ClickHouse server.
+"""A stand-in for a ClickHouse server, not ClickHouse: the product's read-only facade
+(``ragpulse.deploy.facade``) with its guard removed, over chDB. Every test that writes "to
+ClickHouse over HTTP" (the scorer's HTTP write path, tests/reliability/test_clickhouse_outage.py)
+meets this, never a ClickHouse server; what it shares with one is the chDB engine (ClickHouse's
+own code, in-process) and what the facade imitates of the HTTP interface, checked against
+ClickHouse's docs and source in tests/deploy/test_clickhouse_standin_upstream.py (which also
+lists where it differs). docs/deploy.md says what has and has not met a real server.
 
 No ClickHouse server runs on these machines (the product's facade is read-only by design), yet
 the scorer's write path over HTTP (``RAGPULSE_CLICKHOUSE__DSN=http://...``: inserts, retries,

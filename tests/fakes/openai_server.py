@@ -52,16 +52,101 @@ class Reply:
     truncate_at: int | None = None
     """Send only the first ``truncate_at`` bytes of the JSON body, with a Content-Length that
     matches them: a well-framed 200 whose JSON is cut short (a proxy or server failing)."""
+    reasoning: str | None = None
+    """Reasoning text in the message, under ``reasoning_key``: vLLM with a reasoning parser and
+    DeepSeek's API send ``reasoning_content``; Ollama's /v1 and OpenRouter send ``reasoning``."""
+    reasoning_key: str = "reasoning_content"
+    reasoning_tokens: int | None = None
+    """``usage.completion_tokens_details.reasoning_tokens``, as OpenAI's o-series and gpt-5
+    report it (included in ``completion_tokens``)."""
+    top_level_error: bool = False
+    """Send the error object at the top level (``{"object": "error", "message": ...}``), as
+    vLLM's OpenAI server did before it adopted the ``{"error": {...}}`` wrapper."""
 
     @classmethod
     def json(cls, obj: Any, **kw: Any) -> Reply:
         return cls(content=json.dumps(obj), **kw)
 
     @classmethod
-    def fail(cls, status: int, message: str = "scripted error", *, type_: str = "server_error",
-             code: str | None = None, headers: dict[str, str] | None = None) -> Reply:
+    def fail(cls, status: int, message: str = "scripted error", *,
+             type_: str | None = "server_error", code: str | None = None,
+             headers: dict[str, str] | None = None, param: str | None = None) -> Reply:
         return cls(status=status, headers=headers or {},
-                   error={"message": message, "type": type_, "param": None, "code": code})
+                   error={"message": message, "type": type_, "param": param, "code": code})
+
+    # --- error bodies of real servers, copied from their wire responses -----------------------
+
+    @classmethod
+    def unsupported_parameter(cls, param: str) -> Reply:
+        """api.openai.com (o-series, gpt-5) and Azure OpenAI, for a parameter the model lacks."""
+        extra = " Use 'max_completion_tokens' instead." if param == "max_tokens" else ""
+        return cls.fail(400, f"Unsupported parameter: '{param}' is not supported with this "
+                             f"model.{extra}", type_="invalid_request_error",
+                        code="unsupported_parameter", param=param)
+
+    @classmethod
+    def unsupported_value(cls, param: str, value: object) -> Reply:
+        """api.openai.com for ``temperature`` other than 1 on reasoning models."""
+        return cls.fail(400, f"Unsupported value: '{param}' does not support {value} with this "
+                             f"model. Only the default (1) value is supported.",
+                        type_="invalid_request_error", code="unsupported_value", param=param)
+
+    @classmethod
+    def litellm_unsupported(cls, param: str, value: object) -> Reply:
+        """A LiteLLM proxy (1.7x) without ``drop_params`` in front of a reasoning model."""
+        return cls.fail(400, f"litellm.UnsupportedParamsError: gpt-5-nano doesn't support "
+                             f"{param}={value}. Only temperature=1 is supported. To drop "
+                             f"unsupported params set `litellm.drop_params = True`\nReceived "
+                             f"Model Group=gpt-5-nano\nAvailable Model Group Fallbacks=None",
+                        type_="invalid_request_error", code="400")
+
+    @classmethod
+    def json_schema_unsupported(cls) -> Reply:
+        """api.openai.com / Azure for a model without structured outputs (``param`` is null)."""
+        return cls.fail(400, "Invalid parameter: 'response_format' of type 'json_schema' is not "
+                             "supported with this model. Learn more about supported models at "
+                             "the Structured Outputs guide: "
+                             "https://platform.openai.com/docs/guides/structured-outputs",
+                        type_="invalid_request_error")
+
+    @classmethod
+    def azure_content_filter(cls) -> Reply:
+        """Azure OpenAI when the prompt trips the content filter."""
+        r = cls.fail(400, "The response was filtered due to the prompt triggering Azure OpenAI's "
+                          "content management policy. Please modify your prompt and retry. To "
+                          "learn more about our content filtering policies please read our "
+                          "documentation: https://go.microsoft.com/fwlink/?linkid=2198766",
+                     type_=None, code="content_filter", param="prompt")
+        assert r.error is not None
+        r.error.update({"status": 400, "innererror": {
+            "code": "ResponsibleAIPolicyViolation",
+            "content_filter_result": {
+                "hate": {"filtered": False, "severity": "safe"},
+                "jailbreak": {"filtered": True, "detected": True},
+                "self_harm": {"filtered": False, "severity": "safe"},
+                "sexual": {"filtered": False, "severity": "safe"},
+                "violence": {"filtered": False, "severity": "safe"}}}})
+        return r
+
+    @classmethod
+    def context_length_exceeded(cls, limit: int = 8192, sent: int = 9000) -> Reply:
+        """api.openai.com and Azure OpenAI for a prompt over the model's window."""
+        return cls.fail(400, f"This model's maximum context length is {limit} tokens. However, "
+                             f"your messages resulted in {sent} tokens. Please reduce the length "
+                             f"of the messages.", type_="invalid_request_error",
+                        code="context_length_exceeded", param="messages")
+
+    @classmethod
+    def vllm_too_long(cls, limit: int = 8192, sent: int = 9000, completion: int = 1024) -> Reply:
+        """vLLM's OpenAI server (0.6-0.8: a top-level error object, ``code`` an int)."""
+        r = cls.fail(400, f"This model's maximum context length is {limit} tokens. However, you "
+                          f"requested {sent + completion} tokens ({sent} in the messages, "
+                          f"{completion} in the completion). Please reduce the length of the "
+                          f"messages or completion.", type_="BadRequestError")
+        assert r.error is not None
+        r.error = {"object": "error", **r.error, "code": 400}
+        r.top_level_error = True
+        return r
 
     @classmethod
     def rate_limited(cls, *, retry_after_ms: int | None = None,
@@ -126,6 +211,11 @@ class FakeOpenAIServer:
         """Most requests the server was handling at once (to check a client's concurrency)."""
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._rejections: list[tuple[Callable[[dict[str, Any]], bool], Reply]] = []
+        self.context_window: int | None = None
+        """Ollama's silent truncation: a prompt longer than this many (fake) tokens is cut to
+        it, and ``usage.prompt_tokens`` reports what was kept (Ollama 0.3-0.12 with the default
+        ``num_ctx`` of 2048/4096 and no ``OLLAMA_CONTEXT_LENGTH``)."""
 
     # --- scripting and inspection -------------------------------------------------------------
 
@@ -134,6 +224,14 @@ class FakeOpenAIServer:
         (``"assess"`` matches ``"assess@1"``); ``"*"`` matches any request."""
         with self._lock:
             self._script.setdefault(prompt, deque()).extend(replies)
+        return self
+
+    def reject(self, when: Callable[[dict[str, Any]], bool], reply: Reply) -> FakeOpenAIServer:
+        """Answer every request whose body satisfies ``when`` with ``reply`` (before any script):
+        a server that refuses a parameter, e.g. ``srv.reject(lambda b: "temperature" in b,
+        Reply.unsupported_parameter("temperature"))``."""
+        with self._lock:
+            self._rejections.append((when, reply))
         return self
 
     def pending(self) -> int:
@@ -202,6 +300,9 @@ class FakeOpenAIServer:
 
     def _next_reply(self, rec: Recorded) -> Reply:
         with self._lock:
+            for when, reply in self._rejections:
+                if when(rec.body):
+                    return reply
             for key in (rec.prompt.split("@")[0], "*"):
                 q = self._script.get(key)
                 if q:
@@ -231,13 +332,18 @@ class FakeOpenAIServer:
         if reply.status == 200:
             prompt_text = "".join(str(m.get("content", "")) for m in body.get("messages", []))
             usage = reply.usage or (usage_tokens(prompt_text) + 4 * len(body["messages"]),
-                                    usage_tokens(reply.content or reply.refusal or ""))
+                                    usage_tokens(reply.content or reply.refusal or "")
+                                    + usage_tokens(reply.reasoning or "")
+                                    + (reply.reasoning_tokens or 0))
+            if self.context_window is not None and usage[0] > self.context_window:
+                usage = (self.context_window, usage[1])
         with self._lock:
             self._records.append(Recorded(at, h.path, headers, body, reply.status, usage))
         if reply.delay_s and self._stopping.wait(reply.delay_s):
             return
         if reply.status != 200:
-            payload: dict[str, Any] = {"error": reply.error or {"message": "error"}}
+            err = reply.error or {"message": "error"}
+            payload: dict[str, Any] = err if reply.top_level_error else {"error": err}
         else:
             payload = {
                 "id": f"chatcmpl-fake{len(self._records)}",
@@ -255,6 +361,12 @@ class FakeOpenAIServer:
                 "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1],
                           "total_tokens": usage[0] + usage[1]},
             }
+            if reply.reasoning is not None:
+                payload["choices"][0]["message"][reply.reasoning_key] = reply.reasoning
+            if reply.reasoning_tokens is not None:
+                payload["usage"]["completion_tokens_details"] = {
+                    "reasoning_tokens": reply.reasoning_tokens, "accepted_prediction_tokens": 0,
+                    "rejected_prediction_tokens": 0, "audio_tokens": 0}
         data = json.dumps(payload).encode()
         if reply.truncate_at is not None:
             data = data[:reply.truncate_at]

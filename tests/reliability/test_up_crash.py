@@ -35,7 +35,7 @@ METRICS = 5  # the default reference-free metrics: one row each per scored trace
 def _start_up(data: Path, log: Path) -> tuple[subprocess.Popen[bytes], dict[str, int]]:
     """Start `ragpulse up` on ``data``, logging to ``log`` (a new file per start)."""
     ports = {k: free_port() for k in ("http", "grpc", "ch")}
-    cmd = [sys.executable, "-m", "ragpulse.cli", "up", "--data-dir", str(data),
+    cmd = [sys.executable, "-m", "ragpulse.deploy.cli", "up", "--data-dir", str(data),
            "--http-port", str(ports["http"]), "--grpc-port", str(ports["grpc"]),
            "--clickhouse-port", str(ports["ch"]), "--grace", "0.5", "--status-interval", "1"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
@@ -98,14 +98,19 @@ def test_sigkill_mid_stream_loses_no_acknowledged_trace(tmp_path: Path) -> None:
     helpers = _children(proc.pid)
     assert len(helpers) >= 2  # tansu and SeaweedFS
     acked: set[str] = set()
+    acked_after_kill: list[int] = []
     try:
         for i in range(60):
             if (tid := _send(ports["http"], i)) is not None:
                 acked.add(tid)
+                if i > 40:
+                    acked_after_kill.append(i)
             if i == 40:  # mid-stream, with traces still being assembled and judged
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait()
-        assert 30 <= len(acked) <= 41, len(acked)
+        # How many of the 41 requests before the kill were acknowledged depends on the load
+        # (a busy collector may refuse some with 503); none after it can be, and some were.
+        assert acked and acked_after_kill == [], (len(acked), acked_after_kill)
         deadline = time.monotonic() + 30
         while any(_alive(p) for p in helpers):  # they die with `up` (pdeathsig)
             assert time.monotonic() < deadline, [p for p in helpers if _alive(p)]

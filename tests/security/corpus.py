@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -25,7 +26,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-BASE_NS = 1_790_000_000_000_000_000
+# Midnight UTC yesterday, fixed for the process: spans must pass the receiver's time check
+# (2000-01-01 to a day ahead) and rows the 90-day TTL of rag.scores (a fixed date stopped
+# doing so 90 days after it; issue 17).
+BASE_NS = (time.time_ns() // 86_400_000_000_000 - 1) * 86_400_000_000_000
 QUESTION = "How long is the warranty on the X200 vacuum?"
 CONTEXTS = ("The X200 vacuum has a two-year warranty covering parts and labour.",
             "Shipping within Japan takes one to three days.")
@@ -130,6 +134,8 @@ class TraceCase:
     ``outcome`` is ``"scored"`` (every metric has a value or a stated null reason) or the
     extraction reason (``no_question``, ``no_answer``, ...) that makes the trace unscorable.
     ``decoder`` names counters of :class:`~ragpulse.scorer.traces.SpanDecoder` that must grow.
+    ``rejected``: the collector refuses every span (partial success naming this field), so
+    nothing of the trace reaches Kafka; the scorer path is still checked on its own.
     """
 
     name: str
@@ -137,6 +143,7 @@ class TraceCase:
     outcome: str
     decoder: tuple[str, ...] = ()
     note: str = ""
+    rejected: str = ""
     spans_sent: Callable[[ExportTraceServiceRequest], int] = field(
         default=lambda r: sum(len(ss.spans) for rs in r.resource_spans for ss in rs.scope_spans))
 
@@ -185,7 +192,11 @@ def _orphan(tid: str) -> ExportTraceServiceRequest:
 
 
 def _clock_skew(tid: str) -> ExportTraceServiceRequest:
-    # ends before it starts, in the year 2100
+    # ends before it starts
+    return request(rag_spans(tid, end_skew_ns=-2_000_000_000))
+
+
+def _year_2100(tid: str) -> ExportTraceServiceRequest:
     return request(rag_spans(tid, start=4_102_444_800_000_000_000, end_skew_ns=-2_000_000_000))
 
 
@@ -225,8 +236,11 @@ TRACE_CASES: tuple[TraceCase, ...] = (
               note="the same spans twice: one sample"),
     TraceCase("orphan_spans", _orphan, "scored",
               note="spans whose parent never arrives still make a sample"),
-    TraceCase("clock_skew", _clock_skew, "scored", note="end before start, year 2100"),
-    TraceCase("epoch_zero", _epoch_zero, "scored", note="timestamps at 1970-01-01"),
+    TraceCase("clock_skew", _clock_skew, "scored", note="end before start"),
+    TraceCase("year_2100", _year_2100, "scored", note="starts in 2100, ends before it starts",
+              rejected="start_time_unix_nano"),
+    TraceCase("epoch_zero", _epoch_zero, "scored", note="timestamps at 1970-01-01",
+              rejected="start_time_unix_nano"),
     TraceCase("no_question", _no_question, "no_question"),
     TraceCase("no_answer", _no_answer, "no_answer"),
     TraceCase("empty_strings", _empty_strings, "no_question"),

@@ -83,7 +83,7 @@ def collector(make_collector: Callable[..., Collector]) -> Collector:
 def test_http_corpus_with_good_traces_interleaved(collector: Collector) -> None:
     good: list[str] = []
     sent_hostile: dict[str, int] = {}
-    n = 0
+    n = rejected = 0
 
     def send_good() -> None:
         nonlocal n
@@ -102,9 +102,14 @@ def test_http_corpus_with_good_traces_interleaved(collector: Collector) -> None:
         status, body = post(collector, req.SerializeToString())
         assert status == 200, tc.name
         partial = ExportTraceServiceResponse.FromString(body).partial_success
-        assert partial.rejected_spans == 0, tc.name
         assert ("truncated" in partial.error_message) == (tc.name in TRUNCATED), tc.name
-        sent_hostile[tid] = tc.spans_sent(req)
+        if tc.rejected:
+            assert partial.rejected_spans == tc.spans_sent(req), tc.name
+            assert tc.rejected in partial.error_message, tc.name
+            rejected += partial.rejected_spans
+        else:
+            assert partial.rejected_spans == 0, tc.name
+            sent_hostile[tid] = tc.spans_sent(req)
         send_good()
 
     records = read_records(collector.settings.kafka, expected=len(good) + len(sent_hostile))
@@ -127,7 +132,7 @@ def test_http_corpus_with_good_traces_interleaved(collector: Collector) -> None:
     assert st_["requests_malformed"] == malformed
     assert st_["http_too_large"] == sum(1 for c in WIRE if c.http_status == 413)
     assert st_["http_unsupported"] == sum(1 for c in WIRE if c.http_status == 415)
-    assert st_["spans_rejected"] == 0
+    assert st_["spans_rejected"] == rejected > 0
     assert st_["records_truncated"] == len(TRUNCATED)
 
 
@@ -146,10 +151,11 @@ def test_grpc_corpus_with_good_traces_interleaved(collector: Collector) -> None:
         for tc in TRACE_CASES:
             assert grpc_export(channel, tc.build(trace_id(tc.name)).SerializeToString()) == \
                 grpc.StatusCode.OK, tc.name
-    records = read_records(collector.settings.kafka,
-                           expected=len(good) + len(TRACE_CASES))
+    delivered = [tc for tc in TRACE_CASES if not tc.rejected]
+    records = read_records(collector.settings.kafka, expected=len(good) + len(delivered))
     keys = [r.key.decode() for r in records]
     assert all(keys.count(t) == 1 for t in good)
+    assert set(keys) == set(good) | {trace_id(tc.name) for tc in delivered}
     assert collector.stats()["requests_malformed"] == sum(
         1 for c in WIRE if c.grpc_code == "INVALID_ARGUMENT")
 

@@ -87,3 +87,44 @@ def test_the_scorer_environment_reaches_the_hook(monkeypatch):
 
     monkeypatch.setenv("RAGPULSE_PRIVACY__REDACTOR", "tests.security.plugins.upper_redactor:redact")
     assert ScorerSettings().privacy.redactor == "tests.security.plugins.upper_redactor:redact"
+
+
+UNMARKED = Redactor(PrivacySettings(unmarked_names=True))
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # issue 17's three names, and the common shapes around them
+    ("Taro Yamada said the policy changed.", "[PERSON_1] said the policy changed."),
+    ("山田太郎は会議に出た。", "[PERSON_1]は会議に出た。"),
+    ("王小明说他明天来。", "[PERSON_1]说他明天来。"),
+    ("Jane Doe met John F. Kennedy and Yamada Taro.", "[PERSON_1] met [PERSON_2] and [PERSON_3]."),
+    ("Wang Xiaoming and Xiaoming Wang are one person to us.",
+     "[PERSON_1] and [PERSON_2] are one person to us."),
+    ("担当の佐藤花子、鈴木一郎が対応します。", "担当の[PERSON_1]、[PERSON_2]が対応します。"),
+    ("据悉，李明华表示同意。", "据悉，[PERSON_1]表示同意。"),
+    # marked and unmarked together: one placeholder per name
+    ("Mr. Taro Yamada wrote; Taro Yamada paid.", "Mr. [PERSON_1] wrote; [PERSON_1] paid."),
+])
+def test_unmarked_names_are_replaced_when_asked(text, expected):
+    assert UNMARKED.redact(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "東京都は日本の首都です。", "山口県は本州の西端にある。", "千葉大学の学生が集まった。",
+    "清水建設が受注した。", "上野動物園は月曜休園です。", "谢谢你的帮助。", "范围内，曾经说过。",
+    "韩国说明天发布。", "王牌军，", "Paris is the capital of France.", "The New York Times reported it.",
+    "Hong Kong and Feng Shui; Yin Yang.", "Grace Church on George Street near Albert Hall.",
+    "Joshua Tree is a national park.", "Dennis Publishing owns it.",
+    "Refunds are accepted within 30 days of purchase.",
+])
+def test_unmarked_names_leave_places_companies_and_words_alone(text):
+    assert UNMARKED.redact(text) == text
+
+
+def test_unmarked_names_are_off_by_default_and_set_from_the_environment(monkeypatch):
+    from ragpulse.scorer.pipeline import ScorerSettings
+
+    assert not PrivacySettings().unmarked_names
+    assert R.redact("Taro Yamada said so.") == "Taro Yamada said so."
+    monkeypatch.setenv("RAGPULSE_PRIVACY__UNMARKED_NAMES", "true")
+    assert ScorerSettings().privacy.unmarked_names

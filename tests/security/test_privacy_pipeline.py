@@ -86,3 +86,44 @@ def test_the_judge_and_clickhouse_never_see_recognised_values(
         assert by_trace[TRACES[2].trace_id] == (TRACES[2].question, TRACES[2].answer)
     else:
         assert stored.strip() == ""
+
+
+NAMED = [
+    RagTrace(trace_id=f"{0xa0 + i:032x}", service="support-bot", question=q,
+             contexts=("Refunds are accepted within 30 days of purchase.",), answer=a,
+             start_ns=BASE_NS + i * 1_000_000_000)
+    for i, (q, a) in enumerate([
+        ("Did Taro Yamada get his refund?", "Taro Yamada was refunded on Monday."),
+        ("山田太郎は返金を受けましたか。", "山田太郎は月曜日に返金されました。"),
+        ("王小明说他的退款到了吗？", "王小明，您的退款已到账。"),
+    ])
+]
+
+
+@pytest.mark.parametrize("unmarked", [False, True], ids=["default", "unmarked_names"])
+def test_bare_person_names_are_stored_as_written_unless_unmarked_names_is_on(
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema, unmarked
+):
+    """Issue 17: bare names are not recognised by default (up's start-up line says so);
+    ``privacy.unmarked_names`` recognises the common EN/JA/ZH patterns before judge and store."""
+    produce(kafka_broker_module.bootstrap, topic, otelcol_records(NAMED))
+    settings = make_settings(privacy={"unmarked_names": unmarked})
+    judge = RecordingJudge()
+    svc = build_scorer(settings, judge=judge, writer=writer, client=chdb_client).start()
+    try:
+        wait_for(lambda: svc.stats()["traces_done"] >= len(NAMED), what="traces written")
+    finally:
+        svc.shutdown()
+    by_trace = {t: (q, a) for (t, q, a, _) in _stored(chdb_client, rag_schema.database)}
+    seen = "\n".join(s.question + s.answer for s in judge.samples)
+    if not unmarked:
+        assert by_trace[NAMED[0].trace_id] == (NAMED[0].question, NAMED[0].answer)
+        assert "山田太郎" in seen and "王小明" in seen
+        return
+    assert by_trace[NAMED[0].trace_id] == ("Did [PERSON_1] get his refund?",
+                                           "[PERSON_1] was refunded on Monday.")
+    assert by_trace[NAMED[1].trace_id] == ("[PERSON_1]は返金を受けましたか。",
+                                           "[PERSON_1]は月曜日に返金されました。")
+    assert by_trace[NAMED[2].trace_id] == ("[PERSON_1]说他的退款到了吗？", "[PERSON_1]，您的退款已到账。")
+    for name in ("Taro Yamada", "山田太郎", "王小明"):
+        assert name not in seen

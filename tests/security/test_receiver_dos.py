@@ -78,9 +78,9 @@ def test_a_trickled_head_is_cut_at_its_deadline(make_collector: Callable[..., Co
     host, port = _endpoint(c)
     with socket.create_connection((host, port), timeout=10) as s:
         s.sendall(b"POST /v1/traces HTTP/1.1\r\n")
-        started = time.monotonic()
         closed = False
-        # One header line every 0.3 s: each byte would reset a per-read timeout, not a deadline.
+        # One header line every 0.3 s for 9 s: each line would reset a per-read timeout, so only
+        # a deadline on the whole head (1 s) closes the connection before the last line.
         for i in range(30):
             try:
                 s.sendall(b"X-Drip-%d: 1\r\n" % i)
@@ -96,8 +96,8 @@ def test_a_trickled_head_is_cut_at_its_deadline(make_collector: Callable[..., Co
                 break
             finally:
                 s.settimeout(10)
-        assert closed and time.monotonic() - started < 5.0
-    assert c.stats()["http_requests_timed_out"] >= 1
+        assert closed  # before the client stopped sending
+    assert c.stats()["http_requests_timed_out"] == 1
 
 
 def test_a_slow_body_is_cut_and_counted(make_collector: Callable[..., Collector]) -> None:
@@ -106,11 +106,9 @@ def test_a_slow_body_is_cut_and_counted(make_collector: Callable[..., Collector]
     with socket.create_connection((host, port), timeout=10) as s:
         s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
                   b"Content-Length: 1000\r\n\r\nab")
-        s.settimeout(10)
-        started = time.monotonic()
-        assert s.recv(1024) == b""  # closed at the deadline (1 s + 1000 B at 1 KiB/s)
-        assert time.monotonic() - started < 6.0
-    assert c.stats()["http_requests_timed_out"] >= 1
+        s.settimeout(60)  # a hang guard: the body never completes, only its deadline ends it
+        assert s.recv(1024) == b""  # closed without a reply (1 s + 1000 B at 1 KiB/s)
+    assert c.stats()["http_requests_timed_out"] == 1
     assert _valid_post(host, port) == 200
 
 

@@ -19,7 +19,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("collector/ragpulse", "scorer/ragpulse", "dashboards/ragpulse", "deploy/ragpulse")
+PACKAGES = ("instrument/ragpulse", "common/ragpulse", "collector/ragpulse", "scorer/ragpulse", "dashboards/ragpulse",
+            "deploy/ragpulse")
 SQL = re.compile(
     r"^\s*(SELECT|INSERT|ALTER|CREATE|DROP|SET|USE|OPTIMIZE|WITH|SYSTEM|TRUNCATE|RENAME|SHOW|"
     r"DESCRIBE|EXISTS|KILL|DELETE|UPDATE|GRANT)\b")  # upper case: the code's SQL style; prose
@@ -44,7 +45,7 @@ REVIEWED: dict[str, str] = {
 
 # Whole files reviewed, with the reason. Keep this list short: a file here is trusted wholesale.
 REVIEWED_FILES: dict[str, str] = {
-    "scorer/ragpulse/scorer/store/schema.py":
+    "common/ragpulse/common/schema/clickhouse.py":
         "DDL rendered from the module's constant schema definitions; its only run-time inputs, "
         "the database and cluster names, pass validate_identifier in SchemaSettings",
     "deploy/ragpulse/deploy/facade.py":

@@ -7,13 +7,19 @@ https://opentelemetry.io/docs/specs/otlp/#otlpgrpc-response : INVALID_ARGUMENT f
 data (not retryable), RESOURCE_EXHAUSTED when the export queue is full and UNAVAILABLE when Kafka
 is, both carrying a ``google.rpc.RetryInfo`` detail (the ``grpc-status-details-bin`` trailer, as
 grpcio-status would send it) so OTLP exporters back off for the suggested delay.
+
+Calls beyond the concurrency limit are refused the same way. grpcio's own
+``maximum_concurrent_rpcs`` refusal is a bare RESOURCE_EXHAUSTED, which the OTLP spec makes
+non-retryable (the Go SDK and otelcol drop the data), so the limit is applied here instead, by
+:class:`_Admission`, on grpcio's serving thread before a handler thread is taken or the message
+read; grpcio's limit stays only as a backstop far above it.
 """
 
 from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -23,12 +29,19 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ragpulse.collector.config import OtlpSettings
 from ragpulse.collector.ingest import Ingest
 from ragpulse.collector.otlp_http import bearer_ok
-from ragpulse.collector.refusals import Refusal, ShuttingDown, Unauthenticated, refusal_for
+from ragpulse.collector.refusals import Busy, Refusal, ShuttingDown, Unauthenticated, refusal_for
 
 __all__ = ["GrpcReceiver"]
 
 
 SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+EXPORT = f"/{SERVICE}/Export"
+
+# Calls grpcio may hold beyond the admission limit before it refuses on its own (no RetryInfo).
+# A refused call's message is never read (the refusing handler takes the request stream and
+# never iterates it), so each holds grpcio's call state plus what HTTP/2 flow control let the
+# client send ahead: one stream window.
+_REFUSAL_BACKLOG = 1024
 
 
 class _Status(NamedTuple):  # implements grpc.Status for abort_with_status
@@ -55,6 +68,38 @@ def _abort(context: grpc.ServicerContext, refusal: Refusal) -> None:
                                       (("grpc-status-details-bin", rich.SerializeToString()),)))
 
 
+class _Admission(grpc.GenericRpcHandler):
+    """Admits at most ``limit`` Export calls at once (running or waiting for a handler thread).
+
+    grpcio calls :meth:`service` on its serving thread for every new call, before the call takes
+    a pool thread or its message is read; a call over the limit gets the ``refuse`` handler
+    instead (RESOURCE_EXHAUSTED with RetryInfo), run on its own small thread pool so refusals
+    do not queue behind exports. Both handlers are request-streaming: grpcio then always runs
+    them (also when the client has gone), which is where an admitted call's slot is released."""
+
+    def __init__(self, limit: int, export: Any, refuse: Any) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._admitted = 0
+        self.refused = 0
+        self._export = grpc.stream_unary_rpc_method_handler(export)
+        self._refuse = grpc.stream_unary_rpc_method_handler(refuse)
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+        if handler_call_details.method != EXPORT:  # type: ignore[attr-defined]
+            return None
+        with self._lock:
+            if self._admitted >= self._limit:
+                self.refused += 1
+                return self._refuse
+            self._admitted += 1
+        return self._export
+
+    def release(self) -> None:
+        with self._lock:
+            self._admitted -= 1
+
+
 class GrpcReceiver:
     """Serves OTLP/gRPC on ``settings.grpc_host:grpc_port`` (port 0: a free one).
 
@@ -72,6 +117,8 @@ class GrpcReceiver:
         self._lock = threading.Lock()
         self._requests = 0
         self._unauthenticated = 0
+        self._admission: _Admission | None = None
+        self._refusing: ThreadPoolExecutor | None = None
 
     @property
     def port(self) -> int:
@@ -85,12 +132,22 @@ class GrpcReceiver:
         if self._server is not None or self._closed:
             raise RuntimeError("gRPC receiver already started or shut down")
         s = self._settings
+        # Beyond this many Export calls in progress (running or waiting for a handler thread) a
+        # call is refused with RetryInfo; with max_receive_message_length this bounds the memory
+        # held by received requests to about 2 * grpc_workers * max_body_bytes.
+        limit = min(s.max_concurrent_requests, 2 * s.grpc_workers)
+        self._refusing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="otlp-grpc-refuse")
+
+        def refuse(requests: Any, context: grpc.ServicerContext) -> bytes:
+            self._refuse_busy(context)
+            return b""
+
+        refuse.experimental_thread_pool = self._refusing  # type: ignore[attr-defined]
+        self._admission = _Admission(limit, self._export_call, refuse)
         server = grpc.server(
             ThreadPoolExecutor(max_workers=s.grpc_workers, thread_name_prefix="otlp-grpc"),
-            # Beyond this many RPCs in progress (running or waiting for a handler thread) grpcio
-            # answers RESOURCE_EXHAUSTED by itself; with max_receive_message_length it bounds the
-            # memory held by received requests to about 2 * grpc_workers * max_body_bytes.
-            maximum_concurrent_rpcs=min(s.max_concurrent_requests, 2 * s.grpc_workers),
+            # grpcio's own limit, a backstop only: its refusal carries no RetryInfo.
+            maximum_concurrent_rpcs=limit + _REFUSAL_BACKLOG,
             options=[
                 # Applies to the decompressed message, so it also bounds grpc-encoding: gzip.
                 ("grpc.max_receive_message_length", s.max_body_bytes),
@@ -99,10 +156,7 @@ class GrpcReceiver:
                 ("grpc.so_reuseport", 1 if s.workers > 1 else 0),
             ],
         )
-        handler = grpc.method_handlers_generic_handler(
-            SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._export)}
-        )
-        server.add_generic_rpc_handlers((handler,))
+        server.add_generic_rpc_handlers((self._admission,))
         try:
             address = f"{s.grpc_host}:{s.grpc_port}"
             if s.tls_cert_file and s.tls_key_file:
@@ -125,6 +179,25 @@ class GrpcReceiver:
         server, self._server = self._server, None
         if server is not None:
             server.stop(grace=drain_timeout_s).wait(drain_timeout_s + 1)
+        if self._refusing is not None:
+            self._refusing.shutdown(wait=False)
+
+    def _refuse_busy(self, context: grpc.ServicerContext) -> None:
+        with self._lock:
+            self._requests += 1
+        _abort(context, refusal_for(Busy("too many concurrent export calls"),
+                                    self._settings.retry_after_s))
+
+    def _export_call(self, requests: Any, context: grpc.ServicerContext) -> bytes:
+        """An admitted call: read its one message, export it, give the slot back."""
+        try:
+            request = next(requests, None)
+            if request is None:  # the client went away (or sent no message)
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message")
+            return self._export(request, context)
+        finally:
+            assert self._admission is not None
+            self._admission.release()
 
     def _export(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         retry = self._settings.retry_after_s
@@ -151,4 +224,6 @@ class GrpcReceiver:
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {"grpc_requests": self._requests, "grpc_unauthenticated": self._unauthenticated}
+            out = {"grpc_requests": self._requests, "grpc_unauthenticated": self._unauthenticated}
+        out["grpc_refused_busy"] = self._admission.refused if self._admission is not None else 0
+        return out

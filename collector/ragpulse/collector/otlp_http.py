@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ragpulse.collector.config import OtlpSettings
 from ragpulse.collector.exporter import ExportResult
 from ragpulse.collector.ingest import Ingest
-from ragpulse.collector.refusals import ShuttingDown, TooLarge, Unauthenticated, refusal_for
+from ragpulse.collector.refusals import Busy, ShuttingDown, TooLarge, Unauthenticated, refusal_for
 from ragpulse.collector.split import MalformedRequest
 from ragpulse.common import (
     BodyError,
@@ -269,9 +269,7 @@ class HttpReceiver:
         declared = min(declared, settings.max_body_bytes)
         if not self._reserve(declared):
             self._discard_body(h)
-            self._reply_status(h, 429, code_pb2.RESOURCE_EXHAUSTED,
-                               "receive buffer full: too many large requests in progress", as_json,
-                               retry_after=settings.retry_after_s)
+            self._refuse(h, Busy("receive buffer full: too many large requests in progress"), as_json)
             return
         held = [declared]
         try:

@@ -18,7 +18,7 @@ from google.rpc import code_pb2
 from ragpulse.collector.exporter import ExportRefused, QueueFull
 from ragpulse.collector.split import MalformedRequest
 
-__all__ = ["Refusal", "ShuttingDown", "TooLarge", "Unauthenticated", "refusal_for"]
+__all__ = ["Busy", "Refusal", "ShuttingDown", "TooLarge", "Unauthenticated", "refusal_for"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,11 @@ class ShuttingDown(Exception):
 
     def __init__(self, message: str = "collector is shutting down") -> None:
         super().__init__(message)
+
+
+class Busy(Exception):
+    """The receiver holds as many requests as it may (HTTP: bodies at ``max_inflight_bytes``;
+    gRPC: calls at its concurrency limit); refused before the body is read."""
 
 
 class Unauthenticated(Exception):
@@ -64,6 +69,7 @@ _TABLE: tuple[tuple[type[BaseException], int, int, bool], ...] = (
     (TooLarge, 413, code_pb2.RESOURCE_EXHAUSTED, False),
     (MalformedRequest, 400, code_pb2.INVALID_ARGUMENT, False),
     (QueueFull, 429, code_pb2.RESOURCE_EXHAUSTED, True),
+    (Busy, 429, code_pb2.RESOURCE_EXHAUSTED, True),
     (ExportRefused, 503, code_pb2.UNAVAILABLE, True),
     (ShuttingDown, 503, code_pb2.UNAVAILABLE, True),
 )

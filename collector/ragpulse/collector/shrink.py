@@ -8,13 +8,24 @@ for the record to fit, each ending in a visible marker. Everything else is kept 
 times, names, the other attributes, short values. The scorer then judges the trace with the
 shortened text (a cut context can only make a claim look less supported).
 
+When cutting long values is not enough (ten thousand short contexts are as large as one huge
+one, and no value is long), the last items of the trace's lists are dropped instead, highest
+index first, until the record fits: span attributes whose key holds a list index
+(``retrieval.documents.9999.document.content``, ``llm.input_messages.3.message.content``,
+``gen_ai.prompt.12.content``), span events (vector-database results), and items of array
+values. So both keep the first contexts that fit, as the scorer does
+(``extraction.max_contexts``). Each span's ``dropped_attributes_count`` /
+``dropped_events_count`` grow by what it lost, as OTLP specifies for dropped data.
+
 This path is rare and runs on decoded protobuf messages (upb), not on the hot wire-level path of
 :mod:`.split`. Thread-safe: pure functions.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -28,14 +39,18 @@ _MIN_KEEP = 256  # never cut a value shorter than this: short values are not the
 
 
 class ShrinkResult:
-    """The shrunk record value and what was cut (``None`` value: it cannot be made to fit)."""
+    """The shrunk record value and what was cut (``None`` value: it cannot be made to fit):
+    ``values_cut`` long values cut, ``items_dropped`` list items (indexed attributes, events,
+    array items) dropped from the end of their lists."""
 
-    __slots__ = ("bytes_removed", "value", "values_cut")
+    __slots__ = ("bytes_removed", "items_dropped", "value", "values_cut")
 
-    def __init__(self, value: bytes | None, values_cut: int, bytes_removed: int) -> None:
+    def __init__(self, value: bytes | None, values_cut: int, bytes_removed: int,
+                 items_dropped: int = 0) -> None:
         self.value = value
         self.values_cut = values_cut
         self.bytes_removed = bytes_removed
+        self.items_dropped = items_dropped
 
 
 def _string_values(values: Iterator[AnyValue]) -> Iterator[AnyValue]:
@@ -70,14 +85,33 @@ def shrink_request(value: bytes, limit: int) -> ShrinkResult:
     """``value`` (a serialized ``ExportTraceServiceRequest``) cut to at most ``limit`` bytes.
 
     Values are cut to a common length ``cap`` (the largest that makes the record fit), so one
-    huge document loses its tail while every normal-sized value stays whole. Raises nothing:
-    a value that cannot be parsed, or a record that does not fit even with every long value
-    cut (e.g. tens of thousands of spans), comes back as ``ShrinkResult(None, ...)``.
+    huge document loses its tail while every normal-sized value stays whole. If that cannot
+    save enough, the last list items are dropped instead (module docstring), values whole; if
+    that cannot either, both. Raises nothing: a value that cannot be parsed, or a record that
+    does not fit even so (e.g. tens of thousands of spans), comes back as
+    ``ShrinkResult(None, ...)``.
     """
     try:
         req = ExportTraceServiceRequest.FromString(value)
     except Exception:  # the record was validated before; never fail the request over it
         return ShrinkResult(None, 0, 0)
+    cut = _cut_values(req, value, limit)
+    if cut.value is not None:
+        return cut
+    dropped = _drop_items(ExportTraceServiceRequest.FromString(value), limit)
+    if dropped.value is not None:
+        return dropped
+    # Both: every long value cut to the smallest cap, then the last items dropped.
+    req = ExportTraceServiceRequest.FromString(value)
+    strings = list(_string_values(kv.value for kv in _attributes(req)))
+    n_cut, removed, _ = _cut(req, strings, _MIN_KEEP)
+    both = _drop_items(req, limit)
+    if both.value is None:
+        return ShrinkResult(None, 0, 0)
+    return ShrinkResult(both.value, n_cut, removed + both.bytes_removed, both.items_dropped)
+
+
+def _cut_values(req: ExportTraceServiceRequest, value: bytes, limit: int) -> ShrinkResult:
     strings = [v for v in _string_values(kv.value for kv in _attributes(req))]
     sizes = [_size(v) for v in strings]
     # Each cut value gains a marker: reserve room for it.
@@ -93,6 +127,69 @@ def shrink_request(value: bytes, limit: int) -> ShrinkResult:
         req = ExportTraceServiceRequest.FromString(value)
         strings = [v for v in _string_values(kv.value for kv in _attributes(req))]
     return ShrinkResult(None, 0, 0)
+
+
+# The first list index in an attribute key: "retrieval.documents.12.document.content" -> 12.
+_INDEXED = re.compile(r"\.(\d{1,9})(?:\.|$)")
+
+
+def _framed(size: int) -> int:
+    """Bytes of a length-delimited field of ``size`` bytes: tag, length varint, payload."""
+    return 1 + (size.bit_length() + 6) // 7 + size if size else 2
+
+
+def _drop_items(req: ExportTraceServiceRequest, limit: int) -> ShrinkResult:
+    """Drop list items, highest index first (the last contexts, messages, events, array
+    items of every span), until ``req`` fits ``limit``; ``ShrinkResult(None, ...)`` if even
+    dropping all of them does not."""
+    size = req.ByteSize()
+    # Removing an item saves at least its framed size (enclosing lengths only shrink); a span's
+    # dropped_*_count fields may grow by up to 8 bytes: reserve that.
+    spans = [span for rs in req.resource_spans for ss in rs.scope_spans for span in ss.spans]
+    excess = size - limit + 8 * len(spans) + 16
+    # (index, order, kind, owner, position, bytes): kind 0 attribute, 1 event, 2 array item.
+    items: list[tuple[int, int, int, object, int, int]] = []
+    order = 0
+    for span in spans:
+        for pos, kv in enumerate(span.attributes):
+            m = _INDEXED.search(kv.key)
+            if m:
+                items.append((int(m.group(1)), order, 0, span, pos, _framed(kv.ByteSize())))
+                order += 1
+            elif kv.value.WhichOneof("value") == "array_value":
+                for i, item in enumerate(kv.value.array_value.values):
+                    items.append((i, order, 2, kv.value.array_value, i,
+                                  _framed(item.ByteSize())))
+                    order += 1
+        for pos, event in enumerate(span.events):
+            items.append((pos, order, 1, span, pos, _framed(event.ByteSize())))
+            order += 1
+    if sum(i[5] for i in items) < excess:
+        return ShrinkResult(None, 0, 0)
+    items.sort(key=lambda i: (-i[0], -i[1]))  # highest index first, later ones first
+    drop: dict[tuple[int, int], set[int]] = {}  # (id of the list owner, kind) -> positions
+    owners: dict[int, object] = {}
+    saved = n = 0
+    for _, _, kind, owner, pos, nbytes in items:
+        if saved >= excess:
+            break
+        drop.setdefault((id(owner), kind), set()).add(pos)
+        owners[id(owner)] = owner
+        saved += nbytes
+        n += 1
+    for (key, kind), positions in drop.items():
+        owner: Any = owners[key]
+        items_of = owner.attributes if kind == 0 else owner.events if kind == 1 else owner.values
+        for i in sorted(positions, reverse=True):  # from the end: the positions stay valid
+            del items_of[i]
+        if kind == 0:
+            owner.dropped_attributes_count += len(positions)
+        elif kind == 1:
+            owner.dropped_events_count += len(positions)
+    out = req.SerializeToString()
+    if len(out) > limit:
+        return ShrinkResult(None, 0, 0)
+    return ShrinkResult(out, 0, size - len(out), n)
 
 
 def _largest_cap(sizes: list[int], excess: int) -> int | None:

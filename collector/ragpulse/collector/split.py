@@ -18,15 +18,32 @@ docs/instrumentation.md) without decoding attributes. A
 false positive needs a string value holding those control bytes before a marker, and only means
 a trace is kept; nothing is missed as long as the key is shorter than 128 bytes (always, here).
 
+Each span is also checked on the same walk, cheaply (a few tag bytes after the trace id), and a
+span that fails is rejected alone, answered as an OTLP partial success
+(https://opentelemetry.io/docs/specs/otlp/#partial-success) naming the field: ``trace_id`` (16
+bytes, not all zero), ``span_id`` (8 bytes, not all zero), ``parent_span_id`` (empty or 8 bytes)
+and ``start_time_unix_nano``/``end_time_unix_nano`` (each from :data:`MIN_START_NS`,
+2000-01-01, to :data:`MAX_FUTURE_NS` past the receiver's clock; an end before the start is
+clock skew and passes). The scorer would otherwise drop the ids (the whole trace dead-lettered)
+and ClickHouse's TTL rows timed by such times (a row that vanishes on insert).
+When the trace id is the span's first field (every SDK), the check stops at the first field
+numbered 9 or more (attributes): a hand-built span repeating ``span_id`` after its attributes is
+judged by the first value, protobuf by the last; the scorer still drops such a span (counted).
+
 References: opentelemetry-proto ``trace/v1/trace.proto`` field numbers; protobuf encoding
 https://protobuf.dev/programming-guides/encoding/.
 """
 
 from __future__ import annotations
 
+import re
+import struct
+import time
 from dataclasses import dataclass, field
 
 __all__ = [
+    "MAX_FUTURE_NS",
+    "MIN_START_NS",
     "RAG_MARKERS",
     "MalformedRequest",
     "SplitResult",
@@ -46,6 +63,13 @@ RAG_MARKERS: tuple[str, ...] = (
 )
 
 _MARKERS = tuple(m.encode() for m in RAG_MARKERS)
+
+MIN_START_NS = 946_684_800 * 10**9
+"""Earliest accepted ``start_time_unix_nano`` and ``end_time_unix_nano``: 2000-01-01T00:00:00Z. Zero (unset), 1 ns and
+other pre-2000 times are clock bugs; no store keeps them (``rag.scores`` has a 90-day TTL)."""
+MAX_FUTURE_NS = 86_400 * 10**9
+"""How far past the receiver's clock a start or end time may be: one day, for skewed clocks.
+``2**63`` and ``2**64 - 1`` ns (year 2262 and 2554) are far outside it."""
 
 
 def _is_rag_span(buf: bytes, start: int, end: int) -> bool:
@@ -98,11 +122,36 @@ class SplitResult:
 
     records: list[TraceRecord] = field(default_factory=list)
     spans_total: int = 0
-    spans_invalid: int = 0  # spans without a valid 16-byte, non-zero trace id: rejected
+    spans_invalid: int = 0  # spans rejected by the per-span check (any field): see ``invalid``
+    invalid: dict[str, int] = field(default_factory=dict)  # field name -> spans rejected for it
     invalid_message: str = ""
 
 
 _ZERO_TRACE = bytes(16)
+_ZERO_SPAN = bytes(8)
+# start_time_unix_nano (fixed64), the next tag byte (0x41 for end_time_unix_nano), end (fixed64)
+_TIMES = struct.Struct("<QBQ").unpack_from
+# The span's fields after its trace id as SDKs write them: a non-zero 8-byte span_id, an
+# optional 8-byte parent_span_id, then the name's tag and one-byte length.
+_HEAD = re.compile(rb"\x12\x08(?!\x00{8}).{8}(?:\x22\x08.{8})?\x2a[\x00-\x7f]", re.S)
+# Why a span is rejected, by the field at fault (index = the code _check_span returns).
+_REASONS = (
+    "",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "start_time_unix_nano",
+    "end_time_unix_nano",
+)
+_EXPLAIN = {
+    "trace_id": "without a valid 16-byte non-zero trace_id",
+    "span_id": "without a valid 8-byte non-zero span_id",
+    "parent_span_id": "with a parent_span_id that is neither empty nor 8 bytes",
+    "start_time_unix_nano": "with an implausible start_time_unix_nano "
+    "(before 2000-01-01 or more than a day ahead of the receiver's clock)",
+    "end_time_unix_nano": "with an implausible end_time_unix_nano "
+    "(before 2000-01-01 or more than a day ahead of the receiver's clock)",
+}
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -170,35 +219,97 @@ def _span_trace_id(buf: bytes, start: int, end: int) -> bytes | None:
     return found
 
 
-def _frame(tag: bytes, body: list[bytes]) -> bytes:
+def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool) -> int:
+    """0 if the span's ids and times are acceptable, else the index in ``_REASONS``.
+
+    Walks the span's fields from ``pos``; with ``ordered`` (the trace id was the first field, as
+    every SDK writes it) it stops at the first field numbered 9 or more, so the attributes and
+    events are never walked. Fields 1-8 have one-byte tags (``number << 3 | wire``)."""
+    span_id = None
+    parent = b""
+    start = finish = 0
+    if ordered and pos + 10 <= end and buf[pos] == 0x12 and buf[pos + 1] == 0x08:
+        span_id = buf[pos + 2 : pos + 10]  # span_id as SDKs write it, right after trace_id
+        pos += 10
+    while pos < end:
+        tag = buf[pos]
+        if ordered and tag >= 0x48:  # field 9 (attributes) or later, or a multi-byte tag
+            break
+        if tag == 0x39:  # start_time_unix_nano, fixed64
+            start = int.from_bytes(buf[pos + 1 : pos + 9], "little")
+            pos += 9
+            continue
+        if tag == 0x41:  # end_time_unix_nano, fixed64
+            finish = int.from_bytes(buf[pos + 1 : pos + 9], "little")
+            pos += 9
+            continue
+        if tag == 0x30 and buf[pos + 1] < 0x80:  # kind, a one-byte varint
+            pos += 2
+            continue
+        if tag == 0x12 or tag == 0x22 or tag == 0x2A or tag == 0x1A or tag == 0x0A:
+            n = buf[pos + 1]
+            if n < 0x80:
+                vstart = pos + 2
+            else:
+                n, vstart = _varint(buf, pos + 1)
+            pos = vstart + n
+            if tag == 0x12:
+                span_id = buf[vstart:pos]
+            elif tag == 0x22:
+                parent = buf[vstart:pos]
+            continue
+        _, _, _, vend, _ = next(_fields(buf, pos, end))  # any other field: skipped
+        pos = vend
+    if pos > end:
+        raise MalformedRequest("span field overruns the span")
+    if span_id is None or len(span_id) != 8 or span_id == _ZERO_SPAN:
+        return 2
+    if len(parent) not in (0, 8):
+        return 3
+    if not lo <= start <= hi:
+        return 4
+    if not lo <= finish <= hi:
+        return 5
+    return 0
+
+
+def _frame(tag: bytes, body: list[bytes | memoryview]) -> bytes:
     payload = b"".join(body)
     return tag + _encode_varint(len(payload)) + payload
 
 
-def split_request(buf: bytes, *, keep_all: bool = False) -> SplitResult:
+def split_request(buf: bytes, *, keep_all: bool = False, now_ns: int | None = None) -> SplitResult:
     """Split a serialized (and already upb-validated) request into per-trace records.
 
     Records come in order of each trace's first span. ``keep_all`` skips RAG classification
-    (every record gets ``rag=True``). Pure function: thread-safe, blocks only on CPU. Raises
-    :class:`MalformedRequest` on inconsistent framing (only possible when the caller skipped
-    validation).
+    (every record gets ``rag=True``). Spans failing the per-span check (module docstring) are
+    left out and counted in ``spans_invalid``/``invalid``; ``now_ns`` is the clock the start
+    time is checked against (default: ``time.time_ns()``). Pure function: thread-safe, blocks
+    only on CPU. Raises :class:`MalformedRequest` on inconsistent framing (only possible when
+    the caller skipped validation).
     """
+    if now_ns is None:
+        now_ns = time.time_ns()
     try:
-        return _split(buf, keep_all)
+        return _split(buf, keep_all, now_ns + MAX_FUTURE_NS)
     except IndexError as exc:  # a varint ran past the end of the buffer
         raise MalformedRequest("truncated message") from exc
 
 
-def _split(buf: bytes, keep_all: bool) -> SplitResult:
+def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
     result = SplitResult()
-    # trace id -> list of (resource index, scope index, span frame start, span frame end)
-    traces: dict[bytes, list[tuple[int, int, int, int]]] = {}
+    # trace id -> [span count, run, run, ...]: a run is [resource index, scope index, first frame
+    # start, last frame end] of spans of the trace that follow each other in the request.
+    traces: dict[bytes, list] = {}
     rag: set[bytes] = set()
     # Frames of the fields around the repeated one, kept verbatim and in field-number order:
     # per resource (resource | scope_spans... | schema_url), per scope (scope | spans... | schema_url).
     resource_heads: list[tuple[list[bytes], list[bytes]]] = []
     scope_heads: list[list[tuple[list[bytes], list[bytes]]]] = []
-    total = invalid = 0
+    total = 0
+    rejected = [0] * len(_REASONS)
+    lo, hi = MIN_START_NS, latest_ns
+    span_head = _HEAD.match
     check_rag = not keep_all
     for number, wire, rs_start, rs_end, _ in _fields(buf, 0, len(buf)):
         if number != 1 or wire != 2:
@@ -240,41 +351,76 @@ def _split(buf: bytes, keep_all: bool) -> SplitResult:
                 total += 1
                 if length >= 18 and buf[sp_start] == 0x0A and buf[sp_start + 1] == 0x10:
                     trace_id = buf[sp_start + 2 : sp_start + 18]
+                    # Inline fast path for the layout SDKs write after the trace id: span_id,
+                    # [parent_span_id of 8 bytes], name (< 128 bytes), [kind], start, end.
+                    # Anything else (or a failing value, to name the field) takes _check_span.
+                    why = 1
+                    m = span_head(buf, sp_start + 18, sp_end)
+                    if m is not None:
+                        p = m.end()
+                        p += buf[p - 1]  # the name
+                        if p + 20 <= sp_end and buf[p] == 0x30 and buf[p + 1] < 0x80:
+                            p += 2  # the kind
+                        if p + 18 <= sp_end and buf[p] == 0x39:
+                            start, tag, finish = _TIMES(buf, p + 1)
+                            if tag == 0x41 and lo <= start <= hi and lo <= finish <= hi:
+                                why = 0
+                    if why:
+                        why = _check_span(buf, sp_start + 18, sp_end, lo, hi, True)
                 else:
                     trace_id = _span_trace_id(buf, sp_start, sp_end)
                     if trace_id is None or len(trace_id) != 16:
-                        invalid += 1
+                        rejected[1] += 1
                         continue
+                    why = _check_span(buf, sp_start, sp_end, lo, hi, False)
                 if trace_id == _ZERO_TRACE:
-                    invalid += 1
+                    rejected[1] += 1
                     continue
-                spans = traces.get(trace_id)
-                if spans is None:
-                    spans = traces[trace_id] = []
-                spans.append((ri, si, sframe, sp_end))
+                if why:
+                    rejected[why] += 1
+                    continue
+                entry = traces.get(trace_id)
+                if entry is None:
+                    traces[trace_id] = [1, [ri, si, sframe, sp_end]]
+                else:
+                    entry[0] += 1
+                    run = entry[-1]
+                    if run[3] == sframe:  # right after the trace's previous span (same scope:
+                        run[3] = sp_end  # a scope or resource boundary puts bytes between)
+                    else:
+                        entry.append([ri, si, sframe, sp_end])
                 if check_rag and trace_id not in rag and _is_rag_span(buf, sp_start, sp_end):
                     rag.add(trace_id)
     result.spans_total = total
-    result.spans_invalid = invalid
+    result.spans_invalid = sum(rejected)
     if result.spans_invalid:
-        result.invalid_message = (
-            f"{result.spans_invalid} span(s) without a valid 16-byte non-zero trace_id"
+        result.invalid = {_REASONS[i]: n for i, n in enumerate(rejected) if n}
+        result.invalid_message = "; ".join(
+            f"{n} span(s) {_EXPLAIN[name]}" for name, n in result.invalid.items()
         )
     records = result.records
     if len(traces) == 1 and not result.spans_invalid and _is_canonical(buf):
         # One trace: the request already is the per-trace message; forward it untouched.
-        ((trace_id, spans),) = traces.items()
-        records.append(TraceRecord(trace_id.hex().encode(), bytes(buf), len(spans), keep_all or trace_id in rag))
+        ((trace_id, entry),) = traces.items()
+        records.append(TraceRecord(trace_id.hex().encode(), bytes(buf), entry[0], keep_all or trace_id in rag))
         return result
-    for trace_id, spans in traces.items():
-        records.append(
-            TraceRecord(
-                trace_id.hex().encode(),
-                _assemble(buf, spans, resource_heads, scope_heads),
-                len(spans),
-                keep_all or trace_id in rag,
-            )
-        )
+    view = memoryview(buf)
+    joined_resources = [(b"".join(pre), b"".join(post)) for pre, post in resource_heads]
+    joined_scopes = [[(b"".join(pre), b"".join(post)) for pre, post in scopes] for scopes in scope_heads]
+    for trace_id, entry in traces.items():
+        if len(entry) == 2:  # one run: the usual case, one resource, one scope, one slice
+            ri, si, start, end = entry[1]
+            r_pre, r_post = joined_resources[ri]
+            s_pre, s_post = joined_scopes[ri][si]
+            scope_len = len(s_pre) + end - start + len(s_post)
+            scope_varint = _encode_varint(scope_len)
+            value = b"".join((
+                b"\x0a", _encode_varint(len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)),
+                r_pre, b"\x12", scope_varint, s_pre, view[start:end], s_post, r_post,
+            ))
+        else:
+            value = _assemble(view, entry, joined_resources, joined_scopes)
+        records.append(TraceRecord(trace_id.hex().encode(), value, entry[0], keep_all or trace_id in rag))
     return result
 
 
@@ -284,28 +430,31 @@ def _is_canonical(buf: bytes) -> bool:
 
 
 def _assemble(
-    buf: bytes,
-    spans: list[tuple[int, int, int, int]],
-    resource_heads: list[tuple[list[bytes], list[bytes]]],
-    scope_heads: list[list[tuple[list[bytes], list[bytes]]]],
+    view: memoryview,
+    entry: list,
+    resources: list[tuple[bytes, bytes]],
+    scopes: list[list[tuple[bytes, bytes]]],
 ) -> bytes:
-    out: list[bytes] = []
-    i = 0
-    n = len(spans)
+    """One trace's message from its runs (``entry[1:]``, in request order): runs of the same
+    resource (and scope) next to each other share one ``ResourceSpans`` (``ScopeSpans``), as
+    otelcol's ``SplitTraces`` groups them."""
+    out: list[bytes | memoryview] = []
+    i = 1
+    n = len(entry)
     while i < n:
-        ri = spans[i][0]
-        r_pre, r_post = resource_heads[ri]
-        resource_body: list[bytes] = list(r_pre)
-        while i < n and spans[i][0] == ri:
-            si = spans[i][1]
-            s_pre, s_post = scope_heads[ri][si]
-            scope_body: list[bytes] = list(s_pre)
-            while i < n and spans[i][0] == ri and spans[i][1] == si:
-                _, _, start, end = spans[i]
-                scope_body.append(buf[start:end])
+        ri = entry[i][0]
+        r_pre, r_post = resources[ri]
+        resource_body: list[bytes | memoryview] = [r_pre]
+        while i < n and entry[i][0] == ri:
+            si = entry[i][1]
+            s_pre, s_post = scopes[ri][si]
+            scope_body: list[bytes | memoryview] = [s_pre]
+            while i < n and entry[i][0] == ri and entry[i][1] == si:
+                _, _, start, end = entry[i]
+                scope_body.append(view[start:end])
                 i += 1
-            scope_body.extend(s_post)
+            scope_body.append(s_post)
             resource_body.append(_frame(b"\x12", scope_body))
-        resource_body.extend(r_post)
+        resource_body.append(r_post)
         out.append(_frame(b"\x0a", resource_body))
     return b"".join(out)

@@ -77,7 +77,8 @@ def _field_config(p: PanelSpec, s: DashboardsSettings) -> dict[str, Any]:
     if p.thresholds:
         defaults["thresholds"] = {"mode": "absolute", "steps": [
             {"color": "red", "value": None}, {"color": "green", "value": p.thresholds[0]}]}
-        defaults["custom"]["thresholdsStyle"] = {"mode": "line+area"}
+        # Quality panels: just the alert level as a line (a red area under 0.7 would drown the band).
+        defaults["custom"]["thresholdsStyle"] = {"mode": "line" if p.band else "line+area"}
     overrides: list[dict[str, Any]] = []
     if p.band:
         overrides.append({"matcher": {"id": "byRegexp", "options": "^ci_(low|high).*"},
@@ -95,7 +96,7 @@ def _field_config(p: PanelSpec, s: DashboardsSettings) -> dict[str, Any]:
                               {"id": "unit", "value": "short"},
                               {"id": "min", "value": 0},
                               {"id": "max"}]})
-    if p.trace_link:
+    if p.trace_link and s.trace_url_template:
         url = s.trace_url_template.replace("{trace_id}", "${__value.raw}")
         overrides.append({"matcher": {"id": "byName", "options": "trace_id"},
                           "properties": [{"id": "links", "value": [

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ragpulse.scorer.traces import ADVICE
+from ragpulse.common.schema import ADVICE
 
 from .settings import SEGMENT_DIMENSIONS, DashboardsSettings
 
@@ -30,6 +30,7 @@ __all__ = [
     "HEALTH",
     "PanelSpec",
     "Section",
+    "data_range_sql",
     "drift_sql",
     "panels",
     "sections",
@@ -46,11 +47,12 @@ HEALTH = {
     "spans": ("spans_received", "spans_accepted", "spans_refused", "spans_rejected",
               "spans_consumed"),
     "traces": ("traces_assembled", "traces_evicted", "traces_timed_out", "traces_scored",
-               "traces_sampled_out", "traces_not_rag"),
+               "traces_sampled_out", "traces_not_rag", "traces_expired_incomplete"),
     "lag": ("consumer_lag", "commit_lag"),
     "unscorable": "traces_unscorable",
     "dead_letter": "records_dead_lettered",
-    "errors": ("dead_letter_errors", "write_errors", "commit_errors", "evaluate_errors"),
+    "errors": ("dead_letter_errors", "write_errors", "commit_errors", "evaluate_errors",
+               "rows_expired"),
 }
 
 
@@ -76,9 +78,14 @@ class PanelSpec:
     min: float | None = None
     max: float | None = None
     band: bool = False
-    """Quality panels: ``ci_low``/``ci_high`` dashed, ``samples`` as bars on the right axis."""
+    """Quality panels: ``ci_low``/``ci_high`` are the band (dashed lines in Grafana, shaded in
+    the report), ``samples`` bars (right axis in Grafana, a strip under the chart in the report)."""
     trace_link: bool = False
     thresholds: tuple[float, ...] = ()
+    """Alert levels drawn as lines (the faithfulness rule's minimum, the drift rule's z)."""
+    series_names: tuple[str, ...] = ()
+    """The series the panel is meant to show (pipeline counters by name): the report's legend
+    names those that have no data in range instead of silently dropping them."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,19 @@ def filters(dims: tuple[str, ...] = SEGMENT_DIMENSIONS) -> str:
     return "\n  AND ".join(f"$__conditionalAll({d} IN (${{{d}:singlequote}}), ${d})" for d in dims)
 
 
+def data_range_sql(s: DashboardsSettings) -> str:
+    """First and last minute in ``$__timeFilter`` that has scores or pipeline counters, and how
+    many rollup rows there are (0: no data; ``min``/``max`` of nothing are the epoch). The report
+    zooms its time axis to this range."""
+    db = s.database
+    return f"""SELECT min(t) AS first, max(t) AS last, count() AS n
+FROM (
+  SELECT minute AS t FROM `{db}`.`scores_1m` WHERE $__timeFilter(minute)
+  UNION ALL
+  SELECT minute AS t FROM `{db}`.`pipeline_health` WHERE $__timeFilter(minute)
+)"""
+
+
 def _quality(s: DashboardsSettings, metric: str) -> PanelSpec:
     db = s.database
     sql = f"""SELECT $__timeInterval(minute) AS time, service,
@@ -116,9 +136,16 @@ ORDER BY time, service"""
     return PanelSpec(
         key=f"quality_{metric}", title=f"{metric}: mean by service", kind="timeseries", sql=sql,
         format=FORMAT_TIME_SERIES, unit="percentunit", min=0, max=1, band=True,
+        thresholds=((s.alerts.faithfulness_min,) if metric == s.alerts.faithfulness_metric
+                    else ()),
         description=(f"Sampling-weighted mean {metric} per service and interval, with a "
-                     "conservative 95% band (dashed) and the number of scored samples (bars, "
-                     "right axis): a dip on 3 samples is not a dip on 3,000."))
+                     "conservative 95% band around it and the number of scored samples as bars: "
+                     "a dip on 3 samples is not a dip on 3,000."
+                     + (f" The red line is the alert level ({s.alerts.faithfulness_min}: the "
+                        "faithfulness rule fires below it over "
+                        f"{s.alerts.faithfulness_window_s // 60} min with at least "
+                        f"{s.alerts.faithfulness_min_samples} samples)."
+                        if metric == s.alerts.faithfulness_metric else "")))
 
 
 def _histogram(s: DashboardsSettings, metric: str) -> PanelSpec:
@@ -244,7 +271,10 @@ def _distributions_section(s: DashboardsSettings) -> Section:
         PanelSpec(
             key="worst_traces", title="Worst recent traces", kind="table", format=FORMAT_TABLE,
             width=24, height=10, trace_link=True,
-            description="Lowest scores in range; the trace id links to the tracing UI.",
+            description=("Lowest scores in range; the trace id links to the tracing UI."
+                         if s.trace_url_template else
+                         "Lowest scores in range. Set trace_url_template (--trace-url) to link "
+                         "each trace id to your tracing UI."),
             sql=f"""SELECT ts AS time, trace_id, service, metric, round(assumeNotNull(value), 3) AS value,
   environment, model, prompt_version, retriever_version, explanation
 FROM `{db}`.`scores_dedup`
@@ -330,7 +360,8 @@ WHERE $__timeFilter(minute) AND kind = 'counter' AND name IN {_in(names_t)} AND 
 GROUP BY time, series
 ORDER BY time, series"""
     return PanelSpec(key=key, title=title, kind="timeseries", format=FORMAT_TIME_SERIES,
-                     sql=sql, unit=unit, width=width, description=description)
+                     sql=sql, unit=unit, width=width, description=description,
+                     series_names=names_t if by == "name" else ())
 
 
 
@@ -344,14 +375,18 @@ def _pipeline_section(s: DashboardsSettings) -> Section:
         health("health_traces", "Traces assembled / evicted / scored", HEALTH["traces"],
                "counter", "name",
                description="traces_not_rag: traces with no question, no answer and no LLM call "
-                           "(index building, embedding batches); counted, no score rows."),
+                           "(index building, embedding batches); counted, no score rows. "
+                           "traces_expired_incomplete: traces evicted before their root span "
+                           "arrived with nothing to score; counted, no score rows."),
         health("health_lag", "Consumer lag (records)", HEALTH["lag"], "gauge", "name"),
         health("health_unscorable", "Unscorable traces by reason", HEALTH["unscorable"],
                "counter", "label", description=UNSCORABLE_DESCRIPTION),
         health("health_dead_letter", "Dead-lettered records by reason", HEALTH["dead_letter"],
                "counter", "label"),
         health("health_dead_letter_errors", "Dead-letter send errors and write errors",
-               HEALTH["errors"], "counter", "name"),
+               HEALTH["errors"], "counter", "name",
+               description="rows_expired: score rows ClickHouse acknowledged but the scores "
+                           "TTL deleted on insert (their time is outside it)."),
     ))
 
 

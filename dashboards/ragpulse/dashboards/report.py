@@ -13,16 +13,20 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .alerts import RuleResult, evaluate_all
-from .frames import Frame, context, run_panel
-from .queries import sections
+from .frames import Frame, Series, context, run_panel
+from .macros import expand
+from .queries import data_range_sql, sections
 from .settings import DashboardsSettings
 
 __all__ = ["build_report", "render_html"]
 
+ALERT_COLOR = "#d44a3a"
+ZERO_COLOR = "#b8c0c8"
+SAMPLES_COLOR = "#8e9aa6"
 PALETTE = ("#3274d9", "#e0752d", "#56a64b", "#a352cc", "#d44a3a", "#1f9e89", "#8f3bb8",
            "#c9a400", "#5c6e91", "#e05f9e")
 NARROW_W, WIDE_W, H = 640, 1240, 230
@@ -73,8 +77,34 @@ def _fmt(v: float, unit: str) -> str:
     return f"{v:.2f}"
 
 
-def _time_label(t: datetime, span_s: float) -> str:
-    return t.strftime("%m-%d %H:%M" if span_s > 2 * 86400 else "%H:%M")
+# Tick steps for the time axis, in seconds: whole minutes, hours and days, so labels never repeat.
+_TIME_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
+               2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400)
+MIN_AXIS_S = 300
+"""The shortest time axis drawn: a few minutes of data still get five one-minute ticks."""
+
+
+def _time_ticks(t0: float, t1: float, most: int = 7) -> list[float]:
+    """Epoch seconds of the time-axis ticks: the smallest whole step giving at most ``most``."""
+    span = max(t1 - t0, 1.0)
+    step = next((st for st in _TIME_STEPS if span / st <= most), _TIME_STEPS[-1])
+    first = math.ceil(t0 / step) * step
+    return [float(first + i * step) for i in range(int((t1 - first) // step) + 1)]
+
+
+def _time_labels(ticks: Sequence[float], span_s: float) -> list[str]:
+    """Tick labels that never repeat: times of day, with the date on the first tick and at
+    midnight once the axis is longer than 12 hours; dates only beyond a week."""
+    out = []
+    for i, tt in enumerate(ticks):
+        t = datetime.fromtimestamp(tt, UTC)
+        if span_s > 7 * 86400:
+            out.append(t.strftime("%m-%d"))
+        elif span_s > 12 * 3600 and (i == 0 or (t.hour, t.minute) == (0, 0)):
+            out.append(t.strftime("%m-%d" if (t.hour, t.minute) == (0, 0) else "%m-%d %H:%M"))
+        else:
+            out.append(t.strftime("%H:%M"))
+    return out
 
 
 def _path(points: Sequence[tuple[float, float]]) -> str:
@@ -92,22 +122,36 @@ def _segments(pts: list[tuple[datetime, float]], gap_s: float) -> list[list[tupl
     return out
 
 
+def _all_zero(series: Series) -> bool:
+    return all(v == 0 for _, v in series.points)
+
+
 def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
                    thresholds: Sequence[float] = ()) -> str:
-    """A line chart of a time-series frame; with ``panel.band`` the ``ci_*`` series become a
-    shaded band per label set and ``samples`` a bar strip under the chart."""
+    """A line chart of a time-series frame over ``[t0, t1]``; with ``panel.band`` the ``ci_*``
+    series become a shaded band per label set and ``samples`` a bar strip under the chart.
+    ``thresholds`` are drawn as dashed red lines (alert levels).
+
+    The legend names exactly what is drawn: a coloured key per series (except series of
+    counts that are 0 throughout: one grey key for all of them, drawn as one grey line), the
+    alert level, the band and the sample bars, and the panel's expected series that returned
+    no rows at all."""
     p = frame.panel
     cw = WIDE_W if p.width >= 24 else NARROW_W  # chart width in px
     lines = [s for s in frame.series if not (p.band and s.value in ("ci_low", "ci_high", "samples"))]
     bands = {s.labels: s for s in frame.series if p.band and s.value == "ci_low"}
     highs = {s.labels: s for s in frame.series if p.band and s.value == "ci_high"}
     samples = [s for s in frame.series if p.band and s.value == "samples"]
+    # Counts that stayed 0 are one grey line and one legend key; a quality mean of 0 is a
+    # finding, not an idle counter, so band panels keep their colours.
+    zero = [] if p.band else [s for s in lines if _all_zero(s)]
+    live = [s for s in lines if s not in zero]
     vals = [v for s in frame.series if s.value != "samples" for _, v in s.points] + list(thresholds)
     lo = p.min if p.min is not None else min(vals + [0.0])
-    hi = p.max if p.max is not None else max(vals + [1e-9])
-    if hi <= lo:
-        hi = lo + 1
-    if p.max is None:
+    hi = p.max if p.max is not None else max(vals + [0.0])
+    if hi - lo < 1e-9:
+        hi = lo + 1  # all zero (or one flat value): an axis of 0..1, not five ticks of "0.00"
+    elif p.max is None:
         hi += (hi - lo) * 0.08  # headroom: a flat line at the maximum is not glued to the frame
     strip = 46 if samples else 0
     height = H + strip
@@ -123,21 +167,23 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
         out.append(f'<line x1="{PAD_L}" y1="{yy:.1f}" x2="{cw - PAD_R}" y2="{yy:.1f}" stroke="#e4e7eb"/>')
         out.append(f'<text x="{PAD_L - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">'
                    f'{esc(_fmt(tv, p.unit))}</text>')
-    for i in range(7):
-        tt = t0.timestamp() + span * i / 6
+    ticks = _time_ticks(t0.timestamp(), t1.timestamp())
+    for tt, label in zip(ticks, _time_labels(ticks, span)):
         xx = x(tt)
-        label = _time_label(datetime.fromtimestamp(tt, UTC), span)
         out.append(f'<line x1="{xx:.1f}" y1="{PAD_T}" x2="{xx:.1f}" y2="{H - PAD_B}" stroke="#f0f2f4"/>')
         out.append(f'<text x="{xx:.1f}" y="{H - 8}" text-anchor="middle" class="tick">{esc(label)}</text>')
     colors: dict[tuple[str, ...], str] = {}
 
     single = len({s.value for s in lines}) == 1  # one value column: name series by labels
 
+    def key(labels: tuple[str, ...], value: str) -> tuple[str, ...]:
+        return labels if (p.band or (single and labels)) else (value, *labels)
+
     def color(labels: tuple[str, ...], value: str) -> str:
-        key = labels if (p.band or (single and labels)) else (value, *labels)
-        if key not in colors:
-            colors[key] = PALETTE[len(colors) % len(PALETTE)]
-        return colors[key]
+        k = key(labels, value)
+        if k not in colors:
+            colors[k] = PALETTE[len(colors) % len(PALETTE)]
+        return colors[k]
 
     # Break lines only at real gaps: 2.5 steps of the series' own resolution (drift is hourly
     # even when the interval is a minute).
@@ -157,8 +203,8 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
                    [(x(t.timestamp()), y(lv)) for t, lv, _ in reversed(sp)]
             out.append(f'<path class="band" d="{_path(poly)} Z" fill="{color(labels, "mean")}" '
                        'fill-opacity="0.18" stroke="none"/>')
-    for s in lines:
-        c = color(s.labels, s.value)
+    for s in zero + live:  # the grey zero lines first, so coloured ones are drawn over them
+        c = ZERO_COLOR if s in zero else color(s.labels, s.value)
         for seg in _segments(s.points, gap):
             pts = [(x(t.timestamp()), y(min(max(v, lo), hi))) for t, v in seg]
             if len(pts) == 1:
@@ -170,7 +216,7 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
     for tv in thresholds:
         yy = y(tv)
         out.append(f'<line class="threshold" x1="{PAD_L}" y1="{yy:.1f}" x2="{cw - PAD_R}" '
-                   f'y2="{yy:.1f}" stroke="#d44a3a" stroke-dasharray="5,4" stroke-width="1.2"/>')
+                   f'y2="{yy:.1f}" stroke="{ALERT_COLOR}" stroke-dasharray="5,4" stroke-width="1.2"/>')
     out.append(f'<rect x="{PAD_L}" y="{PAD_T}" width="{cw - PAD_L - PAD_R}" height="{H - PAD_B - PAD_T}" '
                'fill="none" stroke="#c7ccd1"/>')
     if samples:
@@ -187,12 +233,33 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
         for t, v in sorted(totals.items()):
             bh = (strip - 10) * v / top
             out.append(f'<rect class="samples" x="{x(t.timestamp()) - bw / 2:.1f}" y="{base - bh:.1f}" '
-                       f'width="{bw:.1f}" height="{bh:.1f}" fill="#8e9aa6"/>')
+                       f'width="{bw:.1f}" height="{bh:.1f}" fill="{SAMPLES_COLOR}"/>')
     out.append("</svg>")
-    legend = "".join(
-        f'<span class="key"><i style="background:{c}"></i>{esc(" ".join(k) or "value")}</span>'
-        for k, c in colors.items())
-    return "".join(out) + f'<div class="legend">{legend}</div>'
+    keys = [f'<span class="key"><i style="background:{c}"></i>{esc(" ".join(k) or "value")}</span>'
+            for k, c in colors.items()]
+    if zero:
+        values = list(dict.fromkeys(z.value for z in zero))
+        labels = list(dict.fromkeys(" ".join(z.labels) for z in zero if z.labels))
+        if p.band or single:
+            shown = ", ".join(labels) or "value"
+        else:
+            shown = ", ".join(values) + (f" × {', '.join(labels)}" if labels else "")
+        keys.append(f'<span class="key zero"><i style="background:{ZERO_COLOR}"></i>'
+                    f'0 throughout ({len(zero)} series): {esc(shown)}</span>')
+    if bands:
+        keys.append(f'<span class="key"><i style="background:{PALETTE[0]};opacity:.3"></i>'
+                    "95% band (shaded, per service)</span>")
+    if samples:
+        keys.append(f'<span class="key"><i style="background:{SAMPLES_COLOR}"></i>'
+                    "scored samples (bars under the chart)</span>")
+    for tv in thresholds:
+        keys.append(f'<span class="key"><i class="dash" style="border-color:{ALERT_COLOR}"></i>'
+                    f"alert level {esc(_fmt(tv, 'none'))}</span>")
+    drawn = {s.value for s in lines}
+    missing = [n for n in p.series_names if n not in drawn and not any(n in s.labels for s in lines)]
+    if missing:
+        keys.append(f'<span class="key missing">no data: {esc(", ".join(missing))}</span>')
+    return "".join(out) + f'<div class="legend">{"".join(keys)}</div>'
 
 
 def svg_histogram(frame: Frame, bins: int = 20) -> str:
@@ -233,8 +300,9 @@ def html_table(frame: Frame, s: DashboardsSettings) -> str:
     for row in frame.rows:
         cells = []
         for c, v in zip(frame.columns, row):
-            if c == "trace_id" and frame.panel.trace_link:
-                cells.append(f'<td><a href="{esc(s.trace_url(str(v)))}">{esc(v)}</a></td>')
+            link = s.trace_url(str(v)) if c == "trace_id" and frame.panel.trace_link else None
+            if link is not None:
+                cells.append(f'<td><a href="{esc(link)}">{esc(v)}</a></td>')
             elif isinstance(v, datetime):
                 cells.append(f"<td>{esc(v.strftime('%Y-%m-%d %H:%M:%S'))}</td>")
             else:
@@ -251,7 +319,8 @@ def _panel_html(frame: Frame, s: DashboardsSettings, t0: datetime, t1: datetime,
     if frame.error:
         body = f'<p class="error">query failed: {esc(frame.error)}</p>'
     elif not frame.rows:
-        body = '<p class="empty">no data in this range</p>'
+        expected = (f" (expected: {', '.join(p.series_names)})" if p.series_names else "")
+        body = f'<p class="empty">no data in this range{esc(expected)}</p>'
     elif p.kind == "timeseries":
         body = svg_timeseries(frame, t0, t1, interval_s, p.thresholds)
     elif p.kind == "histogram":
@@ -289,6 +358,7 @@ h3{font-size:13px;margin:0 0 2px} .desc{color:#57606a;margin:0 0 6px;font-size:1
 .panel svg.chart{width:100%;height:auto}
 .panel.wide{flex:1 1 100%;max-width:1300px} .tick{font-size:10px;fill:#57606a} .legend{font-size:11px;color:#57606a;margin-top:4px}
 .key{margin-right:10px;white-space:nowrap} .key i{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
+.key i.dash{width:14px;height:0;border-top:2px dashed;border-radius:0;vertical-align:middle} .key.missing{color:#8c959f;font-style:italic} .key.zero,.key.missing{white-space:normal}
 table{border-collapse:collapse;font-size:12px;background:#fff} td,th{border:1px solid #d0d7de;padding:3px 6px;text-align:left}
 tr.firing td:first-child{color:#fff;background:#d44a3a} tr.ok td:first-child{color:#fff;background:#56a64b} tr.error td:first-child{background:#e0b400}
 .empty{color:#8c959f;font-style:italic} .error{color:#d44a3a} .meta{color:#57606a}
@@ -297,13 +367,25 @@ tr.firing td:first-child{color:#fff;background:#d44a3a} tr.ok td:first-child{col
 
 def render_html(frames: Sequence[tuple[str, Sequence[Frame]]], alerts: Sequence[RuleResult],
                 s: DashboardsSettings, t0: datetime, t1: datetime, interval_s: float,
-                source: str) -> str:
+                source: str, requested: tuple[datetime, datetime] | None = None,
+                data: tuple[datetime, datetime] | None = None) -> str:
+    """The HTML page. ``[t0, t1]`` is the charts' time axis; ``requested`` the range asked for
+    and ``data`` the part of it that has data, when the axis was zoomed to it (the header
+    says so)."""
+    fmt = "%Y-%m-%d %H:%M"
+    if requested is not None and data is not None and data != requested:
+        d0, d1 = data
+        short = "%H:%M" if d0.date() == d1.date() == requested[1].date() else fmt
+        rng = (f"{requested[0]:{fmt}} – {requested[1]:{fmt}} UTC · <b>data from "
+               f"{d0:{short}} to {d1:{short}}</b> (the charts are drawn over "
+               f"{t0:{short}} – {t1:{short}})")
+    else:
+        rng = f"{t0:{fmt}} – {t1:{fmt}} UTC"
     parts = [(f"<!doctype html><html lang=en><head><meta charset=utf-8>"
-              f"<title>ragpulse report {esc(t1.strftime('%Y-%m-%d %H:%M'))} UTC</title>"
+              f"<title>ragpulse report {esc(t1.strftime(fmt))} UTC</title>"
               f"<style>{CSS}</style></head><body>"),
              "<h1>ragpulse: RAG quality report</h1>",
-             (f'<p class="meta">{esc(t0.strftime("%Y-%m-%d %H:%M"))} – '
-              f'{esc(t1.strftime("%Y-%m-%d %H:%M"))} UTC · interval {int(interval_s)} s · '
+             (f'<p class="meta">{rng} · interval {int(interval_s)} s · '
               f"database <code>{esc(s.database)}</code> · {esc(source)}</p>"),
              "<h2>Alerts</h2>", _alerts_html(alerts)]
     for title, fs in frames:
@@ -314,13 +396,46 @@ def render_html(frames: Sequence[tuple[str, Sequence[Frame]]], alerts: Sequence[
     return "".join(parts)
 
 
+def data_range(client: Any, s: DashboardsSettings, t0: datetime,
+               t1: datetime) -> tuple[datetime, datetime] | None:
+    """The part of ``[t0, t1]`` that has data: from the first minute with scores or pipeline
+    counters to the end of the last one. ``None`` when there is no data or the query fails.
+    Blocks on one query."""
+    try:
+        res = client.query(expand(data_range_sql(s), context(t0, t1)))
+        first, last, n = res.result_rows[0]
+    except Exception:
+        return None
+    if not n:
+        return None
+    utc = [v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC) for v in (first, last)]
+    # a rollup minute covers [m, m + 60 s)
+    return max(t0, utc[0]), min(t1, utc[1] + timedelta(seconds=60))
+
+
+def _axis(data: tuple[datetime, datetime], t0: datetime, t1: datetime) -> tuple[datetime, datetime]:
+    """The charts' time axis for data in ``data``: the data's span, widened to at least
+    :data:`MIN_AXIS_S` (ending at the data's end, within ``[t0, t1]``)."""
+    d0, d1 = data
+    if (d1 - d0).total_seconds() < MIN_AXIS_S:
+        d0 = max(t0, d1 - timedelta(seconds=MIN_AXIS_S))
+        d1 = min(t1, d0 + timedelta(seconds=MIN_AXIS_S))
+    return d0, d1
+
+
 def build_report(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime, *,
                  selection: Mapping[str, Sequence[str]] | None = None,
                  source: str = "") -> str:
     """Run every panel and alert rule for ``[t0, t1]`` and return the HTML. Blocks on the
-    queries (one at a time); a failing query is shown in its panel, never raised."""
-    ctx = context(t0, t1, selection=selection)
+    queries (one at a time); a failing query is shown in its panel, never raised.
+
+    The panels run over the part of the range that has data (:func:`data_range`), with an
+    interval chosen for that span: three minutes of demo data fill the chart in one-minute steps
+    instead of a sliver at the right edge of 24 hours. Alerts are evaluated at ``t1``."""
+    data = data_range(client, s, t0, t1)
+    axis = _axis(data, t0, t1) if data else (t0, t1)
+    ctx = context(*axis, selection=selection)
     frames = [(sec.title, [run_panel(client, p, ctx) for p in sec.panels]) for sec in sections(s)]
     alerts = evaluate_all(client, s, t1)
-    return render_html(frames, alerts, s, t0, t1, ctx.interval_s, source)
-
+    return render_html(frames, alerts, s, axis[0], axis[1], ctx.interval_s, source,
+                       requested=(t0, t1), data=data)

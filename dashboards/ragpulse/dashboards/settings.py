@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ragpulse.common.schema import DatabaseName
 from ragpulse.scorer import DEFAULT_METRICS
-from ragpulse.scorer.store import DatabaseName
 
 __all__ = [
     "SEGMENT_DIMENSIONS",
@@ -177,9 +177,12 @@ class DashboardsSettings(BaseModel):
     folder_title: str = "ragpulse"
     metrics: tuple[str, ...] = DEFAULT_METRICS
     """One quality panel and one distribution per metric, in this order."""
-    trace_url_template: str = "http://localhost:16686/trace/{trace_id}"
-    """Link from the worst-traces table to the user's tracing UI; ``{trace_id}`` is replaced
-    (Jaeger: ``…/trace/{trace_id}``, Tempo in Grafana Explore, Langfuse, Phoenix…)."""
+    trace_url_template: str | None = None
+    """Link from the worst-traces table to the user's tracing UI; ``{trace_id}`` is replaced.
+    Unset (the default): no link, because nothing serves a tracing UI in the embedded mode.
+    Jaeger: ``http://jaeger:16686/trace/{trace_id}``; Tempo through Grafana Explore:
+    ``https://grafana.example/explore?schemaVersion=1&panes=…"query":"{trace_id}"…`` (URL-encoded,
+    docs/dashboards.md); Langfuse, Phoenix and others alike."""
     worst_traces_limit: int = Field(default=50, ge=1, le=1000)
     histogram_row_limit: int = Field(default=20000, ge=100, le=1_000_000)
     refresh: str = "1m"
@@ -209,7 +212,9 @@ class DashboardsSettings(BaseModel):
 
     @field_validator("trace_url_template")
     @classmethod
-    def _trace_url(cls, v: str) -> str:
+    def _trace_url(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
         if "{trace_id}" not in v:
             raise ValueError("trace_url_template must contain {trace_id}")
         if not re.match(r"^https?://", v):
@@ -223,6 +228,9 @@ class DashboardsSettings(BaseModel):
                              "is not one of the dashboard metrics")
         return self
 
-    def trace_url(self, trace_id: str) -> str:
-        """The tracing-UI link for one trace id (the report uses it; Grafana gets a data link)."""
+    def trace_url(self, trace_id: str) -> str | None:
+        """The tracing-UI link for one trace id, ``None`` when no template is set (the report
+        uses it; Grafana gets a data link)."""
+        if self.trace_url_template is None:
+            return None
         return self.trace_url_template.replace("{trace_id}", trace_id)

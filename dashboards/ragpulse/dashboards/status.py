@@ -36,6 +36,11 @@ def sparkline(values: Sequence[float | None], lo: float | None = 0.0, hi: float 
 
 @dataclass(frozen=True)
 class MetricLine:
+    """One (metric, service) row. ``last``, ``low``/``high`` and ``samples`` cover the last
+    interval with scores (``last_at`` .. ``last_at + interval_s``); ``range_mean`` and
+    ``range_samples`` the whole ``--since`` range (the interval means weighted by their scored
+    samples; exact while the sampling rate is constant)."""
+
     metric: str
     service: str
     last: float
@@ -44,6 +49,19 @@ class MetricLine:
     samples: int
     trend: tuple[float | None, ...]
     alerts: tuple[str, ...]
+    range_mean: float = 0.0
+    range_samples: int = 0
+    last_at: datetime | None = None
+    interval_s: float = 0.0
+
+
+def duration(seconds: float) -> str:
+    """``3600`` → ``1h``, ``120`` → ``2m``, ``90`` → ``90s``, ``86400`` → ``1d``."""
+    s = int(seconds)
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= n and s % n == 0:
+            return f"{s // n}{unit}"
+    return f"{s}s"
 
 
 def collect_status(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime,
@@ -67,7 +85,11 @@ def collect_status(client: Any, s: DashboardsSettings, t0: datetime, t1: datetim
             t_last, last = mean.points[-1]
             low = dict(by[("ci_low", labels)].points).get(t_last, last)
             high = dict(by[("ci_high", labels)].points).get(t_last, last)
-            n = int(dict(by[("samples", labels)].points).get(t_last, 0))
+            counts = dict(by[("samples", labels)].points)
+            n = int(counts.get(t_last, 0))
+            total = sum(counts.get(t, 0.0) for t, _ in mean.points)
+            range_mean = (sum(v * counts.get(t, 0.0) for t, v in mean.points) / total
+                          if total else last)
             # One slot per interval across the range, so gaps show as gaps.
             slots: list[float | None] = [None] * points
             span = (t1 - t0).total_seconds() or 1
@@ -78,7 +100,8 @@ def collect_status(client: Any, s: DashboardsSettings, t0: datetime, t1: datetim
             firing = tuple(sorted({r.rule.uid.removeprefix("ragpulse-") for r in results
                                    for i in r.firing if _concerns(i.labels, r.rule.uid, metric,
                                                                   service, s)}))
-            lines.append(MetricLine(metric, service, last, low, high, n, tuple(slots), firing))
+            lines.append(MetricLine(metric, service, last, low, high, n, tuple(slots), firing,
+                                    range_mean, int(total), t_last, ctx.interval_s))
     return lines, results, errors
 
 
@@ -136,22 +159,32 @@ def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
 
 
 def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],
-           errors: Sequence[str], title: str, reasons: Sequence[ReasonLine] = ()) -> None:
-    """Print the summary with rich (tables; colours only on a terminal)."""
+           errors: Sequence[str], title: str, reasons: Sequence[ReasonLine] = (),
+           since: str = "range") -> None:
+    """Print the summary with rich (tables; colours only on a terminal). Every column header
+    names the window it covers: ``since`` (the whole range, e.g. ``24h``) or the last interval."""
     from rich.table import Table
 
-    t = Table(title=title, title_justify="left", header_style="bold")
-    for col, kw in (("metric", {"no_wrap": True}), ("service", {"no_wrap": True}), ("last", {"justify": "right"}),
-                    ("95% band", {"justify": "right"}), ("n", {"justify": "right"}),
+    iv = duration(lines[0].interval_s) if lines and lines[0].interval_s else "interval"
+    t = Table(title=title, title_justify="left", header_style="bold",
+              caption=(f"mean, n: the whole {since}; last, its band and n: the last {iv} with "
+                       f"scores (starting at the time shown); trend: {since} in {iv} steps"),
+              caption_justify="left")
+    for col, kw in (("metric", {"no_wrap": True}), ("service", {"no_wrap": True}),
+                    (f"mean {since}", {"justify": "right"}), (f"n {since}", {"justify": "right"}),
+                    (f"last {iv}", {"justify": "right", "no_wrap": True}),
+                    ("95% band", {"justify": "right"}), (f"n last {iv}", {"justify": "right"}),
                     ("trend", {"no_wrap": True, "min_width": 24}), ("alerts", {})):
         t.add_column(col, **kw)
     for m in lines:
         colour = "green" if m.last >= 0.7 else "yellow" if m.last >= 0.5 else "red"
-        t.add_row(m.metric, m.service, f"[{colour}]{m.last:.3f}[/]", f"{m.low:.2f}–{m.high:.2f}",
+        at = f" @{m.last_at:%H:%M}" if m.last_at else ""
+        t.add_row(m.metric, m.service, f"{m.range_mean:.3f}", str(m.range_samples),
+                  f"[{colour}]{m.last:.3f}[/]{at}", f"{m.low:.2f}–{m.high:.2f}",
                   str(m.samples), sparkline(m.trend),
                   "[bold red]" + ", ".join(m.alerts) + "[/]" if m.alerts else "[green]ok[/]")
     if not lines:
-        t.add_row("(no scores in range)", "", "", "", "", "", "")
+        t.add_row("(no scores in range)", "", "", "", "", "", "", "", "")
     console.print(t)
     if reasons:
         u = Table(title="traces without scores", title_justify="left", header_style="bold")

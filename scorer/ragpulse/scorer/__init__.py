@@ -1,10 +1,20 @@
 """ragpulse.scorer: the metric engine (metrics, judges, evaluator) and the live scorer."""
 
 from .evaluator import Evaluator, SampleResult
-from .judges.base import BUILTIN_CRITERIA, Criterion, Judge, Needs
+from .judges.base import Judge, Needs
 from .judges.factory import JudgeChoice, build_judge
 from .metrics import DEFAULT_METRICS, METRICS, Metric, resolve_metrics
-from .model import Cost, Fact, Finding, Interval, Reason, Sample, Score
+from .model import (
+    BUILTIN_CRITERIA,
+    Cost,
+    Criterion,
+    Fact,
+    Finding,
+    Interval,
+    Reason,
+    Sample,
+    Score,
+)
 
 __all__ = [
     "BUILTIN_CRITERIA",

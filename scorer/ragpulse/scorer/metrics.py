@@ -11,8 +11,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .judges.base import BUILTIN_CRITERIA, Criterion
-from .model import Fact, Finding, Reason, Sample, Score
+from .model import BUILTIN_CRITERIA, Criterion, Fact, Finding, Reason, Sample, Score
 from .stats import average_precision, clamp01, wilson_interval
 
 log = logging.getLogger(__name__)

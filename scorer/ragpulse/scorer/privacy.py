@@ -44,7 +44,9 @@ eat ordinary numbers):
   Chinese: after 姓名/名字/联系人/客户/收件人 or before 先生, 女士, 小姐; English: after Mr, Mrs,
   Ms, Miss, Mx, Dr, Prof, Sir, Madam, "Dear", "my name is", "Name:"/"Customer:"/"Contact:".
   A bare name in running text (``山田太郎は…``, ``王小明说``, ``Taro Yamada said``) is **not**
-  recognised: that needs a model (plug one in with ``redactor``).
+  recognised by default: set ``unmarked_names`` for the common EN/JA/ZH patterns by name lists
+  (:mod:`ragpulse.scorer.person_names`, false positives measured in docs/reliability.md), or
+  plug in a model with ``redactor``.
 
 Thread-safety: a :class:`Redactor` is immutable apart from its counters, which are guarded by a
 lock; one instance may be shared by threads and event loops. Nothing here blocks or does I/O.
@@ -59,20 +61,19 @@ import json
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import NoDecode
 
-from .judges.base import Judge, Needs
-from .model import Fact, Finding, Sample
+from .model import Sample
+from .person_names import unmarked_name_spans
 
 __all__ = [
     "BUILTIN_KINDS",
     "PrivacySettings",
-    "RedactingJudge",
     "Redactor",
     "build_redactor",
     "iban_ok",
@@ -107,6 +108,12 @@ class PrivacySettings(BaseModel):
         default_factory=dict,
         description="extra recognisers: name (lower-case identifier, the placeholder label) -> "
         "Python regular expression; every match is replaced",
+    )
+    unmarked_names: bool = Field(
+        False,
+        description="with the person recogniser, also replace bare names the text does not mark "
+        "(Taro Yamada, 山田太郎は, 王小明说): common English, Japanese and Chinese name patterns "
+        "from name lists; off by default for its false positives (docs/reliability.md)",
     )
     store_text: bool = Field(
         True,
@@ -387,6 +394,11 @@ def _person_spans(text: str) -> list[tuple[int, int]]:
     return _merged(out, text)
 
 
+def _person_and_unmarked_spans(text: str) -> list[tuple[int, int]]:
+    # Marked names first; an unmarked match overlapping one ("Mr. Taro Yamada") merges into it.
+    return _merged(_person_spans(text) + unmarked_name_spans(text), text)
+
+
 def _merged(spans: list[tuple[int, int]], text: str) -> list[tuple[int, int]]:
     """Sorted spans with overlaps merged, and neighbours separated by one space joined (a postal
     code and the address after it are one address)."""
@@ -520,10 +532,13 @@ class Redactor:
     def __init__(self, settings: PrivacySettings | None = None) -> None:
         self.settings = settings or PrivacySettings()
         # (kind, spans of a text, cheap pre-filter, fewest digits a match needs: 0 = no bound)
+        builtin = dict(_BUILTIN)
+        if self.settings.unmarked_names:
+            builtin["person"] = _person_and_unmarked_spans
         self._recognisers: list[
             tuple[str, Callable[[str], list[tuple[int, int]]], Callable[[str], bool], int]
         ] = [
-            (k, _BUILTIN[k], _NEEDS[k], _MIN_DIGITS.get(k, 0))
+            (k, builtin[k], _NEEDS[k], _MIN_DIGITS.get(k, 0))
             for k in BUILTIN_KINDS
             if k in self.settings.kinds
         ]
@@ -657,29 +672,3 @@ def _load_redactor(path: str) -> Callable[[str], str]:
 def build_redactor(settings: PrivacySettings | None = None) -> Redactor:
     """A :class:`Redactor` for ``settings`` (default: every built-in recogniser on)."""
     return Redactor(settings)
-
-
-class RedactingJudge:
-    """A :class:`~ragpulse.scorer.judges.base.Judge` that hands the wrapped judge a redacted
-    sample, so no recognised personal data reaches a model endpoint.
-
-    Same contract as the wrapped judge: ``gather`` never raises for judge trouble and is safe to
-    call concurrently (redaction is CPU-only and short; it runs on the calling loop). ``aclose``
-    closes the wrapped judge and is idempotent if the wrapped one is.
-    """
-
-    def __init__(self, judge: Judge, redactor: Redactor) -> None:
-        self.inner = judge
-        self.redactor = redactor
-        self.name = judge.name
-        self.model = judge.model
-
-    async def gather(self, sample: Sample, needs: Needs) -> Mapping[Fact, Finding]:
-        return await self.inner.gather(self.redactor.redact_sample(sample), needs)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-    def __getattr__(self, item: str) -> Any:
-        # Judge-specific extras (e.g. the LLM judge's stats()) stay reachable through the wrapper.
-        return getattr(self.inner, item)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ragpulse.scorer.judges.llm import LLMJudge, LLMJudgeSettings
+from ragpulse.scorer.segment import split_sentences
 from tests.fakes.openai_server import FakeOpenAIServer, Recorded, Reply, data_blocks
 
 
@@ -54,7 +55,8 @@ def content_aware(rec: Recorded) -> Reply:
     """A deterministic 'model' that answers from the data blocks of the request, so tests can
     check what the judge showed it: a statement is supported when all its content words occur
     in one context; a context is useful when it shares a content word with the question, used
-    when it shares one with the answer."""
+    when it shares one with the answer. It reads only what the request shows: a task whose
+    input is missing from the request cannot be answered from it."""
     text = rec.text()
     blocks = data_blocks(text)
     get = lambda kind: [c for (_, k, _, c) in blocks if k == kind]  # noqa: E731
@@ -77,19 +79,25 @@ def content_aware(rec: Recorded) -> Reply:
             out["reference_statements"] = [s.strip() + "." for s in
                                            " ".join(get("reference")).split(".") if s.strip()]
         return Reply.json(out)
-    if name == "assess":
+    if name == "grounding":
         out = {}
-        stmts = get("statement")
-        if '"statement_support"' in user:
-            out["statement_support"] = [
-                {"statement": i, "supported": int(any(words(s) <= words(c) for c in contexts)),
-                 "context": None} for i, s in enumerate(stmts, start=1)]
-        if '"context_useful"' in user:
-            out["context_useful"] = [{"context": i, "useful": int(bool(words(c) & words(question)))}
-                                     for i, c in enumerate(contexts, start=1)]
+        if '"claims"' in user:
+            claims = []
+            for s in split_sentences(answer):
+                ctx = [i for i, c in enumerate(contexts, start=1) if words(s) <= words(c)]
+                claims.append({"statement": s, "reason": "word overlap", "contexts": ctx[:1],
+                               "supported": int(bool(ctx))})
+            out["claims"] = claims
         if '"context_used"' in user:
             out["context_used"] = [{"context": i, "used": int(bool(words(c) & words(answer)))}
                                    for i, c in enumerate(contexts, start=1)]
+        return Reply.json(out)
+    if name == "assess":
+        out = {}
+        stmts = get("statement")
+        if '"context_useful"' in user:
+            out["context_useful"] = [{"context": i, "useful": int(bool(words(c) & words(question)))}
+                                     for i, c in enumerate(contexts, start=1)]
         refs = get("reference_statement")
         if '"reference_attribution"' in user:
             out["reference_attribution"] = [

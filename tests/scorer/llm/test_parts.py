@@ -189,10 +189,10 @@ def test_an_override_directory_replaces_a_prompt_and_its_version(tmp_path: Path)
     src = PromptLibrary.load()["context_rating_a"].source
     text = (Path(__file__).parents[3] / "scorer/ragpulse/scorer/prompts" /
             src.removeprefix("package:")).read_text()
-    (tmp_path / "context_rating_a.toml").write_text(text.replace("version = 1", "version = 7"))
+    (tmp_path / "context_rating_a.toml").write_text(text.replace("version = 2", "version = 7"))
     lib = PromptLibrary.load(tmp_path)
     assert lib["context_rating_a"].ref == "context_rating_a@7"
-    assert lib["assess"].ref == "assess@1"
+    assert lib["assess"].ref == "assess@2"
 
 
 @pytest.mark.parametrize(("text", "match"), [

@@ -144,7 +144,7 @@ async def test_build_judge(tiny_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def app():
-    from ragpulse import cli as root
+    from ragpulse.deploy import cli as root
 
     root._register()
     return root.app

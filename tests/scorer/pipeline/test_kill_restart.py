@@ -30,11 +30,11 @@ METRICS = "faithfulness,answer_relevancy,context_precision"
 
 
 class ScorerProcess:
-    """``python -m ragpulse.cli scorer ...`` with its stderr status lines collected."""
+    """``python -m ragpulse.deploy.cli scorer ...`` with its stderr status lines collected."""
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ragpulse.cli", "scorer", *args],
+            [sys.executable, "-m", "ragpulse.deploy.cli", "scorer", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -377,3 +377,70 @@ def test_evictions_and_late_spans_are_counted_and_their_records_committed(
     # The complete trace once, plus the buffered root-less trace scored by the drain.
     assert {r[0] for r in got} == {full.trace_id, traces[4].trace_id}
     assert len(got) == 2 * len(METRICS)
+
+
+def test_rows_the_ttl_deletes_on_insert_are_counted_in_pipeline_health_not_written(
+    kafka_broker_module, topic, make_settings, chdb_client, rag_schema
+):
+    # Issue 17: a trace ending in 2554 (2**64 - 1 ns, sent straight to Kafka, past any
+    # receiver) was counted as scored and written while the scores TTL deleted its rows.
+    import dataclasses
+
+    traces = make_traces(4, seed=23)
+    far = [dataclasses.replace(t, start_ns=2**64 - 10**10) for t in traces[:2]]
+    produce(kafka_broker_module.bootstrap, topic, otelcol_records([*far, *traces[2:]]))
+    settings = make_settings(pipeline_health_interval_s=0.2)
+    # The scorer's own writer: it reads the table's TTL as build_scorer does in production.
+    svc = build_scorer(settings, judge=table_judge(), client=chdb_client).start()
+    try:
+        wait_for(lambda: svc.stats()["traces_done"] >= 4, what="4 traces done")
+    finally:
+        svc.shutdown()
+    got = rows(chdb_client, rag_schema.database)
+    assert {r[0] for r in got} == {t.trace_id for t in traces[2:]}
+    st = svc.stats()
+    n = len(METRICS)
+    assert (st["rows_written"], st["rows_expired"]) == (2 * n, 2 * n)
+    assert (st["writer_rows_written"], st["writer_rows_expired"]) == (2 * n, 2 * n)
+    health = dict(
+        chdb_client.query(
+            f"SELECT name, sum(value) FROM `{rag_schema.database}`.pipeline_health FINAL "
+            "WHERE component = 'scorer' AND kind = 'counter' AND instance = {i:String} "
+            "AND name IN ('rows_written', 'rows_expired') GROUP BY name",
+            parameters={"i": settings.instance},
+        ).result_rows
+    )
+    assert health == {"rows_written": 2 * n, "rows_expired": 2 * n}
+
+
+def test_a_rootless_flood_is_counted_not_written_and_a_complete_trace_is_scored(
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema
+):
+    # Issue 17 on the real pipeline: 3,000 traces of one service whose root never arrives and
+    # that have nothing to score (no contexts), then a complete trace of the same service.
+    flood = [
+        RagTrace(t.trace_id, "flood", t.question, (), t.answer, t.start_ns, with_root=False)
+        for t in make_traces(3_000, seed=29)
+    ]
+    (normal,) = [
+        RagTrace(t.trace_id, "flood", t.question, t.contexts, t.answer, t.start_ns)
+        for t in make_traces(1, seed=31)
+    ]
+    produce(kafka_broker_module.bootstrap, topic, [*rotel_records(flood, per_record=100),
+                                                   *otelcol_records([normal])])
+    settings = make_settings(assembly={"max_incomplete_per_service": 100},
+                             pipeline_health_interval_s=0.2)
+    svc = build_scorer(settings, judge=table_judge(), writer=writer).start()
+    try:
+        wait_for(lambda: svc.stats()["traces_scored"] == 1, what="the complete trace scored")
+        wait_for(lambda: svc.stats()["traces_expired_incomplete"] >= 2_900,
+                 what="the flood evicted")
+        st = svc.stats()
+    finally:
+        svc.shutdown()
+    got = {r[0] for r in rows(chdb_client, rag_schema.database)}
+    # No null row for an evicted flood trace: rows only for the complete trace and for what the
+    # drain hands on at shutdown (at most the 100 flood traces still buffered).
+    assert normal.trace_id in got and len(got - {normal.trace_id}) <= 100
+    assert st["traces_evicted"] == st["traces_expired_incomplete"] >= 2_900
+    assert st["traces_unscorable"] == 0 and st["traces_buffered"] <= 100

@@ -17,11 +17,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from tests.security.corpus import BASE_NS as CORPUS_BASE_NS
 from tests.security.corpus import anyvalue
 
 __all__ = ["RagTrace", "encode", "make_traces", "otelcol_records", "rotel_records"]
 
-BASE_NS = 1_790_000_000_000_000_000  # 2026-09-21, a fixed time: rows must be replay-stable
+# A time fixed for the process (rows must be replay-stable) and recent enough for the 90-day
+# TTL of rag.scores: a fixed date's rows were deleted on insert 90 days after it (issue 17).
+BASE_NS = CORPUS_BASE_NS
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,16 @@ failures or hold inserts, so the writer's behaviour is checked against real ackn
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
 from ragpulse.scorer.store import ScoredTraceMeta, ScoreRow, rows_from_scores
 
-T0 = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
+# Noon UTC yesterday, fixed for the process: rows at a fixed date would be deleted on insert
+# once it is older than the tables' TTL (scores 90 days, pipeline_health 30; issue 17).
+T0 = datetime.combine(datetime.now(UTC).date() - timedelta(days=1), time(12), tzinfo=UTC)
 
 
 class FlakyClient:

@@ -103,7 +103,7 @@ def test_second_directory_in_one_process_is_a_clear_error(tmp_path: Path, chdb_c
 
 def _ragpulse(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "from ragpulse.cli import main; main()", *args],
+        [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", *args],
         capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
@@ -136,3 +136,17 @@ def test_status_reaches_data_through_the_owning_process(tmp_path: Path) -> None:
         owner.wait(60)
     assert owner.returncode == 0
     assert lock_holder(str(data)) is None
+
+
+@pytest.mark.parametrize("dsn", ["mysql://x", "chdb", "/var/lib/chdb", "clickhouse://h:9000"])
+def test_one_dsn_check_for_the_store_and_the_scorer(dsn: str) -> None:
+    """StoreSettings, ScorerSettings and open_store refuse the same DSNs with the same words."""
+    from pydantic import ValidationError
+
+    from ragpulse.scorer.pipeline.settings import ScorerSettings
+
+    for build in (lambda: StoreSettings(dsn=dsn), lambda: ScorerSettings(clickhouse=dsn)):
+        with pytest.raises(ValidationError, match="unsupported ClickHouse DSN"):
+            build()
+    with pytest.raises(ValueError, match="unsupported ClickHouse DSN"):
+        open_store(dsn)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ragpulse.common.schema import SCORE_COLUMNS
 from ragpulse.scorer import Score
 from ragpulse.scorer.store import (
     ScoredTraceMeta,
@@ -16,7 +17,6 @@ from ragpulse.scorer.store import (
     rows_from_scores,
     safe_text,
 )
-from ragpulse.scorer.store.schema import SCORE_COLUMNS
 
 from .helpers import T0, meta, scores, trace_id
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ragpulse.common.schema.clickhouse import SCORES, TABLES, applied_versions, create_table_sql
 from ragpulse.scorer.store import (
     MIGRATIONS,
     SchemaError,
@@ -17,7 +18,6 @@ from ragpulse.scorer.store import (
     latest_version,
     rows_from_scores,
 )
-from ragpulse.scorer.store.schema import SCORES, TABLES, applied_versions, create_table_sql
 
 from .helpers import T0, meta, rows, scores, trace_id
 

@@ -294,15 +294,10 @@ def test_settings_validation() -> None:
         RetrySettings(initial_backoff_s=2, max_backoff_s=1)
 
 
-def test_the_old_flat_retry_names_still_configure_the_one_retry_policy() -> None:
-    with pytest.warns(DeprecationWarning) as caught:
-        s = WriterSettings(retry_initial_backoff_s=0.2, retry_max_backoff_s=3, retry_deadline_s=9)
-    assert s.retry == RetrySettings(initial_backoff_s=0.2, max_backoff_s=3, deadline_s=9)
-    assert len(caught) == 3 and "use 'retry.deadline_s'" in str(caught[-1].message)
-    # The new name wins when both are given.
-    with pytest.warns(DeprecationWarning):
-        s = WriterSettings(retry={"deadline_s": 5}, retry_deadline_s=9)
-    assert s.retry.deadline_s == 5
+def test_the_names_before_0_1_are_refused_not_read() -> None:
+    """0.x renames say so in CHANGELOG.md; an old flat retry name is an error, never ignored."""
+    with pytest.raises(ValidationError, match="retry_deadline_s"):
+        WriterSettings(retry_deadline_s=9)
 
 
 def test_the_retry_policy_backs_off_with_full_jitter_up_to_its_cap() -> None:
@@ -471,3 +466,50 @@ def test_datetime64_round_trip_through_chdb(rag_schema: Any, chdb_client: Any) -
     ).result_rows
     ms = lambda d: int(d.timestamp() * 1000)  # noqa: E731
     assert [tuple(r) for r in got] == [(ms(ts.replace(microsecond=123000)), ms(at), ms(at))]
+
+
+def test_rows_the_ttl_deletes_on_insert_are_counted_not_reported_written(
+        rag_schema: Any, chdb_client: Any) -> None:
+    # Issue 17: spans timed at 0, 1 ns, 2**63 or 2**64 - 1 ns were scored and "written", and
+    # rag.scores' TTL deleted the rows on insert. The writer's rule (ttl_drops) is checked
+    # here against what chDB really keeps, including DateTime's 32-bit wrap-around.
+    from datetime import datetime, timedelta
+
+    from ragpulse.scorer.pipeline.prepare import utc_from_ns
+    from ragpulse.scorer.store.writer import scores_ttl_days
+
+    db = rag_schema.database
+    now = datetime.now(UTC)
+    times = {
+        "epoch": utc_from_ns(0), "1ns": utc_from_ns(1), "2^63ns": utc_from_ns(2**63),
+        "2^64-1ns": utc_from_ns(2**64 - 1), "91 days ago": now - timedelta(days=91),
+        "1969": datetime(1969, 12, 31, tzinfo=UTC), "2105-12-31": datetime(2105, 12, 31, tzinfo=UTC),
+        "now": now, "89 days ago": now - timedelta(days=89), "2200": datetime(2200, 1, 1, tzinfo=UTC),
+        "1900": datetime(1900, 1, 1, tzinfo=UTC),
+    }
+    assert scores_ttl_days(chdb_client, db) == 90
+    w = ScoreWriter(chdb_client, db, WriterSettings(batch_rows=10_000, flush_interval_s=300),
+                    ttl_days=scores_ttl_days(chdb_client, db))
+    w.start()
+    futures = {name: w.submit(rows(1, start=i, ts=ts)) for i, (name, ts) in enumerate(times.items())}
+    w.flush(30)
+    w.shutdown()
+    acks = {name: f.result(30) for name, f in futures.items()}
+    kept = {r[0] for r in chdb_client.query(f"SELECT DISTINCT trace_id FROM `{db}`.scores").result_rows}
+    from .helpers import trace_id
+    stored = {name for i, name in enumerate(times) if trace_id(i) in kept}
+    assert stored == {"now", "89 days ago", "2200", "1900"}  # what chDB keeps (measured)
+    assert {name for name, a in acks.items() if a.expired} == set(times) - stored
+    assert all(a.expired in (0, a.rows) for a in acks.values())
+    st = w.stats()
+    assert st["rows_expired"] == 2 * (len(times) - len(stored))  # two score rows per trace
+    assert st["rows_written"] == 2 * len(stored) == _count(chdb_client, db, final=False)
+
+
+def test_the_ttl_read_from_the_table_follows_db_init(chdb_client: Any, rag_database: str) -> None:
+    from ragpulse.scorer.store import SchemaSettings, init_schema
+    from ragpulse.scorer.store.writer import scores_ttl_days
+
+    assert scores_ttl_days(chdb_client, rag_database) is None  # no table yet
+    init_schema(chdb_client, SchemaSettings(database=rag_database, ttl_days=30))
+    assert scores_ttl_days(chdb_client, rag_database) == 30

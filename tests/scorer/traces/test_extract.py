@@ -562,20 +562,22 @@ def test_root_io_as_a_conversation() -> None:
     )
 
 
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize(
-    "prompt",
-    [
-        "Context:\n" + "\n---" * 60_000 + "x",
-        "<context>" + "<document>" * 60_000,
-        "Context:\n" + "<doc>a</doc" * 60_000,
-        "Context:\n" + "\n \n" * 60_000 + "Question: q",
-    ],
-)
-def test_split_prompt_stays_linear_on_hostile_text(prompt: str) -> None:
-    """Prompts carry user text: a quadratic pattern would stall the scorer (the timeout fails it)."""
-    contexts, _ = split_prompt(prompt)
-    assert isinstance(contexts, list)
+# Prompts carry user text. These are the shapes that would make a backtracking pattern
+# quadratic; bench/split_prompt_scaling.py times them at growing sizes (linear there), and
+# this test checks what they split into.
+HOSTILE_PROMPTS = {
+    "separator_lines": ("Context:\n" + "\n---" * 60_000 + "x", (["---x"], None)),
+    "unclosed_document_tags": ("<context>" + "<document>" * 60_000,
+                               (["<document>" * 59_999], None)),
+    "unclosed_doc_ends": ("Context:\n" + "<doc>a</doc" * 60_000, (["a"] * 30_000, None)),
+    "blank_lines": ("Context:\n" + "\n \n" * 60_000 + "Question: q", ([], "q")),
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_PROMPTS)
+def test_split_prompt_on_hostile_text(name: str) -> None:
+    prompt, expected = HOSTILE_PROMPTS[name]
+    assert split_prompt(prompt) == expected
 
 
 def test_unclosed_and_mixed_case_tags() -> None:
@@ -584,3 +586,77 @@ def test_unclosed_and_mixed_case_tags() -> None:
     assert split_prompt("<CONTEXT>\n<Doc id=1>x</DOC></CONTEXT>") == (["x"], None)
     assert split_prompt("<context> only open") == (["only open"], None)
     assert split_prompt("<context></context>") == ([], None)
+
+
+def _genai_trace_record(documents_json: str) -> bytes:
+    """OTLP bytes of a GenAI trace whose retrieval span holds ``documents_json``."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.add(key="service.name", value=AnyValue(string_value="s"))
+    spans = rs.scope_spans.add().spans
+    tid = b"\xab" * 16
+    spans.add(trace_id=tid, span_id=b"\x01" * 8, name="root", start_time_unix_nano=1,
+              end_time_unix_nano=10)
+    spans.add(trace_id=tid, span_id=b"\x02" * 8, parent_span_id=b"\x01" * 8, name="retrieval",
+              start_time_unix_nano=2, end_time_unix_nano=3, attributes=[
+                  KeyValue(key="gen_ai.operation.name", value=AnyValue(string_value="retrieval")),
+                  KeyValue(key="gen_ai.retrieval.query.text", value=AnyValue(string_value=QUESTION)),
+                  KeyValue(key="gen_ai.retrieval.documents",
+                           value=AnyValue(string_value=documents_json))])
+    chat = spans.add(trace_id=tid, span_id=b"\x03" * 8, parent_span_id=b"\x01" * 8, name="chat",
+                     start_time_unix_nano=4, end_time_unix_nano=9, attributes=[
+                         KeyValue(key="gen_ai.operation.name", value=AnyValue(string_value="chat"))])
+    chat.attributes.add(key="gen_ai.output.messages").value.string_value = json.dumps(
+        [{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}])
+    return req.SerializeToString()
+
+
+def test_a_json_document_list_cut_by_a_size_limit_keeps_its_first_documents() -> None:
+    """Issue 17: 10,000 small documents in one JSON string (1.04 MB) were cut by the decoder's
+    value limit into invalid JSON, so the trace lost every context, while one huge document is
+    cut and kept. Now the complete leading documents are kept, like the first characters."""
+    from ragpulse.collector.shrink import shrink_request
+    from ragpulse.scorer.traces import SpanDecoder
+
+    docs = [{"id": str(i), "content": f"document {i:05d}: parcels ship the next working day " * 2}
+            for i in range(10_000)]
+    record = _genai_trace_record(json.dumps(docs))
+    assert len(record) > 1_000_000
+    decoder = SpanDecoder()
+    ex = extract(decoder.decode(record))  # cut at max_value_chars (256 Ki characters)
+    assert decoder.stats()["values_truncated"] == 1
+    assert ex.sample is not None
+    first = tuple(d["content"].strip() for d in docs[:64])
+    assert tuple(ex.sample.contexts) == first  # extraction.max_contexts
+    # The same list cut by the collector to fit a 100 kB Kafka record.
+    cut = shrink_request(record, 100_000)
+    assert cut.value is not None and cut.values_cut == 1
+    ex = extract(SpanDecoder().decode(cut.value))
+    assert ex.sample is not None and tuple(ex.sample.contexts) == first
+
+
+def test_one_huge_document_in_a_json_list_is_cut_like_a_plain_one() -> None:
+    from ragpulse.collector.shrink import shrink_request
+    from ragpulse.scorer.traces import SpanDecoder
+
+    for docs in (["y" * 3_000_000], [{"id": "1", "content": "y [z] \\ \"q\" " * 300_000}]):
+        record = _genai_trace_record(json.dumps(docs))
+        for cut in (record, shrink_request(record, 100_000).value):  # decoder's cut, collector's
+            assert cut is not None
+            ex = extract(SpanDecoder().decode(cut))
+            assert ex.sample is not None, docs[0] if isinstance(docs[0], str) else "dict"
+            (context,) = ex.sample.contexts
+            whole = docs[0] if isinstance(docs[0], str) else docs[0]["content"]
+            assert context.endswith("…") and whole.startswith(context[:-1].rstrip())
+            assert 1_000 < len(context) < len(whole)
+
+
+def test_a_json_document_list_that_is_merely_invalid_gives_no_documents() -> None:
+    from ragpulse.scorer.traces import SpanDecoder
+
+    # Not cut by a limit (no truncation mark): invalid JSON stays unreadable, as before.
+    ex = extract(SpanDecoder().decode(_genai_trace_record('[{"content": "a"}, {"content": ')))
+    assert ex.sample is None

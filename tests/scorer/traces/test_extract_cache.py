@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-import ragpulse.scorer.traces.extract  # noqa: F401  (the module, not the re-exported function)
+import ragpulse.scorer.traces.extract.values  # noqa: F401  (the module, not the re-exported function)
 
-X = sys.modules["ragpulse.scorer.traces.extract"]
+X = sys.modules["ragpulse.scorer.traces.extract.values"]
 
 
 def _fresh(attrs: dict[str, object]) -> dict[str, list[str]]:

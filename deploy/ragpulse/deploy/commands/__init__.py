@@ -2,7 +2,7 @@
 
 Each module imports its component (collector, scorer, store, dashboards, embedded stack) inside
 the command function, so registering every command costs only typer. The ``ragpulse`` entry
-point (:mod:`ragpulse.cli`) registers them.
+point (:mod:`ragpulse.deploy.cli`) registers them.
 """
 
 from .collector import collector

@@ -50,7 +50,9 @@ def collector(
     health_port: Annotated[int | None, typer.Option("--health-port", min=0, max=65535, help="Serve /healthz /readyz /metrics on this port. Env: RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT.")] = None,
 ) -> None:
     """Receive OTLP traces, keep RAG traces and produce them to Kafka, one record per trace."""
-    from ragpulse.deploy.logs import configure_logging
+    from ragpulse.deploy.logs import configure_logging, protect_std_streams
+
+    protect_std_streams()  # a dead stderr pipe must not stop the drain
 
     configure_logging(log_level)
     settings = _settings(kafka=kafka, topic=topic, http=http, grpc=grpc, no_grpc=no_grpc,
@@ -216,7 +218,8 @@ class _Workers:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
-        cmd = [sys.executable, "-c", "from ragpulse.cli import main; main()", *args, "--worker"]
+        cmd = [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", *args,
+               "--worker"]
         for i in range(self.count):
             proc = subprocess.Popen(cmd, env=dict(os.environ), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, preexec_fn=_die_with_parent)

@@ -181,11 +181,15 @@ def report(
     until: Annotated[str | None, typer.Option(
         "--until", help="End of the range (ISO time, UTC); default now.")] = None,
     settings: Annotated[Path | None, typer.Option("--settings", help=_SETTINGS_HELP)] = None,
+    trace_url: Annotated[str | None, typer.Option(
+        "--trace-url", envvar="RAGPULSE_TRACE_URL",
+        help="Tracing-UI link template with {trace_id} (Jaeger, Tempo/Grafana Explore…); "
+             "unset: trace ids are not linked.")] = None,
 ) -> None:
     """Render the dashboard's panels and the alert rules into one self-contained HTML file."""
     from ragpulse.dashboards import build_report
 
-    s = load_settings(settings, database=database)
+    s = load_settings(settings, database=database, trace_url_template=trace_url)
     t0, t1 = _range(since, until)
     client, dsn = _client(clickhouse, data_dir, s.database)
     try:
@@ -214,8 +218,9 @@ def status(
         "--until", help="End of the range (ISO time, UTC); default now.")] = None,
     settings: Annotated[Path | None, typer.Option("--settings", help=_SETTINGS_HELP)] = None,
 ) -> None:
-    """Per metric and service: last value, 95% band, samples, trend; and the alerts firing.
-    Exit code 3 when an alert fires (scriptable health check)."""
+    """Per metric and service: mean and samples over --since, the last interval's value, band
+    and samples, trend; and the alerts firing. Exit code 3 when an alert fires (scriptable
+    health check)."""
     from rich.console import Console
 
     from ragpulse.dashboards import collect_status, render_status, unscorable_traces
@@ -232,6 +237,6 @@ def status(
     console = Console(width=max(132, Console().width))
     render_status(console, lines, results, errors + reason_errors,
            f"ragpulse status · {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC · {dsn}",
-           reasons=reasons)
+           reasons=reasons, since=since.strip().lower())
     if any(r.firing for r in results):
         raise typer.Exit(3)

@@ -3,7 +3,9 @@
 Input: one JSON object per line, ``{"id", "question", "contexts": [...], "answer", "reference"?}``;
 unknown keys are ignored. Output: one JSON line per input line, in input order:
 ``{"id", "line", "scores": {metric: {value, status, reason, interval, counts, judge, model,
-prompt_version, cost}}, "latency_ms"}``, or ``{"line", "id"?, "error"}`` for a line that could not be
+prompt_version, cost}}, "latency_ms"}`` (values to 4 decimals; ``latency_ms`` is the judge's own
+time for the line, the sum of its scores' ``cost.latency_ms``, not the wait behind other
+samples), or ``{"line", "id"?, "error"}`` for a line that could not be
 read. Progress goes to stderr; a summary table follows. Exit status 0, or 1 when any input line was
 malformed (every other line is still scored).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections import deque
 from collections.abc import Iterator
@@ -73,6 +76,11 @@ def read_samples(stream: BinaryIO) -> Iterator[tuple[int, Sample | BadLine]]:
         if not isinstance(obj, dict):
             yield n, BadLine(n, f"expected a JSON object, got {type(obj).__name__}")
             continue
+        if (where := _lone_surrogate(obj)) is not None:
+            sid = obj.get("id")
+            ok_id = isinstance(sid, str | int) and _lone_surrogate(sid) is None
+            yield n, BadLine(n, f"invalid sample: {where}", str(sid) if ok_id else None)
+            continue
         try:
             yield n, Sample.model_validate(obj)
         except ValidationError as exc:
@@ -83,17 +91,59 @@ def read_samples(stream: BinaryIO) -> Iterator[tuple[int, Sample | BadLine]]:
             yield n, BadLine(n, f"invalid sample: {problems}", str(sid) if sid is not None else None)
 
 
+DECIMALS = 4
+"""Values and intervals are printed to 4 decimals: the judges are not more precise than that,
+and ``0.9999999999`` (the ``1e-10`` guard of average precision) reads as a bug."""
+
+
+def _r(v: float | None, n: int = DECIMALS) -> float | None:
+    return None if v is None else round(v, n)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(obj: Any, path: str = "") -> str | None:
+    """Where ``obj`` (parsed JSON) holds a lone surrogate, as "field: ..." text, else None.
+
+    JSON may escape one (``"\\ud800"``) and ``json.loads`` keeps it, but it is not a character:
+    no UTF-8 encoder (an HTTP client, ClickHouse, a tokenizer) accepts it, so such a line is bad
+    input, refused like invalid UTF-8 bytes. A valid pair (``"\\ud83d\\ude00"``) is decoded
+    into one character and never seen here."""
+    if isinstance(obj, str):
+        m = _SURROGATE.search(obj)
+        if m is None:
+            return None
+        return (f"{path or 'line'}: lone surrogate \\u{ord(m.group()):04x} at character "
+                f"{m.start()} (not a Unicode character)")
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            where = _lone_surrogate(k, path or "key") or _lone_surrogate(
+                v, f"{path}.{k}" if path else str(k))
+            if where is not None:
+                return where
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            if (where := _lone_surrogate(v, f"{path}.{i}")) is not None:
+                return where
+    return None
+
+
 def score_to_json(s: Score) -> dict[str, Any]:
+    """One score as printed by ``ragpulse score``: values rounded to :data:`DECIMALS`, costs to
+    what they mean (milliseconds to 0.01, tokens and calls to 4 decimals: shares of a call)."""
+    c = s.cost
     return {
-        "value": s.value,
+        "value": _r(s.value),
         "status": s.status,
         "reason": s.reason,
-        "interval": [s.interval.low, s.interval.high] if s.interval else None,
+        "interval": [_r(s.interval.low), _r(s.interval.high)] if s.interval else None,
         "counts": s.counts,
         "judge": s.judge,
         "model": s.model,
         "prompt_version": s.prompt_version,
-        "cost": s.cost.model_dump(),
+        "cost": {"llm_calls": _r(c.llm_calls), "prompt_tokens": _r(c.prompt_tokens),
+                 "completion_tokens": _r(c.completion_tokens), "latency_ms": _r(c.latency_ms, 2)},
     }
 
 
@@ -191,7 +241,8 @@ async def _run(
         summary.add(result)
         done(n, json.dumps({"id": result.sample_id, "line": n,
                             "scores": {s.metric: score_to_json(s) for s in result.scores},
-                            "latency_ms": round(result.latency_ms, 2)}, ensure_ascii=False))
+                            # the judge's own time for this sample, not the wait behind others
+                            "latency_ms": round(result.cost.latency_ms, 2)}, ensure_ascii=False))
 
     for n, item in samples:
         while len(order) >= window and order[0] in running:

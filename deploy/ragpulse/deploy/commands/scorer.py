@@ -133,7 +133,9 @@ def scorer(
     ] = None,
 ) -> None:
     """Consume OTLP spans from Kafka, score RAG traces and write the scores to ClickHouse."""
-    from ragpulse.deploy.logs import configure_logging
+    from ragpulse.deploy.logs import configure_logging, protect_std_streams
+
+    protect_std_streams()  # a dead stderr pipe must not stop the drain
 
     configure_logging(log_level)
     settings = _settings_or_exit(

@@ -43,13 +43,15 @@ def up(
     clickhouse_user: Annotated[str | None, typer.Option("--clickhouse-user", help="Login of the ClickHouse facade (required off loopback).")] = None,
     clickhouse_password: Annotated[str | None, typer.Option("--clickhouse-password", help="Its password; prefer RAGPULSE_UP__CLICKHOUSE_PASSWORD(_FILE): flags show in `ps`.")] = None,
     clickhouse_token: Annotated[str | None, typer.Option("--clickhouse-token", help="Bearer token the facade also accepts; prefer RAGPULSE_UP__CLICKHOUSE_TOKEN(_FILE).")] = None,
+    allow_anonymous_ingest: Annotated[bool, typer.Option("--allow-anonymous-ingest", help="Off loopback, accept OTLP without a bearer token (otherwise set RAGPULSE_OTLP__AUTH_TOKEN).")] = False,
     durable: Annotated[bool, typer.Option("--durable/--in-memory", help="Durable (default): broker on S3 storage (SeaweedFS, DATA_DIR/s3) and requests acknowledged once Kafka has them, so every acknowledged trace survives a crash. --in-memory: lighter, but a crash loses what the broker holds.")] = True,
 ) -> None:
     """Run broker, collector, scorer and ClickHouse (chDB) on this machine, on loopback."""
     from ..embedded import EmbeddedSettings, run_embedded
+    from ..logs import configure_logging, protect_std_streams
 
+    protect_std_streams()  # a dead stderr pipe (Ctrl-C on `| tee`) must not stop the drain
     console = Console(stderr=True)
-    from ..logs import configure_logging
 
     configure_logging(logging.INFO if verbose else logging.WARNING)
     values: dict[str, Any] = {
@@ -60,7 +62,7 @@ def up(
         "sampling_rate": sampling_rate, "grace_s": grace,
         "status_interval_s": status_interval, "drain_timeout_s": drain_timeout, "durable": durable,
         "clickhouse_user": clickhouse_user, "clickhouse_password": clickhouse_password,
-        "clickhouse_token": clickhouse_token}
+        "clickhouse_token": clickhouse_token, "allow_anonymous_ingest": allow_anonymous_ingest}
     # Flags override RAGPULSE_UP__*, but a flag left at its default must not: pass only what was
     # given on the command line, so the environment and then the settings' defaults apply.
     param_of = {"judge_model": "model", "judge_base_url": "base_url", "judge_model_dir": "model_dir",

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from .base import Judge
 
 if TYPE_CHECKING:
-    from ..privacy import PrivacySettings
     from .nli import NliJudgeSettings
 
 __all__ = ["BUNDLED_MODEL_DIR", "JudgeChoice", "build_judge"]
@@ -38,7 +37,6 @@ def build_judge(
     max_concurrency: int = 8,
     request_timeout_s: float | None = None,
     deadline_s: float | None = None,
-    privacy: PrivacySettings | None = None,
     nli: NliJudgeSettings | None = None,
     model_dir: str | Path | None = None,
     positive_label: str | None = None,
@@ -56,9 +54,7 @@ def build_judge(
     ``nli`` (default settings, with ``threads`` onnxruntime threads, when ``None``); ``model_dir``,
     ``positive_label`` and ``batch_size`` given here override it. It loads its model here: a
     missing or malformed model directory, an unknown label or a missing ``nli`` extra is a
-    ``ValueError`` now, not on the first sample. With ``privacy`` whose ``redact`` is on, the
-    judge is wrapped in a :class:`~ragpulse.scorer.privacy.RedactingJudge` so it only ever sees
-    redacted samples.
+    ``ValueError`` now, not on the first sample.
     """
     from ..embeddings import USEEmbedder
 
@@ -67,10 +63,10 @@ def build_judge(
     if choice is JudgeChoice.local:
         from .local import LocalJudge, LocalJudgeSettings
 
-        return _private(LocalJudge(LocalJudgeSettings(threads=threads), embedder=embedder), privacy)
+        return LocalJudge(LocalJudgeSettings(threads=threads), embedder=embedder)
     if choice is JudgeChoice.nli:
-        return _private(_nli_judge(nli, embedder, threads=threads, model_dir=model_dir,
-                                   positive_label=positive_label, batch_size=batch_size), privacy)
+        return _nli_judge(nli, embedder, threads=threads, model_dir=model_dir,
+                          positive_label=positive_label, batch_size=batch_size)
     if choice is JudgeChoice.local_model:
         # the nli judge with the bundled model: its directory unless one is given, terse
         # statements judged as claims about the question (how it was trained), each statement
@@ -93,8 +89,8 @@ def build_judge(
             raise ValueError(f"the local-model judge's model directory {own.model_dir} is missing: "
                              "this installation has no bundled model (train/README.md rebuilds "
                              "it; --model-dir DIR names another)")
-        return _private(_nli_judge(own, embedder, threads=threads, model_dir=model_dir,
-                                   positive_label=positive_label, batch_size=batch_size), privacy)
+        return _nli_judge(own, embedder, threads=threads, model_dir=model_dir,
+                          positive_label=positive_label, batch_size=batch_size)
     from pydantic import ValidationError
 
     from .llm import LLMJudge, LLMJudgeSettings
@@ -120,7 +116,7 @@ def build_judge(
     except ValidationError as exc:  # a user-facing message, not a pydantic dump
         raise ValueError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
                                    for e in exc.errors())) from None
-    return _private(LLMJudge(settings, embedder=embedder), privacy)
+    return LLMJudge(settings, embedder=embedder)
 
 
 def _nli_judge(settings: NliJudgeSettings | None, embedder: Any, *, threads: int,
@@ -147,10 +143,3 @@ def _nli_judge(settings: NliJudgeSettings | None, embedder: Any, *, threads: int
                                    for e in exc.errors())) from None
     return NliJudge(merged, embedder=embedder, local_settings=LocalJudgeSettings(threads=threads))
 
-
-def _private(judge: Judge, privacy: PrivacySettings | None) -> Judge:
-    if privacy is None or not privacy.redact:
-        return judge
-    from ..privacy import RedactingJudge, build_redactor
-
-    return RedactingJudge(judge, build_redactor(privacy))

@@ -140,14 +140,25 @@ def _started_score_writer(
     """The schema created or migrated (with ``settings.init_schema``), then a started
     ``ScoreWriter`` over ``client``, shut down by the scorer's ``on_close``. Blocks while the
     schema is applied; raises the store's errors."""
-    from ..store.schema import SchemaSettings, init_schema
-    from ..store.writer import build_score_writer
+    from ragpulse.common.schema import SchemaSettings, init_schema
+
+    from ..store.writer import build_score_writer, scores_ttl_days
 
     if settings.init_schema:
         report = init_schema(client, SchemaSettings(database=settings.database))
         for line in report.lines():
             log.info("schema: %s", line)
-    score_writer = build_score_writer(client, settings.database, settings.writer)
+    # The table's own TTL (db init --ttl-days), so rows it deletes on insert are counted.
+    try:
+        ttl_days = scores_ttl_days(client, settings.database)
+    except Exception as exc:  # e.g. no right to read system.tables: count nothing, run on
+        log.warning("schema: cannot read the TTL of %s.scores: %s", settings.database, exc)
+        ttl_days = None
+    if ttl_days is None:
+        log.warning("schema: no ragpulse TTL found on %s.scores; rows it may delete on insert "
+                    "are not counted (rows_expired)", settings.database)
+    score_writer = build_score_writer(client, settings.database, settings.writer,
+                                      ttl_days=ttl_days)
     score_writer.start()
     # Stop upstream first: the scorer has drained into the writer before this runs.
     on_close.insert(0, lambda: score_writer.shutdown(settings.drain_timeout_s))

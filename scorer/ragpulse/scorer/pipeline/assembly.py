@@ -11,8 +11,15 @@ frontier lag):
   only covers export/batching skew between services;
 * a trace whose root never comes (the root is in another service that is not exported, or was
   dropped) is emitted ``max_wait_s`` after its first span (cause ``timeout``);
-* when the buffer is over ``max_traces`` or ``max_spans`` the oldest trace is **evicted** (counted);
-  the scorer then scores it with what it has or drops it, per ``on_evict``.
+* when the buffer is over ``max_traces`` or ``max_spans`` the oldest trace still without a root is
+  **evicted** (counted), or the oldest trace when every buffered one has its root; the scorer
+  then scores it with what it has or drops it, per ``on_evict``;
+* a service (``service.name`` of a trace's first spans) may hold at most
+  ``max_incomplete_per_service`` traces without a root: beyond, its oldest such trace is evicted.
+  A flood of traces whose root never arrives thus evicts its own traces, never other services'
+  nor complete ones, and a complete trace leaves ``grace_s`` after its root whatever the flood.
+  The scorer writes no rows for an evicted trace without a root that has nothing to score
+  (``traces_expired_incomplete``; ``pipeline.prepare``), so a flood costs no row per trace.
 
 Spans that arrive for a trace that was already emitted are **late**. They are counted; with
 ``late_spans="ignore"`` they are discarded, with ``"rescore"`` the trace is reopened with its
@@ -72,6 +79,12 @@ class AssemblySettings(BaseModel):
     )
     max_spans: int = Field(
         500_000, ge=1, description="spans buffered at most; the oldest trace is evicted"
+    )
+    max_incomplete_per_service: int = Field(
+        5_000,
+        ge=1,
+        description="traces without a root span one service may have buffered; beyond, its "
+        "oldest such trace is evicted (a flood of root-less traces cannot crowd out others)",
     )
     on_evict: Literal["score", "drop"] = Field(
         "score",
@@ -135,6 +148,10 @@ class TraceAssembler(Generic[S]):
         self._clock = clock
         self._buffers: OrderedDict[str, _Buffer[S]] = OrderedDict()  # order = first arrival
         self._rooted: OrderedDict[str, float] = OrderedDict()  # order = root arrival
+        # Buffered traces without a root: trace id -> service, in first-arrival order, and the
+        # same ids per service (the bound). Eviction takes from these first.
+        self._rootless: OrderedDict[str, str] = OrderedDict()
+        self._rootless_by_service: dict[str, OrderedDict[str, None]] = {}
         self._spans = 0
         self._ready: list[AssembledTrace[S]] = []
         # Emitted trace ids -> (their spans when late_spans="rescore" else None, the partitions
@@ -180,6 +197,7 @@ class TraceAssembler(Generic[S]):
         """
         now = self._clock()
         buf = self._buffers.get(trace_id)
+        root_here: bool | None = None  # whether ``spans`` hold a root (computed once, if needed)
         if buf is None:
             if trace_id in self._emitted:
                 self.counters["spans_late"] += len(spans)
@@ -196,6 +214,12 @@ class TraceAssembler(Generic[S]):
             else:
                 buf = _Buffer(first_seen=now)
             self._buffers[trace_id] = buf
+            root_here = any(_is_root(s) for s in spans)
+            if buf.root_seen is None and not root_here:
+                first = spans[0] if spans else (buf.spans[0] if buf.spans else None)
+                service = (getattr(first, "service_name", None) or "") if first else ""
+                self._rootless[trace_id] = service
+                self._rootless_by_service.setdefault(service, OrderedDict())[trace_id] = None
         buf.spans.extend(spans)
         self._spans += len(spans)
         self.counters["spans_assembled"] += len(spans)
@@ -203,18 +227,36 @@ class TraceAssembler(Generic[S]):
         attached = ref is not None and (not buf.refs or buf.refs[-1] is not ref)
         if attached:
             buf.refs.append(ref)  # type: ignore[arg-type]
-        if buf.root_seen is None and any(_is_root(s) for s in spans):
+        if buf.root_seen is None and (
+            root_here if root_here is not None else any(_is_root(s) for s in spans)
+        ):
             buf.root_seen = now
             self._rooted[trace_id] = now
-        self._enforce_bounds()
+            self._forget_rootless(trace_id)
+        self._enforce_bounds(self._rootless.get(trace_id))
         return attached
 
-    def _enforce_bounds(self) -> None:
+    def _enforce_bounds(self, service: str | None) -> None:
         s = self.settings
+        if service is not None:
+            same = self._rootless_by_service.get(service)
+            while same and len(same) > s.max_incomplete_per_service:
+                self._emit(next(iter(same)), "evicted")
+                self.counters["traces_evicted"] += 1
         while self._buffers and (len(self._buffers) > s.max_traces or self._spans > s.max_spans):
-            trace_id = next(iter(self._buffers))
+            # Root-less traces first: a rooted one leaves within grace_s anyway.
+            trace_id = next(iter(self._rootless)) if self._rootless else next(iter(self._buffers))
             self._emit(trace_id, "evicted")
             self.counters["traces_evicted"] += 1
+
+    def _forget_rootless(self, trace_id: str) -> None:
+        service = self._rootless.pop(trace_id, None)
+        if service is None:
+            return
+        same = self._rootless_by_service[service]
+        del same[trace_id]
+        if not same:
+            del self._rootless_by_service[service]
 
     # -- output --------------------------------------------------------------------------------
 
@@ -263,6 +305,7 @@ class TraceAssembler(Generic[S]):
         ]:
             buf = self._buffers.pop(trace_id)
             self._rooted.pop(trace_id, None)
+            self._forget_rootless(trace_id)
             self._spans -= len(buf.spans)
             out.append(
                 AssembledTrace(
@@ -290,6 +333,7 @@ class TraceAssembler(Generic[S]):
     def _emit(self, trace_id: str, cause: Cause) -> None:
         buf = self._buffers.pop(trace_id)
         self._rooted.pop(trace_id, None)
+        self._forget_rootless(trace_id)
         self._spans -= len(buf.spans)
         self._ready.append(
             AssembledTrace(

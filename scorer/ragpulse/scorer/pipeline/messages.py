@@ -133,10 +133,12 @@ class Unwritable:
 
 @dataclass(frozen=True, slots=True)
 class WriteOutcome:
-    """One writer submission settled: ``error`` is ``None`` once ClickHouse acknowledged it."""
+    """One writer submission settled: ``error`` is ``None`` once ClickHouse acknowledged it;
+    ``expired`` rows of it the table's TTL deleted on insert."""
 
     works: tuple[TraceWork, ...]
     error: BaseException | None
+    expired: int = 0
 
 
 @dataclass(eq=False, slots=True)

@@ -26,11 +26,12 @@ import logging
 from collections import deque
 from datetime import UTC, datetime
 
+from ragpulse.common.schema import NOT_RAG
+
 from ..model import Sample
 from ..privacy import Redactor
 from ..store.rows import ScoredTraceMeta
 from ..traces.extract import ExtractionSettings, extract
-from ..traces.reasons import NOT_RAG
 from ..traces.sampling import Sampler
 from ..traces.span import Span
 from .assembly import AssembledTrace
@@ -145,6 +146,11 @@ class PrepareStep(Step[AssembledTrace[Span]]):
             return
         if not prep.keep:
             self._drop(work, "traces_sampled_out")
+            return
+        if message.cause == "evicted" and not message.has_root and prep.sample is None:
+            # Evicted before its root came and nothing to score: an incomplete trace (e.g. a
+            # flood whose roots never arrive), counted instead of a null row per metric.
+            self._drop(work, "traces_expired_incomplete")
             return
         if prep.meta is None:
             self._drop(work, "traces_dropped")

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ragpulse.common import KafkaSettings, move_renamed
+from ragpulse.common import KafkaSettings
+from ragpulse.common.schema import DatabaseName
 
 from ..judges.nli.settings import NliJudgeSettings
 from ..metrics import DEFAULT_METRICS, METRICS
 from ..privacy import PrivacySettings
-from ..store.schema import DatabaseName
+from ..store.client import dsn_scheme
 from ..store.writer import WriterSettings
 from ..traces.extract import ExtractionSettings
 from ..traces.sampling import SamplingSettings
@@ -129,15 +130,6 @@ class WriteSettings(BaseModel):
     max_excerpt_chars: int = Field(1000, ge=0, le=1_000_000)
 
 
-# Deprecated names, still read with a warning. Retries have one settings section
-# (writer.retry), and "health" alone names the /healthz probes (RAGPULSE_HEALTH__*).
-_RENAMED = {
-    "write.retry_initial_s": "writer.retry.initial_backoff_s",
-    "write.retry_max_s": "writer.retry.max_backoff_s",
-    "health_interval_s": "pipeline_health_interval_s",
-}
-
-
 def _default_instance() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -194,22 +186,10 @@ class ScorerSettings(BaseSettings):
     pipeline_health_interval_s: float = Field(
         15.0, ge=0.0, description="write counters to pipeline_health this often (0: never)"
     )
-    health_interval_s: float | None = Field(
-        None,
-        exclude=True,
-        deprecated="RAGPULSE_HEALTH_INTERVAL_S is RAGPULSE_PIPELINE_HEALTH_INTERVAL_S now",
-        description="deprecated name of pipeline_health_interval_s",
-    )
     instance: str = Field(default_factory=_default_instance, description="name in pipeline_health")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed(cls, data: Any) -> Any:
-        return move_renamed(data, _RENAMED, model="ScorerSettings")
 
     @field_validator("clickhouse")
     @classmethod
     def _dsn(cls, v: str) -> str:
-        if not v.startswith(("chdb://", "http://", "https://")):
-            raise ValueError(f"{v!r}: expected chdb:///path or http(s)://host:port")
+        dsn_scheme(v)
         return v

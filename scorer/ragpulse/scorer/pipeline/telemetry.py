@@ -29,6 +29,7 @@ COUNTERS: dict[str, str] = {
     "traces_sampled": "assembled traces kept by the sampler",
     "traces_sampled_out": "assembled traces the sampler skipped (their records are done)",
     "traces_unscorable": "kept traces without question/answer/contexts: written as null rows",
+    "traces_expired_incomplete": "traces evicted from the assembler without a root span and with nothing to score: no rows",
     "traces_not_rag": "traces with no question, no answer and no LLM call (index building): no rows",
     "traces_dropped": "traces dropped on purpose (evicted with on_evict=drop, invalid metadata)",
     "traces_revoked": "buffered traces forgotten because their partition was revoked",
@@ -40,7 +41,8 @@ COUNTERS: dict[str, str] = {
     "traces_scored": "traces evaluated by the judge",
     "evaluate_errors": "evaluations that raised (programming errors); written as error rows",
     # write thread
-    "rows_written": "score rows acknowledged by ClickHouse",
+    "rows_written": "score rows acknowledged and kept by ClickHouse",
+    "rows_expired": "score rows acknowledged but deleted at once by the scores TTL (ts outside it): not in rows_written",
     "batches_written": "insert batches acknowledged by ClickHouse",
     "write_errors": "failed insert attempts (the batch is retried; offsets wait)",
 }
@@ -67,7 +69,11 @@ PARTS: dict[str, tuple[Kind, str]] = {
         "traces emitted complete (root span seen plus the grace period)",
     ),
     "traces_timed_out": ("counter", "traces emitted without a root span after assembly.max_wait_s"),
-    "traces_evicted": ("counter", "traces evicted from the full assembly buffer"),
+    "traces_evicted": (
+        "counter",
+        "traces evicted from the full assembly buffer or over a service's "
+        "max_incomplete_per_service",
+    ),
     "traces_rescored": ("counter", "emitted traces reopened by late spans (late_spans=rescore)"),
     "traces_drained": ("counter", "traces emitted early because the scorer was shutting down"),
     # the span decoder (traces.decode), consumer thread
@@ -75,7 +81,8 @@ PARTS: dict[str, tuple[Kind, str]] = {
     # the ClickHouse writer (store.writer), its own thread; prefixed ``writer_``
     "writer_rows_submitted": ("counter", "score rows accepted by the ClickHouse writer"),
     "writer_rows_refused": ("counter", "score rows refused by the full writer (backpressure)"),
-    "writer_rows_written": ("counter", "score rows ClickHouse acknowledged (writer's count)"),
+    "writer_rows_written": ("counter", "score rows ClickHouse acknowledged and kept (writer's count)"),
+    "writer_rows_expired": ("counter", "score rows the scores TTL deleted on insert (writer's count)"),
     "writer_rows_failed": ("counter", "score rows whose insert failed for good or at shutdown"),
     "writer_batches_written": ("counter", "insert calls ClickHouse acknowledged"),
     "writer_insert_retries": ("counter", "insert attempts retried after a retryable error"),

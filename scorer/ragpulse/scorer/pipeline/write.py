@@ -120,7 +120,7 @@ class WriteStep(Step[Scored]):
             except Exception as exc:  # WriterClosed or a bug: keep the rows, retry, never commit
                 self._hold(chunk, exc)
                 continue
-            fut.add_done_callback(lambda f, ws=tuple(chunk): post(WriteOutcome(ws, f.exception())))
+            fut.add_done_callback(lambda f, ws=tuple(chunk): post(_outcome(ws, f)))
 
     def _hold(self, works: Sequence[TraceWork], exc: BaseException | None) -> None:
         """Keep these traces' rows for a later submission; their records stay uncommitted.
@@ -145,8 +145,19 @@ class WriteStep(Step[Scored]):
         if message.error is not None:
             self._hold(message.works, message.error)
             return
-        self._counters.add("rows_written", sum(len(w.rows) for w in message.works))
+        # Rows the TTL deleted on insert are acknowledged but not stored: never "written".
+        rows = sum(len(w.rows) for w in message.works)
+        self._counters.add("rows_written", rows - message.expired)
+        self._counters.add("rows_expired", message.expired)
         self._counters.add("batches_written")
         done = self._done.submit
         for w in message.works:
             done(Done(w.refs, w))
+
+
+def _outcome(works: tuple[TraceWork, ...], future: Future[Any]) -> WriteOutcome:
+    """The settled ``future`` of one submission as a message (runs on the writer's thread)."""
+    error = future.exception()
+    if error is not None:
+        return WriteOutcome(works, error)
+    return WriteOutcome(works, None, int(getattr(future.result(), "expired", 0)))

@@ -1,17 +1,32 @@
 """ragpulse.scorer.store: the ClickHouse side of the scorer.
 
-Schema and migrations (:mod:`.schema`), row types (:mod:`.rows`), the batched acknowledged writer
+Schema and migrations (defined in :mod:`ragpulse.common.schema`, re-exported here for the
+commands that apply them), row types (:mod:`.rows`), the batched acknowledged writer
 (:mod:`.writer`) and its retry policy (:mod:`.retry`), ``pipeline_health`` rows
 (:mod:`.pipeline_health`) and :func:`open_store`, which opens a client for a ``chdb://`` or
 ``http(s)://`` DSN and follows the process that owns a chDB directory to its facade
 (:mod:`.client`; the facade itself is ``ragpulse.deploy.facade``).
 """
 
+from ragpulse.common.schema import (
+    MIGRATIONS,
+    ClusterName,
+    DatabaseName,
+    MigrationReport,
+    SchemaError,
+    SchemaSettings,
+    applied_versions,
+    init_schema,
+    latest_version,
+    validate_identifier,
+)
+
 from .client import (
     OwnerInfo,
     StoreSettings,
     chdb_path,
     credentials_from_env,
+    dsn_scheme,
     open_store,
     read_owner,
     remove_owner,
@@ -35,18 +50,6 @@ from .rows import (
     columns_of,
     rows_from_scores,
     safe_text,
-)
-from .schema import (
-    MIGRATIONS,
-    ClusterName,
-    DatabaseName,
-    MigrationReport,
-    SchemaError,
-    SchemaSettings,
-    applied_versions,
-    init_schema,
-    latest_version,
-    validate_identifier,
 )
 from .writer import (
     BatchWriter,
@@ -89,6 +92,7 @@ __all__ = [
     "chdb_path",
     "columns_of",
     "credentials_from_env",
+    "dsn_scheme",
     "init_schema",
     "is_retryable",
     "latest_version",

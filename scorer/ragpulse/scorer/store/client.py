@@ -19,8 +19,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from ragpulse.common.schema import DatabaseName
+
 from .errors import StoreError, StoreLockedError
-from .schema import DatabaseName
 
 __all__ = ["OWNER_FILE", "OwnerInfo", "StoreSettings", "chdb_path", "credentials_from_env",
            "lock_holder", "open_store", "read_owner", "remove_owner", "write_owner"]
@@ -47,10 +48,18 @@ class StoreSettings(BaseModel):
     @field_validator("dsn")
     @classmethod
     def _dsn(cls, v: str) -> str:
-        scheme = urlsplit(v).scheme.lower()
-        if scheme not in ("chdb", "http", "https"):
-            raise ValueError(f"unsupported ClickHouse DSN {v!r}: use chdb:///path or http(s)://host:port")
+        dsn_scheme(v)
         return v
+
+
+def dsn_scheme(dsn: str) -> str:
+    """``"chdb"``, ``"http"`` or ``"https"``: the scheme of a DSN :func:`open_store` can open
+    (case-insensitive). Raises ``ValueError`` for any other DSN; the one check of a ClickHouse
+    DSN, shared by every settings model that holds one."""
+    scheme = urlsplit(dsn).scheme.lower()
+    if scheme not in ("chdb", "http", "https"):
+        raise ValueError(f"unsupported ClickHouse DSN {dsn!r}: use chdb:///path or http(s)://host:port")
+    return scheme
 
 
 @dataclass(frozen=True)
@@ -187,7 +196,7 @@ def open_store(
             client_kw.setdefault("connect_timeout", st.connect_timeout_s)
             client_kw.setdefault("send_receive_timeout", st.send_receive_timeout_s)
     parts = urlsplit(dsn)
-    scheme = parts.scheme.lower()
+    scheme = dsn_scheme(dsn)
     if scheme == "chdb":
         path = chdb_path(dsn)
         owner = read_owner(path)
@@ -219,19 +228,18 @@ def open_store(
                     f"this process already runs chDB on another directory; chDB allows one "
                     f"directory per process, so {path} cannot be opened here: {text}") from exc
             raise StoreError(f"cannot open chDB at {path}: {text}") from exc
-    if scheme in ("http", "https"):
-        safe = f"{scheme}://{parts.hostname}:{parts.port or (8443 if scheme == 'https' else 8123)}"
-        kw = dict(client_kw)
-        if username or parts.username:
-            kw["username"] = username or parts.username
-        if password or parts.password:
-            kw["password"] = password or parts.password
-        if token:  # clickhouse-connect takes a bearer token or a user/password, not both
-            kw.pop("username", None)
-            kw.pop("password", None)
-            kw["access_token"] = token
-        try:
-            return clickhouse_connect.get_client(dsn=dsn, **kw)
-        except Exception as exc:
-            raise StoreError(f"cannot connect to ClickHouse at {safe}: {exc}") from exc
-    raise ValueError(f"unsupported ClickHouse DSN {dsn!r}: use chdb:///path or http(s)://host:port")
+    # http or https
+    safe = f"{scheme}://{parts.hostname}:{parts.port or (8443 if scheme == 'https' else 8123)}"
+    kw = dict(client_kw)
+    if username or parts.username:
+        kw["username"] = username or parts.username
+    if password or parts.password:
+        kw["password"] = password or parts.password
+    if token:  # clickhouse-connect takes a bearer token or a user/password, not both
+        kw.pop("username", None)
+        kw.pop("password", None)
+        kw["access_token"] = token
+    try:
+        return clickhouse_connect.get_client(dsn=dsn, **kw)
+    except Exception as exc:
+        raise StoreError(f"cannot connect to ClickHouse at {safe}: {exc}") from exc

@@ -19,9 +19,10 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any, NamedTuple
 
+from ragpulse.common.schema import HEALTH_COLUMNS, SCORE_COLUMNS
+
 from ..model import ZERO_COST as _ZERO_COST
 from ..model import Score
-from .schema import HEALTH_COLUMNS, SCORE_COLUMNS
 
 __all__ = [
     "PipelineHealthRow",

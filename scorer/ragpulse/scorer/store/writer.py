@@ -12,6 +12,10 @@ Idempotency has two layers. The table is a ReplacingMergeTree keyed by (service,
 trace), so a replayed score replaces the old one. And every batch carries an
 ``insert_deduplication_token`` derived from its rows, so a retry of an insert that in fact
 succeeded (the acknowledgement was lost) is dropped by ClickHouse, the rollup view included.
+
+ClickHouse acknowledges rows its table TTL deletes at once (``scores``: ``TTL toDateTime(ts) +
+INTERVAL ttl_days DAY``); such rows are counted as ``rows_expired``, never as written
+(:func:`ttl_drops` says which, from the row's time alone).
 """
 
 from __future__ import annotations
@@ -31,12 +35,11 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragpulse.common import move_renamed
+from ragpulse.common.schema import HEALTH_COLUMNS, SCORE_COLUMNS, Column, validate_identifier
 
 from .errors import PermanentStoreError, RetryableStoreError, WriterClosed, WriterFull
 from .retry import RetryOutcome, RetryPolicy, RetrySettings
 from .rows import PipelineHealthRow, ScoreRow, columns_of
-from .schema import HEALTH_COLUMNS, SCORE_COLUMNS, Column, validate_identifier
 
 __all__ = [
     "BatchWriter",
@@ -46,6 +49,8 @@ __all__ = [
     "WriterSettings",
     "build_pipeline_health_writer",
     "build_score_writer",
+    "scores_ttl_days",
+    "ttl_drops",
 ]
 
 log = logging.getLogger(__name__)
@@ -80,11 +85,6 @@ class WriterSettings(BaseModel):
     deduplicate: bool = True
     """Send an ``insert_deduplication_token`` per batch (see the module docstring)."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed(cls, data: Any) -> Any:
-        return move_renamed(data, _RENAMED, model="WriterSettings")
-
     @model_validator(mode="after")
     def _check(self) -> WriterSettings:
         if self.max_pending_rows < self.batch_rows:
@@ -92,20 +92,14 @@ class WriterSettings(BaseModel):
         return self
 
 
-# Deprecated names (RAGPULSE_WRITER__RETRY_INITIAL_BACKOFF_S, ...) of the retry settings.
-_RENAMED = {
-    "retry_initial_backoff_s": "retry.initial_backoff_s",
-    "retry_max_backoff_s": "retry.max_backoff_s",
-    "retry_deadline_s": "retry.deadline_s",
-}
-
-
 @dataclass(frozen=True)
 class WriteAck:
-    """ClickHouse acknowledged ``rows`` rows of one submission, in ``attempts`` insert calls."""
+    """ClickHouse acknowledged ``rows`` rows of one submission, in ``attempts`` insert calls;
+    ``expired`` of them its TTL deleted on insert (they are not stored)."""
 
     rows: int
     attempts: int
+    expired: int = 0
 
 
 @dataclass
@@ -118,7 +112,8 @@ class _Submission(Generic[R]):
 _STATS = (
     "rows_submitted",     # rows accepted by submit()
     "rows_refused",       # rows refused with WriterFull (backpressure)
-    "rows_written",       # rows ClickHouse acknowledged
+    "rows_written",       # rows ClickHouse acknowledged and kept
+    "rows_expired",       # rows ClickHouse acknowledged but its TTL deleted at once (ttl_drops)
     "rows_failed",        # rows whose future failed (permanent error, deadline, shutdown)
     "batches_written",    # successful insert calls
     "insert_retries",     # retried insert attempts after a retryable error
@@ -144,7 +139,9 @@ class BatchWriter(Generic[R]):
         settings: WriterSettings | None = None,
         *,
         identity: Sequence[str] | None = None,
+        ttl: tuple[str, int] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         rng: random.Random | None = None,
     ) -> None:
         self._client = client
@@ -159,8 +156,16 @@ class BatchWriter(Generic[R]):
         # Columns that identify a row for the deduplication token (default: all of them).
         self._identity = [self._names.index(n) for n in identity] if identity else \
             list(range(len(self._names)))
+        # (DateTime64 column index, TTL in seconds): rows the table's TTL drops on insert.
+        self._ttl: tuple[int, int] | None = None
+        if ttl is not None:
+            index = self._names.index(ttl[0])
+            if index not in self._datetime64:
+                raise ValueError(f"TTL column {ttl[0]!r} is not a DateTime64 column")
+            self._ttl = (index, ttl[1] * 86_400)
         self.settings = settings or WriterSettings()
         self._clock = clock
+        self._wall_clock = wall_clock
         self._retry = RetryPolicy(self.settings.retry, rng=rng)
         self._cond = threading.Condition()
         self._queue: deque[_Submission[R]] = deque()
@@ -337,21 +342,31 @@ class BatchWriter(Generic[R]):
 
     def _insert(self, batch: list[_Submission[R]]) -> None:
         rows = [r for s in batch for r in s.rows]
-        error, attempts = self._insert_with_retry(rows)
+        error, attempts, expired = self._insert_with_retry(rows)
         if error is None:
-            self._settle(batch, attempts)
+            self._settle(batch, attempts, expired=expired)
             return
         if isinstance(error, PermanentStoreError) and len(batch) > 1:
             # One bad submission must not fail its neighbours: insert each alone.
             for s in batch:
-                e, n = self._insert_with_retry(list(s.rows))
-                self._settle([s], attempts + n, exc=e)
+                e, n, x = self._insert_with_retry(list(s.rows))
+                self._settle([s], attempts + n, exc=e, expired=x)
             return
         self._settle(batch, attempts, exc=error)
 
-    def _insert_with_retry(self, rows: list[R]) -> tuple[Exception | None, int]:
-        """Insert ``rows`` under the retry policy: ``(None, attempts)`` once acknowledged, else
-        the classified error. Blocks (writer thread) while the policy waits between attempts."""
+    def _expired(self, epoch_us: dict[int, list[int]]) -> list[bool] | None:
+        """Per row, whether the table's TTL deletes it on insert (None: no TTL to check, or
+        the column was not made of aware datetimes)."""
+        if self._ttl is None or self._ttl[0] not in epoch_us:
+            return None
+        ttl_s = self._ttl[1]
+        now_s = int(self._wall_clock())
+        return [ttl_drops(us, ttl_s, now_s) for us in epoch_us[self._ttl[0]]]
+
+    def _insert_with_retry(self, rows: list[R]) -> tuple[Exception | None, int, list[bool] | None]:
+        """Insert ``rows`` under the retry policy: ``(None, attempts, expired)`` once
+        acknowledged (``expired``: per row, whether the TTL deleted it at once), else the
+        classified error. Blocks (writer thread) while the policy waits between attempts."""
         columns = columns_of(rows)
         # DateTime64 values as integer ticks: clickhouse-connect would otherwise convert every
         # datetime in Python (~1 us each, two per row); here a trace's rows share their datetime
@@ -390,32 +405,63 @@ class BatchWriter(Generic[R]):
             if not out.retryable:
                 log.error("write: permanent error inserting %d rows into %s: %s",
                           len(rows), where, out.error)
-                return PermanentStoreError(f"insert into {where} failed: {out.error}"), out.attempts
+                return (PermanentStoreError(f"insert into {where} failed: {out.error}"),
+                        out.attempts, None)
             why = "shutdown" if out.why == "shutdown" else \
                 f"{self.settings.retry.deadline_s}s deadline"
             return RetryableStoreError(
                 f"insert into {where} not acknowledged before the {why} after {out.attempts} "
-                f"attempts: {out.error}"), out.attempts
+                f"attempts: {out.error}"), out.attempts, None
         with self._cond:
             self._stats["batches_written"] += 1
-        return None, attempts
+        return None, attempts, self._expired(epoch_us)
 
     def _settle(self, batch: list[_Submission[R]], attempts: int,
-                exc: BaseException | None = None) -> None:
+                exc: BaseException | None = None, expired: list[bool] | None = None) -> None:
         n = sum(len(s.rows) for s in batch)
+        # Rows of each submission the TTL deleted on insert, in batch order.
+        lost: list[int] = []
+        i = 0
+        for s in batch:
+            k = len(s.rows)
+            lost.append(sum(expired[i:i + k]) if expired else 0)
+            i += k
+        gone = sum(lost)
+        if gone and exc is None:
+            log.warning("write: %d of %d rows acknowledged but deleted at once by the TTL of "
+                        "%s.%s (time outside it); counted in rows_expired",
+                        gone, n, self.database, self.table)
         with self._cond:
             self._held_rows -= n
-            self._stats["rows_failed" if exc else "rows_written"] += n
-        for s in batch:
+            if exc is not None:
+                self._stats["rows_failed"] += n
+            else:
+                self._stats["rows_written"] += n - gone
+                self._stats["rows_expired"] += gone
+        for s, x in zip(batch, lost, strict=True):
             if s.future.done():
                 continue
             if exc is None:
-                s.future.set_result(WriteAck(len(s.rows), attempts))
+                s.future.set_result(WriteAck(len(s.rows), attempts, x))
             else:
                 s.future.set_exception(exc)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_U32 = 1 << 32
+
+
+def ttl_drops(epoch_us: int, ttl_s: int, now_s: int) -> bool:
+    """Whether a ``TTL toDateTime(col) + INTERVAL ttl_s SECOND DELETE`` deletes a row whose
+    ``col`` is ``epoch_us`` at insert time ``now_s``.
+
+    ``DateTime`` is a UInt32 of seconds: ``toDateTime`` of a ``DateTime64`` keeps the low 32 bits
+    and adding the interval wraps the same way (measured with chDB 26.9: a row at 2200-01-01 is
+    kept as expiring in 2063, one at 2105-12-31 is deleted at once, as are 1969, 1 ns, 2**63 ns
+    and 2**64 - 1 ns). So besides rows older than the TTL, rows before 1970 and from within the
+    TTL of 2106-02-07 onwards may be deleted at once. Pure; thread-safe."""
+    seconds = epoch_us // 1_000_000
+    return ((seconds % _U32) + ttl_s) % _U32 <= now_s
 
 
 def _epoch_us(d: Any) -> Any:
@@ -474,18 +520,41 @@ def _preload_client_imports() -> None:
 
 
 class ScoreWriter(BatchWriter[ScoreRow]):
-    """The writer for ``scores`` rows (:func:`~ragpulse.scorer.store.rows_from_scores`)."""
+    """The writer for ``scores`` rows (:func:`~ragpulse.scorer.store.rows_from_scores`).
+
+    ``ttl_days``: the table's TTL on ``ts`` (``db init --ttl-days``, default 90); rows it
+    deletes on insert are counted in ``rows_expired``, not ``rows_written``. ``None``: not
+    checked (the table's TTL is unknown)."""
 
     def __init__(self, client: InsertClient, database: str = "rag",
-                 settings: WriterSettings | None = None, **kw: Any) -> None:
+                 settings: WriterSettings | None = None, *, ttl_days: int | None = 90,
+                 **kw: Any) -> None:
         kw.setdefault("identity", ("service", "metric", "ts", "trace_id", "version"))
+        if ttl_days is not None:
+            kw.setdefault("ttl", ("ts", ttl_days))
         super().__init__(client, database, "scores", SCORE_COLUMNS, settings, **kw)
 
 
+_SCORES_TTL = re.compile(r"\bTTL\s+toDateTime\(ts\)\s*\+\s*toIntervalDay\((\d+)\)")
+
+
+def scores_ttl_days(client: Any, database: str) -> int | None:
+    """The TTL in days of ``database.scores`` as ClickHouse reports it (``system.tables``), or
+    ``None`` if the table is missing or its TTL is not the one ragpulse creates. Blocks on one
+    query; raises the client's errors."""
+    result = client.query(
+        "SELECT engine_full FROM system.tables WHERE database = {db:String} AND name = 'scores'",
+        parameters={"db": database})
+    rows = result.result_rows
+    match = _SCORES_TTL.search(rows[0][0]) if rows else None
+    return int(match.group(1)) if match else None
+
+
 def build_score_writer(client: InsertClient, database: str = "rag",
-                       settings: WriterSettings | None = None) -> ScoreWriter:
+                       settings: WriterSettings | None = None, *,
+                       ttl_days: int | None = 90) -> ScoreWriter:
     """A started-not :class:`ScoreWriter`; call ``start()`` (the owner decides when)."""
-    return ScoreWriter(client, database, settings)
+    return ScoreWriter(client, database, settings, ttl_days=ttl_days)
 
 
 def build_pipeline_health_writer(client: InsertClient, database: str = "rag",

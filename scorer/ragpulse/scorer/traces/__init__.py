@@ -1,13 +1,14 @@
 """From OTLP bytes to scorable samples: decode spans, extract (question, contexts, answer) and row
 metadata from one trace, and decide deterministically which traces get judged.
 
-:data:`ADVICE` and :data:`NOT_RAG` (:mod:`.reasons`) are the null-row reasons the dashboards
-explain.
+:data:`ADVICE` and :data:`NOT_RAG` are the null-row reasons the dashboards explain (defined in
+:mod:`ragpulse.common.schema`, which the dashboards read them from).
 """
+
+from ragpulse.common.schema import ADVICE, NOT_RAG
 
 from .decode import DecodeError, DecodeLimits, SpanDecoder, group_by_trace
 from .extract import Extraction, ExtractionSettings, TraceFacts, extract, split_prompt
-from .reasons import ADVICE, NOT_RAG
 from .sampling import AttributeRule, Sampler, SamplingDecision, SamplingSettings, hash_fraction
 from .span import Attributes, AttrValue, Span, SpanEvent, SpanKind, StatusCode
 

@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import random
+import re
 import statistics
 import time
 from collections import OrderedDict
@@ -37,14 +38,14 @@ from ...model import ZERO_COST, Cost, Fact, Finding, Reason, Sample, status_of
 from ...stats import cosine
 from ..base import Needs
 from .limits import AdaptiveRateLimiter, TokenBudget, estimate_prompt_tokens, parse_retry_after
-from .parsing import ParseFailure, parse_reply_object, parse_task
+from .parsing import ParseFailure, parse_reply_object, parse_task, response_schema, strip_reasoning
 from .plan import (
     FACT_TASKS,
     PROMPT_NAMES,
     CallSpec,
     SampleInputs,
-    assess_spec,
-    phase_one,
+    dependent_calls,
+    independent_calls,
 )
 from .prompts import Prompt, PromptLibrary, new_nonce
 from .settings import LLMJudgeSettings
@@ -78,6 +79,10 @@ class _CallResult:
     cached: bool = False
 
 
+_Results = dict[tuple[str, str], list["_CallResult | _Failed"]]
+"""(prompt, task) -> the votes of the call that asked it."""
+
+
 class _CallError(Exception):
     def __init__(self, reason: Reason, detail: str, *, cost: Cost = ZERO_COST) -> None:
         super().__init__(detail)
@@ -98,6 +103,26 @@ class _Reply:
     prompt_tokens: int
     completion_tokens: int
     latency_ms: float
+    reasoned: bool = False
+    """The reply shows reasoning (reasoning tokens, ``reasoning_content``, a think block)."""
+    prompt_truncated: bool = False
+
+
+# A byte-level BPE token of natural text averages 3-5 UTF-8 bytes; a reported prompt shorter than
+# one token per this many bytes of what was sent means the server dropped part of it.
+_MAX_BYTES_PER_TOKEN = 6
+
+
+@dataclass
+class _Endpoint:
+    """What the judge learned about its endpoint (one judge = one endpoint and model): request
+    parameters the server rejected, the response format it accepts, whether the model reasons.
+    Each change is logged once."""
+
+    dropped: set[str] = field(default_factory=set)
+    response_format: str = "json_schema"
+    max_tokens_param: str = "max_tokens"
+    reasoning: bool = False
 
 
 @dataclass
@@ -147,6 +172,13 @@ def _classify(exc: BaseException) -> tuple[Reason, bool, float | None]:
             return Reason.RATE_LIMITED, True, wait
         if status == 408:
             return Reason.JUDGE_TIMEOUT, True, wait
+        code = str(exc.code or "")
+        body = exc.body if isinstance(exc.body, dict) else {}
+        inner = body.get("innererror") if isinstance(body.get("innererror"), dict) else {}
+        if code == "content_filter" or inner.get("code") == "ResponsibleAIPolicyViolation":
+            return Reason.JUDGE_REFUSED, False, None  # Azure's content filter on the prompt
+        if code == "context_length_exceeded" or "maximum context length" in exc.message.lower():
+            return Reason.INPUT_TOO_LARGE, False, None  # OpenAI/Azure code; vLLM's message
         if status in _RETRYABLE_STATUS or status >= 500:
             return Reason.JUDGE_ERROR, True, wait
         return Reason.JUDGE_ERROR, False, None
@@ -192,6 +224,9 @@ class LLMJudge:
         self._sem = asyncio.Semaphore(settings.max_concurrency)
         self._cache: OrderedDict[str, _CallResult] = OrderedDict()
         self._closed = asyncio.Event()
+        self._endpoint = _Endpoint(response_format=settings.response_format,
+                                   max_tokens_param=settings.max_tokens_param)
+        self._logged: set[str] = set()
         self._client = self._build_client(settings)
 
     # --- construction -------------------------------------------------------------------------
@@ -225,23 +260,25 @@ class LLMJudge:
         inputs = SampleInputs.of(sample, self.settings)
         _SAMPLE_DEADLINE.set(asyncio.get_running_loop().time() + self.settings.deadline_s)
         ledger = _Ledger()
-        results: dict[str, list[_CallResult | _Failed]] = {}
+        results: _Results = {}
 
         async def run(spec: CallSpec) -> None:
-            results[spec.prompt] = await self._run_votes(spec, ledger, needs)
+            r = await self._run_votes(spec, ledger, needs)
+            for t in spec.tasks:
+                results[(spec.prompt, t)] = r
 
-        async def decompose_then_assess(first: CallSpec | None) -> None:
-            if first is not None:
-                await run(first)
-            stmts, refs = self._decomposed(results.get("decompose"))
-            spec = assess_spec(needs, inputs, self.settings, stmts or [], refs or [])
-            if spec is not None:  # without statements, the context verdicts are still asked
-                await run(spec)
+        async def decompose_then_dependent(first: list[CallSpec]) -> None:
+            await asyncio.gather(*(run(s) for s in first))
+            stmts, refs = self._decomposed(results)
+            await asyncio.gather(*(run(s) for s in dependent_calls(
+                needs, inputs, self.settings, self.prompts, stmts or [], refs or [])))
 
-        specs = phase_one(needs, inputs, self.settings)
-        dec = next((s for s in specs if s.prompt == "decompose"), None)
+        # Every call that needs only the sample starts at once; the reference facts' calls that
+        # read decompose's statements start when it returns.
+        specs = independent_calls(needs, inputs, self.settings, self.prompts)
+        dec = [s for s in specs if s.prompt == "decompose"]
         others = [run(s) for s in specs if s.prompt != "decompose"]
-        await asyncio.gather(decompose_then_assess(dec), *others)
+        await asyncio.gather(decompose_then_dependent(dec), *others)
         findings = await self._findings(sample, needs, inputs, results, ledger)
         for f in findings.values():
             # Count judge trouble, not facts undefined for this sample (no contexts, ...).
@@ -278,10 +315,11 @@ class LLMJudge:
         return list(await asyncio.gather(*(one(v) for v in range(spec.votes))))
 
     def _cache_key(self, prompt: Prompt, spec: CallSpec, seed: int | None,
-                   temperature: float) -> str:
+                   temperature: float | None) -> str:
         s = self.settings
         payload = json.dumps([prompt.ref, s.model, spec.tasks, spec.items, spec.params, seed,
-                              temperature, s.json_mode], sort_keys=True, ensure_ascii=False)
+                              temperature, s.response_format], sort_keys=True,
+                             ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
     async def _call(self, prompt: Prompt, spec: CallSpec, vote: int) -> _CallResult:
@@ -298,8 +336,10 @@ class LLMJudge:
         self.stats.cache_misses += 1
 
         messages = prompt.render(spec.tasks, spec.items, nonce=new_nonce(), params=spec.params)
-        reply = await self._request(messages, prompt, seed, temperature, s.max_output_tokens)
+        reply = await self._request(messages, prompt, seed, temperature, s.max_output_tokens,
+                                    spec.tasks)
         cost = self._cost(reply)
+        self._check_prompt(reply, prompt, cost)
         values, errors = self._parse(reply, spec, cost)
         if errors:
             self.stats.repairs += 1
@@ -309,12 +349,19 @@ class LLMJudge:
                 {"role": "user", "content": REPAIR_INSTRUCTION.format(
                     errors="; ".join(errors), output=output)},
             ]
-            # A truncated reply gets room to finish; anything else the same limit.
-            max_tokens = s.max_output_tokens * (2 if reply.finish_reason == "length" else 1)
+            # A truncated reply gets room to finish (a reasoning model its reasoning budget);
+            # anything else the same limit.
+            max_tokens = s.max_output_tokens
+            if reply.finish_reason == "length":
+                max_tokens = max(2 * max_tokens, s.reasoning_output_tokens
+                                 if self._endpoint.reasoning else 0)
             try:
-                reply2 = await self._request(repair, prompt, seed, temperature, max_tokens)
+                reply2 = await self._request(repair, prompt, seed, temperature, max_tokens,
+                                             spec.tasks)
             except _CallError as exc:
                 raise _CallError(exc.reason, exc.detail, cost=cost + exc.cost) from None
+            # No truncation check here: a server that caches the repeated prefix (Ollama) may
+            # report only the new tokens of a repair.
             cost = cost + self._cost(reply2)
             values2, _ = self._parse(reply2, spec, cost)
             for t, v in values2.items():
@@ -326,6 +373,26 @@ class LLMJudge:
             while len(self._cache) > s.cache_size:
                 self._cache.popitem(last=False)
         return result
+
+    def _check_prompt(self, reply: _Reply, prompt: Prompt, cost: Cost) -> None:
+        """A reply to a prompt the server cut short (Ollama's silent truncation at ``num_ctx``)
+        judged something else than what was sent: no value, ``prompt_truncated``."""
+        if not reply.prompt_truncated:
+            return
+        self.stats.prompt_truncated += 1
+        self._log_once("prompt_truncated",
+                       "%s: the server reported %d prompt tokens for a longer prompt: it truncated "
+                       "the input (Ollama: raise OLLAMA_CONTEXT_LENGTH or the model's num_ctx)",
+                       prompt.ref, reply.prompt_tokens)
+        raise _CallError(Reason.PROMPT_TRUNCATED,
+                         f"server reported {reply.prompt_tokens} prompt tokens, fewer than the "
+                         f"prompt sent can have: it was truncated (context window too small)",
+                         cost=cost)
+
+    def _log_once(self, key: str, msg: str, *args: Any) -> None:
+        if key not in self._logged:
+            self._logged.add(key)
+            log.warning(msg, *args)
 
     def _parse(self, reply: _Reply, spec: CallSpec, cost: Cost) -> tuple[dict[str, Any], list[str]]:
         if reply.refusal or reply.finish_reason == "content_filter":
@@ -368,27 +435,77 @@ class LLMJudge:
             return
         raise _Closed
 
+    def _kwargs(self, messages: list[dict[str, str]], prompt: Prompt, seed: int | None,
+                temperature: float | None, max_tokens: int,
+                tasks: Sequence[str]) -> dict[str, Any]:
+        """The request, as what the judge has learned about the endpoint allows."""
+        e = self._endpoint
+        kwargs: dict[str, Any] = {
+            "model": self.settings.model,
+            "messages": messages,
+            e.max_tokens_param: max_tokens,
+            "extra_headers": {"X-Ragpulse-Prompt": prompt.ref},
+        }
+        if temperature is not None and "temperature" not in e.dropped:
+            kwargs["temperature"] = temperature
+        if seed is not None and "seed" not in e.dropped:
+            kwargs["seed"] = seed
+        if e.response_format == "json_schema":
+            kwargs["response_format"] = response_schema(f"{prompt.name}_{'_'.join(tasks)}", tasks)
+        elif e.response_format == "json_object":
+            kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
+
+    def _adapt(self, exc: openai.APIStatusError, kwargs: Mapping[str, Any]) -> bool:
+        """Learn from a 400 that names a request parameter the server does not take: drop
+        ``temperature``/``seed``, step ``response_format`` down (json_schema, json_object,
+        none), or switch ``max_tokens`` to ``max_completion_tokens``. True when the request
+        should be sent again (once per parameter: what is dropped stays dropped)."""
+        if exc.status_code not in (400, 422):
+            return False
+        e = self._endpoint
+        param = str(exc.param or "")
+        text = f"{param} {exc.message}".lower()
+
+        def named(name: str) -> bool:
+            return param.split(".")[0] == name or re.search(rf"\b{name}\b", text) is not None
+
+        if "response_format" in kwargs and named("response_format"):
+            sent = kwargs["response_format"]["type"]
+            if e.response_format == sent:  # not yet stepped down by a concurrent request
+                e.response_format = "json_object" if sent == "json_schema" else "none"
+                log.warning("%s rejected response_format %s; using %s from now on: %s",
+                            self.settings.model, sent, e.response_format, exc.message[:200])
+            return True
+        if "max_tokens" in kwargs and named("max_tokens") and "max_completion_tokens" in text:
+            if e.max_tokens_param == "max_tokens":
+                e.max_tokens_param = "max_completion_tokens"
+                log.warning("%s wants max_completion_tokens; using it from now on",
+                            self.settings.model)
+            return True
+        for name in ("temperature", "seed"):
+            if name in kwargs and named(name):
+                if name not in e.dropped:
+                    e.dropped.add(name)
+                    log.warning("%s rejected %s; not sending it from now on: %s",
+                                self.settings.model, name, exc.message[:200])
+                return True
+        return False
+
     async def _request(self, messages: list[dict[str, str]], prompt: Prompt, seed: int | None,
-                       temperature: float, max_tokens: int) -> _Reply:
+                       temperature: float | None, max_tokens: int,
+                       tasks: Sequence[str] = ()) -> _Reply:
         s = self.settings
         loop = asyncio.get_running_loop()
         deadline = min(loop.time() + s.deadline_s, _SAMPLE_DEADLINE.get())
-        estimate = estimate_prompt_tokens(messages) + max_tokens
-        kwargs: dict[str, Any] = {
-            "model": s.model,
-            "messages": messages,
-            "temperature": temperature,
-            s.max_tokens_param: max_tokens,
-            "extra_headers": {"X-Ragpulse-Prompt": prompt.ref},
-        }
-        if seed is not None:
-            kwargs["seed"] = seed
-        if s.json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
         attempt = 0
         last: tuple[Reason, str] | None = None
         try:
             while True:
+                if self._endpoint.reasoning:
+                    max_tokens = max(max_tokens, s.reasoning_output_tokens)
+                kwargs = self._kwargs(messages, prompt, seed, temperature, max_tokens, tasks)
+                estimate = estimate_prompt_tokens(messages) + max_tokens
                 reservation = self.budget.reserve(estimate)
                 if reservation is None:
                     self.stats.budget_skipped_calls += 1
@@ -399,7 +516,13 @@ class LLMJudge:
                     delay = self.limiter.delay()
                     if loop.time() + delay > deadline:
                         self.budget.release(reservation)
-                        reason, detail = last or (Reason.RATE_LIMITED, "rate limiter")
+                        # The deadline's reason, as for every other call of the sample (a call
+                        # started after its predecessor timed out finds the deadline spent),
+                        # unless a 429's back-off is what pushes this one past it.
+                        throttled = self.limiter.throttled and loop.time() < deadline
+                        reason, detail = last or (
+                            (Reason.RATE_LIMITED, "rate limiter slowed by 429") if throttled
+                            else (Reason.JUDGE_TIMEOUT, "no time left to send"))
                         raise _CallError(reason, f"deadline {s.deadline_s}s reached; {detail}")
                     await self._wait(delay)
                     if not await self._acquire_slot(deadline - loop.time()):
@@ -422,7 +545,12 @@ class LLMJudge:
                     raise
                 except (openai.OpenAIError, _RequestTimeout, json.JSONDecodeError,
                         UnicodeDecodeError) as exc:
+                    if isinstance(exc, openai.APIStatusError) and self._adapt(exc, kwargs):
+                        self.budget.release(reservation)  # an error status is not billed
+                        continue
                     reason, retryable, wait = _classify(exc)
+                    if reason is Reason.JUDGE_REFUSED:
+                        self.stats.refusals += 1
                     if reason is Reason.RATE_LIMITED:
                         self.stats.rate_limited_429 += 1
                         self.limiter.on_rate_limited(wait)
@@ -452,7 +580,7 @@ class LLMJudge:
                     await self._wait(pause)
                     continue
                 self.limiter.on_success()
-                return self._reply(completion, reservation, latency_ms)
+                return self._reply(completion, reservation, latency_ms, messages)
         except _Closed:
             raise _CallError(Reason.JUDGE_ERROR, "judge closed") from None
 
@@ -487,7 +615,8 @@ class LLMJudge:
             raise _Closed
         raise _RequestTimeout(f"no complete reply within {timeout_s:.1f}s")
 
-    def _reply(self, completion: Any, reservation: Any, latency_ms: float) -> _Reply:
+    def _reply(self, completion: Any, reservation: Any, latency_ms: float,
+               messages: Sequence[Mapping[str, str]] = ()) -> _Reply:
         usage = getattr(completion, "usage", None)
         pt = int(getattr(usage, "prompt_tokens", 0) or 0)
         ct = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -495,13 +624,32 @@ class LLMJudge:
         self.stats.completions += 1
         self.stats.prompt_tokens += pt
         self.stats.completion_tokens += ct
+        sent = sum(len(str(m.get("content", "")).encode("utf-8", "surrogatepass"))
+                   for m in messages)
+        truncated = 0 < pt < sent // _MAX_BYTES_PER_TOKEN
+        details = getattr(usage, "completion_tokens_details", None)
+        reasoned = bool(getattr(details, "reasoning_tokens", 0) or 0)
         choices = getattr(completion, "choices", None) or []
         if not choices:
-            return _Reply(None, None, None, pt, ct, latency_ms)
+            return _Reply(None, None, None, pt, ct, latency_ms, reasoned, truncated)
         ch = choices[0]
         msg = ch.message
-        return _Reply(msg.content, ch.finish_reason, getattr(msg, "refusal", None), pt, ct,
-                      latency_ms)
+        extra = getattr(msg, "model_extra", None) or {}
+        thought = extra.get("reasoning_content") or extra.get("reasoning")
+        content = msg.content
+        stripped = strip_reasoning(content)
+        reasoned = reasoned or bool(thought) or stripped != content
+        content = stripped
+        if (not content or not content.strip()) and isinstance(thought, str) \
+                and not isinstance(parse_reply_object(thought), ParseFailure):
+            content = thought  # the JSON landed in the reasoning field (vLLM guided decoding)
+        if reasoned and not self._endpoint.reasoning:
+            self._endpoint.reasoning = True
+            log.warning("%s is a reasoning model: max_tokens %d from now on "
+                        "(reasoning_output_tokens)", self.settings.model,
+                        self.settings.reasoning_output_tokens)
+        return _Reply(content, ch.finish_reason, getattr(msg, "refusal", None), pt, ct,
+                      latency_ms, reasoned, truncated)
 
     # --- from call results to findings --------------------------------------------------------
 
@@ -511,14 +659,14 @@ class LLMJudge:
             return None
         return next((r for r in results if isinstance(r, _CallResult)), results[0])
 
-    def _decomposed(self, results: Sequence[_CallResult | _Failed] | None
-                    ) -> tuple[list[str] | None, list[str] | None]:
+    def _decomposed(self, results: _Results) -> tuple[list[str] | None, list[str] | None]:
         """Statements and reference statements from decompose; ``None`` when not available."""
-        r = self._first_ok(results)
-        if not isinstance(r, _CallResult):
-            return None, None
-        st, rs = r.values.get("statements"), r.values.get("reference_statements")
-        return (st if isinstance(st, list) else None, rs if isinstance(rs, list) else None)
+        out: list[list[str] | None] = []
+        for task in ("statements", "reference_statements"):
+            r = self._first_ok(results.get(("decompose", task)))
+            v = r.values.get(task) if isinstance(r, _CallResult) else None
+            out.append(v if isinstance(v, list) else None)
+        return out[0], out[1]
 
     @staticmethod
     def _task(results: Sequence[_CallResult | _Failed] | None, task: str) -> list[Any] | _Failed:
@@ -538,13 +686,10 @@ class LLMJudge:
         return ok if ok else first_fail  # type: ignore[return-value]
 
     async def _findings(self, sample: Sample, needs: Needs, inputs: SampleInputs,
-                        results: dict[str, list[_CallResult | _Failed]],
-                        ledger: _Ledger) -> dict[Fact, Finding]:
+                        results: _Results, ledger: _Ledger) -> dict[Fact, Finding]:
         model = self.model
         ref = {name: self.prompts[name].ref for name in PROMPT_NAMES}
         extra = {"truncated_contexts": True} if inputs.truncated_contexts else {}
-        dec = results.get("decompose")
-        assess = results.get("assess")
         out: dict[Fact, Finding] = {}
 
         def put(fact: Fact, value: Any, version: str | None, *, reason: Reason | None = None,
@@ -556,67 +701,77 @@ class LLMJudge:
                                 cost=ledger.costs.get(fact, ZERO_COST), detail=detail,
                                 extra={**extra, **more})
 
-        def single(v: list[Any] | _Failed) -> Any:
-            return v if isinstance(v, _Failed) else v[0]
+        def task(prompt: str, name: str) -> list[Any] | _Failed:
+            return self._task(results.get((prompt, name)), name)
 
         def voted(v: list[Any] | _Failed) -> Any:
             return v if isinstance(v, _Failed) else _majority(v)
 
         for fact in needs.facts:
-            if fact is Fact.STATEMENTS:
-                if not inputs.answer:
-                    put(fact, [], None)
-                else:
-                    put(fact, single(self._task(dec, "statements")), ref["decompose"])
-            elif fact is Fact.STATEMENT_SUPPORT:
-                st = self._task(dec, "statements") if inputs.answer else [[]]
-                if isinstance(st, _Failed):
-                    put(fact, st, ref["decompose"])
-                elif not st[0]:
-                    put(fact, [], ref["decompose"] if inputs.answer else None)
-                elif not inputs.contexts:
-                    put(fact, None, None, reason=Reason.NO_CONTEXTS)
-                else:
-                    put(fact, voted(self._task(assess, "statement_support")), ref["assess"])
+            if fact in (Fact.STATEMENTS, Fact.STATEMENT_SUPPORT):
+                self._claims(put, fact, inputs, task("grounding", "claims"), ref["grounding"])
             elif fact is Fact.QUESTION_SIMILARITY:
-                await self._question_similarity(put, inputs, dec, ref["decompose"])
+                await self._question_similarity(put, inputs, task("decompose", "questions"),
+                                                ref["decompose"])
             elif fact in (Fact.CONTEXT_USEFUL, Fact.CONTEXT_USED):
                 need = Reason.NO_QUESTION if fact is Fact.CONTEXT_USEFUL else Reason.NO_ANSWER
                 have = inputs.question if fact is Fact.CONTEXT_USEFUL else inputs.answer
+                prompt = "assess" if fact is Fact.CONTEXT_USEFUL else "grounding"
                 if not inputs.contexts:
                     put(fact, [], None)
                 elif not have:
                     put(fact, None, None, reason=need)
                 else:
-                    put(fact, voted(self._task(assess, fact.value)), ref["assess"])
+                    put(fact, voted(task(prompt, fact.value)), ref[prompt])
             elif fact is Fact.REFERENCE_ATTRIBUTION:
-                self._reference_attribution(put, inputs, dec, assess, ref)
+                self._reference_attribution(put, inputs, task, ref)
             elif fact is Fact.CORRECTNESS:
-                self._correctness(put, inputs, dec, assess, ref)
+                self._correctness(put, inputs, task, ref)
             elif fact is Fact.CONTEXT_RATINGS:
-                self._ratings(put, inputs, results, ref)
+                self._ratings(put, inputs, task, ref)
             elif fact is Fact.CONTEXT_SENTENCES:
-                self._sentences(put, inputs, results.get("context_sentences"),
+                self._sentences(put, inputs, task("context_sentences", "sentences"),
                                 ref["context_sentences"])
             elif fact is Fact.ASPECTS:
-                self._aspects(put, needs, inputs, results.get("aspects"), ref["aspects"])
+                self._aspects(put, needs, inputs, results.get(("aspects", "aspects")),
+                              ref["aspects"])
             elif fact is Fact.ANSWER_SIMILARITY:
                 await self._answer_similarity(put, inputs)
             else:  # a fact added to the engine that this judge does not know yet
                 put(fact, None, None, reason=Reason.UNSUPPORTED_BY_JUDGE)
         return out
 
+    @staticmethod
+    def _claims(put: Any, fact: Fact, inputs: SampleInputs, v: list[Any] | _Failed,
+                version: str) -> None:
+        """STATEMENTS and STATEMENT_SUPPORT from ``grounding``'s claims: the statements of the
+        first vote; with votes, the majority per statement over the votes that found as many
+        statements (the others are dropped, counted in ``extra["votes_dropped"]``)."""
+        if not inputs.answer:
+            return put(fact, [], None)
+        if not inputs.contexts:
+            return put(fact, None, None, reason=Reason.NO_CONTEXTS)
+        if isinstance(v, _Failed):
+            return put(fact, v, version)
+        first = v[0]
+        if fact is Fact.STATEMENTS:
+            return put(fact, first["statements"], version)
+        same = [x["verdicts"] for x in v if len(x["verdicts"]) == len(first["verdicts"])]
+        more: dict[str, Any] = {"contexts": first["contexts"], "reasons": first["reasons"]}
+        if len(same) < len(v):
+            more["votes_dropped"] = len(v) - len(same)
+        put(fact, _majority(same) if len(same) > 1 else list(first["verdicts"]), version, **more)
+
     async def _embed(self, texts: list[str]) -> Any:
         return await self.embedder.aembed(texts)
 
-    async def _question_similarity(self, put: Any, inputs: SampleInputs, dec: Any,
-                                   version: str) -> None:
+    async def _question_similarity(self, put: Any, inputs: SampleInputs,
+                                   q: list[Any] | _Failed, version: str) -> None:
         fact = Fact.QUESTION_SIMILARITY
         if not inputs.question:
             return put(fact, None, None, reason=Reason.NO_QUESTION)
         if not inputs.answer:
             return put(fact, None, None, reason=Reason.NO_ANSWER)
-        q = self._task(dec, "questions")
         if isinstance(q, _Failed):
             return put(fact, q, version)
         questions, noncommittal = q[0]["questions"], q[0]["noncommittal"]
@@ -644,13 +799,13 @@ class LLMJudge:
                        detail=f"embedder failed: {type(exc).__name__}: {exc}")
         put(fact, cosine(vecs[0], vecs[1]), None, fmodel=self.embedder.name)
 
-    def _reference_attribution(self, put: Any, inputs: SampleInputs, dec: Any, assess: Any,
+    def _reference_attribution(self, put: Any, inputs: SampleInputs, task: Any,
                                ref: Mapping[str, str]) -> None:
         fact = Fact.REFERENCE_ATTRIBUTION
         version = f"{ref['decompose']}+{ref['assess']}"
         if not inputs.reference:
             return put(fact, None, None, reason=Reason.NO_REFERENCE)
-        rs = self._task(dec, "reference_statements")
+        rs = task("decompose", "reference_statements")
         if isinstance(rs, _Failed):
             return put(fact, rs, ref["decompose"])
         statements = rs[0]
@@ -658,26 +813,26 @@ class LLMJudge:
             return put(fact, {"statements": [], "verdicts": []}, ref["decompose"])
         if not inputs.contexts:
             return put(fact, None, None, reason=Reason.NO_CONTEXTS)
-        v = self._task(assess, "reference_attribution")
+        v = task("assess", "reference_attribution")
         if isinstance(v, _Failed):
             return put(fact, v, version)
         put(fact, {"statements": statements, "verdicts": _majority(v)}, version)
 
-    def _correctness(self, put: Any, inputs: SampleInputs, dec: Any, assess: Any,
+    def _correctness(self, put: Any, inputs: SampleInputs, task: Any,
                      ref: Mapping[str, str]) -> None:
         fact = Fact.CORRECTNESS
         version = f"{ref['decompose']}+{ref['assess']}"
         if not inputs.reference:
             return put(fact, None, None, reason=Reason.NO_REFERENCE)
-        st = self._task(dec, "statements") if inputs.answer else [[]]
-        rs = self._task(dec, "reference_statements")
+        st = task("decompose", "statements") if inputs.answer else [[]]
+        rs = task("decompose", "reference_statements")
         for x in (st, rs):
             if isinstance(x, _Failed):
                 return put(fact, x, ref["decompose"])
         a, r = st[0], rs[0]  # type: ignore[index]
         if not a and not r:
             return put(fact, {"tp": [], "fp": [], "fn": []}, ref["decompose"])
-        v = self._task(assess, "correctness")
+        v = task("assess", "correctness")
         if isinstance(v, _Failed):
             return put(fact, v, version)
         in_ref = _majority([x["in_reference"] for x in v])
@@ -686,7 +841,7 @@ class LLMJudge:
                    "fp": [s for s, b in zip(a, in_ref) if not b],
                    "fn": [s for s, b in zip(r, in_ans) if not b]}, version)
 
-    def _ratings(self, put: Any, inputs: SampleInputs, results: Mapping[str, Any],
+    def _ratings(self, put: Any, inputs: SampleInputs, task: Any,
                  ref: Mapping[str, str]) -> None:
         fact = Fact.CONTEXT_RATINGS
         if not inputs.contexts:
@@ -696,7 +851,7 @@ class LLMJudge:
         ratings: list[int | None] = []
         fails: list[_Failed] = []
         for name in ("context_rating_a", "context_rating_b"):
-            v = self._task(results.get(name), "rating")
+            v = task(name, "rating")
             if isinstance(v, _Failed):
                 ratings.append(None)
                 fails.append(v)
@@ -708,13 +863,12 @@ class LLMJudge:
         detail = "; ".join(f.detail for f in fails) or None
         put(fact, ratings, version, detail=detail)
 
-    def _sentences(self, put: Any, inputs: SampleInputs, res: Any, version: str) -> None:
+    def _sentences(self, put: Any, inputs: SampleInputs, v: Any, version: str) -> None:
         fact = Fact.CONTEXT_SENTENCES
         if not inputs.n_sentences:
             return put(fact, {"needed": 0, "total": 0}, None)
         if not inputs.question:
             return put(fact, None, None, reason=Reason.NO_QUESTION)
-        v = self._task(res, "sentences")
         if isinstance(v, _Failed):
             return put(fact, v, version)
         n = inputs.n_sentences

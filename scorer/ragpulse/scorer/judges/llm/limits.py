@@ -178,6 +178,11 @@ class AdaptiveRateLimiter:
         if d > 0:
             await (wait(d) if wait is not None else asyncio.sleep(d))  # type: ignore[misc]
 
+    @property
+    def throttled(self) -> bool:
+        """Whether a 429 slowed this limiter down (lower rate or a Retry-After cooldown)."""
+        return self.rate < self.max_rate or self._cooldown_until > self._clock()
+
     def on_success(self) -> None:
         self.rate = min(self.max_rate, self.rate + self._step)
 

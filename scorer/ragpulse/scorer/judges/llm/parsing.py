@@ -4,15 +4,16 @@ A reply is usable only if it is exactly one JSON object (optionally inside one M
 fence, which some servers add even in JSON mode). Anything around it, or a second object, makes
 it unparseable: a model that echoes JSON it found in the data cannot smuggle verdicts in front of
 its own. Each task's part is validated on its own, so a bad ``context_used`` array does not void
-good ``statement_support`` verdicts. Verdict arrays must be numbered 1..n in order with exactly n
+good ``claims`` verdicts. Verdict arrays must be numbered 1..n in order with exactly n
 entries for the n items asked about; anything else is ``verdicts_mismatch``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -20,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from ...model import Reason
 
-__all__ = ["ParseFailure", "TaskParsers", "parse_reply_object", "parse_task"]
+__all__ = ["ParseFailure", "TaskParsers", "parse_reply_object", "parse_task", "response_schema",
+           "strip_reasoning"]
 
 # Not Literal[0, 1]: a Literal compares by equality, so it accepts True (True == 1) even in strict
 # mode. A strict int rejects bools.
@@ -32,10 +34,11 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
 
-class _StatementSupport(_Strict):
-    statement: int
+class _Claim(_Strict):
+    statement: str
+    reason: str = ""  # asked before the verdict (reason-then-verdict); not used in scores
+    contexts: list[int] = Field(default_factory=list)  # the contexts it rests on (auxiliary)
     supported: Bit
-    context: int | str | None = None  # auxiliary: which context; lenient on purpose
 
 
 class _ContextUseful(_Strict):
@@ -87,6 +90,105 @@ class _Needed(_Strict):
 class _AspectVerdict(_Strict):
     criterion: str
     verdict: Bit
+
+
+class _ContextUsefulOut(_Strict):
+    context_useful: list[_ContextUseful]
+
+
+class _ContextUsedOut(_Strict):
+    context_used: list[_ContextUsed]
+
+
+class _ClaimsOut(_Strict):
+    claims: list[_Claim]
+
+
+class _AttributionOut(_Strict):
+    reference_attribution: list[_Attributed]
+
+
+class _Correctness(_Strict):
+    answer: list[_InReference]
+    reference: list[_InAnswer]
+
+
+class _CorrectnessOut(_Strict):
+    correctness: _Correctness
+
+
+class _AspectsOut(_Strict):
+    verdicts: list[_AspectVerdict]
+
+
+# The reply shape of each task, from the same models the parsers validate with: the source of the
+# ``json_schema`` response format.
+TASK_MODELS: dict[str, type[BaseModel]] = {
+    "statements": _Decompose,
+    "questions": _Questions,
+    "reference_statements": _RefStatements,
+    "claims": _ClaimsOut,
+    "context_useful": _ContextUsefulOut,
+    "context_used": _ContextUsedOut,
+    "reference_attribution": _AttributionOut,
+    "correctness": _CorrectnessOut,
+    "rating": _Rating,
+    "sentences": _Needed,
+    "aspects": _AspectsOut,
+}
+
+
+def _closed(node: Any) -> Any:
+    """A JSON schema as strict structured outputs want it: every object closed
+    (``additionalProperties: false``) with all its properties required, no defaults."""
+    if isinstance(node, list):
+        return [_closed(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _closed(v) for k, v in node.items() if k != "default"}
+    if out.get("type") == "object" and "properties" in out:
+        out["additionalProperties"] = False
+        out["required"] = list(out["properties"])
+    return out
+
+
+def response_schema(name: str, tasks: Sequence[str]) -> dict[str, Any]:
+    """The ``response_format`` of type ``json_schema`` for a request asking ``tasks``: one
+    object with the keys of every task, built from the parsers' pydantic models. Cached: the
+    same dict (treat it as read-only) for the same name and tasks."""
+    return _response_schema(name, tuple(tasks))
+
+
+@functools.lru_cache(maxsize=256)
+def _response_schema(name: str, tasks: tuple[str, ...]) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    defs: dict[str, Any] = {}
+    for t in tasks:
+        schema = TASK_MODELS[t].model_json_schema(ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        props.update(schema["properties"])
+    root: dict[str, Any] = {"type": "object", "properties": props}
+    if defs:
+        root["$defs"] = defs
+    safe = re.sub(r"[^a-zA-Z0-9_-]", "_", name)[:64]
+    return {"type": "json_schema",
+            "json_schema": {"name": safe, "strict": True, "schema": _closed(root)}}
+
+
+_THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
+
+
+def strip_reasoning(content: str | None) -> str | None:
+    """``content`` without a leading ``<think>...</think>`` block (reasoning models served
+    without a reasoning parser, e.g. DeepSeek-R1 or Qwen3 on vLLM/Ollama, put their reasoning
+    there). An unclosed ``<think>`` (the reply ran out of tokens while reasoning) leaves
+    nothing."""
+    if content is None:
+        return None
+    stripped = _THINK.sub("", content, count=1)
+    if stripped.lstrip().startswith("<think>"):
+        return ""
+    return stripped
 
 
 @dataclass(frozen=True)
@@ -181,9 +283,36 @@ def _p_ref_statements(obj: Mapping[str, Any], n: Mapping[str, int]) -> list[str]
                               "reference_statements").reference_statements, "reference_statements")
 
 
-def _p_support(obj: Mapping[str, Any], n: Mapping[str, int]) -> list[int]:
-    return _verdicts(_array(obj, "statement_support"), _StatementSupport, "statement",
-                     "supported", n["statements"], "statement_support")
+_NOT_TEXT = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def _bigrams(text: str) -> set[str]:
+    t = _NOT_TEXT.sub("", text.lower())
+    return {t[i:i + 2] for i in range(len(t) - 1)}
+
+
+DRAWN_FROM_ANSWER = 0.5
+"""Least share of a claim's character bigrams that must occur in the question + answer."""
+
+
+def _p_claims(obj: Mapping[str, Any], n: Mapping[str, Any]) -> dict[str, list[Any]]:
+    rows = [_validate(_Claim, e, f"claims[{i}]") for i, e in enumerate(_array(obj, "claims"))]
+    statements = _strings([r.statement for r in rows], "claims.statement")
+    # The statements come from the same reply as their verdicts, so no count can be checked
+    # against them; instead each must be drawn from the answer (restored subjects from the
+    # question): character bigrams, so it works without spaces (CJK) and rejects translations
+    # and verdicts an obeyed injection invents for statements the answer never made.
+    source = _bigrams(str(n.get("source_text", "")))
+    if source:
+        for i, st in enumerate(statements, start=1):
+            grams = _bigrams(st)
+            if not grams or len(grams & source) < DRAWN_FROM_ANSWER * len(grams):
+                raise _Bad(Reason.VERDICTS_MISMATCH,
+                           f"claims[{i}]: statement not drawn from the answer: {st[:80]!r}")
+    k = int(n.get("contexts", 0))
+    return {"statements": statements, "verdicts": [int(r.supported) for r in rows],
+            "contexts": [sorted({c for c in r.contexts if 1 <= c <= k}) for r in rows],
+            "reasons": [r.reason for r in rows]}
 
 
 def _p_useful(obj: Mapping[str, Any], n: Mapping[str, int]) -> list[int]:
@@ -240,7 +369,7 @@ TaskParsers: dict[str, Callable[[Mapping[str, Any], Mapping[str, Any]], Any]] = 
     "statements": _p_statements,
     "questions": _p_questions,
     "reference_statements": _p_ref_statements,
-    "statement_support": _p_support,
+    "claims": _p_claims,
     "context_useful": _p_useful,
     "context_used": _p_used,
     "reference_attribution": _p_attribution,

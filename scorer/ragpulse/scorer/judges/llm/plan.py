@@ -1,11 +1,21 @@
 """The call plan: which prompts and tasks a sample's needed facts take, and the exact messages.
 
-The card's four metrics (faithfulness, answer_relevancy, context_precision, context_utilization)
-take two calls: ``decompose`` (question + answer -> statements, generated questions,
-noncommittal) then ``assess`` (question + all contexts + answer + statements -> every verdict).
-Other facts add their own calls: ``context_rating_a``/``_b`` (two wordings, context_relevance),
-``context_sentences`` (legacy context_relevancy) and ``aspects``. Reference facts ride on the same
-two calls (reference statements in ``decompose``, attribution and TP/FP/FN in ``assess``).
+Isolation rule: one request asks only tasks that declare the *same* inputs in their prompt file,
+so every verdict sees exactly the inputs its metric's definition names, whatever other metrics
+run beside it (``../shared/METRICS.md``). The card's four metrics take three independent
+requests, sent concurrently:
+
+* ``assess`` / ``context_useful`` (question + contexts): context_precision;
+* ``grounding`` / ``claims`` + ``context_used`` (question + contexts + answer): the answer's
+  statements with a reason, the contexts they rest on and a verdict each (faithfulness), and the
+  contexts the answer used (context_utilization);
+* ``decompose`` / ``questions`` (answer only): answer relevancy's generated questions.
+
+Other facts add their own requests: ``context_rating_a``/``_b`` (context_relevance),
+``context_sentences`` (legacy context_relevancy), ``aspects``; the reference facts take
+``decompose`` (answer statements from question + answer, reference statements from the
+reference) and then ``assess`` (attribution over contexts + reference statements; TP/FP/FN over
+question + both statement lists).
 """
 
 from __future__ import annotations
@@ -19,18 +29,18 @@ from ..base import Criterion, Needs
 from .prompts import PromptLibrary, new_nonce
 from .settings import LLMJudgeSettings
 
-__all__ = ["CallSpec", "SampleInputs", "assess_tasks", "decompose_tasks", "fit_contexts",
-           "phase_one", "render_requests"]
+__all__ = ["CallSpec", "SampleInputs", "dependent_calls", "fit_contexts", "independent_calls",
+           "render_requests"]
 
 TRUNCATION_MARK = " [...truncated]"
 
-# Which tasks of which prompt each fact needs (the assess tasks need decompose's output first).
+# Which tasks of which prompt each fact needs.
 FACT_TASKS: dict[Fact, tuple[tuple[str, str], ...]] = {
-    Fact.STATEMENTS: (("decompose", "statements"),),
-    Fact.STATEMENT_SUPPORT: (("decompose", "statements"), ("assess", "statement_support")),
+    Fact.STATEMENTS: (("grounding", "claims"),),
+    Fact.STATEMENT_SUPPORT: (("grounding", "claims"),),
     Fact.QUESTION_SIMILARITY: (("decompose", "questions"),),
     Fact.CONTEXT_USEFUL: (("assess", "context_useful"),),
-    Fact.CONTEXT_USED: (("assess", "context_used"),),
+    Fact.CONTEXT_USED: (("grounding", "context_used"),),
     Fact.REFERENCE_ATTRIBUTION: (("decompose", "reference_statements"),
                                  ("assess", "reference_attribution")),
     Fact.CORRECTNESS: (("decompose", "statements"), ("decompose", "reference_statements"),
@@ -40,8 +50,10 @@ FACT_TASKS: dict[Fact, tuple[tuple[str, str], ...]] = {
     Fact.ASPECTS: (("aspects", "aspects"),),
     Fact.ANSWER_SIMILARITY: (),
 }
-PROMPT_NAMES = ("decompose", "assess", "context_rating_a", "context_rating_b",
+PROMPT_NAMES = ("decompose", "assess", "grounding", "context_rating_a", "context_rating_b",
                 "context_sentences", "aspects")
+# Inputs that are another request's output: a task reading them waits for ``decompose``.
+DERIVED_INPUTS = frozenset({"statements", "reference_statements"})
 
 
 def fit_contexts(contexts: Sequence[str], max_chars: int) -> tuple[list[str], bool]:
@@ -122,7 +134,8 @@ class SampleInputs:
 
 @dataclass(frozen=True)
 class CallSpec:
-    """One logical call (before votes): a prompt, the tasks asked, and what the reply must match."""
+    """One logical call (before votes): a prompt, the tasks asked, and what the reply must match.
+    The tasks of one call declare identical inputs (the isolation rule)."""
 
     prompt: str
     tasks: tuple[str, ...]
@@ -132,77 +145,96 @@ class CallSpec:
     votes: int = 1
 
 
-def _wanted(needs: Needs, prompt: str) -> set[str]:
-    return {t for f in needs.facts for (p, t) in FACT_TASKS.get(f, ()) if p == prompt}
+def _wanted(needs: Needs, prompt: str) -> list[str]:
+    return sorted({t for f in needs.facts for (p, t) in FACT_TASKS.get(f, ()) if p == prompt})
 
 
-def decompose_tasks(needs: Needs, inputs: SampleInputs) -> tuple[str, ...]:
-    """The decompose tasks worth asking: none about an empty answer or an absent reference."""
-    wanted = _wanted(needs, "decompose")
-    out = []
-    if "statements" in wanted and inputs.answer:
-        out.append("statements")
-    if "questions" in wanted and inputs.answer and inputs.question:
-        out.append("questions")
-    if "reference_statements" in wanted and inputs.reference:
-        out.append("reference_statements")
-    return tuple(out)
+def askable(task: str, inputs: SampleInputs, n_statements: int = 0,
+            n_reference_statements: int = 0) -> bool:
+    """Whether ``task`` has something to judge for this sample (a task over zero items, or over
+    a missing input, is not asked)."""
+    q, c, a, r = bool(inputs.question), bool(inputs.contexts), bool(inputs.answer), \
+        bool(inputs.reference)
+    return {
+        "statements": a,
+        "questions": a and q,
+        "reference_statements": r,
+        "claims": a and c,
+        "context_used": a and c,
+        "context_useful": q and c,
+        "reference_attribution": c and n_reference_statements > 0,
+        "correctness": n_statements > 0 or n_reference_statements > 0,
+        "rating": q and c,
+        "sentences": q and inputs.n_sentences > 0,
+        "aspects": a,
+    }.get(task, False)
 
 
-def assess_tasks(needs: Needs, inputs: SampleInputs, n_statements: int,
-                 n_reference_statements: int) -> tuple[str, ...]:
-    """The assess tasks that have something to judge (a task over zero items is not asked)."""
-    wanted = _wanted(needs, "assess")
-    has_ctx = bool(inputs.contexts)
-    out = []
-    if "statement_support" in wanted and n_statements and has_ctx:
-        out.append("statement_support")
-    if "context_useful" in wanted and has_ctx and inputs.question:
-        out.append("context_useful")
-    if "context_used" in wanted and has_ctx and inputs.answer:
-        out.append("context_used")
-    if "reference_attribution" in wanted and n_reference_statements and has_ctx:
-        out.append("reference_attribution")
-    if "correctness" in wanted and (n_statements or n_reference_statements):
-        out.append("correctness")
-    return tuple(out)
+def _group(prompt: str, tasks: Sequence[str], prompts: PromptLibrary) -> list[tuple[str, ...]]:
+    """``tasks`` split into groups of identical declared inputs, in the file's task order."""
+    groups: dict[frozenset[str], list[str]] = {}
+    for t in prompts[prompt].tasks:
+        if t in tasks:
+            groups.setdefault(frozenset(prompts[prompt].tasks[t].inputs), []).append(t)
+    return [tuple(g) for g in groups.values()]
 
 
 def criteria_text(criteria: Sequence[Criterion]) -> str:
     return "\n".join(f"{i}. {c.name}: {c.definition}" for i, c in enumerate(criteria, start=1))
 
 
-def phase_one(needs: Needs, inputs: SampleInputs, settings: LLMJudgeSettings) -> list[CallSpec]:
-    """Calls that need nothing but the sample (every call except ``assess``)."""
+def _spec(prompt: str, tasks: tuple[str, ...], needs: Needs, inputs: SampleInputs,
+          settings: LLMJudgeSettings, statements: Sequence[str] = (),
+          reference_statements: Sequence[str] = ()) -> CallSpec:
+    items = inputs.items(statements, reference_statements)
+    counts: dict[str, object] = {"statements": len(statements), "contexts": len(inputs.contexts),
+                                 "reference_statements": len(reference_statements)}
+    params: dict[str, str] = {}
+    votes = settings.votes
+    if "questions" in tasks:
+        params["n_questions"] = str(settings.n_questions)
+        counts["questions"] = settings.n_questions
+    if "sentences" in tasks:
+        counts["sentences"] = inputs.n_sentences
+    if "claims" in tasks:
+        counts["source_text"] = f"{inputs.question}\n{inputs.answer}"
+    if "aspects" in tasks:
+        params["criteria"] = criteria_text(needs.criteria)
+        counts["criteria_names"] = [c.name for c in needs.criteria]
+        votes = max(c.strictness for c in needs.criteria)
+    if prompt == "decompose":
+        votes = 1  # decomposition is not voted
+    return CallSpec(prompt, tasks, items, params=params, counts=counts, votes=votes)
+
+
+def independent_calls(needs: Needs, inputs: SampleInputs, settings: LLMJudgeSettings,
+                      prompts: PromptLibrary) -> list[CallSpec]:
+    """The calls that need nothing but the sample (all but those reading ``decompose``'s
+    statements), in a stable order."""
     specs: list[CallSpec] = []
-    items = inputs.items()
-    if tasks := decompose_tasks(needs, inputs):
-        specs.append(CallSpec("decompose", tasks, items,
-                              params={"n_questions": str(settings.n_questions)},
-                              counts={"questions": settings.n_questions}))
-    if Fact.CONTEXT_RATINGS in needs.facts and inputs.contexts and inputs.question:
-        for name in ("context_rating_a", "context_rating_b"):
-            specs.append(CallSpec(name, ("rating",), items, votes=settings.votes))
-    if Fact.CONTEXT_SENTENCES in needs.facts and inputs.n_sentences and inputs.question:
-        specs.append(CallSpec("context_sentences", ("sentences",), items,
-                              counts={"sentences": inputs.n_sentences}, votes=settings.votes))
-    if Fact.ASPECTS in needs.facts and needs.criteria and inputs.answer:
-        specs.append(CallSpec("aspects", ("aspects",), items,
-                              params={"criteria": criteria_text(needs.criteria)},
-                              counts={"criteria_names": [c.name for c in needs.criteria]},
-                              votes=max(c.strictness for c in needs.criteria)))
+    for prompt in PROMPT_NAMES:
+        tasks = [t for t in _wanted(needs, prompt) if askable(t, inputs)
+                 and not DERIVED_INPUTS & set(prompts[prompt].tasks[t].inputs)]
+        if prompt == "aspects" and not needs.criteria:
+            tasks = []
+        for group in _group(prompt, tasks, prompts):
+            specs.append(_spec(prompt, group, needs, inputs, settings))
     return specs
 
 
-def assess_spec(needs: Needs, inputs: SampleInputs, settings: LLMJudgeSettings,
-                statements: Sequence[str], reference_statements: Sequence[str]) -> CallSpec | None:
-    tasks = assess_tasks(needs, inputs, len(statements), len(reference_statements))
-    if not tasks:
-        return None
-    return CallSpec("assess", tasks, inputs.items(statements, reference_statements),
-                    counts={"statements": len(statements), "contexts": len(inputs.contexts),
-                            "reference_statements": len(reference_statements)},
-                    votes=settings.votes)
+def dependent_calls(needs: Needs, inputs: SampleInputs, settings: LLMJudgeSettings,
+                    prompts: PromptLibrary, statements: Sequence[str],
+                    reference_statements: Sequence[str]) -> list[CallSpec]:
+    """The calls that read ``decompose``'s statements (reference facts only)."""
+    specs: list[CallSpec] = []
+    for prompt in PROMPT_NAMES:
+        tasks = [t for t in _wanted(needs, prompt)
+                 if DERIVED_INPUTS & set(prompts[prompt].tasks[t].inputs)
+                 and askable(t, inputs, len(statements), len(reference_statements))]
+        for group in _group(prompt, tasks, prompts):
+            specs.append(_spec(prompt, group, needs, inputs, settings, statements,
+                               reference_statements))
+    return specs
 
 
 def render_requests(
@@ -217,9 +249,9 @@ def render_requests(
 ) -> list[list[dict[str, str]]]:
     """The exact chat messages the LLM judge would send for ``sample`` and ``needs``: one list
     of ``{"role", "content"}`` messages per request, votes and repairs not included, in plan
-    order (phase-one calls, then ``assess``).
+    order (independent calls, then the calls that read ``decompose``'s statements).
 
-    ``assess`` needs the statements ``decompose`` returns; without them, the answer's (and the
+    Those calls need the statements ``decompose`` returns; without them, the answer's (and the
     reference's) sentence-level statements from :func:`~ragpulse.scorer.segment.split_statements`
     stand in, which gives representative token counts for cost estimates. Pure apart from the
     random nonce (pass ``nonce`` for byte-identical output); blocking only to load the prompt
@@ -229,15 +261,15 @@ def render_requests(
     prompts = prompts or PromptLibrary.load(settings.prompts_dir)
     inputs = SampleInputs.of(sample, settings)
     out: list[list[dict[str, str]]] = []
-    for spec in phase_one(needs, inputs, settings):
-        out.append(prompts[spec.prompt].render(spec.tasks, spec.items, nonce=nonce or new_nonce(),
-                                               params=spec.params))
-    dec = decompose_tasks(needs, inputs)
+    specs = independent_calls(needs, inputs, settings, prompts)
+    asked = {(s.prompt, t) for s in specs for t in s.tasks}
     stmts = list(statements) if statements is not None else (
-        split_statements(inputs.answer) if "statements" in dec else [])
+        split_statements(inputs.answer) if ("decompose", "statements") in asked else [])
     refs = list(reference_statements) if reference_statements is not None else (
-        split_statements(inputs.reference) if "reference_statements" in dec else [])
-    if (spec := assess_spec(needs, inputs, settings, stmts, refs)) is not None:
+        split_statements(inputs.reference)
+        if ("decompose", "reference_statements") in asked else [])
+    specs += dependent_calls(needs, inputs, settings, prompts, stmts, refs)
+    for spec in specs:
         out.append(prompts[spec.prompt].render(spec.tasks, spec.items, nonce=nonce or new_nonce(),
                                                params=spec.params))
     return out

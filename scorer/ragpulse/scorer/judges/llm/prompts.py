@@ -38,7 +38,7 @@ __all__ = [
 
 INPUT_LABELS: dict[str, str] = {
     "question": "QUESTION",
-    "contexts": "CONTEXTS (in retrieval rank order)",
+    "contexts": "CONTEXTS",
     "answer": "ANSWER",
     "reference": "REFERENCE ANSWER",
     "statements": "ANSWER STATEMENTS",

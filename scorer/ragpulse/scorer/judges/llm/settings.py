@@ -35,10 +35,14 @@ class LLMJudgeSettings(BaseModel):
     """Set for Azure OpenAI: the judge then uses ``AsyncAzureOpenAI`` and ``model`` is the
     deployment name."""
     model: str = "gpt-4o-mini"
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    temperature: float | None = Field(0.0, ge=0.0, le=2.0)
+    """``None``: not sent (the server's default). A server that answers 400 naming the
+    parameter (OpenAI's reasoning models, a LiteLLM proxy without ``drop_params``) gets one
+    retry without it, and the judge stops sending it to that endpoint."""
     seed: int | None = 42
-    """Sent with every request (vote ``i`` uses ``seed + i``); servers that ignore it are still
-    deterministic at temperature 0 up to their own nondeterminism."""
+    """Sent with every request (vote ``i`` uses ``seed + i``); ``None``: not sent. Servers that
+    ignore it are still deterministic at temperature 0 up to their own nondeterminism. Dropped
+    like ``temperature`` when the server rejects it."""
     votes: int = Field(1, ge=1, le=15)
     """Self-consistency: independent samples per verdict call, strict majority per verdict
     (a tie counts as 0). Voted requests use ``vote_temperature``."""
@@ -64,13 +68,25 @@ class LLMJudgeSettings(BaseModel):
     What is not answered by then is null with ``judge_timeout``."""
     backoff_initial_s: float = Field(0.5, gt=0.0)
     backoff_max_s: float = Field(30.0, gt=0.0)
-    json_mode: bool = True
-    """Send ``response_format={"type": "json_object"}``. Turn off for servers without it; the
-    reply is still parsed and validated as JSON."""
-    max_output_tokens: int = Field(1024, ge=16, le=32768)
-    """``max_tokens`` of one request; reserved in the token budget before each call."""
+    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    """``json_schema``: a strict schema per request, built from the parsers' pydantic models
+    (structured outputs on OpenAI/Azure, guided decoding on vLLM, ``format`` on Ollama).
+    A 400 naming ``response_format`` falls back to ``json_object`` (then to none) for the rest
+    of the judge's life, logged once. The reply is parsed and validated the same way in every
+    mode."""
+    max_output_tokens: int = Field(2048, ge=16, le=131072)
+    """``max_tokens`` of one request; reserved in the token budget before each call. A claim of
+    the ``grounding`` reply (statement, reason, contexts, verdict) takes about 40-60 tokens, so
+    2048 holds answers of about 35 statements; a truncated reply gets one repair with twice as
+    many."""
+    reasoning_output_tokens: int = Field(8192, ge=16, le=131072)
+    """``max_tokens`` once the endpoint shows it is a reasoning model (a reply reports
+    ``completion_tokens_details.reasoning_tokens``, carries ``reasoning_content`` or a
+    ``<think>`` block): reasoning counts against the output limit, so 1024 would cut most
+    replies off. Also the budget of the repair after such a reply was truncated."""
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
-    """Reasoning models on api.openai.com accept only ``max_completion_tokens``."""
+    """Reasoning models on api.openai.com accept only ``max_completion_tokens``; a 400 naming
+    ``max_tokens`` switches to it for the rest of the judge's life."""
     max_context_chars: int = Field(24_000, ge=200)
     """Total characters of contexts shown to the judge; longer contexts are cut, fairly across
     contexts, with a visible marker (the finding's ``extra["truncated_contexts"]`` says so)."""

@@ -25,6 +25,10 @@ class LLMJudgeStats:
     repairs: int = 0
     """Second requests asking the model to fix an unusable reply."""
     refusals: int = 0
+    """Refused calls: ``message.refusal``, ``finish_reason: content_filter``, Azure's 400
+    ``content_filter``."""
+    prompt_truncated: int = 0
+    """Replies whose ``usage.prompt_tokens`` shows the server cut the prompt short."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     budget_skipped_calls: int = 0

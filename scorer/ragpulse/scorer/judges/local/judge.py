@@ -11,7 +11,8 @@ QUESTION_SIMILARITY      one calibrated similarity: cosine(question, answer) ble
                          answer's grounding near the context sentence that best matches the
                          question; non-committal answers are flagged. The local judge cannot
                          generate questions, so ``questions`` holds the user question itself.
-CONTEXT_USEFUL           per context: best sentence relevance to the question >= cut
+CONTEXT_USEFUL           per context: best sentence relevance to the question >= cut (question
+                         and contexts only, as the metric is defined: the answer never decides)
 CONTEXT_USED             per context: best alignment of an answer statement to its sentences
                          >= cut
 CONTEXT_RATINGS          two views mapped to 0/1/2: lexical (IDF-weighted question coverage of
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 _VERSIONS: dict[Fact, str] = {
     Fact.STATEMENTS: "local-statements@1",
     Fact.QUESTION_SIMILARITY: "local-question-similarity@1",
-    Fact.CONTEXT_USEFUL: "local-context-useful@1",
+    Fact.CONTEXT_USEFUL: "local-context-useful@2",
     Fact.CONTEXT_USED: "local-context-used@1",
     Fact.CONTEXT_RATINGS: "local-context-ratings@1",
     Fact.CONTEXT_SENTENCES: "local-context-sentences@1",
@@ -146,7 +147,7 @@ class LocalJudge:
             raise RuntimeError("LocalJudge.gather after aclose")
         if not needs.facts:
             return {}
-        return await self._workers.run(self.judge, sample, needs)
+        return await self._workers.run_findings(self.judge, sample, needs)
 
     # ------------------------------------------------------------------ blocking core
 

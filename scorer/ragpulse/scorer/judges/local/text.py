@@ -36,6 +36,13 @@ _INTERROGATIVE = re.compile(
     r"何[年月日人回個つ度歳番]?|いつ|どこ|どの|どれ|どう|だれ|誰|なぜ|なに|いくつ|いくら|"
     r"什么|什麼|哪[里裡儿兒个個一些年]?|谁|誰|几|幾|多少|怎么|怎麼|为什么|為什麼|吗|嗎|呢"
 )
+# Chinese degree questions: "长城有多长" (how long is the Great Wall), 多高, 多大, 多远, 多久… The
+# "(有)多 + adjective" frame is the question word, as "how long" is in English; left in, its
+# bigrams (有多, 多长, and 城有 across the word boundary) outweighed the one content unit (长城)
+# and no context sentence covered the question. Kana-free text only: in Japanese 多大 is a word.
+_ZH_INTERROGATIVE = re.compile(
+    r"[有是]?多[长長高大远遠久重深宽寬厚快老少]|如何|怎样|怎樣|什么样|什麼樣"
+)
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af々ー]+")
 _HIRAGANA = re.compile(r"[\u3040-\u309fー]+")
 _LATIN = re.compile(r"[^\W_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+")
@@ -65,6 +72,8 @@ def content_units(text: str, *, question: bool = False) -> frozenset[str]:
     t = normalize(text)
     if question:
         t = _INTERROGATIVE.sub(" ", t)
+        if not _KANA.search(t):
+            t = _ZH_INTERROGATIVE.sub(" ", t)
     out: set[str] = set()
     for w in _LATIN.findall(t):
         w = w.strip("'’")

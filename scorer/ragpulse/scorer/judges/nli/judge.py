@@ -136,7 +136,7 @@ class NliJudge:
         if rest:
             parts.append(self.local.gather(sample, Needs(rest, needs.criteria)))
         if own:
-            parts.append(self._workers.run(self.judge, sample, own))
+            parts.append(self._workers.run_findings(self.judge, sample, own))
         out: dict[Fact, Finding] = {}
         for part in await asyncio.gather(*parts):
             out.update(part)

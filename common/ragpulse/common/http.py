@@ -266,6 +266,10 @@ def _shutdown(sock: socket.socket) -> None:
         pass
 
 
+# (second, its Date header), replaced whole: a handler thread sees a matching pair.
+_date_header: tuple[int, str] = (0, "")
+
+
 class GuardedRequestHandler(BaseHTTPRequestHandler):
     """``BaseHTTPRequestHandler`` with read deadlines and phase tracking for eviction.
 
@@ -309,6 +313,18 @@ class GuardedRequestHandler(BaseHTTPRequestHandler):
     def end_body(self) -> None:
         """The body was read; the request is being served (no deadline, not evictable)."""
         self._phase(BUSY, None)
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The ``Date`` header, formatted once a second (``email.utils.formatdate`` was a tenth
+        of a small request's Python time), not once a response."""
+        global _date_header
+        if timestamp is not None:
+            return super().date_time_string(timestamp)
+        now = int(time.time())
+        cached = _date_header
+        if cached[0] != now:
+            cached = _date_header = (now, super().date_time_string(now))
+        return cached[1]
 
     def end_headers(self) -> None:
         # Everything below writes: a client that does not read its response is cut off.

@@ -1,8 +1,9 @@
 """ragpulse.instrument: emit correct RAG spans from an app that uses no framework instrumentor.
 
-This runs in the app, not in ragpulse's services: it needs only the OpenTelemetry API (and
-:mod:`ragpulse.common` for the attribute names ragpulse defines), never the collector or the
-scorer.
+This runs in the app, not in ragpulse's services: it imports the OpenTelemetry API and the
+standard library only (no pydantic, no other ragpulse package; ``tests/test_instrument.py`` checks
+it). It owns the span attribute names ragpulse defines (:mod:`.attributes`); ``ragpulse.common``
+re-exports them for the services.
 
 Everything goes through the real OpenTelemetry API, so the app's own ``TracerProvider`` (and its
 OTLP exporter pointed at the ragpulse collector) carries the spans::
@@ -51,9 +52,29 @@ from opentelemetry.trace import (
     TracerProvider,
 )
 
-from ragpulse import common
+from .attributes import (
+    FEEDBACK_COMMENT,
+    FEEDBACK_EVENT,
+    FEEDBACK_LABEL,
+    FEEDBACK_SCORE,
+    PROMPT_VERSION,
+    RETRIEVER_VERSION,
+)
 
-__all__ = ["Document", "LLMSpan", "QuerySpan", "RagTracer", "RerankSpan", "RetrievalSpan"]
+__all__ = [
+    "FEEDBACK_COMMENT",
+    "FEEDBACK_EVENT",
+    "FEEDBACK_LABEL",
+    "FEEDBACK_SCORE",
+    "PROMPT_VERSION",
+    "RETRIEVER_VERSION",
+    "Document",
+    "LLMSpan",
+    "QuerySpan",
+    "RagTracer",
+    "RerankSpan",
+    "RetrievalSpan",
+]
 
 _SCOPE = "ragpulse.instrument"
 _SCOPE_VERSION = "0.1.0"
@@ -145,7 +166,7 @@ class QuerySpan(_Handle):
     ) -> None:
         """Feedback known while the query is still open, as a ``ragpulse.feedback`` event."""
         self.span.add_event(
-            common.FEEDBACK_EVENT, _feedback_attrs(score, label, comment, self._rt.capture_content)
+            FEEDBACK_EVENT, _feedback_attrs(score, label, comment, self._rt.capture_content)
         )
 
 
@@ -276,11 +297,11 @@ def _feedback_attrs(
         raise ValueError(f"feedback score {score} outside [0, 1] (0 = bad, 1 = good)")
     attrs: dict[str, Any] = {}
     if score is not None:
-        attrs[common.FEEDBACK_SCORE] = float(score)
+        attrs[FEEDBACK_SCORE] = float(score)
     if label is not None:
-        attrs[common.FEEDBACK_LABEL] = label
+        attrs[FEEDBACK_LABEL] = label
     if comment is not None and content:
-        attrs[common.FEEDBACK_COMMENT] = comment
+        attrs[FEEDBACK_COMMENT] = comment
     return attrs
 
 
@@ -327,8 +348,8 @@ class RagTracer:
             "openinference.span.kind": "CHAIN",
             "session.id": session_id,
             "user.id": user_id,
-            common.PROMPT_VERSION: prompt_version,
-            common.RETRIEVER_VERSION: retriever_version,
+            PROMPT_VERSION: prompt_version,
+            RETRIEVER_VERSION: retriever_version,
             "metadata": json.dumps(dict(metadata), ensure_ascii=False, default=str)
             if metadata
             else None,
@@ -350,7 +371,7 @@ class RagTracer:
         """Open a retriever span; yields a :class:`RetrievalSpan` (call ``set_documents``)."""
         attrs: dict[str, Any] = {
             "openinference.span.kind": "RETRIEVER",
-            common.RETRIEVER_VERSION: retriever_version,
+            RETRIEVER_VERSION: retriever_version,
         }
         if self.capture_content:
             attrs["input.value"] = query
@@ -482,6 +503,6 @@ class RagTracer:
         # alone, minutes after its trace.
         span_attrs = {"openinference.span.kind": "EVALUATOR", **attrs}
         with self._tracer.start_as_current_span(
-            common.FEEDBACK_EVENT, context=parent, attributes=span_attrs
+            FEEDBACK_EVENT, context=parent, attributes=span_attrs
         ) as span:
-            span.add_event(common.FEEDBACK_EVENT, attrs)
+            span.add_event(FEEDBACK_EVENT, attrs)

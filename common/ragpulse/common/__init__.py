@@ -1,18 +1,19 @@
 """ragpulse.common: contracts and building blocks every ragpulse component shares.
 
-It imports nothing else from ragpulse, so the collector, the scorer, the dashboards and deploy
-can all depend on it without depending on each other. It lives in the ``collector/`` source tree
-only because the collector defines the wire format the others read; it is not part of the
-collector.
+It imports nothing else from ragpulse but :mod:`ragpulse.instrument` (for the attribute names),
+so the collector, the scorer, the dashboards and deploy can all depend on it without depending
+on each other. Its source tree is ``common/``.
 
-* :mod:`.attributes` — the span attribute names ragpulse defines (feedback, versions).
+* the span attribute names ragpulse defines (feedback, versions), re-exported from
+  :mod:`ragpulse.instrument`, which owns them because it runs in apps without this package.
 * :mod:`.kafka` — the Kafka wire contract: :class:`KafkaSettings` (connection and topic),
   :func:`ensure_topic`, and the trace-id partitioner otelcol-contrib's kafka exporter uses
   (:func:`partition_for_key`).
 * :mod:`.http` — HTTP/1.1 server hardening shared by the OTLP/HTTP receiver and the
   ClickHouse-HTTP facade: a connection-capped threading server that evicts idle and slow clients,
   read deadlines, and one bounded body decoder (``Content-Length`` and chunked).
-* :func:`move_renamed` — deprecated settings names that keep working, with a warning.
+* :mod:`.schema` — a package of its own (``ragpulse.common.schema``): the ClickHouse tables,
+  migrations and null-row reasons the scorer writes and the dashboards read.
 * :func:`lazy_exports` — PEP 562 lazy attributes, so a package can list its public surface in
   ``__all__`` without importing heavy modules until they are used.
 
@@ -25,7 +26,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .attributes import (
+from ragpulse.instrument import (
     FEEDBACK_COMMENT,
     FEEDBACK_EVENT,
     FEEDBACK_LABEL,
@@ -33,6 +34,7 @@ from .attributes import (
     PROMPT_VERSION,
     RETRIEVER_VERSION,
 )
+
 from .http import (
     BodyError,
     BodyTooLarge,
@@ -52,7 +54,6 @@ from .kafka import (
     partition_for_key,
     partitions_for_keys,
 )
-from .renamed_settings import move_renamed
 
 __all__ = [
     "FEEDBACK_COMMENT",
@@ -72,7 +73,6 @@ __all__ = [
     "TopicError",
     "ensure_topic",
     "lazy_exports",
-    "move_renamed",
     "partition_for_key",
     "partitions_for_keys",
     "read_body",

@@ -1,6 +1,7 @@
-"""The ``ragpulse`` command. Its subcommands are in :mod:`ragpulse.deploy.commands`, one module
-each; the components they run are imported only when a command runs, so ``ragpulse --help``
-stays fast and a missing optional piece fails only its command."""
+"""The ``ragpulse`` command: the console script ``ragpulse = ragpulse.deploy.cli:main``. Its
+subcommands are in :mod:`ragpulse.deploy.commands`, one module each; the components they run are
+imported only when a command runs, so ``ragpulse --help`` stays fast and a missing optional piece
+fails only its command."""
 
 from __future__ import annotations
 

@@ -1,0 +1,43 @@
+"""Extract (question, contexts, answer) and row metadata from the spans of one trace.
+
+A pure function of the spans (:func:`extract`), reading the attribute names documented in
+docs/instrumentation.md §5 across OpenInference, OTel GenAI (new and pre-1.37, attributes and
+events), OpenLLMetry (new and legacy), ``db.query.result`` span events, and two cheap dialects
+(TruLens, Confident AI).
+
+Each field has an ordered table of (source, reader) rows in :mod:`.sources`, and the first row
+that yields a value wins; each extraction records in ``meta.sources`` which row that was. In
+short:
+
+* **question**: the root span's input (:data:`.sources.ROOT_QUESTION`); else the first
+  retriever's (then reranker's) query (``RETRIEVAL_QUERY``); else the final LLM prompt
+  (template variable ``question``/``query``, or the last user message, or its ``Question:``
+  section when the message also holds the context).
+* **contexts**: every retrieval span (``RETRIEVAL_SPAN``) ordered by start time, its documents
+  from ``RETRIEVAL_DOCUMENTS``; a RERANKER's ``output_documents`` replace the documents of the
+  retrievers it reranked (what the LLM saw wins); identical texts are kept once. Else the nodes
+  a LlamaIndex synthesizer was given, else the final LLM prompt (:func:`split_prompt`).
+* **answer**: the root's output (``ROOT_ANSWER``); else the last assistant message of the LLM
+  span that ended last (``LLM_OUTPUT``, then ``LLM_EVENTS``).
+
+Modules: one per convention family (:mod:`.openinference`, :mod:`.genai`, :mod:`.openllmetry`,
+:mod:`.events`, :mod:`.dialects`) holding readers only, :mod:`.prompt` for the prompt fallback,
+:mod:`.values` for the tolerant readers they share, :mod:`.sources` for the tables,
+:mod:`.trace` for the walk, :mod:`.facts` for the row metadata, :mod:`.results` for the types.
+Attribute values of unexpected types are skipped, never raised on.
+"""
+
+from .prompt import split_prompt
+from .results import NEGATIVE_FEEDBACK_LABELS, Extraction, ExtractionSettings, TraceFacts
+from .sources import source_matrix
+from .trace import extract
+
+__all__ = [
+    "NEGATIVE_FEEDBACK_LABELS",
+    "Extraction",
+    "ExtractionSettings",
+    "TraceFacts",
+    "extract",
+    "source_matrix",
+    "split_prompt",
+]

@@ -1,0 +1,74 @@
+"""OTel GenAI semantic conventions (https://opentelemetry.io/docs/specs/semconv/gen-ai/): the
+current JSON ``gen_ai.input.messages``/``gen_ai.output.messages``/``gen_ai.system_instructions``,
+``gen_ai.operation.name`` (``chat``, ``retrieval``, ``execute_tool``...), ``gen_ai.retrieval.*``,
+and the pre-1.37 ``gen_ai.prompt``/``gen_ai.completion`` string attributes. Span events of both
+generations are in :mod:`.events`.
+
+Readers only: :mod:`.sources` puts them in precedence order. Pure and thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..span import AttrValue, Span
+from .values import Message, _attr_messages, _doc_texts, _str, _structured, _text
+
+Families = dict[str, list[str]]
+
+
+_LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
+_RETRIEVAL_OPERATIONS = frozenset({"retrieval", "vector_db_retrieve", "retrieve"})
+
+
+def input_messages(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    v = a.get("gen_ai.input.messages")
+    return _attr_messages(v, "user") if "gen_ai.input.messages" in a else []
+
+
+def output_messages(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    v = a.get("gen_ai.output.messages")
+    return _attr_messages(v, "assistant") if "gen_ai.output.messages" in a else []
+
+
+def system_instructions(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    v = a.get("gen_ai.system_instructions")
+    return _attr_messages(v, "system") if "gen_ai.system_instructions" in a else []
+
+
+def legacy_prompt(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    """Pre-1.37 ``gen_ai.prompt``: one JSON (or plain) string."""
+    return _attr_messages(a["gen_ai.prompt"], "user") if "gen_ai.prompt" in a else []
+
+
+def legacy_completion(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    """Pre-1.37 ``gen_ai.completion``: one JSON (or plain) string."""
+    return _attr_messages(a["gen_ai.completion"], "assistant") if "gen_ai.completion" in a else []
+
+
+def is_llm_operation(a: Mapping[str, AttrValue]) -> bool:
+    return _str(a.get("gen_ai.operation.name")) in _LLM_OPERATIONS
+
+
+def is_retrieval_operation(span: Span) -> bool:
+    return _str(span.attributes.get("gen_ai.operation.name")) in _RETRIEVAL_OPERATIONS
+
+
+def is_datastore_tool(span: Span) -> bool:
+    """An ``execute_tool`` span whose tool is a ``datastore`` (a retrieval tool of an agent)."""
+    a = span.attributes
+    return a.get("gen_ai.operation.name") == "execute_tool" and a.get("gen_ai.tool.type") == "datastore"
+
+
+def has_retrieval_documents(span: Span) -> bool:
+    return "gen_ai.retrieval.documents" in span.attributes
+
+
+def tool_result_documents(span: Span, fams: Families) -> list[str]:
+    """The documents an ``execute_tool`` span returned in ``gen_ai.tool.call.result``."""
+    a = span.attributes
+    if a.get("gen_ai.operation.name") != "execute_tool":
+        return []
+    v = a.get("gen_ai.tool.call.result")
+    parsed = _structured(v)
+    return _doc_texts(parsed if parsed is not None else _text(v))

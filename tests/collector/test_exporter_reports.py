@@ -1,0 +1,214 @@
+"""The exporter's delivery-report accounting (one ``_Request`` per request, issue 20), against a
+fake librdkafka producer: queue room, counters, the breaker and ``confirm="ack"`` must come out
+as they did with one report callback per record, whatever the order and outcome of the reports."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from ragpulse.collector.config import CollectorSettings
+from ragpulse.collector.exporter import ExportUnavailable, KafkaExporter, QueueFull
+from ragpulse.collector.split import TraceRecord
+
+
+class FakeError:
+    def __init__(self, name: str, retriable: bool = False) -> None:
+        self._name, self._retriable = name, retriable
+
+    def name(self) -> str:
+        return self._name
+
+    def str(self) -> str:
+        return f"fake {self._name}"
+
+    def fatal(self) -> bool:
+        return False
+
+    def retriable(self) -> bool:
+        return self._retriable
+
+
+class FakeMessage:
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def key(self) -> bytes:
+        return self._key
+
+
+class FakeProducer:
+    """Keeps produced records; the test delivers their reports (as librdkafka's poll would)."""
+
+    def __init__(self, conf: dict[str, Any], buffer_after: int | None = None) -> None:
+        self.pending: list[tuple[bytes, int, Any]] = []
+        self.buffer_after = buffer_after
+        self.produced = 0
+        self.lock = threading.Lock()
+
+    def list_topics(self, topic: str, timeout: float) -> Any:
+        return SimpleNamespace(topics={topic: SimpleNamespace(error=None, partitions={0: 0, 1: 1, 2: 2})})
+
+    def produce(self, topic: str, value: bytes, key: bytes, partition: int, callback: Any) -> None:
+        if self.buffer_after is not None and self.produced >= self.buffer_after:
+            raise BufferError("Local: Queue full")
+        self.produced += 1
+        with self.lock:
+            self.pending.append((key, partition, callback))
+
+    def deliver(self, outcome: Any = lambda key: None, shuffle: bool = True) -> int:
+        with self.lock:
+            todo, self.pending = self.pending, []
+        if shuffle:
+            random.Random(7).shuffle(todo)
+        for key, _, callback in todo:
+            callback(outcome(key), FakeMessage(key))
+        return len(todo)
+
+    def poll(self, timeout: float) -> int:
+        time.sleep(min(timeout, 0.01))
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        return len(self.pending)
+
+    def purge(self) -> None:
+        self.deliver(lambda key: FakeError("_PURGE_QUEUE"))
+
+
+def _exporter(confirm: str = "enqueue", buffer_after: int | None = None) -> tuple[KafkaExporter, list[FakeProducer]]:
+    made: list[FakeProducer] = []
+
+    def factory(conf: dict[str, Any]) -> FakeProducer:
+        made.append(FakeProducer(conf, buffer_after))
+        return made[-1]
+
+    settings = CollectorSettings.model_validate({
+        "otlp": {"http_port": 0, "grpc_port": 0},
+        "kafka": {"bootstrap_servers": "127.0.0.1:1", "topic": "t"},
+        "producer": {"create_topic": False, "confirm": confirm, "ack_timeout_s": 5},
+    })
+    exporter = KafkaExporter(settings, producer_factory=factory)
+    exporter.start()
+    return exporter, made
+
+
+def _records(n: int, seed: int = 0) -> list[TraceRecord]:
+    rng = random.Random(seed)
+    return [TraceRecord(rng.randbytes(16).hex().encode(), rng.randbytes(rng.randrange(10, 300)), rng.randrange(1, 9), True)
+            for _ in range(n)]
+
+
+def test_delivered_requests_release_their_room_and_count_once() -> None:
+    exporter, (producer,) = _exporter()
+    try:
+        requests = [_records(20, seed=i) for i in range(5)]
+        for records in requests:
+            assert exporter.export(records).accepted_records == 20
+        stats = exporter.stats()
+        assert stats["queue_spans"] == sum(r.spans for rs in requests for r in rs) and stats["records_sent"] == 100
+        assert producer.deliver() == 100
+        stats = exporter.stats()
+        assert stats["queue_spans"] == 0 and stats["queue_bytes"] == 0
+        assert stats["records_acked"] == 100
+        assert stats["spans_acked"] == sum(r.spans for rs in requests for r in rs)
+        assert stats["bytes_acked"] == sum(len(r.value) for rs in requests for r in rs)
+    finally:
+        exporter.shutdown(0.1)
+
+
+def test_failed_records_are_released_counted_and_open_then_close_the_breaker() -> None:
+    exporter, (producer,) = _exporter()
+    try:
+        records = _records(10, seed=1)
+        exporter.export(records)
+        failing = {r.key for r in records[7:]}  # the last three reports (an acknowledgement
+        # after a failure closes the breaker again, as it did with one callback per record)
+        producer.deliver(lambda key: FakeError("_MSG_TIMED_OUT", retriable=True) if key in failing else None,
+                         shuffle=False)
+        stats = exporter.stats()
+        assert stats["queue_spans"] == 0 and stats["queue_bytes"] == 0
+        assert stats["records_failed"] == 3 and stats["spans_failed"] == sum(r.spans for r in records[7:])
+        assert stats["records_acked"] == 7 and stats["spans_acked"] == sum(r.spans for r in records[:7])
+        assert not exporter.healthy and stats["kafka_unavailable"] == 1
+        with pytest.raises(ExportUnavailable):  # the breaker is open: refused at once
+            exporter.export(_records(1, seed=2))
+        exporter._last_probe = 0.0  # the retry_after_s wait is over: the next request is the probe
+        exporter.export(_records(2, seed=3))
+        producer.deliver()
+        assert exporter.healthy and exporter.stats()["queue_spans"] == 0
+    finally:
+        exporter.shutdown(0.1)
+
+
+def test_a_record_level_error_does_not_open_the_breaker() -> None:
+    exporter, (producer,) = _exporter()
+    try:
+        records = _records(4, seed=4)
+        exporter.export(records)
+        producer.deliver(lambda key: FakeError("MSG_SIZE_TOO_LARGE") if key == records[0].key else None)
+        stats = exporter.stats()
+        assert exporter.healthy and stats["records_failed"] == 1 and stats["records_acked"] == 3
+        assert stats["queue_spans"] == 0 and stats["queue_bytes"] == 0
+    finally:
+        exporter.shutdown(0.1)
+
+
+def test_producer_queue_full_mid_request_settles_the_records_sent() -> None:
+    exporter, (producer,) = _exporter(buffer_after=3)
+    try:
+        records = _records(8, seed=5)
+        with pytest.raises(QueueFull):
+            exporter.export(records)
+        stats = exporter.stats()
+        assert stats["records_sent"] == 3 and stats["queue_spans"] == sum(r.spans for r in records[:3])
+        assert stats["spans_refused_unavailable"] == sum(r.spans for r in records[3:])
+        producer.deliver()
+        stats = exporter.stats()
+        assert stats["queue_spans"] == 0 and stats["queue_bytes"] == 0 and stats["records_acked"] == 3
+    finally:
+        exporter.shutdown(0.1)
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_confirm_ack_waits_for_every_report(fail: bool) -> None:
+    exporter, (producer,) = _exporter(confirm="ack")
+    try:
+        records = _records(6, seed=6)
+        outcome: list[Any] = []
+
+        def call() -> None:
+            try:
+                outcome.append(exporter.export(records))
+            except ExportUnavailable as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        while len(producer.pending) < 6:
+            time.sleep(0.01)
+        producer.deliver(shuffle=False, outcome=lambda key: None)  # not yet: only the first five
+        thread.join(0.2)
+        assert not thread.is_alive() and outcome[0].accepted_records == 6
+        outcome.clear()
+        thread = threading.Thread(target=call)
+        thread.start()
+        while len(producer.pending) < 6:
+            time.sleep(0.01)
+        with producer.lock:
+            first, producer.pending = producer.pending[:5], producer.pending[5:]
+        for key, _, callback in first:
+            callback(FakeError("MSG_SIZE_TOO_LARGE") if fail and key == records[0].key else None, FakeMessage(key))
+        thread.join(0.2)
+        assert thread.is_alive()  # one report is still due
+        producer.deliver()
+        thread.join(5)
+        assert isinstance(outcome[0], ExportUnavailable) if fail else outcome[0].accepted_records == 6
+        assert exporter.stats()["queue_spans"] == 0
+    finally:
+        exporter.shutdown(0.1)

@@ -1,0 +1,46 @@
+"""``ragpulse score`` refuses bad input per line, and scores the other lines.
+
+Issue 17: a lone surrogate escape (``"\\ud800"``) is valid JSON but not text; it reached the
+local judge's tokenizer and printed a traceback per metric, and the line came out as
+``judge_error`` as if the judge had failed. It is bad input, like invalid UTF-8: the line gets
+an error naming it, stderr gets one line and no traceback, the other lines are scored.
+The real command in a subprocess, with the local judge.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CLI = [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", "score"]
+
+
+def test_a_lone_surrogate_is_a_per_line_input_error(tmp_path: Path) -> None:
+    good = {"question": "How long is the refund window?",
+            "contexts": ["Refunds are accepted within 30 days of purchase."],
+            "answer": "Refunds are accepted within 30 days."}
+    lines = [
+        json.dumps({"id": "a", **good}),
+        # json.dumps escapes the surrogate as \ud800: exactly what a client's JSON holds.
+        json.dumps({"id": "b", **good, "contexts": ["Refunds \ud800 within 30 days."]}),
+        json.dumps({"id": "c", **good, "answer": "Thirty days \U0001f600"}),  # a valid pair
+    ]
+    assert "\\ud800" in lines[1]
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.run([*CLI, "--input", str(inp), "--output", str(out), "--quiet",
+                           "--metrics", "faithfulness,answer_relevancy"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr  # a malformed line: exit 1, the rest scored
+    assert "Traceback" not in proc.stderr, proc.stderr
+    err = " ".join(proc.stderr.split())
+    assert "line 2: invalid sample: contexts.0: lone surrogate \\ud800" in err
+    rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["line"] for r in rows] == [1, 2, 3]
+    assert rows[1] == {"line": 2, "id": "b", "error": rows[1]["error"]}
+    assert "contexts.0: lone surrogate" in rows[1]["error"]
+    for r in (rows[0], rows[2]):
+        assert {s["status"] for s in r["scores"].values()} == {"ok"}, r

@@ -1,0 +1,154 @@
+"""Build the faithfulness training set: python -m train.data.build --out DIR
+
+Writes DIR/train.jsonl.gz, DIR/valid.jsonl.gz (2%, split by premise so no premise is in both) and
+DIR/STATS.txt. One JSON per line: premise, hypothesis, label (1 supported, 0 not), source, lang,
+kind (synthetic rows only). Deterministic for a given --seed. Sources and licences:
+train/data/sources.py and docs/faithfulness-data.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+from . import nli, qa_synth, templates
+
+# per-source caps (None = all); chosen so EN/JA/ZH end up of similar size as far as data allows
+CAPS = {"janli_train": 8000, "jsts_train": None, "jnli_test": None, "snli_dev_test": None}
+DROPPED_DEV = 0
+TEMPLATE_ROWS = {"en": 16000, "ja": 10000, "zh": 22000}
+
+
+REPO = Path(__file__).resolve().parents[2]
+SHINGLE = 20
+
+
+def dev_shingles() -> set[str]:
+    """Every 20-character substring of the hand-written dev sets' contexts and answers
+    (bench/data/faithfulness_*.jsonl): a training row sharing 27+ characters with one is dropped."""
+    out: set[str] = set()
+    for path in sorted((REPO / "bench" / "data").glob("faithfulness_*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            for t in [*r["contexts"], r["answer"]]:
+                out.update(t[i: i + SHINGLE] for i in range(len(t) - SHINGLE + 1))
+    return out
+
+
+def touches_dev(r: dict, dev: set[str]) -> bool:
+    for t in (r["premise"], r["hypothesis"]):
+        hits = [t[i: i + SHINGLE] in dev for i in range(0, len(t) - SHINGLE + 1, 4)]
+        if any(a and b for a, b in zip(hits, hits[1:])):
+            return True
+    return False
+
+
+def _clean(r: dict) -> dict | None:
+    p, h = r["premise"].replace("a.m..", "a.m.").replace("。。", "。"), r["hypothesis"].replace("a.m..", "a.m.").replace("。。", "。")
+    if not p or not h or len(h) > 600 or len(p) > 2000:
+        return None
+    r = dict(r, premise=p, hypothesis=h)
+    return r
+
+
+def collect(seed: int, exclude: frozenset[str] = frozenset()) -> list[dict]:
+    rng = random.Random(seed)
+    rows: list[dict] = []
+    for name, fn in nli.BUILDERS.items():
+        if name in exclude:
+            continue
+        got = list(fn())
+        cap = CAPS.get(name)
+        if cap and len(got) > cap:
+            got = rng.sample(got, cap)
+        rows += got
+    for lang in ("ja", "zh", "en"):
+        if f"qa_{lang}" not in exclude:
+            rows += list(qa_synth.build(lang, seed))
+    if "templates" not in exclude:
+        for lang, n in TEMPLATE_ROWS.items():
+            rows += list(templates.build(lang, n, seed))
+    out, seen = [], set()
+    dev = dev_shingles()
+    global DROPPED_DEV
+    for r in rows:
+        r = _clean(r)
+        if r is None:
+            continue
+        if touches_dev(r, dev):
+            DROPPED_DEV += 1
+            continue
+        key = (r["premise"], r["hypothesis"])
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(r)
+    # shuffled by premise group: pairs sharing a premise stay adjacent (mixed labels), which lets
+    # gzip store each premise about once; the trainer shuffles rows anyway
+    groups: dict[str, list[dict]] = {}
+    for r in out:
+        groups.setdefault(r["premise"], []).append(r)
+    keys = list(groups)
+    rng.shuffle(keys)
+    out = []
+    for k in keys:
+        g = groups[k]
+        rng.shuffle(g)
+        out += g
+    return out
+
+
+def _is_valid(premise: str, share: float) -> bool:
+    h = int(hashlib.sha1(premise.encode()).hexdigest()[:8], 16)
+    return (h % 10000) < share * 10000
+
+
+def stats(rows: list[dict]) -> str:
+    lines = [f"rows: {len(rows)} (dropped for sharing 27+ characters with a hand-written dev set: {DROPPED_DEV})", ""]
+    by = Counter((r["source"], r["lang"], r["label"]) for r in rows)
+    srcs = sorted({(s, lg) for s, lg, _ in by})
+    lines.append(f"{'source':24} {'lang':4} {'label=1':>8} {'label=0':>8} {'total':>8}")
+    for s, lg in srcs:
+        a, b = by[(s, lg, 1)], by[(s, lg, 0)]
+        lines.append(f"{s:24} {lg:4} {a:8} {b:8} {a + b:8}")
+    lines.append("")
+    lang = Counter((r["lang"], r["label"]) for r in rows)
+    for lg in ("en", "ja", "zh"):
+        lines.append(f"lang {lg}: label=1 {lang[(lg, 1)]}, label=0 {lang[(lg, 0)]}")
+    kinds = Counter((r.get("kind", "-"), r["label"]) for r in rows if "kind" in r)
+    lines += ["", "synthetic kinds (kind, label): count"]
+    lines += [f"  {k} {y}: {n}" for (k, y), n in sorted(kinds.items())]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--valid-share", type=float, default=0.02)
+    ap.add_argument("--name", default="train", help="file stem for the training file (train, train2, ...)")
+    ap.add_argument("--exclude", nargs="*", default=[],
+                    help=f"builders to leave out: {', '.join(nli.BUILDERS)}, qa_ja, qa_zh, qa_en, templates")
+    a = ap.parse_args()
+    rows = collect(a.seed, frozenset(a.exclude))
+    train = [r for r in rows if not _is_valid(r["premise"], a.valid_share)]
+    valid = [r for r in rows if _is_valid(r["premise"], a.valid_share)]
+    a.out.mkdir(parents=True, exist_ok=True)
+    for name, part in ((a.name, train), ("valid" if a.name == "train" else f"valid{a.name[5:]}", valid)):
+        with gzip.open(a.out / f"{name}.jsonl.gz", "wt", encoding="utf-8") as f:
+            for r in part:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    suffix = "" if a.name == "train" else a.name[5:]
+    (a.out / f"STATS{suffix}.txt").write_text(f"== {a.name}.jsonl.gz\n" + stats(train) + "\n== valid\n" + stats(valid))
+    print((a.out / f"STATS{suffix}.txt").read_text())
+
+
+if __name__ == "__main__":
+    main()

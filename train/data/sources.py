@@ -1,0 +1,60 @@
+"""Where the training data comes from: public GitHub snapshots, each pinned to a commit, with its licence.
+
+Every source is read straight out of a bare git directory (a `fetch` snapshot or a `git clone
+--bare`), with `git show <commit>:<path>`, so nothing is copied into this repository. Set
+RAGPULSE_MIRROR (default /work/.mirror) to the folder that holds `<owner>+<name>/repo`.
+
+docs/faithfulness-data.md lists the same table with the reasons each licence allows shipping a
+model trained on it, and what was skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Source:
+    repo: str          # owner/name on GitHub
+    commit: str        # the snapshot read
+    licence: str
+    note: str = ""
+
+    def gitdir(self) -> Path:
+        root = Path(os.environ.get("RAGPULSE_MIRROR", "/work/.mirror")) / self.repo.replace("/", "+")
+        for cand in (root / "repo" / ".git", root / "repo", root):
+            if (cand / "HEAD").exists() and (cand / "objects").exists():
+                return cand
+        raise FileNotFoundError(f"no git snapshot of {self.repo} under {root}")
+
+    def read(self, path: str) -> str:
+        out = subprocess.run(["git", f"--git-dir={self.gitdir()}", "show", f"{self.commit}:{path}"],
+                             check=True, capture_output=True)
+        return out.stdout.decode("utf-8")
+
+
+JGLUE = Source("yahoojapan/JGLUE", "6f071c09316baae89c3d083a90985b4b1cb9968c",
+               "CC BY-SA 4.0",
+               "JNLI test, JSTS train, JSQuAD valid (articles 30+) and test; the snapshot lacks the "
+               "JNLI and JSQuAD train files. JNLI valid and JSQuAD valid articles 0-29 are eval sets")
+JANLI = Source("verypluming/JaNLI", "2bbb63622570f7b20abc118146141b501efe5183", "CC BY-SA 4.0", "split == train only")
+ESNLI = Source("OanaMariaCamburu/e-SNLI", "7b585a3f077fdea899780eb0473940522ae44a2e", "MIT (repository); SNLI text CC BY-SA 4.0",
+               "SNLI 1.0 dev and test sentence pairs as copied into e-SNLI's dataset/eSNLI/")
+CMRC2018 = Source("ymcui/cmrc2018", "c0eb1b6ba219847457e6af3180da722bbeb656af", "CC BY-SA 4.0",
+                  "squad-style-data dev and trial (the train file is not in the snapshot)")
+SQUAD2_SUBSET = Source("VinACE/san_mrc", "74f10c582d3fb1249ef9559967dc9cb6c989acbe", "SQuAD 2.0 text CC BY-SA 4.0",
+                       "dev-v1.1.json there is a 5-article SQuAD 2.0 dev excerpt")
+
+ALL = {"jglue": JGLUE, "janli": JANLI, "esnli": ESNLI, "cmrc2018": CMRC2018, "squad2": SQUAD2_SUBSET}
+
+
+def read_jsonl(src: Source, path: str) -> list[dict]:
+    return [json.loads(line) for line in src.read(path).splitlines() if line.strip()]
+
+
+def read_json(src: Source, path: str) -> dict:
+    return json.loads(src.read(path))
