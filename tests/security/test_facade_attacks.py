@@ -9,60 +9,27 @@ tests/dashboards/test_facade_grafana.py).
 
 from __future__ import annotations
 
-import threading
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ragpulse.deploy.facade import ClickHouseHttpFacade, FacadeSettings, build_facade
+from ragpulse.deploy.facade import ClickHouseHttpFacade
+from tests.security.facade_http import post, recording_listener, running_facade
 
 
 @pytest.fixture
 def facade(chdb_dir: Path, rag_schema: Any) -> Iterator[ClickHouseHttpFacade]:
-    f = build_facade(str(chdb_dir), FacadeSettings(database=rag_schema.database, advertise=False))
-    f.start()
-    yield f
-    f.shutdown()
+    with running_facade(chdb_dir, rag_schema.database) as f:
+        yield f
 
 
 @pytest.fixture
 def ssrf_target() -> Iterator[tuple[str, list[str]]]:
     """An HTTP server that records every request: an SSRF probe must never reach it."""
-    hits: list[str] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b"secret-internal-page\n")
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/internal", hits
-    server.shutdown()
-    server.server_close()
-
-
-def post(url: str, sql: str, **params: str) -> tuple[int, str, str]:
-    """(status, X-ClickHouse-Exception-Code, body) of a raw POST, the way curl sends it."""
-    query = urllib.parse.urlencode(params)
-    req = urllib.request.Request(f"{url}/?{query}", data=sql.encode(), method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, "", r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("X-ClickHouse-Exception-Code", ""), e.read().decode()
+    with recording_listener(b"secret-internal-page\n", "/internal") as target:
+        yield target
 
 
 def refused(url: str, sql: str, code: str, **params: str) -> str:
