@@ -4,6 +4,7 @@ make's own plan for a fresh checkout (`make -n -B`: every target out of date, no
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,8 +17,11 @@ REPO = Path(__file__).resolve().parents[2]
 def _plan(target: str) -> list[str]:
     if shutil.which("make") is None:
         pytest.fail("make is required (the README's set-up commands are make targets)")
-    out = subprocess.run(["make", "-n", "-B", target], cwd=REPO, capture_output=True, text=True,
-                         check=True, timeout=30).stdout
+    # Under `make test` itself (CI) the outer make's MAKELEVEL/MAKEFLAGS would make this one a
+    # sub-make that prints "Entering/Leaving directory" lines: plan as a fresh shell would.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    out = subprocess.run(["make", "--no-print-directory", "-n", "-B", target], cwd=REPO, env=env,
+                         capture_output=True, text=True, check=True, timeout=30).stdout
     return [ln.strip() for ln in out.splitlines() if ln.strip()]
 
 
