@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 import time
+from binascii import hexlify
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -248,6 +249,10 @@ def _encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
+# The varints of lengths below 2**14 (a one-run trace's record needs two per trace), by value.
+_VARINTS = [_encode_varint(n) for n in range(1 << 14)]
+
+
 def _fields(buf: bytes, start: int, end: int):
     """Yield ``(field_number, wire_type, value_start, value_end, frame_start)`` for a message range."""
     pos = start
@@ -340,7 +345,8 @@ def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool)
 
 def _frame(tag: bytes, body: list[bytes | memoryview]) -> bytes:
     payload = b"".join(body)
-    return tag + _encode_varint(len(payload)) + payload
+    n = len(payload)
+    return tag + (_VARINTS[n] if n < 16384 else _encode_varint(n)) + payload
 
 
 def split_request(buf: bytes, *, keep_all: bool = False, now_ns: int | None = None) -> SplitResult:
@@ -455,7 +461,7 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
     if len(traces) == 1 and not result.spans_invalid and _is_canonical(buf):
         # One trace: the request already is the per-trace message; forward it untouched.
         ((trace_id, entry),) = traces.items()
-        records.append(TraceRecord(trace_id.hex().encode(), bytes(buf), entry[0], keep_all or trace_id in rag))
+        records.append(TraceRecord(hexlify(trace_id), bytes(buf), entry[0], keep_all or trace_id in rag))
         return result
     view = memoryview(buf)
     joined_resources = [(b"".join(pre), b"".join(post)) for pre, post in resource_heads]
@@ -466,14 +472,15 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
             r_pre, r_post = joined_resources[ri]
             s_pre, s_post = joined_scopes[ri][si]
             scope_len = len(s_pre) + end - start + len(s_post)
-            scope_varint = _encode_varint(scope_len)
+            scope_varint = _VARINTS[scope_len] if scope_len < 16384 else _encode_varint(scope_len)
+            rs_len = len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)
             value = b"".join((
-                b"\x0a", _encode_varint(len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)),
+                b"\x0a", _VARINTS[rs_len] if rs_len < 16384 else _encode_varint(rs_len),
                 r_pre, b"\x12", scope_varint, s_pre, view[start:end], s_post, r_post,
             ))
         else:
             value = _assemble(view, entry, joined_resources, joined_scopes)
-        records.append(TraceRecord(trace_id.hex().encode(), value, entry[0], keep_all or trace_id in rag))
+        records.append(TraceRecord(hexlify(trace_id), value, entry[0], keep_all or trace_id in rag))
     return result
 
 
