@@ -166,7 +166,7 @@ def _time_pattern(lo: int, hi: int) -> bytes:
     """A fixed64 (8 bytes, little-endian) whose top 3 bytes, as a number, lie strictly between
     ``lo >> 40`` and ``hi >> 40``: then the value is inside ``[lo, hi]`` for sure (it may miss
     values within 2**40 ns, 18 minutes, of a bound; the field walk judges those)."""
-    first, last = (lo >> 40) + 1, (hi >> 40) - 1
+    first, last = (lo >> 40) + 1, min((hi >> 40) - 1, (1 << 24) - 1)  # a fixed64 has 3 top bytes
     if first > last:
         return rb"(?!)"
     rows = _byte_ranges(first, last, 3)
