@@ -334,3 +334,121 @@ def test_split_equals_the_reference_split_on_random_requests() -> None:
                          or len(ExportTraceServiceRequest.FromString(r.value).resource_spans[0].scope_spans) > 1
                          for r in want.records)
     assert multi_run > 100  # traces spread over several scopes or resources were exercised
+
+
+def _random_span(rng: random.Random, latest: int) -> bytes:
+    """One span's bytes: the SDK layout or near it, with ids and times good, bad or at the bounds,
+    and now and then a hand-built twist (a field repeated after the times, fields reordered, a
+    multi-byte kind, the span cut short)."""
+    lo = 946_684_800 * 10**9
+    times = [0, 1, lo - 1, lo, lo + 1, lo + 2**40, latest - 2**40, latest - 1, latest, min(latest + 1, 2**64 - 1),
+             2**63, 2**64 - 1, rng.randrange(lo, latest), rng.randrange(2**64), T0]
+    span = Span(
+        trace_id=rng.choice([rng.randbytes(16), bytes(16), bytes(15) + b"\x01", b"\x01" + bytes(15), b"\x01" * 8]),
+        span_id=rng.choice([rng.randbytes(8), bytes(8), bytes(7) + b"\x01", b"\x01" + bytes(7), b"\x01" * 7, b""]),
+        parent_span_id=rng.choice([b"", rng.randbytes(8), bytes(8), b"\x02" * 7]),
+        name=rng.choice(["", "n", "x" * rng.randrange(200)]),
+        kind=rng.choice([0, 1, 3, 5, 300]),  # type: ignore[arg-type]
+        start_time_unix_nano=rng.choice(times), end_time_unix_nano=rng.choice(times),
+    )
+    if rng.random() < 0.2:
+        span.trace_state = "k=v"
+    for _ in range(rng.randrange(3)):
+        span.attributes.add(key="llm.x", value=AnyValue(string_value="v"))
+    if rng.random() < 0.2:
+        span.status.code = 2  # type: ignore[assignment]
+    raw = span.SerializeToString()
+    twist = rng.random()
+    if twist < 0.1:  # span_id again after the end time, before the attributes (last one wins)
+        cut = raw.find(b"\x4a") if b"\x4a" in raw[18:] else len(raw)
+        raw = raw[:cut] + b"\x12\x08" + rng.choice([bytes(8), b"\x03" * 8]) + raw[cut:]
+    elif twist < 0.2:  # parent or start time repeated at the end
+        raw += rng.choice([b"\x22\x03abc", b"\x39" + rng.choice(times).to_bytes(8, "little")])
+    elif twist < 0.25 and len(raw) > 20:
+        raw = raw[: rng.randrange(18, len(raw))]
+    return raw
+
+
+def test_the_one_match_fast_path_never_accepts_what_the_field_walk_rejects() -> None:
+    """``_fast_check`` (one regex per span) against ``_check_span`` (the field walk) on 20,000
+    random and hand-built spans and clocks: a match always means a good span, and SDK-shaped
+    good spans (times more than 2**40 ns inside the bounds) do match."""
+    from ragpulse.collector.split import MIN_START_NS, MalformedRequest, _check_span, _fast_check
+
+    rng = random.Random(17)
+    clocks = [NOW + 86_400 * 10**9, MIN_START_NS + 2**40 + 5, MIN_START_NS + 3 * 2**40 - 1, 2**64 - 1]
+    clocks += [rng.randrange(MIN_START_NS, 2**64) for _ in range(4)]  # (one regex compiled per clock)
+    matched = 0
+    for i in range(20_000):
+        latest = rng.choice(clocks)
+        raw = _random_span(rng, latest)
+        ok = _fast_check(latest)(raw, 0, len(raw)) is not None
+        try:
+            walk = _check_span(raw, 18, len(raw), MIN_START_NS, latest, True) if raw[:2] == b"\x0a\x10" else -1
+        except (MalformedRequest, IndexError):
+            walk = -1
+        if ok:
+            matched += 1
+            assert walk == 0 and raw[2:18] != bytes(16), (i, raw.hex())
+        if i % 7 == 0:  # a plain SDK span well inside the bounds always takes the fast path
+            span = Span(trace_id=rng.randbytes(15) + b"\x01", span_id=rng.randbytes(7) + b"\x01",
+                        parent_span_id=rng.choice([b"", b"\x01" * 8]), name="x" * rng.randrange(128),
+                        kind=rng.randrange(6),  # type: ignore[arg-type]
+                        start_time_unix_nano=rng.randrange(MIN_START_NS + 2**41, NOW),
+                        end_time_unix_nano=rng.randrange(MIN_START_NS + 2**41, NOW))
+            span.attributes.add(key="k", value=AnyValue(string_value="v"))
+            good = span.SerializeToString()
+            assert _fast_check(NOW + 86_400 * 10**9)(good, 0, len(good)) is not None, good.hex()
+    assert matched > 100
+
+
+@pytest.mark.parametrize("a_b", [(0, 65535), (1, 65534), (256, 511), (255, 256), (300, 300), (0x0D23, 0x187A)])
+def test_byte_ranges_cover_exactly_the_range(a_b: tuple[int, int]) -> None:
+    from ragpulse.collector.split import _byte_ranges
+
+    a, b = a_b
+    rows = _byte_ranges(a, b, 2)
+    covered = [v for v in range(65536) if any(r[0][0] <= v >> 8 <= r[0][1] and r[1][0] <= v & 255 <= r[1][1] for r in rows)]
+    assert covered == list(range(a, b + 1))
+
+
+def test_split_is_the_same_with_and_without_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole requests of random spans (``_random_span``) split to the same records and the same
+    rejections whether spans take the one-match fast path or always the field walk."""
+    import re
+
+    from ragpulse.collector import split as split_module
+
+    rng = random.Random(18)
+    bodies = []
+    for _ in range(300):
+        spans = [_random_span(rng, NOW + 86_400 * 10**9) for _ in range(rng.randrange(1, 12))]
+        scope = b"".join(b"\x12" + _len(s) + s for s in spans)
+        rs = b"\x12" + _len(scope) + scope
+        bodies.append(b"\x0a" + _len(rs) + rs)
+
+    def run() -> list:
+        out = []
+        for body in bodies:
+            try:
+                r = split_request(body, now_ns=NOW)
+            except MalformedRequest as exc:
+                out.append(str(exc))
+                continue
+            out.append(([(x.key, x.value, x.spans, x.rag) for x in r.records], r.spans_total, r.invalid,
+                        r.invalid_message))
+        return out
+
+    fast = run()
+    never = re.compile(rb"(?!)").match
+    monkeypatch.setattr(split_module, "_fast_check", lambda latest_ns: never)
+    assert run() == fast
+    assert sum(1 for f in fast if not isinstance(f, str) and f[2]) > 50  # rejections were exercised
+
+
+@pytest.mark.parametrize("now_ns", [2**64, 2**70, 0, -1, 946_684_800 * 10**9])
+def test_clocks_far_out_judge_times_as_the_field_walk_does(now_ns: int) -> None:
+    body = _one_span_request(start_time_unix_nano=2**64 - 1).SerializeToString()
+    result = split_request(body, now_ns=now_ns)
+    accepted = now_ns + 86_400 * 10**9 >= 2**64 - 1  # only then is the year-2554 start plausible
+    assert result.spans_invalid == (0 if accepted else 8 if now_ns < T0 else 1)

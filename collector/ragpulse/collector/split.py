@@ -29,6 +29,9 @@ and ClickHouse's TTL rows timed by such times (a row that vanishes on insert).
 When the trace id is the span's first field (every SDK), the check stops at the first field
 numbered 9 or more (attributes): a hand-built span repeating ``span_id`` after its attributes is
 judged by the first value, protobuf by the last; the scorer still drops such a span (counted).
+A span laid out as SDKs write it is checked by one precompiled regular expression instead
+(:func:`_fast_check`: ids, the time bounds as byte ranges of the top three bytes); a span it does
+not match takes the field walk, which also names the field at fault.
 
 References: opentelemetry-proto ``trace/v1/trace.proto`` field numbers; protobuf encoding
 https://protobuf.dev/programming-guides/encoding/.
@@ -37,8 +40,8 @@ https://protobuf.dev/programming-guides/encoding/.
 from __future__ import annotations
 
 import re
-import struct
 import time
+from binascii import hexlify
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -129,11 +132,74 @@ class SplitResult:
 
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
-# start_time_unix_nano (fixed64), the next tag byte (0x41 for end_time_unix_nano), end (fixed64)
-_TIMES = struct.Struct("<QBQ").unpack_from
-# The span's fields after its trace id as SDKs write them: a non-zero 8-byte span_id, an
-# optional 8-byte parent_span_id, then the name's tag and one-byte length.
-_HEAD = re.compile(rb"\x12\x08(?!\x00{8}).{8}(?:\x22\x08.{8})?\x2a[\x00-\x7f]", re.S)
+
+
+def _byte_ranges(a: int, b: int, width: int) -> list[tuple[tuple[int, int], ...]]:
+    """``[a, b]`` over ``width``-byte big-endian numbers as rows of per-byte ranges (most
+    significant first): a number is in ``[a, b]`` iff its bytes fall in one row's ranges."""
+    if width == 1:
+        return [((a, b),)]
+    unit = 256 ** (width - 1)
+    a_hi, a_rest = divmod(a, unit)
+    b_hi, b_rest = divmod(b, unit)
+    if a_hi == b_hi:
+        return [((a_hi, a_hi), *row) for row in _byte_ranges(a_rest, b_rest, width - 1)]
+    rows = []
+    first, last = a_hi, b_hi
+    if a_rest:
+        rows += [((a_hi, a_hi), *row) for row in _byte_ranges(a_rest, unit - 1, width - 1)]
+        first += 1
+    if b_rest != unit - 1:
+        last -= 1
+    if first <= last:
+        rows.append(((first, last), *((0, 255),) * (width - 1)))
+    if b_rest != unit - 1:
+        rows += [((b_hi, b_hi), *row) for row in _byte_ranges(0, b_rest, width - 1)]
+    return rows
+
+
+def _byte_class(a: int, b: int) -> bytes:
+    return b"." if (a, b) == (0, 255) else b"\\x%02x" % a if a == b else b"[\\x%02x-\\x%02x]" % (a, b)
+
+
+def _time_pattern(lo: int, hi: int) -> bytes:
+    """A fixed64 (8 bytes, little-endian) whose top 3 bytes, as a number, lie strictly between
+    ``lo >> 40`` and ``hi >> 40``: then the value is inside ``[lo, hi]`` for sure (it may miss
+    values within 2**40 ns, 18 minutes, of a bound; the field walk judges those)."""
+    first, last = (lo >> 40) + 1, min((hi >> 40) - 1, (1 << 24) - 1)  # a fixed64 has 3 top bytes
+    if first > last:
+        return rb"(?!)"
+    rows = _byte_ranges(first, last, 3)
+    rows.reverse()  # the rows near ``hi`` (recent times) first
+    alts = [b"".join(_byte_class(*r) for r in reversed(row)) for row in rows]  # little-endian
+    return rb".{5}(?:" + b"|".join(alts) + rb")"
+
+
+# After the trace id, the fields as SDKs write them: a non-zero 8-byte span_id, an optional 8-byte
+# parent_span_id, an optional name (shorter than 128 bytes), an optional one-byte kind, start and end
+# times (tags 0x39, 0x41), then the span's end or a field numbered 9 or more, where
+# _check_span's walk stops too. One match per span; its branches on the name's length byte
+# are skipped on that byte alone.
+_NAMES = b"|".join(re.escape(bytes((n,))) + b".{%d}" % n for n in range(128))
+_FAST: dict[int, re.Pattern[bytes]] = {}
+
+
+def _fast_check(latest_ns: int):
+    """``match(buf, pos, end)`` of the span layout above with both times inside
+    ``[MIN_START_NS, latest_ns]``: a match means :func:`_check_span` returns 0; no match means
+    nothing (the walk decides). Compiled once per 2**40 ns of ``latest_ns``."""
+    key = latest_ns >> 40
+    pattern = _FAST.get(key)
+    if pattern is None:
+        times = _time_pattern(MIN_START_NS, latest_ns)
+        pattern = re.compile(
+            rb"\x0a\x10(?:.{15}[^\x00]|(?!\x00{16}).{16})\x12\x08(?:.{7}[^\x00]|(?!\x00{8}).{8})"
+            rb"(?:\x22\x08.{8})?(?:\x2a(?:" + _NAMES + rb"))?(?:\x30[\x00-\x7f])?"
+            rb"\x39" + times + rb"\x41" + times + rb"(?![\x00-\x47])", re.S)
+        if len(_FAST) > 16:
+            _FAST.clear()
+        _FAST[key] = pattern
+    return pattern.match
 # Why a span is rejected, by the field at fault (index = the code _check_span returns).
 _REASONS = (
     "",
@@ -181,6 +247,10 @@ def _encode_varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+# The varints of lengths below 2**14 (a one-run trace's record needs two per trace), by value.
+_VARINTS = [_encode_varint(n) for n in range(1 << 14)]
 
 
 def _fields(buf: bytes, start: int, end: int):
@@ -275,7 +345,8 @@ def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool)
 
 def _frame(tag: bytes, body: list[bytes | memoryview]) -> bytes:
     payload = b"".join(body)
-    return tag + _encode_varint(len(payload)) + payload
+    n = len(payload)
+    return tag + (_VARINTS[n] if n < 16384 else _encode_varint(n)) + payload
 
 
 def split_request(buf: bytes, *, keep_all: bool = False, now_ns: int | None = None) -> SplitResult:
@@ -309,7 +380,7 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
     total = 0
     rejected = [0] * len(_REASONS)
     lo, hi = MIN_START_NS, latest_ns
-    span_head = _HEAD.match
+    span_ok = _fast_check(latest_ns)
     check_rag = not keep_all
     for number, wire, rs_start, rs_end, _ in _fields(buf, 0, len(buf)):
         if number != 1 or wire != 2:
@@ -349,36 +420,24 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
                 if sp_end > ss_end:
                     raise MalformedRequest("span overruns its scope")
                 total += 1
-                if length >= 18 and buf[sp_start] == 0x0A and buf[sp_start + 1] == 0x10:
+                if span_ok(buf, sp_start, sp_end) is not None:  # the layout SDKs write, valid
                     trace_id = buf[sp_start + 2 : sp_start + 18]
-                    # Inline fast path for the layout SDKs write after the trace id: span_id,
-                    # [parent_span_id of 8 bytes], name (< 128 bytes), [kind], start, end.
-                    # Anything else (or a failing value, to name the field) takes _check_span.
-                    why = 1
-                    m = span_head(buf, sp_start + 18, sp_end)
-                    if m is not None:
-                        p = m.end()
-                        p += buf[p - 1]  # the name
-                        if p + 20 <= sp_end and buf[p] == 0x30 and buf[p + 1] < 0x80:
-                            p += 2  # the kind
-                        if p + 18 <= sp_end and buf[p] == 0x39:
-                            start, tag, finish = _TIMES(buf, p + 1)
-                            if tag == 0x41 and lo <= start <= hi and lo <= finish <= hi:
-                                why = 0
-                    if why:
+                else:  # another layout, or a value to reject: the field walk names the field
+                    if length >= 18 and buf[sp_start] == 0x0A and buf[sp_start + 1] == 0x10:
+                        trace_id = buf[sp_start + 2 : sp_start + 18]
                         why = _check_span(buf, sp_start + 18, sp_end, lo, hi, True)
-                else:
-                    trace_id = _span_trace_id(buf, sp_start, sp_end)
-                    if trace_id is None or len(trace_id) != 16:
+                    else:
+                        trace_id = _span_trace_id(buf, sp_start, sp_end)
+                        if trace_id is None or len(trace_id) != 16:
+                            rejected[1] += 1
+                            continue
+                        why = _check_span(buf, sp_start, sp_end, lo, hi, False)
+                    if trace_id == _ZERO_TRACE:
                         rejected[1] += 1
                         continue
-                    why = _check_span(buf, sp_start, sp_end, lo, hi, False)
-                if trace_id == _ZERO_TRACE:
-                    rejected[1] += 1
-                    continue
-                if why:
-                    rejected[why] += 1
-                    continue
+                    if why:
+                        rejected[why] += 1
+                        continue
                 entry = traces.get(trace_id)
                 if entry is None:
                     traces[trace_id] = [1, [ri, si, sframe, sp_end]]
@@ -402,7 +461,7 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
     if len(traces) == 1 and not result.spans_invalid and _is_canonical(buf):
         # One trace: the request already is the per-trace message; forward it untouched.
         ((trace_id, entry),) = traces.items()
-        records.append(TraceRecord(trace_id.hex().encode(), bytes(buf), entry[0], keep_all or trace_id in rag))
+        records.append(TraceRecord(hexlify(trace_id), bytes(buf), entry[0], keep_all or trace_id in rag))
         return result
     view = memoryview(buf)
     joined_resources = [(b"".join(pre), b"".join(post)) for pre, post in resource_heads]
@@ -413,14 +472,15 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
             r_pre, r_post = joined_resources[ri]
             s_pre, s_post = joined_scopes[ri][si]
             scope_len = len(s_pre) + end - start + len(s_post)
-            scope_varint = _encode_varint(scope_len)
+            scope_varint = _VARINTS[scope_len] if scope_len < 16384 else _encode_varint(scope_len)
+            rs_len = len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)
             value = b"".join((
-                b"\x0a", _encode_varint(len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)),
+                b"\x0a", _VARINTS[rs_len] if rs_len < 16384 else _encode_varint(rs_len),
                 r_pre, b"\x12", scope_varint, s_pre, view[start:end], s_post, r_post,
             ))
         else:
             value = _assemble(view, entry, joined_resources, joined_scopes)
-        records.append(TraceRecord(trace_id.hex().encode(), value, entry[0], keep_all or trace_id in rag))
+        records.append(TraceRecord(hexlify(trace_id), value, entry[0], keep_all or trace_id in rag))
     return result
 
 
