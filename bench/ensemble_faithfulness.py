@@ -3,7 +3,7 @@ on every set? Leave-one-dataset-out (LODO): every choice (a weight, a regression
 the other sets and scored on the held-out one.
 
 Two steps; the first is slow (both judges through the real engine path, bench/quality.py's
-``score_rows``), the second is numpy on the cache:
+``score_set``), the second is numpy on the cache:
 
     .venv/bin/python bench/ensemble_faithfulness.py dump --data /work/shared/data \\
         --judge local --cache /tmp/ensemble
@@ -12,11 +12,13 @@ Two steps; the first is slow (both judges through the real engine path, bench/qu
     .venv/bin/python bench/ensemble_faithfulness.py analyze --cache /tmp/ensemble
 
 Sets (label = faithful; one per-sample ``faithfulness`` value per detector): the hand-written
-RAG dev set (bench/data, all rows), JNLI validation entailment (1) vs contradiction (0), the
-first ``--jnli-limit`` of those rows in file order, and QAGS-CNNDM, HaluEval, FaithBench, the
-first ``--limit`` rows of each (paired rows kept together, as bench/quality.py). The cache is
-one JSON file per (judge, set) under ``--cache`` (outside the repository); a present file is
-not recomputed.
+RAG dev set (bench/data, all rows), JNLI validation entailment (1) vs contradiction (0), and
+QAGS-CNNDM, HaluEval, FaithBench; all rows by default (local-model takes ~8 min on 2 cores, most
+of it FaithBench), or the first ``--jnli-limit`` JNLI e/c rows in file order and the first
+``--limit`` rows of the others (paired rows kept together, as bench/quality.py), e.g.
+``--limit 300 --jnli-limit 600``. The results are in docs/local-faithfulness.md. The cache is
+one JSON file per (judge, set) under ``--cache`` (outside the repository); a present file made
+with the same limits is not recomputed.
 
 Combinations of the two per-sample scores ``l`` (lr@5) and ``m`` (model):
 weighted mean ``w*m + (1-w)*l`` (w on a 0.05 grid), the same on per-set ranks, max, min, and a
@@ -64,8 +66,10 @@ async def dump(args: argparse.Namespace) -> int:
         for name in args.sets:
             out = cache / f"{args.judge}__{name}.json"
             if out.exists():
-                print(f"{out}: cached", file=sys.stderr)
-                continue
+                old = json.loads(out.read_text())
+                if (old["limit"], old["jnli_limit"]) == (args.limit, args.jnli_limit):
+                    print(f"{out}: cached", file=sys.stderr)
+                    continue
             rows, labels = load_set(name, Path(args.data), args.limit, args.jnli_limit)
             vals = await q.score_set(judge, rows, "faithfulness", f"{args.judge}/{name}",
                                      args.concurrency)
@@ -205,10 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--data", required=True, help="the shared data directory (read in place)")
     d.add_argument("--judge", choices=("local", "local-model"), required=True)
     d.add_argument("--cache", default="/tmp/ensemble")
-    d.add_argument("--limit", type=int, default=300,
-                   help="first rows of QAGS, HaluEval, FaithBench (default 300; 0: all)")
-    d.add_argument("--jnli-limit", type=int, default=600,
-                   help="first entailment/contradiction rows of JNLI (default 600; 0: all)")
+    d.add_argument("--limit", type=int, default=0,
+                   help="first rows of QAGS, HaluEval, FaithBench (default 0: all)")
+    d.add_argument("--jnli-limit", type=int, default=0,
+                   help="first entailment/contradiction rows of JNLI (default 0: all)")
     d.add_argument("--sets", nargs="*", default=list(SETS), choices=SETS)
     d.add_argument("--concurrency", type=int, default=4)
     a = sub.add_parser("analyze", help="LODO combination table from the cache")
