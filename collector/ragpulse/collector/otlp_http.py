@@ -302,24 +302,35 @@ class HttpReceiver:
                     self._inflight_bytes += len(body)
                 held.append(len(body))
         except TooLarge as exc:
+            self._settle(held)
             self._count("http_too_large")
             if not exc.body_consumed:
                 h.close_connection = True  # the rest of the body was not read
             self._refuse(h, exc, as_json)
             return
         except MalformedRequest as exc:
+            self._settle(held)
             self._ingest._count(requests_received=1, requests_malformed=1)
             self._refuse(h, exc, as_json)
             return
         if self._closing:
+            self._settle(held)
             self._refuse(h, ShuttingDown(), as_json)
             return
         try:
             result = self._ingest.consume_json(body) if as_json else self._ingest.consume_proto(body)
         except Exception as exc:  # the table answers; a bug is a logged, non-retryable 500
+            self._settle(held)
             self._refuse(h, exc, as_json)
         else:
+            self._settle(held)
             self._reply_ok(h, result, as_json)
+
+    def _settle(self, held: list[int]) -> None:
+        """Give the request's receive budget back before answering: a client that sends its next
+        request as soon as it reads the answer must find the budget free."""
+        self._release(sum(held))
+        held.clear()
 
     def _refuse(self, h: _Handler, exc: BaseException, as_json: bool,
                 extra: dict[str, str] | None = None) -> None:
