@@ -58,6 +58,13 @@ def _event_name(record: Any) -> str | None:
     return getattr(record, "event_name", None) or (record.attributes or {}).get("event.name")
 
 
+def _assert_sample_is(ex: Any, seen: Any) -> None:
+    """The trace gave a sample, and it is the question, contexts and answer the app used."""
+    assert ex.sample is not None, (ex.reason, ex.meta.sources)
+    assert (ex.sample.question, tuple(ex.sample.contexts), ex.sample.answer) == (
+        seen.question, seen.contexts, seen.answer)
+
+
 def test_openai_v2_span_and_event(rec: Recorder, openai_server: FakeOpenAIServer,
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """``SPAN_AND_EVENT``: the span carries the messages (what ragpulse reads) and the
@@ -71,9 +78,7 @@ def test_openai_v2_span_and_event(rec: Recorder, openai_server: FakeOpenAIServer
 
     ex = extract(spans)
 
-    assert ex.sample is not None, (ex.reason, ex.meta.sources)
-    assert (ex.sample.question, tuple(ex.sample.contexts), ex.sample.answer) == (
-        seen.question, seen.contexts, seen.answer)
+    _assert_sample_is(ex, seen)
     assert ex.meta.sources["answer"] == "llm:gen_ai.output.messages"
     (event,) = [r for r in _events(logs)
                 if _event_name(r) == "gen_ai.client.inference.operation.details"]
@@ -239,9 +244,7 @@ def test_openlit_openai(rec: Recorder, openai_server: FakeOpenAIServer) -> None:
 
     ex = extract(spans)
 
-    assert ex.sample is not None, (ex.reason, ex.meta.sources)
-    assert (ex.sample.question, tuple(ex.sample.contexts), ex.sample.answer) == (
-        seen.question, seen.contexts, seen.answer)
+    _assert_sample_is(ex, seen)
     assert dict(ex.meta.sources) == {"question": "llm:gen_ai.input.messages",
                                      "contexts": "prompt:gen_ai.input.messages",
                                      "answer": "llm:gen_ai.output.messages"}
@@ -263,9 +266,7 @@ def test_openlit_langchain_in_a_request_span(rec: Recorder) -> None:
 
     ex = extract(spans)
 
-    assert ex.sample is not None, (ex.reason, ex.meta.sources)
-    assert (ex.sample.question, tuple(ex.sample.contexts), ex.sample.answer) == (
-        seen.question, seen.contexts, seen.answer)
+    _assert_sample_is(ex, seen)
     assert dict(ex.meta.sources) == {"question": "retrieval:query",
                                      "contexts": "gen_ai.retrieval.documents",
                                      "answer": "llm:gen_ai.output.messages"}
@@ -313,9 +314,7 @@ def test_openllmetry_openai(rec: Recorder, openai_server: FakeOpenAIServer,
     if not use_attributes:
         assert ex.sample is None and ex.reason == CONTENT_NOT_CAPTURED
         return
-    assert ex.sample is not None, (ex.reason, ex.meta.sources)
-    assert (ex.sample.question, tuple(ex.sample.contexts), ex.sample.answer) == (
-        seen.question, seen.contexts, seen.answer)
+    _assert_sample_is(ex, seen)
     assert ex.meta.sources["answer"] == "llm:gen_ai.output.messages"
 
 
