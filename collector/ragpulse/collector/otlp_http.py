@@ -20,6 +20,8 @@ import socket
 import ssl
 import threading
 import zlib
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from google.protobuf import json_format
@@ -273,9 +275,12 @@ class HttpReceiver:
             return
         held = [declared]
         try:
-            self._process(h, encoding, as_json, held)
+            answer = self._process(h, encoding, as_json, held)
         finally:
+            # Given back before answering: a client that sends its next request as soon as it
+            # reads the answer must find the budget free.
             self._release(sum(held))
+        answer()
 
     def _reserve(self, size: int) -> bool:
         with self._lock:
@@ -290,47 +295,34 @@ class HttpReceiver:
         with self._lock:
             self._inflight_bytes -= size
 
-    def _process(self, h: _Handler, encoding: str, as_json: bool, held: list[int]) -> None:
+    def _process(self, h: _Handler, encoding: str, as_json: bool,
+                 held: list[int]) -> Callable[[], None]:
+        """Read, decode and ingest the body; returns the answer to write once the caller has
+        released everything in ``held`` (the declared size, and the decompressed copy)."""
         settings = self._settings
         try:
             body = self._read_body(h, settings.max_body_bytes)
             if encoding == "gzip":
                 body = gunzip_bounded(body, settings.max_decompressed_bytes)
-                # Account the decompressed copy too (already bounded by max_decompressed_bytes);
-                # the caller releases everything in ``held``.
+                # Account the decompressed copy too (already bounded by max_decompressed_bytes).
                 with self._lock:
                     self._inflight_bytes += len(body)
                 held.append(len(body))
         except TooLarge as exc:
-            self._settle(held)
             self._count("http_too_large")
             if not exc.body_consumed:
                 h.close_connection = True  # the rest of the body was not read
-            self._refuse(h, exc, as_json)
-            return
+            return partial(self._refuse, h, exc, as_json)
         except MalformedRequest as exc:
-            self._settle(held)
             self._ingest._count(requests_received=1, requests_malformed=1)
-            self._refuse(h, exc, as_json)
-            return
+            return partial(self._refuse, h, exc, as_json)
         if self._closing:
-            self._settle(held)
-            self._refuse(h, ShuttingDown(), as_json)
-            return
+            return partial(self._refuse, h, ShuttingDown(), as_json)
         try:
             result = self._ingest.consume_json(body) if as_json else self._ingest.consume_proto(body)
         except Exception as exc:  # the table answers; a bug is a logged, non-retryable 500
-            self._settle(held)
-            self._refuse(h, exc, as_json)
-        else:
-            self._settle(held)
-            self._reply_ok(h, result, as_json)
-
-    def _settle(self, held: list[int]) -> None:
-        """Give the request's receive budget back before answering: a client that sends its next
-        request as soon as it reads the answer must find the budget free."""
-        self._release(sum(held))
-        held.clear()
+            return partial(self._refuse, h, exc, as_json)
+        return partial(self._reply_ok, h, result, as_json)
 
     def _refuse(self, h: _Handler, exc: BaseException, as_json: bool,
                 extra: dict[str, str] | None = None) -> None:
