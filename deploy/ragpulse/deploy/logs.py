@@ -74,6 +74,16 @@ def configure_logging(level: str | int = "INFO") -> None:
             handler.addFilter(SecretFilter())
 
 
+def _devnull_onto(fd: int) -> None:
+    """Point descriptor ``fd`` at ``/dev/null`` (open or closed before; raises ``OSError``)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    if null != fd:  # a closed fd is the lowest free one, so /dev/null may land on it directly
+        try:
+            os.dup2(null, fd)
+        finally:
+            os.close(null)
+
+
 class SafeStream(io.TextIOBase):
     """A text stream whose ``write`` and ``flush`` never raise: once a write to the wrapped
     stream fails (its pipe's reader died: ``make demo 2>&1 | tee demo.log`` and Ctrl-C, which
@@ -94,11 +104,7 @@ class SafeStream(io.TextIOBase):
         self.dead = True
         try:
             fd = self._stream.fileno()
-            null = os.open(os.devnull, os.O_WRONLY)
-            try:
-                os.dup2(null, fd)
-            finally:
-                os.close(null)
+            _devnull_onto(fd)
         except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
             pass  # no descriptor to redirect: the writes below are dropped all the same
 
@@ -152,10 +158,7 @@ def protect_std_streams() -> None:
         try:
             os.fstat(fd)
         except OSError:
-            null = os.open(os.devnull, os.O_WRONLY)
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
+            _devnull_onto(fd)
             setattr(sys, name, open(fd, "w", encoding="utf-8", errors="backslashreplace",
                                     closefd=False))
         stream = getattr(sys, name)
