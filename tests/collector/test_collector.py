@@ -235,7 +235,10 @@ def test_json_and_gzip_requests(make_collector: Callable[..., Collector]) -> Non
     assert status == 200 and headers["content-type"] == "application/json" and json.loads(body) == {}
 
     gz_request = rag_request(3, seed=11)
-    status, _, _ = post(collector, gzip.compress(gz_request.SerializeToString()), headers={"Content-Encoding": "gzip"})
+    # Two gzip members and zero padding (common.inflate_bounded): the members' bytes are joined.
+    raw = gz_request.SerializeToString()
+    members = gzip.compress(raw[:100]) + gzip.compress(raw[100:]) + b"\x00" * 16
+    status, _, _ = post(collector, members, headers={"Content-Encoding": "gzip"})
     assert status == 200
 
     records = read_records(collector.settings.kafka, expected=4)
@@ -272,7 +275,10 @@ def test_malformed_requests_get_400_and_are_counted(make_collector: Callable[...
     bad_id = _otlp_json("not-hex-at-all", "eee19b7ec3c1b174")
     assert post(collector, json.dumps(bad_id).encode(), "application/json")[0] == 400
     assert post(collector, b"not gzip", headers={"Content-Encoding": "gzip"})[0] == 400
-    assert collector.stats()["requests_malformed"] == 4
+    zipped = gzip.compress(rag_request(1).SerializeToString())
+    assert post(collector, zipped[:-4], headers={"Content-Encoding": "gzip"})[0] == 400  # truncated
+    assert post(collector, zipped + b"junk", headers={"Content-Encoding": "gzip"})[0] == 400
+    assert collector.stats()["requests_malformed"] == 6
     assert collector.stats()["spans_accepted"] == 0
 
 

@@ -8,6 +8,7 @@ import gzip
 import json
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -169,6 +170,10 @@ def test_raw_http_surface(facade: ClickHouseHttpFacade) -> None:
     # Bodies can be compressed.
     _, _, body = _raw(f"{u}/", gzip.compress(b"SELECT 'zipped'"), {"Content-Encoding": "gzip"})
     assert body == b"zipped\n"
+    two = gzip.compress(b"SELECT ") + gzip.compress(b"'two members'") + b"\x00" * 8  # + padding
+    assert _raw(f"{u}/", two, {"Content-Encoding": "gzip"})[2] == b"two members\n"
+    status, _, body = _raw(f"{u}/", zlib.compress(b"SELECT 1") + b"junk", {"Content-Encoding": "deflate"})
+    assert status == 400 and b"cannot decode deflate" in body
     status, h, body = _raw(f"{u}/?query=SELECT%201", b"", {"Content-Encoding": "br"}, "POST")
     assert status == 200  # an empty body needs no decoding
     status, _, body = _raw(f"{u}/?compress=1&query=SELECT%201")

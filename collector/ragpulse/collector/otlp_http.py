@@ -19,7 +19,6 @@ import logging
 import socket
 import ssl
 import threading
-import zlib
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -40,11 +39,12 @@ from ragpulse.common import (
     GuardedHTTPServer,
     GuardedRequestHandler,
     MalformedBody,
+    inflate_bounded,
     read_body,
     serve_in_thread,
 )
 
-__all__ = ["HttpReceiver", "TooLarge", "gunzip_bounded"]
+__all__ = ["HttpReceiver", "TooLarge"]
 
 log = logging.getLogger(__name__)
 
@@ -54,33 +54,6 @@ JSON = "application/json"
 
 
 _DRAIN_MAX_BYTES = 8 << 20
-
-
-def gunzip_bounded(data: bytes, limit: int) -> bytes:
-    """Decompress a gzip body, refusing to produce more than ``limit`` bytes.
-
-    Output is bounded while it is produced (``max_length``), so a gzip bomb costs at most
-    ``limit`` bytes of memory. Multi-member streams are supported. Raises :class:`TooLarge` or
-    :class:`MalformedRequest` (not gzip, truncated).
-    """
-    out: list[bytes] = []
-    total = 0
-    pending = data
-    while True:
-        d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            chunk = d.decompress(pending, limit - total + 1)
-        except zlib.error as exc:
-            raise MalformedRequest(f"invalid gzip body: {exc}") from exc
-        total += len(chunk)
-        if total > limit or d.unconsumed_tail:
-            raise TooLarge(f"decompressed body exceeds {limit} bytes", True)
-        out.append(chunk)
-        if not d.eof:
-            raise MalformedRequest("truncated gzip body")
-        pending = d.unused_data
-        if not pending.strip(b"\x00"):  # trailing zero padding is tolerated, like gzip(1)
-            return b"".join(out)
 
 
 class _Server(GuardedHTTPServer):
@@ -303,7 +276,7 @@ class HttpReceiver:
         try:
             body = self._read_body(h, settings.max_body_bytes)
             if encoding == "gzip":
-                body = gunzip_bounded(body, settings.max_decompressed_bytes)
+                body = self._gunzip(body, settings.max_decompressed_bytes)
                 # Account the decompressed copy too (already bounded by max_decompressed_bytes).
                 with self._lock:
                     self._inflight_bytes += len(body)
@@ -346,6 +319,17 @@ class HttpReceiver:
             raise TooLarge(str(exc), exc.consumed) from None
         except MalformedBody as exc:
             h.close_connection = True
+            raise MalformedRequest(str(exc)) from None
+
+    @staticmethod
+    def _gunzip(body: bytes, limit: int) -> bytes:
+        """The gzip body inflated within ``limit`` (:func:`inflate_bounded`), as
+        :class:`TooLarge` (413) / ``MalformedRequest`` (400); the connection stays usable."""
+        try:
+            return inflate_bounded(body, limit, "gzip")
+        except BodyTooLarge as exc:
+            raise TooLarge(str(exc), exc.consumed) from None
+        except MalformedBody as exc:
             raise MalformedRequest(str(exc)) from None
 
     @staticmethod

@@ -11,7 +11,8 @@ on each other. Its source tree is ``common/``.
   (:func:`partition_for_key`).
 * :mod:`.http` — HTTP/1.1 server hardening shared by the OTLP/HTTP receiver and the
   ClickHouse-HTTP facade: a connection-capped threading server that evicts idle and slow clients,
-  read deadlines, and one bounded body decoder (``Content-Length`` and chunked).
+  read deadlines, one bounded body decoder (``Content-Length`` and chunked) and one bounded
+  decompressor (gzip, deflate: :func:`inflate_bounded`).
 * :mod:`.schema` — a package of its own (``ragpulse.common.schema``): the ClickHouse tables,
   migrations and null-row reasons the scorer writes and the dashboards read.
 * :func:`lazy_exports` — PEP 562 lazy attributes, so a package can list its public surface in
@@ -42,6 +43,7 @@ from .http import (
     GuardedHTTPServer,
     GuardedRequestHandler,
     MalformedBody,
+    inflate_bounded,
     read_body,
     read_chunked,
     serve_in_thread,
@@ -72,6 +74,7 @@ __all__ = [
     "MalformedBody",
     "TopicError",
     "ensure_topic",
+    "inflate_bounded",
     "lazy_exports",
     "partition_for_key",
     "partitions_for_keys",

@@ -47,7 +47,6 @@ import re
 import threading
 import time
 import uuid
-import zlib
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -56,9 +55,12 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from ragpulse.common import (
     BodyError,
+    BodyTooLarge,
     ConnectionLimits,
     GuardedHTTPServer,
     GuardedRequestHandler,
+    MalformedBody,
+    inflate_bounded,
     read_body,
     serve_in_thread,
 )
@@ -342,19 +344,12 @@ def _decompress(data: bytes, encoding: str, limit: int) -> bytes:
         return data
     too_big = _HttpError(413, 1, f"decompressed request body exceeds {limit} bytes")
     if enc in ("gzip", "deflate"):
-        out, pending = [], data
-        total = 0
-        while pending:
-            d = zlib.decompressobj(wbits=(16 if enc == "gzip" else 0) + zlib.MAX_WBITS)
-            chunk = d.decompress(pending, limit - total + 1)
-            total += len(chunk)
-            if total > limit or d.unconsumed_tail:
-                raise too_big
-            if not d.eof:
-                raise _HttpError(400, 1, f"truncated {enc} request body")
-            out.append(chunk)
-            pending = d.unused_data
-        return b"".join(out)
+        try:
+            return inflate_bounded(data, limit, enc)
+        except BodyTooLarge:
+            raise too_big from None
+        except MalformedBody as exc:
+            raise _HttpError(400, 1, f"cannot decode {enc} request body: {exc}") from None
     if enc == "lz4":
         import lz4.frame
 
