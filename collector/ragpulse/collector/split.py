@@ -368,6 +368,12 @@ def split_request(buf: bytes, *, keep_all: bool = False, now_ns: int | None = No
 
 
 def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
+    """One walk over the request's wire bytes: group spans by trace (checking each on the way),
+    then build one record per trace. Raises :class:`MalformedRequest` on broken framing.
+
+    Long because: this is the collector's per-span hot path (CPU per span, docs/benchmarks.md);
+    the loop parses frames inline, without a function call per span, so it stays in one frame.
+    """
     result = SplitResult()
     # trace id -> [span count, run, run, ...]: a run is [resource index, scope index, first frame
     # start, last frame end] of spans of the trace that follow each other in the request.

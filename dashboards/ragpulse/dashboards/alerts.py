@@ -65,9 +65,12 @@ def _q(v: str) -> str:
     return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def rule_specs(s: DashboardsSettings) -> list[RuleSpec]:
-    """The rules, from the settings. Pure."""
-    a, db = s.alerts, s.database
+def rule_specs(settings: DashboardsSettings) -> list[RuleSpec]:
+    """The rules, from the settings. Pure.
+
+    Long because: it is the table of the seven rules, each with its SQL, in one place to read.
+    """
+    a, db = settings.alerts, settings.database
     fm = _q(a.faithfulness_metric)
     w, day = a.drop_window_s, 86400
     return [
@@ -161,30 +164,30 @@ ORDER BY service"""),
         RuleSpec(
             uid="ragpulse-drift",
             title="Quality drift (slow slide vs trailing baseline)",
-            range_s=(s.drift.baseline_days + 1) * day + s.drift.window_hours * 3600,
-            op="lt", threshold=round(s.drift.z_critical, 4),
-            summary=("{{ $labels.metric }} / {{ $labels." + s.drift.segment_by[0] + " }}: "
-                     f"the last {s.drift.window_hours} h are significantly below the same hours "
-                     f"of the previous {s.drift.baseline_days} days (z {{{{ printf `%.3g` $values.B.Value }}}})"),
-            sql=drift_sql(s, latest_only=True, metrics=s.drift.metrics, with_filters=False)),
+            range_s=(settings.drift.baseline_days + 1) * day + settings.drift.window_hours * 3600,
+            op="lt", threshold=round(settings.drift.z_critical, 4),
+            summary=("{{ $labels.metric }} / {{ $labels." + settings.drift.segment_by[0] + " }}: "
+                     f"the last {settings.drift.window_hours} h are significantly below the same hours "
+                     f"of the previous {settings.drift.baseline_days} days (z {{{{ printf `%.3g` $values.B.Value }}}})"),
+            sql=drift_sql(settings, latest_only=True, metrics=settings.drift.metrics, with_filters=False)),
     ]
 
 
-def grafana_rule(spec: RuleSpec, s: DashboardsSettings) -> dict[str, Any]:
+def grafana_rule(spec: RuleSpec, settings: DashboardsSettings) -> dict[str, Any]:
     """The rule as ``POST /api/v1/provisioning/alert-rules`` takes it (and, minus ``orgID``/
     ``folderUID``/``ruleGroup``, as a rule of a provisioning file group)."""
     return {
         "uid": spec.uid,
         "title": spec.title,
         "orgID": 1,
-        "folderUID": s.folder_uid,
-        "ruleGroup": s.alerts.group,
+        "folderUID": settings.folder_uid,
+        "ruleGroup": settings.alerts.group,
         "condition": "C",
         "data": [
-            {"refId": "A", "datasourceUid": s.datasource_uid,
+            {"refId": "A", "datasourceUid": settings.datasource_uid,
              "relativeTimeRange": {"from": spec.range_s, "to": 0},
              "model": {"refId": "A", "datasource": {"type": "grafana-clickhouse-datasource",
-                                                    "uid": s.datasource_uid},
+                                                    "uid": settings.datasource_uid},
                        "editorType": "sql", "queryType": "table", "format": 1,
                        "rawSql": spec.sql, "intervalMs": 60000, "maxDataPoints": 43200}},
             {"refId": "B", "datasourceUid": "__expr__", "relativeTimeRange": {"from": 0, "to": 0},
@@ -198,8 +201,8 @@ def grafana_rule(spec: RuleSpec, s: DashboardsSettings) -> dict[str, Any]:
         ],
         "noDataState": spec.no_data,
         "execErrState": "Error",
-        "for": spec.pending_for or s.alerts.pending_for,
-        "labels": {**s.alerts.labels, "severity": spec.severity, "source": "ragpulse"},
+        "for": spec.pending_for or settings.alerts.pending_for,
+        "labels": {**settings.alerts.labels, "severity": spec.severity, "source": "ragpulse"},
         "annotations": {"summary": spec.summary},
         "isPaused": False,
     }
@@ -237,6 +240,6 @@ def evaluate(client: Any, spec: RuleSpec, now: datetime) -> RuleResult:
     return result
 
 
-def evaluate_all(client: Any, s: DashboardsSettings, now: datetime,
+def evaluate_all(client: Any, settings: DashboardsSettings, now: datetime,
                  only: Sequence[str] | None = None) -> list[RuleResult]:
-    return [evaluate(client, r, now) for r in rule_specs(s) if only is None or r.uid in only]
+    return [evaluate(client, r, now) for r in rule_specs(settings) if only is None or r.uid in only]

@@ -17,15 +17,15 @@ SCHEMA_VERSION = 39
 DASHBOARD_UID = "ragpulse-quality"
 
 
-def datasource_ref(s: DashboardsSettings) -> dict[str, str]:
-    return {"type": PLUGIN_TYPE, "uid": s.datasource_uid}
+def datasource_ref(settings: DashboardsSettings) -> dict[str, str]:
+    return {"type": PLUGIN_TYPE, "uid": settings.datasource_uid}
 
 
-def target(s: DashboardsSettings, sql: str, fmt: int, ref: str = "A") -> dict[str, Any]:
+def target(settings: DashboardsSettings, sql: str, fmt: int, ref: str = "A") -> dict[str, Any]:
     """A panel target in the plugin's SQL-editor query model (``src/types/sql.ts``)."""
     return {
         "refId": ref,
-        "datasource": datasource_ref(s),
+        "datasource": datasource_ref(settings),
         "editorType": "sql",
         "queryType": "timeseries" if fmt == FORMAT_TIME_SERIES else "table",
         "format": fmt,
@@ -34,23 +34,23 @@ def target(s: DashboardsSettings, sql: str, fmt: int, ref: str = "A") -> dict[st
     }
 
 
-def variable_sql(s: DashboardsSettings, dim: str) -> str:
+def variable_sql(settings: DashboardsSettings, dim: str) -> str:
     table = "scores_1m"
-    return (f"SELECT DISTINCT {dim} FROM `{s.database}`.`{table}` "
+    return (f"SELECT DISTINCT {dim} FROM `{settings.database}`.`{table}` "
             f"WHERE $__timeFilter(minute) ORDER BY {dim}")
 
 
-def variables(s: DashboardsSettings) -> list[dict[str, Any]]:
+def variables(settings: DashboardsSettings) -> list[dict[str, Any]]:
     """Query variables (multi-value, "All" by default) for every drill-down dimension and the
     metric. Refreshed on time-range change so a new prompt version shows up by itself."""
     out = []
     for dim in (*SEGMENT_DIMENSIONS, "metric"):
-        sql = variable_sql(s, dim)
+        sql = variable_sql(settings, dim)
         out.append({
             "type": "query",
             "name": dim,
             "label": dim.replace("_", " "),
-            "datasource": datasource_ref(s),
+            "datasource": datasource_ref(settings),
             "query": {"editorType": "sql", "rawSql": sql, "format": 1, "refId": dim},
             "refresh": 2,
             "includeAll": True,
@@ -117,11 +117,11 @@ def _options(p: PanelSpec) -> dict[str, Any]:
     return {}
 
 
-def build_dashboard(s: DashboardsSettings) -> dict[str, Any]:
+def build_dashboard(settings: DashboardsSettings) -> dict[str, Any]:
     """The quality dashboard (all sections as rows). Pure."""
     panels: list[dict[str, Any]] = []
     pid, y = 1, 0
-    for sec in sections(s):
+    for sec in sections(settings):
         panels.append({"id": pid, "type": "row", "title": sec.title, "collapsed": False,
                        "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []})
         pid, y, x, row_h = pid + 1, y + 1, 0, 0
@@ -133,10 +133,10 @@ def build_dashboard(s: DashboardsSettings) -> dict[str, Any]:
                 "type": p.kind,
                 "title": p.title,
                 "description": p.description,
-                "datasource": datasource_ref(s),
+                "datasource": datasource_ref(settings),
                 "gridPos": {"h": p.height, "w": p.width, "x": x, "y": y},
-                "targets": [target(s, p.sql, p.format)],
-                "fieldConfig": _field_config(p, s),
+                "targets": [target(settings, p.sql, p.format)],
+                "fieldConfig": _field_config(p, settings),
                 "options": _options(p),
                 "pluginVersion": "10.4.0",
             })
@@ -151,13 +151,13 @@ def build_dashboard(s: DashboardsSettings) -> dict[str, Any]:
         "timezone": "utc",
         "editable": True,
         "graphTooltip": 1,
-        "refresh": s.refresh,
+        "refresh": settings.refresh,
         "schemaVersion": SCHEMA_VERSION,
-        "time": {"from": s.default_range, "to": "now"},
+        "time": {"from": settings.default_range, "to": "now"},
         "timepicker": {},
         "fiscalYearStartMonth": 0,
         "liveNow": False,
-        "templating": {"list": variables(s)},
+        "templating": {"list": variables(settings)},
         "annotations": {"list": []},
         "links": [],
         "panels": panels,

@@ -112,7 +112,7 @@ def _status(exc: Exception) -> int | None:
     return getattr(exc, "status_code", None)
 
 
-def push(url: str, s: DashboardsSettings, *, token: str | None = None,
+def push(url: str, settings: DashboardsSettings, *, token: str | None = None,
          timeout_s: float = 10.0) -> PushReport:
     """Create or update the folder, dashboard and alert rules on the Grafana at ``url``.
 
@@ -123,9 +123,9 @@ def push(url: str, s: DashboardsSettings, *, token: str | None = None,
     api = _api(url, token, timeout_s)
     report = PushReport()
     report.grafana_version = _check_version(api)
-    _push_folder(api, s, report)
-    _push_dashboard(api, s, report)
-    _push_rules(api, s, report)
+    _push_folder(api, settings, report)
+    _push_dashboard(api, settings, report)
+    _push_rules(api, settings, report)
     return report
 
 

@@ -107,11 +107,11 @@ def filters(dims: tuple[str, ...] = SEGMENT_DIMENSIONS) -> str:
     return "\n  AND ".join(f"$__conditionalAll({d} IN (${{{d}:singlequote}}), ${d})" for d in dims)
 
 
-def data_range_sql(s: DashboardsSettings) -> str:
+def data_range_sql(settings: DashboardsSettings) -> str:
     """First and last minute in ``$__timeFilter`` that has scores or pipeline counters, and how
     many rollup rows there are (0: no data; ``min``/``max`` of nothing are the epoch). The report
     zooms its time axis to this range."""
-    db = s.database
+    db = settings.database
     return f"""SELECT min(t) AS first, max(t) AS last, count() AS n
 FROM (
   SELECT minute AS t FROM `{db}`.`scores_1m` WHERE $__timeFilter(minute)
@@ -162,7 +162,7 @@ LIMIT {s.histogram_row_limit}"""
                     f"{s.histogram_row_limit} in range).")
 
 
-def drift_sql(s: DashboardsSettings, *, latest_only: bool, metrics: tuple[str, ...] | None = None,
+def drift_sql(settings: DashboardsSettings, *, latest_only: bool, metrics: tuple[str, ...] | None = None,
               with_filters: bool = True) -> str:
     """The drift statistic: per hour ``t``, metric and segment, a Welch z of the recent window's
     mean against the same hours of the previous days (see :class:`DriftSettings`).
@@ -172,7 +172,7 @@ def drift_sql(s: DashboardsSettings, *, latest_only: bool, metrics: tuple[str, .
     alert value: ``z`` when the decrease is at least ``min_effect`` and both windows have
     ``min_samples``, else 0 (the alert fires when it is below ``z_critical``).
     """
-    d = s.drift
+    d = settings.drift
     w, days = d.window_hours, d.baseline_days
     seg = ", ".join(d.segment_by)
     seg_label = " || ' / ' || ".join(d.segment_by)
@@ -197,7 +197,7 @@ def drift_sql(s: DashboardsSettings, *, latest_only: bool, metrics: tuple[str, .
     FROM (
       SELECT toStartOfHour(ts) AS hour, metric, {seg},
         count() AS n, sum(assumeNotNull(value)) AS s, sum(assumeNotNull(value) * assumeNotNull(value)) AS ss
-      FROM `{s.database}`.`scores_dedup`
+      FROM `{settings.database}`.`scores_dedup`
       WHERE ts >= {t_from} - toIntervalDay({days}) - toIntervalHour({w})
         AND ts < {t_to} + toIntervalHour(1)
         AND status = 'ok'{metric_filter}
@@ -222,10 +222,10 @@ FROM (
 ORDER BY time, segment"""
 
 
-def sections(s: DashboardsSettings) -> tuple[Section, ...]:
+def sections(settings: DashboardsSettings) -> tuple[Section, ...]:
     """The dashboard, section by section (each becomes a Grafana row and a report section)."""
-    return (_quality_section(s), _drift_section(s), _distributions_section(s), _judge_section(s),
-            _pipeline_section(s))
+    return (_quality_section(settings), _drift_section(settings), _distributions_section(settings), _judge_section(settings),
+            _pipeline_section(settings))
 
 
 def _quality_section(s: DashboardsSettings) -> Section:
@@ -390,5 +390,5 @@ def _pipeline_section(s: DashboardsSettings) -> Section:
     ))
 
 
-def panels(s: DashboardsSettings) -> list[PanelSpec]:
-    return [p for sec in sections(s) for p in sec.panels]
+def panels(settings: DashboardsSettings) -> list[PanelSpec]:
+    return [p for sec in sections(settings) for p in sec.panels]

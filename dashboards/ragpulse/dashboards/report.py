@@ -19,7 +19,7 @@ from typing import Any
 from .alerts import RuleResult, evaluate_all
 from .frames import Frame, Series, context, run_panel
 from .macros import expand
-from .queries import data_range_sql, sections
+from .queries import PanelSpec, data_range_sql, sections
 from .settings import DashboardsSettings
 
 __all__ = ["build_report", "render_html"]
@@ -33,21 +33,25 @@ NARROW_W, WIDE_W, H = 640, 1240, 230
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 14, 10, 26
 
 
-def esc(x: Any) -> str:
-    return html.escape(str(x), quote=True)
+def esc(value: Any) -> str:
+    """``str(value)`` escaped for HTML text and quoted attribute values."""
+    return html.escape(str(value), quote=True)
 
 
 @dataclass(frozen=True)
 class Scale:
+    """A linear map from data values ``[lo, hi]`` to pixels ``[out_lo, out_hi]`` (the pixel
+    range may run backwards, as a y axis does); a zero-width data range maps to the middle."""
+
     lo: float
     hi: float
-    a: float
-    b: float
+    out_lo: float
+    out_hi: float
 
-    def __call__(self, v: float) -> float:
+    def __call__(self, value: float) -> float:
         if self.hi == self.lo:
-            return (self.a + self.b) / 2
-        return self.a + (v - self.lo) / (self.hi - self.lo) * (self.b - self.a)
+            return (self.out_lo + self.out_hi) / 2
+        return self.out_lo + (value - self.lo) / (self.hi - self.lo) * (self.out_hi - self.out_lo)
 
 
 def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -146,13 +150,7 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
     # finding, not an idle counter, so band panels keep their colours.
     zero = [] if p.band else [s for s in lines if _all_zero(s)]
     live = [s for s in lines if s not in zero]
-    vals = [v for s in frame.series if s.value != "samples" for _, v in s.points] + list(thresholds)
-    lo = p.min if p.min is not None else min(vals + [0.0])
-    hi = p.max if p.max is not None else max(vals + [0.0])
-    if hi - lo < 1e-9:
-        hi = lo + 1  # all zero (or one flat value): an axis of 0..1, not five ticks of "0.00"
-    elif p.max is None:
-        hi += (hi - lo) * 0.08  # headroom: a flat line at the maximum is not glued to the frame
+    lo, hi = _value_range(frame, thresholds)
     strip = 46 if samples else 0
     height = H + strip
     x = Scale(t0.timestamp(), t1.timestamp(), PAD_L, cw - PAD_R)
@@ -162,16 +160,7 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
             f'viewBox="0 0 {cw} {height}" preserveAspectRatio="xMinYMin meet" role="img" '
             f'aria-label="{esc(p.title)}">'),
            f'<rect x="0" y="0" width="{cw}" height="{height}" fill="#ffffff"/>']
-    for tv in _nice_ticks(lo, hi):
-        yy = y(tv)
-        out.append(f'<line x1="{PAD_L}" y1="{yy:.1f}" x2="{cw - PAD_R}" y2="{yy:.1f}" stroke="#e4e7eb"/>')
-        out.append(f'<text x="{PAD_L - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">'
-                   f'{esc(_fmt(tv, p.unit))}</text>')
-    ticks = _time_ticks(t0.timestamp(), t1.timestamp())
-    for tt, label in zip(ticks, _time_labels(ticks, span)):
-        xx = x(tt)
-        out.append(f'<line x1="{xx:.1f}" y1="{PAD_T}" x2="{xx:.1f}" y2="{H - PAD_B}" stroke="#f0f2f4"/>')
-        out.append(f'<text x="{xx:.1f}" y="{H - 8}" text-anchor="middle" class="tick">{esc(label)}</text>')
+    out += _grid(x, y, lo, hi, p.unit, cw, span)
     colors: dict[tuple[str, ...], str] = {}
 
     single = len({s.value for s in lines}) == 1  # one value column: name series by labels
@@ -191,17 +180,8 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
                    for a, b in zip(x_.points, x_.points[1:]))
     gap = 2.5 * max(interval_s, steps[len(steps) // 2] if steps else 0.0)
     for labels, low in bands.items():
-        high = highs.get(labels)
-        if high is None:
-            continue
-        hmap = dict(high.points)
-        pts = [(t, lv, hmap[t]) for t, lv in low.points if t in hmap]
-        for seg in _segments([(t, 0.0) for t, _, _ in pts], gap):
-            ts = {t for t, _ in seg}
-            sp = [q for q in pts if q[0] in ts]
-            poly = [(x(t.timestamp()), y(h)) for t, _, h in sp] + \
-                   [(x(t.timestamp()), y(lv)) for t, lv, _ in reversed(sp)]
-            out.append(f'<path class="band" d="{_path(poly)} Z" fill="{color(labels, "mean")}" '
+        for outline in _band_outlines(low, highs[labels], x, y, gap) if labels in highs else ():
+            out.append(f'<path class="band" d="{outline} Z" fill="{color(labels, "mean")}" '
                        'fill-opacity="0.18" stroke="none"/>')
     for s in zero + live:  # the grey zero lines first, so coloured ones are drawn over them
         c = ZERO_COLOR if s in zero else color(s.labels, s.value)
@@ -220,46 +200,108 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
     out.append(f'<rect x="{PAD_L}" y="{PAD_T}" width="{cw - PAD_L - PAD_R}" height="{H - PAD_B - PAD_T}" '
                'fill="none" stroke="#c7ccd1"/>')
     if samples:
-        totals: dict[datetime, float] = {}
-        for s in samples:
-            for t, v in s.points:
-                totals[t] = totals.get(t, 0.0) + v
-        top = max(totals.values(), default=1.0) or 1.0
-        base = height - 4
-        bw = max(1.0, (cw - PAD_L - PAD_R) * interval_s / max(span, 1) * 0.8)
-        out.append(f'<text x="{PAD_L - 6}" y="{H + 14}" text-anchor="end" class="tick">'
-                   f'{esc(_fmt(top, "short"))}</text>')
-        out.append(f'<text x="{PAD_L - 6}" y="{base}" text-anchor="end" class="tick">n</text>')
-        for t, v in sorted(totals.items()):
-            bh = (strip - 10) * v / top
-            out.append(f'<rect class="samples" x="{x(t.timestamp()) - bw / 2:.1f}" y="{base - bh:.1f}" '
-                       f'width="{bw:.1f}" height="{bh:.1f}" fill="{SAMPLES_COLOR}"/>')
+        out += _sample_bars(samples, x, cw, strip, interval_s, span)
     out.append("</svg>")
+    return "".join(out) + _legend(p, colors, lines, zero, single, bool(bands), bool(samples),
+                                  thresholds)
+
+
+def _value_range(frame: Frame, thresholds: Sequence[float]) -> tuple[float, float]:
+    """The y axis: the panel's ``min``/``max`` where set, else the data and alert levels
+    (with 0), plus headroom above."""
+    p = frame.panel
+    vals = [v for s in frame.series if s.value != "samples" for _, v in s.points] + list(thresholds)
+    lo = p.min if p.min is not None else min(vals + [0.0])
+    hi = p.max if p.max is not None else max(vals + [0.0])
+    if hi - lo < 1e-9:
+        hi = lo + 1  # all zero (or one flat value): an axis of 0..1, not five ticks of "0.00"
+    elif p.max is None:
+        hi += (hi - lo) * 0.08  # headroom: a flat line at the maximum is not glued to the frame
+    return lo, hi
+
+
+def _band_outlines(low: Series, high: Series, x: Scale, y: Scale, gap: float) -> list[str]:
+    """SVG path outlines of the 95 % band between the ``ci_low`` and ``ci_high`` series, one
+    per run of points without a gap."""
+    out = []
+    hmap = dict(high.points)
+    pts = [(t, lv, hmap[t]) for t, lv in low.points if t in hmap]
+    for seg in _segments([(t, 0.0) for t, _, _ in pts], gap):
+        ts = {t for t, _ in seg}
+        sp = [q for q in pts if q[0] in ts]
+        poly = [(x(t.timestamp()), y(h)) for t, _, h in sp] + \
+               [(x(t.timestamp()), y(lv)) for t, lv, _ in reversed(sp)]
+        out.append(_path(poly))
+    return out
+
+
+def _grid(x: Scale, y: Scale, lo: float, hi: float, unit: str, cw: int, span: float) -> list[str]:
+    """Horizontal grid lines with value ticks over ``[lo, hi]``, vertical ones with time ticks."""
+    out = []
+    for tv in _nice_ticks(lo, hi):
+        yy = y(tv)
+        out.append(f'<line x1="{PAD_L}" y1="{yy:.1f}" x2="{cw - PAD_R}" y2="{yy:.1f}" stroke="#e4e7eb"/>')
+        out.append(f'<text x="{PAD_L - 6}" y="{yy + 4:.1f}" text-anchor="end" class="tick">'
+                   f'{esc(_fmt(tv, unit))}</text>')
+    ticks = _time_ticks(x.lo, x.hi)
+    for tt, label in zip(ticks, _time_labels(ticks, span)):
+        xx = x(tt)
+        out.append(f'<line x1="{xx:.1f}" y1="{PAD_T}" x2="{xx:.1f}" y2="{H - PAD_B}" stroke="#f0f2f4"/>')
+        out.append(f'<text x="{xx:.1f}" y="{H - 8}" text-anchor="middle" class="tick">{esc(label)}</text>')
+    return out
+
+
+def _sample_bars(samples: Sequence[Series], x: Scale, cw: int, strip: int, interval_s: float,
+                 span: float) -> list[str]:
+    """The strip of scored-sample bars (all ``samples`` series summed) under the chart."""
+    out = []
+    totals: dict[datetime, float] = {}
+    for s in samples:
+        for t, v in s.points:
+            totals[t] = totals.get(t, 0.0) + v
+    top = max(totals.values(), default=1.0) or 1.0
+    base = H + strip - 4
+    bw = max(1.0, (cw - PAD_L - PAD_R) * interval_s / max(span, 1) * 0.8)
+    out.append(f'<text x="{PAD_L - 6}" y="{H + 14}" text-anchor="end" class="tick">'
+               f'{esc(_fmt(top, "short"))}</text>')
+    out.append(f'<text x="{PAD_L - 6}" y="{base}" text-anchor="end" class="tick">n</text>')
+    for t, v in sorted(totals.items()):
+        bh = (strip - 10) * v / top
+        out.append(f'<rect class="samples" x="{x(t.timestamp()) - bw / 2:.1f}" y="{base - bh:.1f}" '
+                   f'width="{bw:.1f}" height="{bh:.1f}" fill="{SAMPLES_COLOR}"/>')
+    return out
+
+
+def _legend(panel: PanelSpec, colors: dict[tuple[str, ...], str], lines: Sequence[Series],
+            zero: Sequence[Series], single: bool, banded: bool, sampled: bool,
+            thresholds: Sequence[float]) -> str:
+    """The legend: a key per coloured series, one for all-zero series, the band, the sample
+    bars, each alert level, and the panel's expected series that returned no rows."""
     keys = [f'<span class="key"><i style="background:{c}"></i>{esc(" ".join(k) or "value")}</span>'
             for k, c in colors.items()]
     if zero:
         values = list(dict.fromkeys(z.value for z in zero))
         labels = list(dict.fromkeys(" ".join(z.labels) for z in zero if z.labels))
-        if p.band or single:
+        if panel.band or single:
             shown = ", ".join(labels) or "value"
         else:
             shown = ", ".join(values) + (f" × {', '.join(labels)}" if labels else "")
         keys.append(f'<span class="key zero"><i style="background:{ZERO_COLOR}"></i>'
                     f'0 throughout ({len(zero)} series): {esc(shown)}</span>')
-    if bands:
+    if banded:
         keys.append(f'<span class="key"><i style="background:{PALETTE[0]};opacity:.3"></i>'
                     "95% band (shaded, per service)</span>")
-    if samples:
+    if sampled:
         keys.append(f'<span class="key"><i style="background:{SAMPLES_COLOR}"></i>'
                     "scored samples (bars under the chart)</span>")
     for tv in thresholds:
         keys.append(f'<span class="key"><i class="dash" style="border-color:{ALERT_COLOR}"></i>'
                     f"alert level {esc(_fmt(tv, 'none'))}</span>")
     drawn = {s.value for s in lines}
-    missing = [n for n in p.series_names if n not in drawn and not any(n in s.labels for s in lines)]
+    missing = [n for n in panel.series_names if n not in drawn and not any(n in s.labels for s in lines)]
     if missing:
         keys.append(f'<span class="key missing">no data: {esc(", ".join(missing))}</span>')
-    return "".join(out) + f'<div class="legend">{"".join(keys)}</div>'
+    return f'<div class="legend">{"".join(keys)}</div>'
 
 
 def svg_histogram(frame: Frame, bins: int = 20) -> str:
@@ -294,13 +336,13 @@ def svg_histogram(frame: Frame, bins: int = 20) -> str:
     return "".join(out) + f'<div class="legend">{len(values)} scores</div>'
 
 
-def html_table(frame: Frame, s: DashboardsSettings) -> str:
+def html_table(frame: Frame, settings: DashboardsSettings) -> str:
     head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
     body = []
     for row in frame.rows:
         cells = []
         for c, v in zip(frame.columns, row):
-            link = s.trace_url(str(v)) if c == "trace_id" and frame.panel.trace_link else None
+            link = settings.trace_url(str(v)) if c == "trace_id" and frame.panel.trace_link else None
             if link is not None:
                 cells.append(f'<td><a href="{esc(link)}">{esc(v)}</a></td>')
             elif isinstance(v, datetime):
@@ -366,7 +408,7 @@ tr.firing td:first-child{color:#fff;background:#d44a3a} tr.ok td:first-child{col
 
 
 def render_html(frames: Sequence[tuple[str, Sequence[Frame]]], alerts: Sequence[RuleResult],
-                s: DashboardsSettings, t0: datetime, t1: datetime, interval_s: float,
+                settings: DashboardsSettings, t0: datetime, t1: datetime, interval_s: float,
                 source: str, requested: tuple[datetime, datetime] | None = None,
                 data: tuple[datetime, datetime] | None = None) -> str:
     """The HTML page. ``[t0, t1]`` is the charts' time axis; ``requested`` the range asked for
@@ -386,23 +428,23 @@ def render_html(frames: Sequence[tuple[str, Sequence[Frame]]], alerts: Sequence[
               f"<style>{CSS}</style></head><body>"),
              "<h1>ragpulse: RAG quality report</h1>",
              (f'<p class="meta">{rng} · interval {int(interval_s)} s · '
-              f"database <code>{esc(s.database)}</code> · {esc(source)}</p>"),
+              f"database <code>{esc(settings.database)}</code> · {esc(source)}</p>"),
              "<h2>Alerts</h2>", _alerts_html(alerts)]
     for title, fs in frames:
         parts.append(f"<h2>{esc(title)}</h2><div class=grid>")
-        parts += [_panel_html(f, s, t0, t1, interval_s) for f in fs]
+        parts += [_panel_html(f, settings, t0, t1, interval_s) for f in fs]
         parts.append("</div>")
     parts.append("</body></html>\n")
     return "".join(parts)
 
 
-def data_range(client: Any, s: DashboardsSettings, t0: datetime,
+def data_range(client: Any, settings: DashboardsSettings, t0: datetime,
                t1: datetime) -> tuple[datetime, datetime] | None:
     """The part of ``[t0, t1]`` that has data: from the first minute with scores or pipeline
     counters to the end of the last one. ``None`` when there is no data or the query fails.
     Blocks on one query."""
     try:
-        res = client.query(expand(data_range_sql(s), context(t0, t1)))
+        res = client.query(expand(data_range_sql(settings), context(t0, t1)))
         first, last, n = res.result_rows[0]
     except Exception:
         return None
@@ -423,7 +465,7 @@ def _axis(data: tuple[datetime, datetime], t0: datetime, t1: datetime) -> tuple[
     return d0, d1
 
 
-def build_report(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime, *,
+def build_report(client: Any, settings: DashboardsSettings, t0: datetime, t1: datetime, *,
                  selection: Mapping[str, Sequence[str]] | None = None,
                  source: str = "") -> str:
     """Run every panel and alert rule for ``[t0, t1]`` and return the HTML. Blocks on the
@@ -432,10 +474,10 @@ def build_report(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime,
     The panels run over the part of the range that has data (:func:`data_range`), with an
     interval chosen for that span: three minutes of demo data fill the chart in one-minute steps
     instead of a sliver at the right edge of 24 hours. Alerts are evaluated at ``t1``."""
-    data = data_range(client, s, t0, t1)
+    data = data_range(client, settings, t0, t1)
     axis = _axis(data, t0, t1) if data else (t0, t1)
     ctx = context(*axis, selection=selection)
-    frames = [(sec.title, [run_panel(client, p, ctx) for p in sec.panels]) for sec in sections(s)]
-    alerts = evaluate_all(client, s, t1)
-    return render_html(frames, alerts, s, axis[0], axis[1], ctx.interval_s, source,
+    frames = [(sec.title, [run_panel(client, p, ctx) for p in sec.panels]) for sec in sections(settings)]
+    alerts = evaluate_all(client, settings, t1)
+    return render_html(frames, alerts, settings, axis[0], axis[1], ctx.interval_s, source,
                        requested=(t0, t1), data=data)

@@ -64,13 +64,13 @@ def duration(seconds: float) -> str:
     return f"{s}s"
 
 
-def collect_status(client: Any, s: DashboardsSettings, t0: datetime, t1: datetime,
+def collect_status(client: Any, settings: DashboardsSettings, t0: datetime, t1: datetime,
             points: int = 24) -> tuple[list[MetricLine], list[RuleResult], list[str]]:
     """Metric lines, rule results and query errors for ``[t0, t1]``. Blocks on the queries."""
     ctx = context(t0, t1, interval_s=max(60.0, (t1 - t0).total_seconds() // points // 60 * 60))
-    results = evaluate_all(client, s, t1)
+    results = evaluate_all(client, settings, t1)
     errors = [f"{r.rule.uid}: {r.error}" for r in results if r.error]
-    quality = [p for p in sections(s)[0].panels if p.band]
+    quality = [p for p in sections(settings)[0].panels if p.band]
     lines: list[MetricLine] = []
     for p in quality:
         metric = p.key.removeprefix("quality_")
@@ -99,7 +99,7 @@ def collect_status(client: Any, s: DashboardsSettings, t0: datetime, t1: datetim
             service = labels[0] if labels else ""
             firing = tuple(sorted({r.rule.uid.removeprefix("ragpulse-") for r in results
                                    for i in r.firing if _concerns(i.labels, r.rule.uid, metric,
-                                                                  service, s)}))
+                                                                  service, settings)}))
             lines.append(MetricLine(metric, service, last, low, high, n, tuple(slots), firing,
                                     range_mean, int(total), t_last, ctx.interval_s))
     return lines, results, errors
@@ -115,13 +115,13 @@ class ReasonLine:
     advice: str
 
 
-def unscorable_traces(client: Any, s: DashboardsSettings, t0: datetime,
+def unscorable_traces(client: Any, settings: DashboardsSettings, t0: datetime,
                t1: datetime) -> tuple[list[ReasonLine], list[str]]:
     """Traces written as null rows in ``[t0, t1]`` by reason, most first, each with the remedy
     (the "Unscorable traces by reason" panel summed over the range), then the traces that were
     no RAG query (``not_rag``, no rows; from the traces panel), and query errors. Blocks on the
     queries."""
-    by_key = {p.key: p for p in panels(s)}
+    by_key = {p.key: p for p in panels(settings)}
     ctx = context(t0, t1)
     totals: dict[str, float] = {}
     not_rag = 0.0

@@ -458,14 +458,14 @@ def redaction_line(privacy: Any) -> str:
     return f"on ({kinds}{extra}); {names}; docs/reliability.md"
 
 
-def judge_line(s: EmbeddedSettings) -> str:
+def judge_line(settings: EmbeddedSettings) -> str:
     """Which judge scores, and where its quality and sane alert levels are documented."""
-    if s.judge == "llm":
-        what = f"llm ({s.judge_model or 'its default model'}"
-        what += f" at {s.judge_base_url})" if s.judge_base_url else ")"
-    elif s.judge == "nli":
-        what = f"nli (model {s.judge_model_dir or '$RAGPULSE_NLI__MODEL_DIR'})"
-    elif s.judge == "local-model":
+    if settings.judge == "llm":
+        what = f"llm ({settings.judge_model or 'its default model'}"
+        what += f" at {settings.judge_base_url})" if settings.judge_base_url else ")"
+    elif settings.judge == "nli":
+        what = f"nli (model {settings.judge_model_dir or '$RAGPULSE_NLI__MODEL_DIR'})"
+    elif settings.judge == "local-model":
         what = "local-model (ragpulse's own int8 cross-encoder, bundled; nothing downloaded)"
     else:
         what = "local (no API, nothing downloaded)"

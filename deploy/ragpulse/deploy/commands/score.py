@@ -129,19 +129,19 @@ def _lone_surrogate(obj: Any, path: str = "") -> str | None:
     return None
 
 
-def score_to_json(s: Score) -> dict[str, Any]:
+def score_to_json(score: Score) -> dict[str, Any]:
     """One score as printed by ``ragpulse score``: values rounded to :data:`DECIMALS`, costs to
     what they mean (milliseconds to 0.01, tokens and calls to 4 decimals: shares of a call)."""
-    c = s.cost
+    c = score.cost
     return {
-        "value": _r(s.value),
-        "status": s.status,
-        "reason": s.reason,
-        "interval": [_r(s.interval.low), _r(s.interval.high)] if s.interval else None,
-        "counts": s.counts,
-        "judge": s.judge,
-        "model": s.model,
-        "prompt_version": s.prompt_version,
+        "value": _r(score.value),
+        "status": score.status,
+        "reason": score.reason,
+        "interval": [_r(score.interval.low), _r(score.interval.high)] if score.interval else None,
+        "counts": score.counts,
+        "judge": score.judge,
+        "model": score.model,
+        "prompt_version": score.prompt_version,
         "cost": {"llm_calls": _r(c.llm_calls), "prompt_tokens": _r(c.prompt_tokens),
                  "completion_tokens": _r(c.completion_tokens), "latency_ms": _r(c.latency_ms, 2)},
     }
