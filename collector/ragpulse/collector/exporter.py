@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ragpulse.collector.config import CollectorSettings
+from ragpulse.collector.kafka import RateLimit
 from ragpulse.collector.shrink import shrink_request
 from ragpulse.collector.split import TraceRecord
 from ragpulse.common import KafkaUnavailable, partitions_for_keys
@@ -54,20 +55,12 @@ class _EveryFewSeconds:
     """A log line at most once per ``interval_s``, with how many were suppressed. Thread-safe."""
 
     def __init__(self, interval_s: float = 10.0) -> None:
-        self._interval_s = interval_s
-        self._next = 0.0
-        self._suppressed = 0
-        self._lock = threading.Lock()
+        self._rate = RateLimit(interval_s)
 
     def warning(self, message: str, *args: object) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if now < self._next:
-                self._suppressed += 1
-                return
-            suppressed, self._suppressed = self._suppressed, 0
-            self._next = now + self._interval_s
-        log.warning(message + " (%d similar suppressed)", *args, suppressed)
+        suppressed = self._rate.admit()
+        if suppressed is not None:
+            log.warning(message + " (%d similar suppressed)", *args, suppressed)
 
 
 class ExportRefused(Exception):

@@ -15,13 +15,36 @@ from typing import Any
 
 from ragpulse.common import KafkaSettings, KafkaUnavailable, TopicError
 
-__all__ = ["RDKAFKA_LOG", "RdkafkaLog", "ensure_topic_rdkafka", "topic_partitions"]
+__all__ = ["RDKAFKA_LOG", "RateLimit", "RdkafkaLog", "ensure_topic_rdkafka", "topic_partitions"]
 
 log = logging.getLogger(__name__)
 
 # A librdkafka FAIL line: "[thrd:HOST:PORT/bootstrap]: HOST:PORT/bootstrap: Connect to
 # ipv4#HOST:PORT failed: Connection refused (after 0ms in state CONNECT)"
 _FAIL = re.compile(r"(?:\[thrd:[^\]]*\]: )?(?P<broker>[^\s/\[\]]+:\d+)/\S+: (?P<what>.*)")
+
+
+class RateLimit:
+    """Lets an event through at most once per ``interval_s`` and counts the ones held back, for
+    log lines that would otherwise repeat many times a second. Thread-safe; never blocks
+    beyond its own short lock."""
+
+    def __init__(self, interval_s: float) -> None:
+        self._interval_s = interval_s
+        self._next = 0.0
+        self._suppressed = 0
+        self._lock = threading.Lock()
+
+    def admit(self) -> int | None:
+        """``None`` while held back; otherwise how many were held back since the last one."""
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next:
+                self._suppressed += 1
+                return None
+            suppressed, self._suppressed = self._suppressed, 0
+            self._next = now + self._interval_s
+        return suppressed
 
 
 class RdkafkaLog(logging.Logger):
@@ -35,10 +58,7 @@ class RdkafkaLog(logging.Logger):
     def __init__(self, name: str, interval_s: float = 10.0) -> None:
         super().__init__(name)
         self.parent = log
-        self._interval_s = interval_s
-        self._next = 0.0
-        self._suppressed = 0
-        self._lock = threading.Lock()
+        self._rate = RateLimit(interval_s)
 
     def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
         # confluent-kafka calls log(level, "%s [%s] %s", facility, client name, text)
@@ -51,13 +71,9 @@ class RdkafkaLog(logging.Logger):
         """The rate-limited "waiting for Kafka" line for a failed connection to ``broker``."""
         reason = what.rsplit("failed: ", 1)[-1]
         reason = re.sub(r"\s*\(after \d+ms in state \w+\)\s*$", "", reason).strip().rstrip(".")
-        now = time.monotonic()
-        with self._lock:
-            if now < self._next:
-                self._suppressed += 1
-                return
-            repeats, self._suppressed = self._suppressed, 0
-            self._next = now + self._interval_s
+        repeats = self._rate.admit()
+        if repeats is None:
+            return
         more = f" ({repeats} more attempts since the last line)" if repeats else ""
         self.warning("waiting for Kafka at %s: %s; retrying%s", broker, reason.lower(), more)
 
