@@ -149,6 +149,7 @@ class Ingest:
         )
 
     def stats(self) -> dict[str, int]:
+        """A snapshot of the ingest counters (``telemetry.COUNTERS``). Thread-safe."""
         with self._lock:
             out = dict(self._stats)
         out["recent_rag_traces"] = len(self._recent)

@@ -61,6 +61,8 @@ class RdkafkaLog(logging.Logger):
         self._rate = RateLimit(interval_s)
 
     def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        """Called from the client's ``poll``, on the thread that polls: a FAIL line becomes the
+        rate-limited "waiting for Kafka" warning, every other line DEBUG."""
         # confluent-kafka calls log(level, "%s [%s] %s", facility, client name, text)
         if len(args) == 3 and args[0] == "FAIL" and (m := _FAIL.match(str(args[2]))):
             self.waiting(m.group("broker"), m.group("what"))

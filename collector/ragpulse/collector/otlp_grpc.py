@@ -122,13 +122,17 @@ class GrpcReceiver:
 
     @property
     def port(self) -> int:
+        """The bound port; 0 before :meth:`start`."""
         return self._port
 
     @property
     def endpoint(self) -> str:
+        """``host:port`` to point an OTLP/gRPC exporter at."""
         return f"{self._settings.grpc_host}:{self._port}"
 
     def start(self) -> None:
+        """Bind and start grpcio's server (its own threads serve the calls) and return. Raises
+        ``RuntimeError`` when the address cannot be bound or on a second start."""
         if self._server is not None or self._closed:
             raise RuntimeError("gRPC receiver already started or shut down")
         s = self._settings
@@ -173,6 +177,8 @@ class GrpcReceiver:
         self._server = server
 
     def shutdown(self, drain_timeout_s: float = 10.0) -> None:
+        """Refuse new calls and wait up to ``drain_timeout_s`` (plus 1 s) for those in progress.
+        Idempotent; any thread."""
         if self._closed:
             return
         self._closed = True
@@ -223,6 +229,7 @@ class GrpcReceiver:
         return response.SerializeToString()
 
     def stats(self) -> dict[str, int]:
+        """A snapshot of the gRPC counters. Thread-safe."""
         with self._lock:
             out = {"grpc_requests": self._requests, "grpc_unauthenticated": self._unauthenticated}
         out["grpc_refused_busy"] = self._admission.refused if self._admission is not None else 0

@@ -148,21 +148,27 @@ class HttpReceiver:
 
     @property
     def port(self) -> int:
+        """The bound port. Only after :meth:`start` (asserts it)."""
         assert self._server is not None, "not started"
         return int(self._server.server_address[1])
 
     @property
     def endpoint(self) -> str:
+        """``http(s)://host:port/v1/traces`` to point an OTLP/HTTP exporter at."""
         scheme = "https" if self._tls is not None else "http"
         return f"{scheme}://{self._settings.http_host}:{self.port}{TRACES_PATH}"
 
     def start(self) -> None:
+        """Bind (``OSError`` when the port is taken; ``RuntimeError`` on a second start) and serve
+        on a daemon thread, one thread per connection. Returns at once."""
         if self._server is not None or self._closing:
             raise RuntimeError("HTTP receiver already started or shut down")
         self._server = _Server((self._settings.http_host, self._settings.http_port), self)
         self._thread = serve_in_thread(self._server, "otlp-http", poll_interval_s=0.5)
 
     def shutdown(self, drain_timeout_s: float = 10.0) -> None:
+        """Stop accepting, wait up to ``drain_timeout_s`` for requests in progress, then close idle
+        keep-alive connections. Blocks; idempotent; any thread but a handler's."""
         with self._lock:
             if self._closing:
                 return
@@ -182,6 +188,8 @@ class HttpReceiver:
         self._stopped_server = server
 
     def stats(self) -> dict[str, int]:
+        """A snapshot of the HTTP counters, connection guard included (kept after shutdown).
+        Thread-safe."""
         server = self._server or self._stopped_server
         guard = server.stats() if server is not None else {}
         with self._lock:

@@ -54,6 +54,7 @@ class Collector:
         return self._grpc.endpoint if self._grpc is not None and self._state == "running" else None
 
     def start(self) -> Collector:
+        """Start the exporter, then the receivers (see the class docstring); returns ``self``."""
         with self._lock:
             if self._state != "new":
                 raise RuntimeError(f"collector cannot start from state {self._state}")
@@ -78,6 +79,7 @@ class Collector:
         return self
 
     def shutdown(self, drain_timeout_s: float = 10.0) -> None:
+        """Receivers first (refuse, drain), then flush the exporter; see the class docstring."""
         with self._lock:
             if self._state in ("stopping", "stopped"):
                 return
@@ -99,6 +101,7 @@ class Collector:
                 self._state = "stopped"
 
     def stats(self) -> dict[str, Any]:
+        """All counters of ingest, receivers and exporter in one snapshot. Thread-safe."""
         out: dict[str, Any] = dict(self._ingest.stats())
         for part in (self._http, self._grpc, self._exporter):
             part_stats = getattr(part, "stats", None)

@@ -164,6 +164,9 @@ class GuardedHTTPServer(ThreadingHTTPServer):
     # -- accounting ------------------------------------------------------------------------
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        """Admit a new connection, on the accept loop's thread: at the cap, evict the connection
+        idle or sending its head the longest, or answer 503 with ``Retry-After`` when none is
+        evictable. Reads nothing from a client (the victim's socket is only shut down)."""
         victim = None
         with self._conn_lock:
             live = [c for c in self._conns.values() if not c.evicted]
@@ -194,6 +197,8 @@ class GuardedHTTPServer(ThreadingHTTPServer):
         super().process_request(request, client_address)
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """The connection's own thread: :meth:`wrap_connection`, then serve its requests until it
+        closes; it leaves the accounting however it ends."""
         raw = request
         try:
             request = self.wrap_connection(raw, client_address)
@@ -226,6 +231,7 @@ class GuardedHTTPServer(ThreadingHTTPServer):
                 conn.since = time.monotonic()
 
     def count_timeout(self) -> None:
+        """Count a request whose read deadline passed (``requests_timed_out``). Any thread."""
         with self._conn_lock:
             self.guard_stats["requests_timed_out"] += 1
 
@@ -243,6 +249,7 @@ class GuardedHTTPServer(ThreadingHTTPServer):
     # -- control ---------------------------------------------------------------------------
 
     def connections(self) -> int:
+        """Connections open now (admitted, not yet closed). Any thread."""
         with self._conn_lock:
             return len(self._conns)
 
@@ -260,6 +267,7 @@ class GuardedHTTPServer(ThreadingHTTPServer):
             _shutdown(sock)
 
     def stats(self) -> dict[str, int]:
+        """A snapshot of the counters (see the class docstring). Any thread."""
         with self._conn_lock:
             return dict(self.guard_stats)
 
@@ -288,12 +296,15 @@ class GuardedRequestHandler(BaseHTTPRequestHandler):
     server: GuardedHTTPServer
 
     def setup(self) -> None:
+        """Read the connection through a deadline-aware reader (the deadlines of each phase)."""
         super().setup()
         raw = self.connection
         self._reader = _DeadlineReader(raw)
         self.rfile = io.BufferedReader(self._reader, 64 * 1024)
 
     def handle_one_request(self) -> None:
+        """Wait for the next request under the idle deadline, then read its head under the header
+        deadline; a silent or closed peer ends the connection without an error."""
         limits = self.server.limits
         self._phase(IDLE, limits.idle_timeout_s)
         try:
@@ -307,6 +318,7 @@ class GuardedRequestHandler(BaseHTTPRequestHandler):
         super().handle_one_request()
 
     def log_error(self, format: str, *args: Any) -> None:
+        """As the base class, and count a read deadline that passed on the server."""
         if format.startswith("Request timed out"):
             self.server.count_timeout()
         self.log_message(format, *args)
@@ -332,7 +344,8 @@ class GuardedRequestHandler(BaseHTTPRequestHandler):
         return cached[1]
 
     def end_headers(self) -> None:
-        # Everything below writes: a client that does not read its response is cut off.
+        """Send the head; from here on a write that does not progress within ``write_timeout_s``
+        raises, so a client that does not read its answer cannot hold the thread."""
         self.connection.settimeout(self.server.limits.write_timeout_s)
         super().end_headers()
 

@@ -27,6 +27,8 @@ Op = Literal["gt", "lt"]
 
 @dataclass(frozen=True)
 class RuleSpec:
+    """One alert rule: query A (``sql``) over ``range_s``, compared with ``threshold`` by ``op``."""
+
     uid: str
     title: str
     sql: str
@@ -52,12 +54,15 @@ class AlertInstance:
 
 @dataclass
 class RuleResult:
+    """One rule evaluated: its instances, or the query's ``error``."""
+
     rule: RuleSpec
     instances: list[AlertInstance] = field(default_factory=list)
     error: str | None = None
 
     @property
     def firing(self) -> list[AlertInstance]:
+        """The instances over (or under) the threshold."""
         return [i for i in self.instances if i.firing]
 
 
@@ -242,4 +247,6 @@ def evaluate(client: Any, spec: RuleSpec, now: datetime) -> RuleResult:
 
 def evaluate_all(client: Any, settings: DashboardsSettings, now: datetime,
                  only: Sequence[str] | None = None) -> list[RuleResult]:
+    """Every rule (or those whose uid is in ``only``) evaluated at ``now``; blocks on one query
+    per rule and never raises for a failed one (see :func:`evaluate`)."""
     return [evaluate(client, r, now) for r in rule_specs(settings) if only is None or r.uid in only]

@@ -18,6 +18,7 @@ DASHBOARD_UID = "ragpulse-quality"
 
 
 def datasource_ref(settings: DashboardsSettings) -> dict[str, str]:
+    """The ClickHouse datasource as a panel or target refers to it."""
     return {"type": PLUGIN_TYPE, "uid": settings.datasource_uid}
 
 
@@ -35,6 +36,7 @@ def target(settings: DashboardsSettings, sql: str, fmt: int, ref: str = "A") -> 
 
 
 def variable_sql(settings: DashboardsSettings, dim: str) -> str:
+    """The query behind the dashboard variable ``dim``: its values in the time range."""
     table = "scores_1m"
     return (f"SELECT DISTINCT {dim} FROM `{settings.database}`.`{table}` "
             f"WHERE $__timeFilter(minute) ORDER BY {dim}")

@@ -22,12 +22,15 @@ __all__ = ["Frame", "Series", "auto_interval", "context", "run_panel"]
 
 @dataclass
 class Series:
+    """One line of a time-series panel: its value column, label values and points."""
+
     value: str
     labels: tuple[str, ...]
     points: list[tuple[datetime, float]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
+        """The value column and labels, space-separated (the legend text)."""
         return " ".join((self.value, *self.labels)) if self.labels else self.value
 
 

@@ -61,10 +61,12 @@ class QueryContext:
 
     @property
     def from_s(self) -> int:
+        """``time_from`` as Unix seconds."""
         return int(self.time_from.timestamp())
 
     @property
     def to_s(self) -> int:
+        """``time_to`` as Unix seconds."""
         return int(self.time_to.timestamp())
 
 

@@ -30,6 +30,8 @@ DASHBOARDS_MOUNT = "/var/lib/grafana/dashboards/ragpulse"
 
 
 def datasource_yaml(settings: DashboardsSettings) -> dict[str, Any]:
+    """Grafana's datasource provisioning file: the ClickHouse plugin, its password from
+    ``$RAGPULSE_CLICKHOUSE_PASSWORD`` in Grafana's environment."""
     return {"apiVersion": 1, "datasources": [{
         "name": settings.datasource_name,
         "type": PLUGIN_TYPE,
@@ -49,6 +51,7 @@ def datasource_yaml(settings: DashboardsSettings) -> dict[str, Any]:
 
 
 def provider_yaml(settings: DashboardsSettings) -> dict[str, Any]:
+    """Grafana's dashboard provider file: the folder and the mounted dashboards directory."""
     return {"apiVersion": 1, "providers": [{
         "name": "ragpulse",
         "orgId": 1,
@@ -63,6 +66,8 @@ def provider_yaml(settings: DashboardsSettings) -> dict[str, Any]:
 
 
 def rules_yaml(settings: DashboardsSettings) -> dict[str, Any]:
+    """Grafana's alert rule provisioning file: the rules of :func:`~.alerts.rule_specs`, in one
+    group evaluated every ``alerts.interval_s``."""
     rules = []
     for spec in rule_specs(settings):
         r = grafana_rule(spec, settings)

@@ -43,12 +43,15 @@ class GrafanaPushError(RuntimeError):
 
 @dataclass
 class PushReport:
+    """What :func:`push` did to each object: created, updated or left unchanged."""
+
     grafana_version: str = ""
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
+        """The report as lines for a terminal."""
         out = [f"Grafana {self.grafana_version}"]
         out += [f"  created   {x}" for x in self.created]
         out += [f"  updated   {x}" for x in self.updated]

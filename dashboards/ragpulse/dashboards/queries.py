@@ -90,6 +90,8 @@ class PanelSpec:
 
 @dataclass(frozen=True)
 class Section:
+    """A titled row of panels (the dashboard's rows, the report's headings)."""
+
     title: str
     panels: tuple[PanelSpec, ...] = field(default_factory=tuple)
 
@@ -391,4 +393,5 @@ def _pipeline_section(s: DashboardsSettings) -> Section:
 
 
 def panels(settings: DashboardsSettings) -> list[PanelSpec]:
+    """Every panel of every section, in order."""
     return [p for sec in sections(settings) for p in sec.panels]

@@ -49,6 +49,7 @@ class Scale:
     out_hi: float
 
     def __call__(self, value: float) -> float:
+        """The pixel position of ``value``."""
         if self.hi == self.lo:
             return (self.out_lo + self.out_hi) / 2
         return self.out_lo + (value - self.lo) / (self.hi - self.lo) * (self.out_hi - self.out_lo)
@@ -305,6 +306,8 @@ def _legend(panel: PanelSpec, colors: dict[tuple[str, ...], str], lines: Sequenc
 
 
 def svg_histogram(frame: Frame, bins: int = 20) -> str:
+    """A histogram of the frame's first column (``bins`` bars) as inline SVG, with a legend
+    counting the scores."""
     p = frame.panel
     values = [float(r[0]) for r in frame.rows if r and r[0] is not None]
     lo = p.min if p.min is not None else min(values)
@@ -337,6 +340,8 @@ def svg_histogram(frame: Frame, bins: int = 20) -> str:
 
 
 def html_table(frame: Frame, settings: DashboardsSettings) -> str:
+    """A table frame as an HTML table; ``trace_id`` cells link to the tracing UI when the panel
+    asks for it (``settings.trace_url``)."""
     head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
     body = []
     for row in frame.rows:

@@ -65,7 +65,7 @@ def duration(seconds: float) -> str:
 
 
 def collect_status(client: Any, settings: DashboardsSettings, t0: datetime, t1: datetime,
-            points: int = 24) -> tuple[list[MetricLine], list[RuleResult], list[str]]:
+                   points: int = 24) -> tuple[list[MetricLine], list[RuleResult], list[str]]:
     """Metric lines, rule results and query errors for ``[t0, t1]``. Blocks on the queries."""
     ctx = context(t0, t1, interval_s=max(60.0, (t1 - t0).total_seconds() // points // 60 * 60))
     results = evaluate_all(client, settings, t1)
@@ -110,13 +110,15 @@ _NOT_RAG_NOTE = "no question, answer or LLM call (index building): counted, no r
 
 @dataclass(frozen=True)
 class ReasonLine:
+    """One reason traces were unscorable: how many traces, and the advice for it."""
+
     reason: str
     traces: int
     advice: str
 
 
 def unscorable_traces(client: Any, settings: DashboardsSettings, t0: datetime,
-               t1: datetime) -> tuple[list[ReasonLine], list[str]]:
+                      t1: datetime) -> tuple[list[ReasonLine], list[str]]:
     """Traces written as null rows in ``[t0, t1]`` by reason, most first, each with the remedy
     (the "Unscorable traces by reason" panel summed over the range), then the traces that were
     no RAG query (``not_rag``, no rows; from the traces panel), and query errors. Blocks on the

@@ -56,6 +56,8 @@ def _register() -> None:
 
 
 def main() -> None:
+    """The ``ragpulse`` console script: load ``*_FILE`` secrets (exit 2 when one cannot be
+    read), register the subcommands and run typer on ``sys.argv``."""
     from ragpulse.deploy.secrets import SecretFileError, load_secret_files
 
     try:

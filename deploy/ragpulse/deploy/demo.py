@@ -24,6 +24,8 @@ __all__ = ["CORPUS", "DemoTraffic", "Scenario", "plan_scenario"]
 
 @dataclass(frozen=True)
 class Doc:
+    """One document of the demo corpus: a question it answers, the right and a wrong answer."""
+
     id: str
     text: str
     question: str
@@ -228,12 +230,14 @@ class DemoTraffic:
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
     def start(self) -> DemoTraffic:
+        """Send traces on a daemon thread at ``rate`` per second (until ``limit``). Idempotent."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="ragpulse-demo", daemon=True)
             self._thread.start()
         return self
 
     def shutdown(self) -> None:
+        """Stop the sender thread (waits up to 10 s) and flush and close the tracer providers."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)

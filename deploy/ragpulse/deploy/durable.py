@@ -76,6 +76,7 @@ class SeaweedS3(ChildOwner):
 
     @property
     def endpoint(self) -> str:
+        """The S3 endpoint URL on loopback."""
         return f"http://127.0.0.1:{self.s3_port}"
 
     @property

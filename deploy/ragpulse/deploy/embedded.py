@@ -294,6 +294,7 @@ class Embedded:
         self.collector = build_collector(settings).start()
 
     def endpoints(self) -> dict[str, str]:
+        """What ``ragpulse up`` prints at start-up: each endpoint and choice, by name."""
         return {
             "OTLP/HTTP": self.collector.http_endpoint or "-",
             "OTLP/gRPC": self.collector.grpc_endpoint or "-",
@@ -318,6 +319,8 @@ class Embedded:
                 "(--allow-anonymous-ingest)")
 
     def stats(self) -> dict[str, Any]:
+        """Every component's counters, prefixed ``collector.``, ``scorer.``, ``facade.``,
+        ``demo.``. Thread-safe (each component's ``stats`` is)."""
         out: dict[str, Any] = {}
         if self.collector is not None:
             out.update({f"collector.{k}": v for k, v in self.collector.stats().items()})

@@ -262,6 +262,7 @@ class FacadeSettings(BaseModel):
 
     @property
     def auth_required(self) -> bool:
+        """Whether a login (username or token) is configured."""
         return bool(self.username or self.token)
 
     @property
@@ -277,6 +278,8 @@ class FacadeSettings(BaseModel):
         return share // 2, max(1024, min(self.max_result_bytes, share // 4))
 
     def policy(self) -> sqlguard.GuardPolicy:
+        """The statement checker's policy: this database, and per-query caps on time, result
+        size and memory from :meth:`memory_limits`."""
         query_memory, result_bytes = self.memory_limits()
         timeout = self.max_execution_time_s if self.auth_required else \
             min(self.max_execution_time_s, self.anonymous_max_execution_time_s)
@@ -332,6 +335,7 @@ class LoginThrottle:
         return lockout
 
     def succeeded(self, address: str) -> None:
+        """Forget the failures of ``address`` after a good login. Thread-safe."""
         with self._lock:
             self._state.pop(address, None)
 
@@ -425,6 +429,8 @@ class ClickHouseHttpFacade:
 
     @property
     def url(self) -> str:
+        """``http://host:port`` of the listening facade; raises ``RuntimeError`` before
+        :meth:`start`."""
         if self._server is None:
             raise RuntimeError("facade not started")
         host, port = self._server.server_address[:2]
@@ -432,6 +438,7 @@ class ClickHouseHttpFacade:
 
     @property
     def port(self) -> int:
+        """The bound port; raises ``RuntimeError`` before :meth:`start`."""
         if self._server is None:
             raise RuntimeError("facade not started")
         return int(self._server.server_address[1])
@@ -494,6 +501,8 @@ class ClickHouseHttpFacade:
             anchor.close()
 
     def stats(self) -> dict[str, int]:
+        """A snapshot of the request counters and the connection guard's (kept after shutdown).
+        Thread-safe."""
         with self._lock:
             out = dict(self._stats)
             server = self._served  # kept after shutdown: counters never go back
@@ -520,6 +529,7 @@ class ClickHouseHttpFacade:
             self._client_slots[address] = held + 1
 
     def release_slot(self, address: str) -> None:
+        """Give back the slots :meth:`acquire_slot` took for ``address``. Never blocks."""
         with self._lock:
             held = self._client_slots.pop(address, 0) - 1
             if held > 0:

@@ -211,6 +211,8 @@ def clickhouse_probe(dsn: str, *, timeout_s: float = 2.0) -> Check | None:
 
 @dataclass(frozen=True)
 class CheckResult:
+    """One readiness probe's outcome and when it was taken (the clock of :class:`HealthServer`)."""
+
     ok: bool
     detail: str
     checked_at: float
@@ -317,6 +319,8 @@ class HealthServer:
         return f"http://{host}:{port}"
 
     def start(self) -> HealthServer:
+        """Bind and serve on a daemon thread; returns ``self``. Raises ``OSError`` when the port
+        is taken, ``RuntimeError`` on a second start."""
         with self._lock:
             if self._state != "new":
                 raise RuntimeError(f"health server cannot start from state {self._state}")
@@ -335,9 +339,11 @@ class HealthServer:
         return self
 
     def drain(self) -> None:
+        """``/readyz`` answers 503 ``draining`` from now on. Any thread."""
         self._draining.set()
 
     def shutdown(self) -> None:
+        """Stop serving and the probe pool. Blocks up to about 5 s; idempotent."""
         with self._lock:
             if self._state == "stopped":
                 return
@@ -354,6 +360,7 @@ class HealthServer:
     # -- answers -------------------------------------------------------------------------------
 
     def liveness(self) -> tuple[int, dict[str, Any]]:
+        """``(status, body)`` of ``/healthz``: 503 when the ``live`` check raises."""
         if self._live is not None:
             try:
                 self._live()
@@ -362,6 +369,9 @@ class HealthServer:
         return 200, {"status": "live"}
 
     def readiness(self) -> tuple[int, dict[str, Any]]:
+        """``(status, body)`` of ``/readyz``: runs the checks that are due, each bounded by
+        ``check_timeout_s`` (blocks up to that); results younger than ``check_interval_s`` are
+        reused."""
         if self._draining.is_set():
             return 503, {"status": "draining", "checks": {}}
         code, live = self.liveness()
@@ -373,6 +383,7 @@ class HealthServer:
         return (200 if ok else 503), {"status": "ready" if ok else "unready", "checks": checks}
 
     def metrics(self) -> str:
+        """The ``/metrics`` text (Prometheus exposition) of every source's counters."""
         return render_prometheus(self.sources, build_version=self._build_version)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -451,13 +462,17 @@ class Observability:
 
     @property
     def endpoint(self) -> str | None:
+        """The health server's ``http://host:port``, or ``None`` when it is off."""
         return self.server.endpoint if self.server is not None else None
 
     def drain(self) -> None:
+        """Turn readiness off (503 ``draining``); see :meth:`HealthServer.drain`."""
         if self.server is not None:
             self.server.drain()
 
     def shutdown(self) -> None:
+        """Last ``pipeline_health`` write, last OTLP push, then stop the server. Blocks on each;
+        logs their failures instead of raising."""
         if self.recorder is not None:
             try:
                 self.recorder.shutdown()

@@ -53,6 +53,7 @@ class SecretFilter(logging.Filter):
     """Rewrites each record's message with :func:`mask_secrets` (never drops a record)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Mask the record's message in place; always keeps the record."""
         try:
             message = record.getMessage()
         except Exception:  # a broken format string: leave it to the handler to report
@@ -109,6 +110,7 @@ class SafeStream(io.TextIOBase):
             pass  # no descriptor to redirect: the writes below are dropped all the same
 
     def write(self, text: str) -> int:
+        """Write and flush ``text``, or drop it once the stream is dead. Never raises."""
         with self._lock:
             if not self.dead:
                 try:
@@ -121,6 +123,7 @@ class SafeStream(io.TextIOBase):
             return len(text)
 
     def flush(self) -> None:
+        """Flush the wrapped stream; a failure marks the stream dead instead of raising."""
         with self._lock:
             if self.dead:
                 return
@@ -130,19 +133,23 @@ class SafeStream(io.TextIOBase):
                 self._die()
 
     def writable(self) -> bool:
+        """Always ``True``: a dead stream still accepts (and drops) writes."""
         return True
 
     def isatty(self) -> bool:
+        """Whether the live wrapped stream is a terminal; ``False`` once dead."""
         try:
             return not self.dead and bool(self._stream.isatty())
         except (OSError, ValueError):
             return False
 
     def fileno(self) -> int:
+        """The wrapped stream's descriptor (``/dev/null`` once dead)."""
         return int(self._stream.fileno())
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
+        """The wrapped stream's encoding (``utf-8`` when it has none)."""
         return str(getattr(self._stream, "encoding", None) or "utf-8")
 
 

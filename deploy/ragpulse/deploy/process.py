@@ -67,14 +67,17 @@ class ChildProcess:
 
     @property
     def running(self) -> bool:
+        """Whether the process was started and has not exited."""
         return self._proc is not None and self._proc.poll() is None
 
     @property
     def pid(self) -> int | None:
+        """The process id once started."""
         return self._proc.pid if self._proc is not None else None
 
     @property
     def returncode(self) -> int | None:
+        """The exit status once it has exited, else ``None``."""
         return self._proc.poll() if self._proc is not None else None
 
     def start(self) -> None:
@@ -168,16 +171,20 @@ class ChildOwner:
 
     @property
     def running(self) -> bool:
+        """Whether the owned process runs."""
         return self._child is not None and self._child.running
 
     @property
     def pid(self) -> int | None:
+        """The owned process's id once started."""
         return self._child.pid if self._child is not None else None
 
     def start(self) -> Self:
+        """Start the process and return ``self`` once it is ready (subclasses)."""
         raise NotImplementedError
 
     def shutdown(self) -> None:
+        """Stop the process (subclasses; idempotent)."""
         raise NotImplementedError
 
     def __enter__(self) -> Self:

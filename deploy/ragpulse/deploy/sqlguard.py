@@ -103,9 +103,12 @@ class GuardPolicy:
     })
 
     def database_allowed(self, name: str) -> bool:
+        """Whether a statement may name database ``name``: this one or ``system``."""
         return name in (self.database, "system")
 
     def table_allowed(self, database: str, table: str) -> bool:
+        """Whether ``database.table`` may be read: any table of this database, only the
+        allow-listed ones of ``system``."""
         if database == self.database:
             return True
         return database == "system" and table in self.system_tables
@@ -123,6 +126,7 @@ class Node:
     children: list[Node] = field(default_factory=list)
 
     def walk(self, parent: Node | None = None) -> Iterator[tuple[Node, Node | None]]:
+        """This node and every descendant, depth first, each with its parent."""
         yield self, parent
         for child in self.children:
             yield from child.walk(self)

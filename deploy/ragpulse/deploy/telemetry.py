@@ -68,11 +68,13 @@ class MetricSpec:
 
     @property
     def prometheus_name(self) -> str:
+        """``ragpulse_<component>_<key>``, with ``_total`` for a counter."""
         base = f"ragpulse_{self.component}_{self.key}"
         return base + "_total" if self.kind == "counter" else base
 
     @property
     def otel_name(self) -> str:
+        """``ragpulse.<component>.<key>``."""
         return f"ragpulse.{self.component}.{self.key}"
 
 
@@ -240,6 +242,7 @@ class TelemetrySettings(BaseModel):
 
     @property
     def enabled(self) -> bool:
+        """Whether an OTLP metrics endpoint is set."""
         return self.otlp_endpoint is not None
 
 
@@ -274,6 +277,9 @@ class OtlpMetricsExporter:
         self._cache: dict[str, tuple[float, Mapping[str, Any]]] = {}
 
     def start(self) -> OtlpMetricsExporter:
+        """Build the SDK's meter provider; its reader thread then pushes every
+        ``export_interval_s``. Returns ``self``. Raises ``RuntimeError`` when the OTLP exporter
+        package is missing or on a second start."""
         try:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         except ImportError as exc:
@@ -355,6 +361,8 @@ class OtlpMetricsExporter:
         return bool(provider.force_flush(timeout_millis=int(timeout_s * 1000)))
 
     def shutdown(self) -> None:
+        """Push a last export and stop the reader thread (blocks up to about
+        ``export_timeout_s``). Idempotent."""
         with self._lock:
             if self._state in ("stopped",):
                 return

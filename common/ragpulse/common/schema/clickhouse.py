@@ -109,6 +109,8 @@ class SchemaSettings(BaseModel):
 
 @dataclass(frozen=True)
 class Column:
+    """One column: name, ClickHouse type and the optional default, codec and comment clauses."""
+
     name: str
     type: str
     default: str = ""
@@ -117,6 +119,7 @@ class Column:
     comment: str = ""
 
     def sql(self) -> str:
+        """The column's definition as it stands in ``CREATE TABLE``."""
         parts = [f"`{self.name}`", self.type]
         if self.default:
             parts.append(self.default)
@@ -144,6 +147,7 @@ class Table:
     comment: str = ""
 
     def column(self, name: str) -> Column:
+        """The column called ``name``; raises ``KeyError`` when there is none."""
         for c in self.columns:
             if c.name == name:
                 return c
@@ -379,6 +383,7 @@ class Migration:
 
     @property
     def checksum(self) -> str:
+        """First 16 hex digits of the SHA-256 of the statement templates (drift check)."""
         h = hashlib.sha256()
         for s in self.statements:
             h.update(s.encode())
@@ -386,6 +391,8 @@ class Migration:
         return h.hexdigest()[:16]
 
     def render(self, settings: SchemaSettings) -> list[str]:
+        """The statements with ``settings`` filled in; with a cluster, each one rewritten for it
+        (:func:`cluster_statements`)."""
         out = [_fmt(s, settings) for s in self.statements]
         if settings.cluster is not None:
             out = [c for s in out for c in cluster_statements(s, settings)]
@@ -470,6 +477,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 
 def latest_version() -> int:
+    """The version a fully migrated database has."""
     return MIGRATIONS[-1].version
 
 
@@ -483,12 +491,15 @@ class Executor(Protocol):
 
 @dataclass
 class MigrationReport:
+    """What :func:`init_schema` did: the version before and after, and each migration applied."""
+
     database: str
     before: int
     after: int
     applied: list[tuple[int, str]] = field(default_factory=list)
 
     def lines(self) -> list[str]:
+        """The report as lines for a terminal."""
         if not self.applied:
             return [f"schema `{self.database}` is up to date (version {self.after})"]
         out = [f"migrated `{self.database}` from version {self.before} to {self.after}:"]
