@@ -37,6 +37,7 @@ from ...embeddings import Embedder, USEEmbedder
 from ...model import ZERO_COST, Cost, Fact, Finding, Reason, Sample, status_of
 from ...stats import cosine
 from ..base import Needs
+from .counters import LLMJudgeStats
 from .limits import AdaptiveRateLimiter, TokenBudget, estimate_prompt_tokens, parse_retry_after
 from .parsing import ParseFailure, parse_reply_object, parse_task, response_schema, strip_reasoning
 from .plan import (
@@ -49,7 +50,6 @@ from .plan import (
 )
 from .prompts import Prompt, PromptLibrary, new_nonce
 from .settings import LLMJudgeSettings
-from .stats import LLMJudgeStats
 
 __all__ = ["LLMJudge", "build_llm_judge"]
 
