@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ragpulse.scorer.embeddings import USEEmbedder
-from ragpulse.scorer.judges.local.support import SupportDetector, featurize
+from ragpulse.scorer.judges.local.support_detector import SupportDetector, featurize
 from ragpulse.scorer.judges.local.text import content_units
 
 from .test_support import CONTEXT_EN, CONTEXT_JA, CONTEXT_ZH

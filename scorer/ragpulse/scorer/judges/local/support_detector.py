@@ -47,6 +47,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...embeddings import Embedder, USEEmbedder
 from ...segment import split_sentences
+from .lexicon import (
+    NUMBER_WORDS,
+    SENTENCE_STARTERS,
+    STATEMENT_STOP_WORDS,
+    stem_word,
+    words,
+)
 
 __all__ = [
     "DEFAULT_WEIGHTS_PATH",
@@ -59,7 +66,6 @@ __all__ = [
     "clause_means",
     "featurize",
     "featurize_with_copies",
-    "fit_logistic",
     "paraphrase_like",
     "split_clauses",
 ]
@@ -166,12 +172,6 @@ class SupportWeights(BaseModel):
         except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
             raise WeightsError(f"cannot load support weights from {path}: {e}") from e
 
-    def save(self, path: Path) -> None:
-        Path(path).write_text(
-            json.dumps(self.model_dump(mode="json"), indent=1, ensure_ascii=False) + "\n",
-            encoding="utf-8",
-        )
-
     def logits(self, x: np.ndarray) -> np.ndarray:
         z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
         return z @ np.asarray(self.coef) + self.intercept
@@ -234,42 +234,6 @@ def calibrated_proba(
 # --------------------------------------------------------------------------- text analysis
 
 
-def _words(text: str, ordered: bool = False) -> Any:
-    """A word list written as text (one place to read it): a frozenset, or a tuple in order."""
-    words = text.split()
-    return tuple(words) if ordered else frozenset(words)
-
-
-_STOP = _words(
-    """a an the and or but if then than so as of at by for from in into on onto to with about
-    above after against along among around before behind below beneath beside between beyond
-    during except inside near off out outside over past since through throughout till toward
-    under until up upon via within is are was were be been being am do does did doing have has
-    had having will would shall should can could may might must it its it's this that these
-    those there here he she they we you i me him her them us my your his their our which who
-    whom whose what when where why how all any both each few more most other some such only
-    own same too very just also not no nor never s t said says say according"""
-)
-# Capitalized only because they open a sentence: never names.
-_STARTERS = _words(
-    """despite however although though while whereas meanwhile additionally furthermore moreover
-    overall then thus therefore hence still yet instead finally first second third lastly today
-    yesterday tomorrow currently recently now in on at after before during since as once
-    following according unlike like both either neither many several some most one another
-    other its this these those there here his her their our my your while"""
-)
-_NUMBER_WORDS = {
-    w: str(i)
-    for i, w in enumerate(
-        _words(
-            "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-            "fourteen fifteen sixteen seventeen eighteen nineteen twenty",
-            ordered=True,
-        )
-    )
-} | {"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
-     "eighty": "80", "ninety": "90", "hundred": "100", "dozen": "12"}
-
 _CJK = (
     "\u3040-\u30ff"  # hiragana, katakana
     "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # ideographs
@@ -301,7 +265,6 @@ _NEG_EN = re.compile(
 _NEG_JA = re.compile(r"(?<![少危汚])ない|ません|なかった|ず(?:に|、|。|$)|ぬ(?:[。、]|$)")
 # Chinese (and Sino-Japanese prefixes): 不 没 未 無/无 非 別/别 as negators.
 _NEG_ZH = re.compile(r"[不没沒未无無非别]")
-_SUFFIXES = ("ingly", "ings", "ing", "edly", "ed", "ies", "es", "s", "ly")
 
 
 # CJK numerals before a counter ("三十天", "十四日", "五个"): written as digits so they meet the
@@ -358,58 +321,11 @@ def _normalize(text: str) -> str:
     return _RANGE_DOWN_EN.sub(r"\1 or earlier", text)
 
 
-def _stem_base(word: str) -> str:
-    w = word.lower().replace("’", "'")
-    w = w.removesuffix("'s")
-    if w in _NUMBER_WORDS:
-        return _NUMBER_WORDS[w]
-    for suf in _SUFFIXES:
-        if w.endswith(suf) and len(w) - len(suf) >= 3:
-            w = w[: -len(suf)]
-            if suf == "ies":
-                w += "y"
-            break
-    # "purchase" / "purchased" / "purchasing" meet at "purchas".
-    if len(w) >= 5 and w.endswith("e"):
-        w = w[:-1]
-    return w
-
-
-# Words interchangeable in nearly every context (British/American spellings included); each
-# group maps to the stem of its first word. Kept to true equivalences: "one month" is not
-# "30 days", "above" is not "over" in every sense, so neither is here.
-_SYNONYM_GROUPS = (
-    "buy purchase", "get receive obtain", "show present", "start begin commence",
-    "finish end", "big large", "biggest largest", "tall high", "tallest highest",
-    "quick fast rapid", "quickly rapidly", "help assist", "need require", "allow permit",
-    "use utilize utilise", "build construct", "happen occur", "choose select", "reply respond",
-    "child kid", "shop store", "ship deliver", "shipping delivery", "metre meter",
-    "kilometre kilometer", "centimetre centimeter", "litre liter", "colour color",
-    "centre center", "organisation organization", "programme program", "cancel terminate",
-    "refund reimburse", "near close", "maybe perhaps", "almost nearly", "about approximately",
-    "photo photograph", "film movie", "famous renowned", "die pass", "expire lapse",
-    "email e-mail", "phone telephone", "exam examination", "found establish",
-    "lie sit locate situate",
-)
 # Left out of the rewording-tolerant units: light verbs and the words an answer uses for its
 # reader ("you can get" for "customers can request"), and Chinese function characters (the
 # counterpart of the Japanese particles, which are hiragana and never soft units).
-_SOFT_SKIP_EN = _words("get make take have go come become keep back customer user")
+_SOFT_SKIP_EN = words("get make take have go come become keep back customer user")
 _SOFT_SKIP_CJK = frozenset("的了就也在是和与或及将会把被这那个该其之可能")
-_SYNONYM: dict[str, str] = {}
-for _group in _SYNONYM_GROUPS:
-    _canon = _stem_base(_group.split()[0])
-    for _w in _group.split():
-        _SYNONYM.setdefault(_stem_base(_w), _canon)
-
-
-def _stem(word: str) -> str:
-    """Light English stem: lower case, possessive and one suffix off, number words as digits,
-    a final "e" off, synonyms (``_SYNONYM_GROUPS``) mapped to one stem. Pure."""
-    w = _stem_base(word)
-    return _SYNONYM.get(w, w)
-
-
 def _norm_number(tok: str) -> str:
     t = tok.replace(",", "")
     if "." in t:
@@ -473,9 +389,9 @@ def _analyze(text: str) -> _Text:
             units.append(n)
             content.add(n)
             continue
-        s = _stem(tok)
+        s = stem_word(tok)
         units.append(s)
-        if s not in _STOP and tok.lower() not in _STOP and (len(s) > 1 or s.isdigit()):
+        if s not in STATEMENT_STOP_WORDS and tok.lower() not in STATEMENT_STOP_WORDS and (len(s) > 1 or s.isdigit()):
             content.add(s)
     # A text too short for any content bigram (a one-kanji answer such as "東") keeps its
     # single non-hiragana CJK characters as content, so it is not vacuously "covered".
@@ -525,7 +441,7 @@ def _soft_recall(stmt: _Text, other_keys: frozenset[str] | set[str]) -> float:
 def _numbers(text: str) -> set[str]:
     out = {_norm_number(m.group(0)) for m in _NUMBER.finditer(text)}
     for w in re.findall(r"[A-Za-z]+", text):
-        n = _NUMBER_WORDS.get(w.lower())
+        n = NUMBER_WORDS.get(w.lower())
         if n is not None and w.lower() not in ("one", "hundred"):  # "one of", "hundreds of"
             out.add(n)
     return out
@@ -552,7 +468,7 @@ def _entities(text: str) -> set[str]:
     out = {
         w
         for w in _CAPWORD.findall(text)
-        if len(w) > 1 and w.lower() not in _STOP and w.lower() not in _STARTERS
+        if len(w) > 1 and w.lower() not in STATEMENT_STOP_WORDS and w.lower() not in SENTENCE_STARTERS
     }
     out.update(_KATAKANA_RUN.findall(text))
     if _HIRAGANA.search(text):
@@ -569,7 +485,7 @@ def _entity_supported(e: str, ctx_lower: str, ctx_stems: frozenset[str]) -> bool
             len(e) == 4 and _HAN_RUN.fullmatch(e) is not None
             and e[:2] in ctx_lower and e[2:] in ctx_lower
         )
-    return _stem(e) in ctx_stems or re.search(rf"(?<!\w){re.escape(e.lower())}(?!\w)", ctx_lower) is not None
+    return stem_word(e) in ctx_stems or re.search(rf"(?<!\w){re.escape(e.lower())}(?!\w)", ctx_lower) is not None
 
 
 def _recall(stmt: frozenset[str], other: frozenset[str] | set[str]) -> float:
@@ -769,43 +685,6 @@ def split_clauses(statement: str, max_words: int = 20) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the model
-
-
-def fit_logistic(
-    x: np.ndarray,
-    y: np.ndarray,
-    sample_weight: np.ndarray | None = None,
-    l2: float = 1.0,
-    max_iter: int = 100,
-    tol: float = 1e-8,
-) -> tuple[np.ndarray, float]:
-    """L2-regularized logistic regression by Newton's method (numpy only).
-
-    Minimizes ``sum_i w_i * logloss_i + l2/2 * ||coef||^2`` (the intercept is not penalized) on
-    already standardized ``x``. Returns ``(coef, intercept)``. Deterministic; raises
-    ``ValueError`` on shape mismatch or when ``y`` has a single class.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    n, d = x.shape
-    if y.shape != (n,):
-        raise ValueError("y must have one label per row of x")
-    if len(np.unique(y)) < 2:
-        raise ValueError("both classes are needed to fit")
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    xa = np.hstack([x, np.ones((n, 1))])
-    beta = np.zeros(d + 1)
-    reg = np.full(d + 1, l2)
-    reg[-1] = 0.0
-    for _ in range(max_iter):
-        p = 1.0 / (1.0 + np.exp(-(xa @ beta)))
-        grad = xa.T @ (w * (p - y)) + reg * beta
-        h = (xa * (w * p * (1 - p))[:, None]).T @ xa + np.diag(reg) + 1e-9 * np.eye(d + 1)
-        step = np.linalg.solve(h, grad)
-        beta -= step
-        if float(np.max(np.abs(step))) < tol:
-            break
-    return beta[:d], float(beta[d])
 
 
 class SupportDetector:
