@@ -128,10 +128,10 @@ _IBAN_LENGTHS: dict[str, int] = {
 }
 
 
-def decimal_digits(s: str) -> str:
-    """The decimal digits of ``s`` as ASCII (full-width and other Unicode digits included)."""
+def decimal_digits(text: str) -> str:
+    """The decimal digits of ``text`` as ASCII (full-width and other Unicode digits included)."""
     # int() understands every Unicode decimal digit, so full-width digits check like ASCII ones.
-    return "".join(str(int(c)) for c in s if c.isdecimal())
+    return "".join(str(int(c)) for c in text if c.isdecimal())
 
 
 def luhn_ok(digits: str) -> bool:

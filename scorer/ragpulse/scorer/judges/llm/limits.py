@@ -95,10 +95,11 @@ class TokenBudget:
         self._held += tokens
         return r
 
-    def settle(self, r: Reservation, actual: int | None) -> None:
+    def settle(self, reservation: Reservation, actual: int | None) -> None:
         """Replace the estimate by the reported usage, charged at the time of settling (when the
         tokens were certainly spent, so the window never ends early). ``None`` (usage unknown)
         keeps the estimate. Idempotent."""
+        r = reservation
         if r.settled:
             return
         r.settled = True
@@ -115,9 +116,9 @@ class TokenBudget:
             self._entries.append(entry)
             self._held += actual
 
-    def release(self, r: Reservation) -> None:
+    def release(self, reservation: Reservation) -> None:
         """Drop a reservation whose request cost nothing."""
-        self.settle(r, 0)
+        self.settle(reservation, 0)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:

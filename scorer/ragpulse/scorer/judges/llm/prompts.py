@@ -118,7 +118,7 @@ class Prompt:
             pieces = items.get(name, ())
             numbered = name in ("contexts", "statements", "reference_statements", "sentences")
             body = [
-                wrap(p, nonce=nonce, kind=_KIND[name], n=i if numbered else None)
+                wrap(p, nonce=nonce, kind=_KIND[name], number=i if numbered else None)
                 for i, p in enumerate(pieces, start=1)
             ] or ["(none)"]
             blocks.append(f"{INPUT_LABELS[name]}:\n" + "\n".join(body))
@@ -148,9 +148,9 @@ def neutralize(text: str, nonce: str) -> str:
     return text
 
 
-def wrap(text: str, *, nonce: str, kind: str, n: int | None = None) -> str:
-    """``text`` as one delimited data block."""
-    attrs = f' kind="{kind}"' + (f' n="{n}"' if n is not None else "")
+def wrap(text: str, *, nonce: str, kind: str, number: int | None = None) -> str:
+    """``text`` as one delimited data block; ``number`` is its ``n`` attribute (1-based)."""
+    attrs = f' kind="{kind}"' + (f' n="{number}"' if number is not None else "")
     return f"<data-{nonce}{attrs}>{neutralize(text, nonce)}</data-{nonce}>"
 
 

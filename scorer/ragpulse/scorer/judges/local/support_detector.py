@@ -172,16 +172,17 @@ class SupportWeights(BaseModel):
         except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
             raise WeightsError(f"cannot load support weights from {path}: {e}") from e
 
-    def logits(self, x: np.ndarray) -> np.ndarray:
-        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
+    def logits(self, features: np.ndarray) -> np.ndarray:
+        """The linear model's logit per row of a feature matrix (columns :data:`FEATURES`)."""
+        z = (features - np.asarray(self.mean)) / np.asarray(self.scale)
         return z @ np.asarray(self.coef) + self.intercept
 
-    def proba(self, x: np.ndarray, copies: np.ndarray | None = None) -> np.ndarray:
-        """P(supported) per row of ``x``: the calibrated logit (``calibration``, else the
+    def proba(self, features: np.ndarray, copies: np.ndarray | None = None) -> np.ndarray:
+        """P(supported) per row of ``features``: the calibrated logit (``calibration``, else the
         logistic link); rows flagged in ``copies`` get at least ``copy_floor``."""
-        p = calibrated_proba(self.logits(x), copies, self.copy_floor, self.calibration)
+        p = calibrated_proba(self.logits(features), copies, self.copy_floor, self.calibration)
         if self.paraphrase_floor is not None:
-            p = np.where(paraphrase_like(x), np.maximum(p, self.paraphrase_floor), p)
+            p = np.where(paraphrase_like(features), np.maximum(p, self.paraphrase_floor), p)
         return p
 
 
@@ -190,11 +191,11 @@ class SupportWeights(BaseModel):
 PARAPHRASE_MIN_COSINE = 0.7
 
 
-def paraphrase_like(x: np.ndarray) -> np.ndarray:
+def paraphrase_like(features: np.ndarray) -> np.ndarray:
     """Rows of a feature matrix (columns :data:`FEATURES`) that read as a reworded context
     sentence (every rewording-tolerant unit in the aligned sentence or the one before it): see
     ``PARAPHRASE_MIN_COSINE``. Pure."""
-    f = {n: x[:, i] for i, n in enumerate(FEATURES)}
+    f = {n: features[:, i] for i, n in enumerate(FEATURES)}
     return (
         (f["soft_aligned_recall"] >= 1.0)
         & (f["embedding_max"] >= PARAPHRASE_MIN_COSINE)
@@ -211,19 +212,19 @@ _LINK_MIX = 0.02
 
 
 def calibrated_proba(
-    z: np.ndarray,
+    logits: np.ndarray,
     copies: np.ndarray | None,
     copy_floor: float | None,
     calibration: Sequence[Sequence[float]],
 ) -> np.ndarray:
-    """Map logits ``z`` to probabilities (shared by the detector and the training script):
+    """Map ``logits`` to probabilities (shared by the detector and the training script):
     the isotonic ``calibration`` knots interpolated (with ``_LINK_MIX`` of the logistic link,
     so the map is strictly increasing), or the logistic link when there are no knots; rows
     flagged in ``copies`` are raised to ``copy_floor``. Pure."""
-    link = 1.0 / (1.0 + np.exp(-z))
+    link = 1.0 / (1.0 + np.exp(-logits))
     if len(calibration):
         knots = np.asarray(calibration, dtype=np.float64)
-        p = (1.0 - _LINK_MIX) * np.interp(z, knots[:, 0], knots[:, 1]) + _LINK_MIX * link
+        p = (1.0 - _LINK_MIX) * np.interp(logits, knots[:, 0], knots[:, 1]) + _LINK_MIX * link
     else:
         p = link
     if copies is not None and copy_floor is not None:
