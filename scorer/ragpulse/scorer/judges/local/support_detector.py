@@ -514,6 +514,99 @@ def featurize(
 _COPY_MIN_CONTENT = 2
 
 
+def _context_sentences(ctx_texts: Sequence[str], limit: int) -> tuple[list[str], list[int]]:
+    """The contexts' distinct sentences in order (at most ``limit``), and for each the index of
+    the sentence before it in its own context (-1: none): "It was first climbed in 1953" is
+    about the subject of the sentence before."""
+    sentences: list[str] = []
+    seen: set[str] = set()
+    before: list[int] = []
+    for c in ctx_texts:
+        last = -1
+        for s in split_sentences(c):
+            if s not in seen:
+                seen.add(s)
+                sentences.append(s)
+                before.append(last)
+                last = len(sentences) - 1
+    return sentences[:limit], before
+
+
+def _without_context(statements: Sequence[str]) -> np.ndarray:
+    """Feature rows when there is no context sentence: nothing to be supported by, so every
+    statement is unsupported evidence-wise."""
+    x = np.zeros((len(statements), len(FEATURES)), dtype=np.float64)
+    for i, s in enumerate(statements):
+        a = _analyze(s)
+        nums, ents = _numbers(s), _entities(s)
+        x[i] = [0, 0, 0, 0, 0, 1, 1 if nums else 0, 1 if nums else 0,
+                1 if ents else 0, 1 if ents else 0, 0, min(3.0, math.log1p(len(a.units))),
+                0, 0]
+    return x
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """The contexts as the per-statement checks read them."""
+
+    all: _Text  # every context joined
+    lower: str  # the joined contexts, lower case (entity look-ups)
+    stems: frozenset[str]  # the units of ``all``
+    numbers: set[str]
+    sentences: list[_Text]  # the distinct context sentences
+    before: list[int]  # per sentence, the one before it in its context (-1: none)
+
+
+def _statement_row(stmt: str, a: _Text, ev: _Evidence, rec: np.ndarray, order: np.ndarray,
+                   emb_max: float, aligned: int) -> tuple[list[float], bool]:
+    """One statement's feature row (:data:`FEATURES` order) and whether it is copy-like, given
+    its recall in each context sentence (``rec``, sentences ranked in ``order``), its best
+    embedding cosine and the index of its aligned sentence."""
+    best = float(rec[order[0]])
+    two = set(ev.sentences[order[0]].content)
+    if len(order) > 1:
+        two |= ev.sentences[order[1]].content
+    best_two = _recall(a.content, two)
+    al = ev.sentences[aligned]
+    nums = _numbers(stmt)
+    bad_nums = [n for n in nums if not _number_supported(n, ev.numbers)]
+    ents = _entities(stmt)
+    bad_ents = [e for e in ents if not _entity_supported(e, ev.lower, ev.stems)]
+    novel = (
+        sum(1 for b in a.bigrams if b not in ev.all.bigrams) / len(a.bigrams)
+        if a.bigrams
+        else 0.0
+    )
+    row = [
+        _recall(a.content, ev.all.content),
+        best,
+        best_two,
+        _recall(a.content, al.content),
+        emb_max,
+        novel,
+        len(bad_nums) / len(nums) if nums else 0.0,
+        1.0 if bad_nums else 0.0,
+        len(bad_ents) / len(ents) if ents else 0.0,
+        1.0 if bad_ents else 0.0,
+        1.0 if a.negated != al.negated else 0.0,
+        max(-3.0, min(3.0, math.log((1 + len(a.units)) / (1 + len(al.units))))),
+        _soft_recall(a, ev.all.soft_keys),
+        _soft_recall(
+            a, al.soft_keys | ev.sentences[ev.before[aligned]].soft_keys
+            if ev.before[aligned] >= 0 else al.soft_keys
+        ),
+    ]
+    copy_like = (
+        len(a.content) >= _COPY_MIN_CONTENT
+        and best >= 1.0
+        and a.order_bigrams <= ev.all.order_bigrams
+        and not bad_nums
+        and not bad_ents
+        and a.negated == al.negated
+    )
+    return row, copy_like
+
+
 def featurize_with_copies(
     statements: Sequence[str],
     contexts: Sequence[str],
@@ -541,42 +634,20 @@ def featurize_with_copies(
     if not statements:
         return x, copies
     ctx_texts = [_normalize(c) for c in contexts if c and c.strip()]
-    sentences: list[str] = []
-    seen: set[str] = set()
-    # The sentence before each one in its own context (-1: none): "It was first climbed in
-    # 1953" is about the subject of the sentence before.
-    before: list[int] = []
-    for c in ctx_texts:
-        last = -1
-        for s in split_sentences(c):
-            if s not in seen:
-                seen.add(s)
-                sentences.append(s)
-                before.append(last)
-                last = len(sentences) - 1
-    sentences = sentences[: cfg.max_context_sentences]
+    sentences, before = _context_sentences(ctx_texts, cfg.max_context_sentences)
     if not sentences:
-        # Nothing to be supported by: every statement is unsupported evidence-wise.
-        stm = [_analyze(s) for s in statements]
-        for i, (s, a) in enumerate(zip(statements, stm)):
-            nums, ents = _numbers(s), _entities(s)
-            x[i] = [0, 0, 0, 0, 0, 1, 1 if nums else 0, 1 if nums else 0,
-                    1 if ents else 0, 1 if ents else 0, 0, min(3.0, math.log1p(len(a.units))),
-                    0, 0]
-        return x, copies
+        return _without_context(statements), copies
 
     joined = "\n".join(ctx_texts)
     ctx_all = _analyze(joined)
-    ctx_lower = joined.lower()
-    ctx_stems = frozenset(ctx_all.units)
-    ctx_numbers = _numbers(joined)
-    sent_an = [_analyze(s) for s in sentences]
+    ev = _Evidence(ctx_all, joined.lower(), frozenset(ctx_all.units), _numbers(joined),
+                   [_analyze(s) for s in sentences], before)
     stm_an = [_analyze(s) for s in statements]
 
     # Lexical recall of every statement in every context sentence; only each statement's top
     # ``max_aligned_candidates`` sentences are embedded. Embedding is most of the cost, and the
     # sentence that supports a statement nearly always shares words with it.
-    rec_all = np.array([[_recall(a.content, sa.content) for sa in sent_an] for a in stm_an])
+    rec_all = np.array([[_recall(a.content, sa.content) for sa in ev.sentences] for a in stm_an])
     orders = np.argsort(-rec_all, axis=1, kind="stable")
     cand = orders[:, : cfg.max_aligned_candidates]
     if embedder is not None:
@@ -592,55 +663,14 @@ def featurize_with_copies(
 
     for i, (stmt, a) in enumerate(zip(statements, stm_an)):
         rec, order = rec_all[i], orders[i]
-        best = float(rec[order[0]])
-        two = set(sent_an[order[0]].content)
-        if len(order) > 1:
-            two |= sent_an[order[1]].content
-        best_two = _recall(a.content, two)
         if cos is not None:
             sims = np.array([cos[i, col[int(j)]] for j in cand[i]])
             emb_max = float(sims.max())
             aligned = int(cand[i][int(np.argmax(sims + rec[cand[i]]))])
         else:
-            emb_max = best
+            emb_max = float(rec[order[0]])
             aligned = int(order[0])
-        al = sent_an[aligned]
-        nums = _numbers(stmt)
-        bad_nums = [n for n in nums if not _number_supported(n, ctx_numbers)]
-        ents = _entities(stmt)
-        bad_ents = [e for e in ents if not _entity_supported(e, ctx_lower, ctx_stems)]
-        novel = (
-            sum(1 for b in a.bigrams if b not in ctx_all.bigrams) / len(a.bigrams)
-            if a.bigrams
-            else 0.0
-        )
-        x[i] = [
-            _recall(a.content, ctx_all.content),
-            best,
-            best_two,
-            _recall(a.content, al.content),
-            emb_max,
-            novel,
-            len(bad_nums) / len(nums) if nums else 0.0,
-            1.0 if bad_nums else 0.0,
-            len(bad_ents) / len(ents) if ents else 0.0,
-            1.0 if bad_ents else 0.0,
-            1.0 if a.negated != al.negated else 0.0,
-            max(-3.0, min(3.0, math.log((1 + len(a.units)) / (1 + len(al.units))))),
-            _soft_recall(a, ctx_all.soft_keys),
-            _soft_recall(
-                a, al.soft_keys | sent_an[before[aligned]].soft_keys if before[aligned] >= 0
-                else al.soft_keys
-            ),
-        ]
-        copies[i] = (
-            len(a.content) >= _COPY_MIN_CONTENT
-            and best >= 1.0
-            and a.order_bigrams <= ctx_all.order_bigrams
-            and not bad_nums
-            and not bad_ents
-            and a.negated == al.negated
-        )
+        x[i], copies[i] = _statement_row(stmt, a, ev, rec, order, emb_max, aligned)
     return x, copies
 
 
