@@ -132,6 +132,7 @@ class _Numbering:
     per_kind: dict[str, int]
 
     def label(self, kind: str, value: str) -> str:
+        """The placeholder of ``value``: ``[KIND_n]``, the same ``n`` for the same value."""
         key = (kind, _normal_form(kind, value))
         n = self.seen.get(key)
         if n is None:
@@ -164,6 +165,7 @@ class Redactor:
 
     @property
     def enabled(self) -> bool:
+        """Redaction is on and at least one recogniser (or the user's redactor) would run."""
         return self.settings.redact and (bool(self._recognisers) or self._custom is not None)
 
     def redact(self, text: str, *, _numbering: _Numbering | None = None) -> str:

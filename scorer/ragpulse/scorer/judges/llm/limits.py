@@ -185,9 +185,12 @@ class AdaptiveRateLimiter:
         return self.rate < self.max_rate or self._cooldown_until > self._clock()
 
     def on_success(self) -> None:
+        """A request was answered: the rate grows one step back toward the ceiling."""
         self.rate = min(self.max_rate, self.rate + self._step)
 
     def on_rate_limited(self, retry_after_s: float | None) -> None:
+        """A 429: halve the rate (not below the floor) and, when the server said how long,
+        hold every caller until then."""
         self.rate = max(self.min_rate, self.rate / 2.0)
         self.decreases += 1
         if retry_after_s:

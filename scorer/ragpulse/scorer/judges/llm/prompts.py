@@ -69,6 +69,9 @@ class PromptError(ValueError):
 
 @dataclass(frozen=True)
 class Task:
+    """One question a prompt asks: the inputs it reads, its instruction, and the JSON key and
+    shape of its answer (``output``)."""
+
     name: str
     inputs: tuple[str, ...]
     instruction: str
@@ -89,6 +92,7 @@ class Prompt:
 
     @property
     def ref(self) -> str:
+        """``name@version``, the prompt version stored beside every score."""
         return f"{self.name}@{self.version}"
 
     def render(

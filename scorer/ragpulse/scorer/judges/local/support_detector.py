@@ -751,6 +751,8 @@ class SupportDetector:
 
     @property
     def embedder(self) -> Embedder:
+        """The embedder given, else a private one-thread USE built on first use (under a lock,
+        so concurrent first calls build one). Blocking the first time: loads the model."""
         if self._embedder is None:
             with self._embedder_lock:
                 if self._embedder is None:
