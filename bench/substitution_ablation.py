@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 import train_faithfulness as T
 
-from ragpulse.scorer.judges.local.support import (
+from ragpulse.scorer.judges.local.lexicon import STATEMENT_STOP_WORDS
+from ragpulse.scorer.judges.local.support_detector import (
     _IS_CJK,
-    _STOP,
     FEATURES,
     SupportSettings,
     _analyze,
@@ -53,7 +53,7 @@ def is_content(u: str) -> bool:
     """A kanji or katakana character, a number, or an English stem that is not a function word."""
     if len(u) == 1 and _IS_CJK.match(u):
         return not _is_kana(u) and u not in "ー・"
-    return u[0].isdigit() or (len(u) > 1 and u not in _STOP)
+    return u[0].isdigit() or (len(u) > 1 and u not in STATEMENT_STOP_WORDS)
 
 
 def swapped(old: Sequence[str], new: Sequence[str], in_sent: set[str], in_stmt: set[str],

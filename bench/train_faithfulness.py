@@ -1,4 +1,4 @@
-"""Train and evaluate the local faithfulness detector (``judges/local/support.py``).
+"""Train and evaluate the local faithfulness detector (``judges/local/support_detector.py``).
 
 Reproducible (no randomness beyond a fixed fold assignment by group hash) and offline. Reads the
 labeled sets from ``--data`` (default ``../shared/data`` relative to the repository), never
@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from ragpulse.scorer.embeddings import USEEmbedder
-from ragpulse.scorer.judges.local.support import (
+from ragpulse.scorer.judges.local.support_detector import (
     DEFAULT_WEIGHTS_PATH,
     FEATURES,
     SupportSettings,
@@ -55,7 +55,6 @@ from ragpulse.scorer.judges.local.support import (
     calibrated_proba,
     clause_means,
     featurize_with_copies,
-    fit_logistic,
     paraphrase_like,
     split_clauses,
 )
@@ -227,6 +226,52 @@ def features(examples: Sequence[Example], embedder: USEEmbedder,
     return out
 
 
+def fit_logistic(
+    x: np.ndarray,
+    y: np.ndarray,
+    sample_weight: np.ndarray | None = None,
+    l2: float = 1.0,
+    max_iter: int = 100,
+    tol: float = 1e-8,
+) -> tuple[np.ndarray, float]:
+    """L2-regularized logistic regression by Newton's method (numpy only).
+
+    Minimizes ``sum_i w_i * logloss_i + l2/2 * ||coef||^2`` (the intercept is not penalized) on
+    already standardized ``x``. Returns ``(coef, intercept)``. Deterministic; raises
+    ``ValueError`` on shape mismatch or when ``y`` has a single class.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n, d = x.shape
+    if y.shape != (n,):
+        raise ValueError("y must have one label per row of x")
+    if len(np.unique(y)) < 2:
+        raise ValueError("both classes are needed to fit")
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    xa = np.hstack([x, np.ones((n, 1))])
+    beta = np.zeros(d + 1)
+    reg = np.full(d + 1, l2)
+    reg[-1] = 0.0
+    for _ in range(max_iter):
+        p = 1.0 / (1.0 + np.exp(-(xa @ beta)))
+        grad = xa.T @ (w * (p - y)) + reg * beta
+        h = (xa * (w * p * (1 - p))[:, None]).T @ xa + np.diag(reg) + 1e-9 * np.eye(d + 1)
+        step = np.linalg.solve(h, grad)
+        beta -= step
+        if float(np.max(np.abs(step))) < tol:
+            break
+    return beta[:d], float(beta[d])
+
+
+def save_weights(weights: SupportWeights, path: Path) -> None:
+    """Write ``weights`` as the JSON file :meth:`SupportWeights.load` reads (the detector only
+    ever reads it, so the writer lives with the training)."""
+    Path(path).write_text(
+        json.dumps(weights.model_dump(mode="json"), indent=1, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
+
+
 def auroc(scores: Sequence[float], labels: Sequence[int]) -> float:
     """Mann-Whitney AUROC with ties counted half; NaN when a class is missing."""
     s = np.asarray(scores, dtype=np.float64)
@@ -347,7 +392,7 @@ class Model:
         return ((f - self.mean) / self.scale) @ self.coef + self.intercept
 
     def proba(self, f: np.ndarray) -> np.ndarray:
-        """As the detector computes it (``support.calibrated_proba``): the calibrated logit,
+        """As the detector computes it (``support_detector.calibrated_proba``): the calibrated logit,
         raised to the copy floor for rows whose trailing copy flag is set."""
         p = calibrated_proba(self.logits(f), f[:, -1] > 0, self.copy_floor, self.calibration)
         if self.paraphrase_floor is not None:
@@ -582,7 +627,7 @@ def speed(data: Path, n: int, log: Callable[[str], None], threads: int = 1) -> d
     (distinct articles per sample) and 5 statements per sample, from QAGS / FaithBench. ``cold``: every
     context is new to the embedder cache; ``warm``: the same samples again (production retrieves
     the same passages over and over)."""
-    from ragpulse.scorer.judges.local.support import SupportDetector
+    from ragpulse.scorer.judges.local.support_detector import SupportDetector
 
     passages: list[str] = []
     claims: list[str] = []
@@ -633,7 +678,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "(support-lr@3: 0.70; the optimum 0.65 lowered the thresholded AUROC "
                          "on QAGS and HaluEval, see docs/local-faithfulness.md)")
     ap.add_argument("--no-paraphrase-floor", action="store_true",
-                    help="ship no paraphrase floor (see support.paraphrase_like)")
+                    help="ship no paraphrase floor (see support_detector.paraphrase_like)")
     ap.add_argument("--no-isotonic", action="store_true",
                     help="keep the logistic link (no isotonic calibration of the logit)")
     ap.add_argument("--features-cache", type=Path, default=None,
@@ -720,7 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         "threshold") if k in report},
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    weights.save(args.out)
+    save_weights(weights, args.out)
     if args.report:
         args.report.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     log("coefficients (standardized): " + ", ".join(

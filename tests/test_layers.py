@@ -232,3 +232,32 @@ def test_all_is_the_public_surface(package: str) -> None:
         and str(getattr(v, "__module__", package)).startswith(package)
     }
     assert public <= set(exported), sorted(public - set(exported))
+
+
+# Inside a unit, modules split by concern keep their own one-way order: a module listed here may
+# import, from its own package, only the modules named (docs/architecture.md, docs/judges.md).
+MODULE_ALLOWED: dict[str, set[str]] = {
+    # the LLM judge: transport <- calls <- findings <- judge
+    "ragpulse.scorer.judges.llm.transport": {"counters", "limits", "parsing", "prompts", "settings"},
+    "ragpulse.scorer.judges.llm.calls": {"parsing", "plan", "prompts", "settings", "transport"},
+    "ragpulse.scorer.judges.llm.findings": {"calls", "plan", "prompts"},
+    # privacy: the recognisers know nothing of the redactor
+    "ragpulse.scorer.privacy.recognisers": set(),
+    # the local judge: one lexicon under the lexical views and the detector
+    "ragpulse.scorer.judges.local.lexicon": set(),
+    "ragpulse.scorer.judges.local.text": {"lexicon"},
+    "ragpulse.scorer.judges.local.support_detector": {"lexicon"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(MODULE_ALLOWED))
+def test_split_modules_point_one_way(module: str) -> None:
+    package = module.rsplit(".", 1)[0]
+    siblings = {name.rsplit(".", 1)[1] for name in MODULES
+                if name.rsplit(".", 1)[0] == package and name != package}
+    assert module in MODULES, f"{module} is gone: update MODULE_ALLOWED"
+    imported = {target.rsplit(".", 1)[1] for _, target, _ in _imports(module, MODULES[module])
+                if target.rsplit(".", 1)[0] == package}
+    imported |= {n for _, target, names in _imports(module, MODULES[module]) if target == package
+                 for n in names if n in siblings}
+    assert imported <= MODULE_ALLOWED[module], sorted(imported - MODULE_ALLOWED[module])

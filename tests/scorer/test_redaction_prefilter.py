@@ -8,13 +8,14 @@ import random
 
 import pytest
 
-from ragpulse.scorer import privacy
-from ragpulse.scorer.privacy import PrivacySettings, Redactor
+from ragpulse.scorer.privacy import PrivacySettings, Redactor, luhn_ok
+from ragpulse.scorer.privacy.recognisers import _DIGIT, count_digits
+from ragpulse.scorer.privacy.redactor import _Numbering
 
 
 def _unfiltered(redactor: Redactor, text: str) -> str:
     """What :meth:`Redactor.redact` returns without any pre-filter: every recogniser runs."""
-    numbering = privacy._Numbering({}, {})
+    numbering = _Numbering({}, {})
     for kind, spans_of, *_ in redactor._recognisers:
         spans = spans_of(text)
         if not spans:
@@ -35,7 +36,7 @@ def _unfiltered(redactor: Redactor, text: str) -> str:
 def _luhn_card(rng: random.Random, n: int) -> str:
     body = str(rng.randint(2, 6)) + "".join(str(rng.randint(0, 9)) for _ in range(n - 2))
     for check in "0123456789":
-        if privacy.luhn_ok(body + check):
+        if luhn_ok(body + check):
             return body + check
     raise AssertionError("unreachable")
 
@@ -116,4 +117,4 @@ def test_prefilter_skips_texts_with_too_few_digits() -> None:
     "text", ["", "no digits", "a1b22c333", "１２３ full-width 45", "٠١٢ arabic 3", "x" * 5000 + "9" * 7]
 )
 def test_digit_count_matches_the_regex(text: str) -> None:
-    assert privacy._count_digits(text) == len(privacy._DIGIT.findall(text))
+    assert count_digits(text) == len(_DIGIT.findall(text))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ragpulse.scorer.traces import ADVICE, NOT_RAG
+from ragpulse.common.schema import ADVICE, NOT_RAG
 
 from .alerts import RuleResult, evaluate_all
 from .frames import context, run_panel

@@ -23,13 +23,13 @@ def _record_waits(judge, server) -> list[tuple[float, int]]:
     """Every pause the judge takes, as (seconds asked, requests the server had seen by then):
     what it waited for and when, without reading a clock."""
     waits: list[tuple[float, int]] = []
-    wait = judge._wait
+    wait = judge.transport.wait
 
     async def recording(seconds: float) -> None:
         waits.append((seconds, len(server.requests)))
         await wait(seconds)
 
-    judge._wait = recording
+    judge.transport.wait = recording
     return waits
 
 

@@ -272,7 +272,7 @@ async def test_azure_deployments_are_reached_through_the_azure_client(server):
                          api_key="azure-key", model="my-deployment")
     judge = LLMJudge(s)
     try:
-        assert isinstance(judge._client, openai.AsyncAzureOpenAI)
+        assert isinstance(judge.transport._client, openai.AsyncAzureOpenAI)
         server.script("assess", Reply.json({"context_useful": [
             {"context": i, "useful": 1} for i in range(1, 6)]}))
         f = await judge.gather(SAMPLE, Needs(frozenset({Fact.CONTEXT_USEFUL})))

@@ -18,7 +18,7 @@ def use_embedder() -> USEEmbedder:
 
 @pytest.fixture(scope="session")
 def support_detector(use_embedder: USEEmbedder):
-    from ragpulse.scorer.judges.local.support import SupportDetector
+    from ragpulse.scorer.judges.local.support_detector import SupportDetector
 
     return SupportDetector(embedder=use_embedder)
 

@@ -112,7 +112,7 @@ def test_verbatim_copy_scores_at_least_a_paraphrase(support_detector) -> None:
     ("十四日以内", "14日以内"),
 ])
 def test_equivalent_forms_normalize_alike(a: str, b: str) -> None:
-    from ragpulse.scorer.judges.local.support import _normalize
+    from ragpulse.scorer.judges.local.support_detector import _normalize
 
     assert _normalize(a) == _normalize(b)
 
@@ -123,6 +123,6 @@ def test_equivalent_forms_normalize_alike(a: str, b: str) -> None:
     ("一个应用", "1个应用"),  # a lone 一 is an article, not the number 1
 ])
 def test_non_equivalent_forms_stay_apart(a: str, b: str) -> None:
-    from ragpulse.scorer.judges.local.support import _normalize
+    from ragpulse.scorer.judges.local.support_detector import _normalize
 
     assert _normalize(a) != _normalize(b)

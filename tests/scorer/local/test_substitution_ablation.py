@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ragpulse.scorer.judges.local.support import _analyze, _normalize
+from ragpulse.scorer.judges.local.support_detector import _analyze, _normalize
 
 _BENCH = Path(__file__).resolve().parents[3] / "bench"
 

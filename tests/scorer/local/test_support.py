@@ -1,5 +1,6 @@
 """The local faithfulness detector: shipped weights, obvious verdicts in EN/JA/ZH, edge cases,
-the weights file format, the numpy logistic fit, and the training script end to end."""
+the weights file format, the numpy logistic fit (in the training script), and the training script
+end to end."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from ragpulse.scorer.embeddings import USEEmbedder
-from ragpulse.scorer.judges.local.support import (
+from ragpulse.scorer.judges.local.support_detector import (
     DEFAULT_WEIGHTS_PATH,
     FEATURES,
     SupportDetector,
@@ -24,7 +25,6 @@ from ragpulse.scorer.judges.local.support import (
     _analyze,
     featurize,
     featurize_with_copies,
-    fit_logistic,
     split_clauses,
 )
 
@@ -301,7 +301,7 @@ def test_weights_round_trip(tmp_path: Path) -> None:
     w = SupportWeights.load(DEFAULT_WEIGHTS_PATH)
     assert w.features == FEATURES
     out = tmp_path / "w.json"
-    w.save(out)
+    _load_training_script().save_weights(w, out)
     again = SupportWeights.load(out)
     assert again == w
     x = np.random.default_rng(0).normal(size=(4, len(FEATURES)))
@@ -340,6 +340,7 @@ def test_featurize_shape_and_evidence_without_embedder() -> None:
 
 
 def test_fit_logistic_reaches_the_regularized_optimum() -> None:
+    fit_logistic = _load_training_script().fit_logistic
     rng = np.random.default_rng(7)
     x = rng.normal(size=(400, 3))
     y = (x @ np.array([2.0, -1.0, 0.0]) + 0.3 + rng.logistic(size=400) > 0).astype(float)

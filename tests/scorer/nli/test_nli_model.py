@@ -138,7 +138,7 @@ def test_batch_size_does_not_change_scores(tiny_dir: Path) -> None:
 
 
 def test_too_many_pairs_raise_before_running(tiny_dir: Path) -> None:
-    from ragpulse.scorer.judges.nli.model import PairsTooMany
+    from ragpulse.scorer.judges.nli.onnx_model import PairsTooMany
 
     m = model(tiny_dir, max_pairs=5)
     with pytest.raises(PairsTooMany, match="max_pairs 5"):

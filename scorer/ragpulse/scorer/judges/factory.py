@@ -75,22 +75,38 @@ def build_judge(
         # than every chunk for 5 contexts), 2 worker threads of one onnxruntime thread each
         # (5.0-5.4 samples/s on 2 cores, as one worker of 2 threads at low load; more robust
         # under load in one run: bench/local_model_speed.py). Settings given explicitly win.
-        from .nli import NliJudgeSettings
-
-        base = nli or NliJudgeSettings()
-        given = base.model_fields_set
-        own = base.model_copy(update={
-            "model_dir": base.model_dir or BUNDLED_MODEL_DIR,
-            "terse_claims": base.terse_claims if "terse_claims" in given else "with-question",
-            "candidates": base.candidates if "candidates" in given else 2,
-            "workers": base.workers if "workers" in given else 2,
-        })
-        if not Path(own.model_dir).is_dir():
-            raise ValueError(f"the local-model judge's model directory {own.model_dir} is missing: "
-                             "this installation has no bundled model (train/README.md rebuilds "
-                             "it; --model-dir DIR names another)")
+        own = _local_model_settings(nli)
         return _nli_judge(own, embedder, threads=threads, model_dir=model_dir,
                           positive_label=positive_label, batch_size=batch_size)
+    return _llm_judge(embedder, model=model, base_url=base_url, api_key=api_key, votes=votes,
+                      tokens_per_hour=tokens_per_hour, max_concurrency=max_concurrency,
+                      request_timeout_s=request_timeout_s, deadline_s=deadline_s)
+
+
+def _local_model_settings(nli: NliJudgeSettings | None) -> NliJudgeSettings:
+    """The nli settings of the local-model judge (see :func:`build_judge`). Raises ValueError
+    when the model directory is missing."""
+    from .nli import NliJudgeSettings
+
+    base = nli or NliJudgeSettings()
+    given = base.model_fields_set
+    own = base.model_copy(update={
+        "model_dir": base.model_dir or BUNDLED_MODEL_DIR,
+        "terse_claims": base.terse_claims if "terse_claims" in given else "with-question",
+        "candidates": base.candidates if "candidates" in given else 2,
+        "workers": base.workers if "workers" in given else 2,
+    })
+    if not Path(own.model_dir).is_dir():
+        raise ValueError(f"the local-model judge's model directory {own.model_dir} is missing: "
+                         "this installation has no bundled model (train/README.md rebuilds "
+                         "it; --model-dir DIR names another)")
+    return own
+
+
+def _llm_judge(embedder: Any, *, model: str | None, base_url: str | None, api_key: str | None,
+               votes: int, tokens_per_hour: int | None, max_concurrency: int,
+               request_timeout_s: float | None, deadline_s: float | None) -> Judge:
+    """The LLM judge of :func:`build_judge`. Raises ValueError for bad options."""
     from pydantic import ValidationError
 
     from .llm import LLMJudge, LLMJudgeSettings

@@ -1,11 +1,9 @@
 """From OTLP bytes to scorable samples: decode spans, extract (question, contexts, answer) and row
 metadata from one trace, and decide deterministically which traces get judged.
 
-:data:`ADVICE` and :data:`NOT_RAG` are the null-row reasons the dashboards explain (defined in
-:mod:`ragpulse.common.schema`, which the dashboards read them from).
+The null-row reasons extraction produces (``NOT_RAG``, ...) and their advice live in
+:mod:`ragpulse.common.schema`, which the dashboards read them from.
 """
-
-from ragpulse.common.schema import ADVICE, NOT_RAG
 
 from .decode import DecodeError, DecodeLimits, SpanDecoder, group_by_trace
 from .extract import Extraction, ExtractionSettings, TraceFacts, extract, split_prompt
@@ -13,8 +11,6 @@ from .sampling import AttributeRule, Sampler, SamplingDecision, SamplingSettings
 from .span import Attributes, AttrValue, Span, SpanEvent, SpanKind, StatusCode
 
 __all__ = [
-    "ADVICE",
-    "NOT_RAG",
     "AttrValue",
     "AttributeRule",
     "Attributes",

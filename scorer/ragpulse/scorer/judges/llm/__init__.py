@@ -5,12 +5,12 @@ data files; replies are strict JSON validated per task; requests are paced, retr
 and cached. See ``docs/llm-judge.md``.
 """
 
+from .counters import LLMJudgeStats
 from .judge import LLMJudge, build_llm_judge
 from .limits import AdaptiveRateLimiter, TokenBudget, estimate_prompt_tokens, parse_retry_after
 from .plan import render_requests
 from .prompts import Prompt, PromptError, PromptLibrary
 from .settings import LLMJudgeSettings
-from .stats import LLMJudgeStats
 
 __all__ = [
     "AdaptiveRateLimiter",

@@ -95,10 +95,11 @@ class TokenBudget:
         self._held += tokens
         return r
 
-    def settle(self, r: Reservation, actual: int | None) -> None:
+    def settle(self, reservation: Reservation, actual: int | None) -> None:
         """Replace the estimate by the reported usage, charged at the time of settling (when the
         tokens were certainly spent, so the window never ends early). ``None`` (usage unknown)
         keeps the estimate. Idempotent."""
+        r = reservation
         if r.settled:
             return
         r.settled = True
@@ -115,9 +116,9 @@ class TokenBudget:
             self._entries.append(entry)
             self._held += actual
 
-    def release(self, r: Reservation) -> None:
+    def release(self, reservation: Reservation) -> None:
         """Drop a reservation whose request cost nothing."""
-        self.settle(r, 0)
+        self.settle(reservation, 0)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -184,9 +185,12 @@ class AdaptiveRateLimiter:
         return self.rate < self.max_rate or self._cooldown_until > self._clock()
 
     def on_success(self) -> None:
+        """A request was answered: the rate grows one step back toward the ceiling."""
         self.rate = min(self.max_rate, self.rate + self._step)
 
     def on_rate_limited(self, retry_after_s: float | None) -> None:
+        """A 429: halve the rate (not below the floor) and, when the server said how long,
+        hold every caller until then."""
         self.rate = max(self.min_rate, self.rate / 2.0)
         self.decreases += 1
         if retry_after_s:

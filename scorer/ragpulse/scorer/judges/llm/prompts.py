@@ -69,6 +69,9 @@ class PromptError(ValueError):
 
 @dataclass(frozen=True)
 class Task:
+    """One question a prompt asks: the inputs it reads, its instruction, and the JSON key and
+    shape of its answer (``output``)."""
+
     name: str
     inputs: tuple[str, ...]
     instruction: str
@@ -89,6 +92,7 @@ class Prompt:
 
     @property
     def ref(self) -> str:
+        """``name@version``, the prompt version stored beside every score."""
         return f"{self.name}@{self.version}"
 
     def render(
@@ -118,7 +122,7 @@ class Prompt:
             pieces = items.get(name, ())
             numbered = name in ("contexts", "statements", "reference_statements", "sentences")
             body = [
-                wrap(p, nonce=nonce, kind=_KIND[name], n=i if numbered else None)
+                wrap(p, nonce=nonce, kind=_KIND[name], number=i if numbered else None)
                 for i, p in enumerate(pieces, start=1)
             ] or ["(none)"]
             blocks.append(f"{INPUT_LABELS[name]}:\n" + "\n".join(body))
@@ -148,9 +152,9 @@ def neutralize(text: str, nonce: str) -> str:
     return text
 
 
-def wrap(text: str, *, nonce: str, kind: str, n: int | None = None) -> str:
-    """``text`` as one delimited data block."""
-    attrs = f' kind="{kind}"' + (f' n="{n}"' if n is not None else "")
+def wrap(text: str, *, nonce: str, kind: str, number: int | None = None) -> str:
+    """``text`` as one delimited data block; ``number`` is its ``n`` attribute (1-based)."""
+    attrs = f' kind="{kind}"' + (f' n="{number}"' if number is not None else "")
     return f"<data-{nonce}{attrs}>{neutralize(text, nonce)}</data-{nonce}>"
 
 

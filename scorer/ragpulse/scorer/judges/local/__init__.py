@@ -2,7 +2,7 @@
 
 ``LocalJudge`` computes every fact the reference-free and reference metrics need from the
 multilingual USE embeddings, lexical views of the text and the statement-support detector
-(``support.py``). Aspect critiques are not supported locally (``unsupported_by_judge``).
+(``support_detector.py``). Aspect critiques are not supported locally (``unsupported_by_judge``).
 """
 
 from .judge import LocalJudge

@@ -130,7 +130,7 @@ class LocalJudge:
         with self._detector_lock:
             if self._detector is None and self._detector_error is None:
                 try:
-                    from .support import SupportDetector
+                    from .support_detector import SupportDetector
 
                     self._detector = SupportDetector(
                         embedder=self.embedder, weights_path=self.settings.support_weights_path

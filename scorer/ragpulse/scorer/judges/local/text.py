@@ -2,8 +2,8 @@
 answers. Pure functions, no model, deterministic; English, Japanese and Chinese.
 
 A *content unit* is what a word is to English: a lower-cased content word (light suffix
-stemming, stop words dropped) or a number for Latin-script text, and a character bigram for
-runs of CJK characters (no tokenizer needed, and bigrams are the standard unit for Japanese and
+stemming, stop words dropped; both from :mod:`.lexicon`) or a number for Latin-script text, and
+a character bigram for runs of CJK characters (no tokenizer needed, and bigrams are the standard unit for Japanese and
 Chinese retrieval). Bigrams made only of hiragana are grammar (です, ます, した), not content.
 """
 
@@ -14,6 +14,8 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
+from .lexicon import LIGHT_SUFFIXES, QUESTION_STOP_WORDS, strip_suffix
+
 __all__ = [
     "content_units",
     "coverage",
@@ -23,13 +25,6 @@ __all__ = [
     "weighted_coverage",
 ]
 
-_STOP = frozenset(
-    """a an the and or but if then than so as of at by for from in into on onto to with about
-    is are was were be been being am do does did have has had will would shall should can could
-    may might must it its this that these those there here he she they we you i me him her them
-    us my your his their our which who whom whose what when where why how whats all any both each
-    some such only own same too very just also not no nor s t""".split()
-)
 # Interrogatives and their particles carry no content: the context never contains "何年" or
 # "哪一年"; their bigrams would only lower every coverage by a constant.
 _INTERROGATIVE = re.compile(
@@ -52,19 +47,11 @@ _KANA = re.compile(r"[\u3040-\u30ff]")
 # ("长城是在明朝修建的" -> 长城 / 明朝修建). Japanese text keeps them: there they are
 # parts of content words (平和, 存在, 目的).
 _ZH_FUNCTION = re.compile(r"[的了是在和与與及或也都就而被把对對从從于於之其这這那个個着著过過吗嗎呢吧啊]")
-_SUFFIXES = ("ings", "ing", "ies", "ed", "es", "s")
 
 
 def normalize(text: str) -> str:
     """NFKC and lower case: full-width digits and Latin fold into ASCII ("２０１５" = "2015")."""
     return unicodedata.normalize("NFKC", text).lower()
-
-
-def _stem(word: str) -> str:
-    for suf in _SUFFIXES:
-        if word.endswith(suf) and len(word) - len(suf) >= 3:
-            return word[: -len(suf)] + ("y" if suf == "ies" else "")
-    return word
 
 
 def content_units(text: str, *, question: bool = False) -> frozenset[str]:
@@ -77,8 +64,8 @@ def content_units(text: str, *, question: bool = False) -> frozenset[str]:
     out: set[str] = set()
     for w in _LATIN.findall(t):
         w = w.strip("'’")
-        if w and w not in _STOP and (len(w) > 1 or w.isdigit()):
-            out.add(w if w.isdigit() else _stem(w))
+        if w and w not in QUESTION_STOP_WORDS and (len(w) > 1 or w.isdigit()):
+            out.add(w if w.isdigit() else strip_suffix(w, LIGHT_SUFFIXES))
     if not _KANA.search(t):
         t = _ZH_FUNCTION.sub(" ", t)
     for run in _CJK_RUN.findall(t):

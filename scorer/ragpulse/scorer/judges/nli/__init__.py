@@ -10,7 +10,7 @@ Importing this package does not import onnxruntime or tokenizers: the model does
 """
 
 from .judge import NliJudge
-from .model import NliModel, NliModelError
+from .onnx_model import NliModel, NliModelError
 from .settings import NliJudgeSettings
 
 __all__ = ["NliJudge", "NliJudgeSettings", "NliModel", "NliModelError"]

@@ -34,7 +34,7 @@ from ...model import Fact, Finding, Reason, Sample
 from ...segment import split_statements
 from ..base import BlockingWorkers, Needs
 from ..local import LocalJudge, LocalJudgeSettings
-from .model import NliModel, PairsTooMany
+from .onnx_model import NliModel, PairsTooMany
 from .settings import NliJudgeSettings
 
 __all__ = ["NliJudge", "claims"]

@@ -85,20 +85,7 @@ class NliModel:
                 "(model.onnx, tokenizer.json, config.json; see docs/judges.md)")
         ort, Tokenizer = _import_runtime()
         d = Path(s.model_dir).expanduser()
-        if not d.is_dir():
-            raise NliModelError(f"nli model directory {d} does not exist or is not a directory")
-        onnx_path = next((p for p in (d / "model.onnx", d / "onnx" / "model.onnx") if p.is_file()),
-                         None)
-        if onnx_path is None:
-            raise NliModelError(f"nli model directory {d}: no model.onnx (nor onnx/model.onnx)")
-        tok_path = d / "tokenizer.json"
-        if not tok_path.is_file():
-            raise NliModelError(f"nli model directory {d}: no tokenizer.json (a fast tokenizer "
-                                "file; optimum-cli export and Xenova/* repositories ship one)")
-        cfg_path = d / "config.json"
-        if not cfg_path.is_file():
-            raise NliModelError(f"nli model directory {d}: no config.json (id2label, "
-                                "max_position_embeddings)")
+        onnx_path, tok_path, cfg_path = self._model_files(d)
         self.config = cfg = _read_json(cfg_path, "nli model config")
         tok_cfg_path = d / "tokenizer_config.json"
         tok_cfg = _read_json(tok_cfg_path, "tokenizer config") if tok_cfg_path.is_file() else {}
@@ -126,26 +113,7 @@ class NliModel:
         self.labels, self.positive_index = self._labels(cfg, s.positive_label)
 
         # --- the session
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = s.threads
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        try:
-            self._session = ort.InferenceSession(str(onnx_path), so,
-                                                 providers=["CPUExecutionProvider"])
-        except Exception as e:
-            raise NliModelError(f"nli model {onnx_path}: onnxruntime cannot load it ({e})") from None
-        self._inputs: dict[str, np.dtype] = {}
-        for inp in self._session.get_inputs():
-            if inp.name not in ("input_ids", "attention_mask", "token_type_ids"):
-                raise NliModelError(
-                    f"nli model {onnx_path}: unsupported input {inp.name!r}; expected input_ids, "
-                    "attention_mask and optionally token_type_ids (a text-classification export)")
-            self._inputs[inp.name] = np.int32 if "int32" in str(inp.type) else np.int64
-        if "input_ids" not in self._inputs:
-            raise NliModelError(f"nli model {onnx_path}: the graph has no input_ids input")
-        outs = [o.name for o in self._session.get_outputs()]
-        self._output = "logits" if "logits" in outs else outs[0]
+        self._open_session(ort, onnx_path, s.threads)
 
         # --- identity
         self.name = s.model_name or self._name(cfg, d)
@@ -167,6 +135,51 @@ class NliModel:
         self.positive_label = self.labels[self.positive_index] if self.labels else "score"
 
     # ------------------------------------------------------------------ construction helpers
+
+    @staticmethod
+    def _model_files(d: Path) -> tuple[Path, Path, Path]:
+        """(model.onnx, tokenizer.json, config.json) of the model directory ``d``. Raises
+        NliModelError naming what is missing."""
+        if not d.is_dir():
+            raise NliModelError(f"nli model directory {d} does not exist or is not a directory")
+        onnx_path = next((p for p in (d / "model.onnx", d / "onnx" / "model.onnx") if p.is_file()),
+                         None)
+        if onnx_path is None:
+            raise NliModelError(f"nli model directory {d}: no model.onnx (nor onnx/model.onnx)")
+        tok_path = d / "tokenizer.json"
+        if not tok_path.is_file():
+            raise NliModelError(f"nli model directory {d}: no tokenizer.json (a fast tokenizer "
+                                "file; optimum-cli export and Xenova/* repositories ship one)")
+        cfg_path = d / "config.json"
+        if not cfg_path.is_file():
+            raise NliModelError(f"nli model directory {d}: no config.json (id2label, "
+                                "max_position_embeddings)")
+        return onnx_path, tok_path, cfg_path
+
+    def _open_session(self, ort: Any, onnx_path: Path, threads: int) -> None:
+        """The onnxruntime session (CPU, ``threads`` intra-op threads), its input dtypes and its
+        output name. Raises NliModelError when onnxruntime cannot load the graph or its inputs
+        are not a text-classification export's."""
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        try:
+            self._session = ort.InferenceSession(str(onnx_path), so,
+                                                 providers=["CPUExecutionProvider"])
+        except Exception as e:
+            raise NliModelError(f"nli model {onnx_path}: onnxruntime cannot load it ({e})") from None
+        self._inputs: dict[str, np.dtype] = {}
+        for inp in self._session.get_inputs():
+            if inp.name not in ("input_ids", "attention_mask", "token_type_ids"):
+                raise NliModelError(
+                    f"nli model {onnx_path}: unsupported input {inp.name!r}; expected input_ids, "
+                    "attention_mask and optionally token_type_ids (a text-classification export)")
+            self._inputs[inp.name] = np.int32 if "int32" in str(inp.type) else np.int64
+        if "input_ids" not in self._inputs:
+            raise NliModelError(f"nli model {onnx_path}: the graph has no input_ids input")
+        outs = [o.name for o in self._session.get_outputs()]
+        self._output = "logits" if "logits" in outs else outs[0]
 
     def _limit(self, cfg: dict[str, Any], tok_cfg: dict[str, Any], trunc: Any) -> int:
         limits: list[int] = []

@@ -47,6 +47,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ...embeddings import Embedder, USEEmbedder
 from ...segment import split_sentences
+from .lexicon import (
+    NUMBER_WORDS,
+    SENTENCE_STARTERS,
+    STATEMENT_STOP_WORDS,
+    stem_word,
+    words,
+)
 
 __all__ = [
     "DEFAULT_WEIGHTS_PATH",
@@ -59,7 +66,6 @@ __all__ = [
     "clause_means",
     "featurize",
     "featurize_with_copies",
-    "fit_logistic",
     "paraphrase_like",
     "split_clauses",
 ]
@@ -166,22 +172,17 @@ class SupportWeights(BaseModel):
         except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
             raise WeightsError(f"cannot load support weights from {path}: {e}") from e
 
-    def save(self, path: Path) -> None:
-        Path(path).write_text(
-            json.dumps(self.model_dump(mode="json"), indent=1, ensure_ascii=False) + "\n",
-            encoding="utf-8",
-        )
-
-    def logits(self, x: np.ndarray) -> np.ndarray:
-        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
+    def logits(self, features: np.ndarray) -> np.ndarray:
+        """The linear model's logit per row of a feature matrix (columns :data:`FEATURES`)."""
+        z = (features - np.asarray(self.mean)) / np.asarray(self.scale)
         return z @ np.asarray(self.coef) + self.intercept
 
-    def proba(self, x: np.ndarray, copies: np.ndarray | None = None) -> np.ndarray:
-        """P(supported) per row of ``x``: the calibrated logit (``calibration``, else the
+    def proba(self, features: np.ndarray, copies: np.ndarray | None = None) -> np.ndarray:
+        """P(supported) per row of ``features``: the calibrated logit (``calibration``, else the
         logistic link); rows flagged in ``copies`` get at least ``copy_floor``."""
-        p = calibrated_proba(self.logits(x), copies, self.copy_floor, self.calibration)
+        p = calibrated_proba(self.logits(features), copies, self.copy_floor, self.calibration)
         if self.paraphrase_floor is not None:
-            p = np.where(paraphrase_like(x), np.maximum(p, self.paraphrase_floor), p)
+            p = np.where(paraphrase_like(features), np.maximum(p, self.paraphrase_floor), p)
         return p
 
 
@@ -190,11 +191,11 @@ class SupportWeights(BaseModel):
 PARAPHRASE_MIN_COSINE = 0.7
 
 
-def paraphrase_like(x: np.ndarray) -> np.ndarray:
+def paraphrase_like(features: np.ndarray) -> np.ndarray:
     """Rows of a feature matrix (columns :data:`FEATURES`) that read as a reworded context
     sentence (every rewording-tolerant unit in the aligned sentence or the one before it): see
     ``PARAPHRASE_MIN_COSINE``. Pure."""
-    f = {n: x[:, i] for i, n in enumerate(FEATURES)}
+    f = {n: features[:, i] for i, n in enumerate(FEATURES)}
     return (
         (f["soft_aligned_recall"] >= 1.0)
         & (f["embedding_max"] >= PARAPHRASE_MIN_COSINE)
@@ -211,19 +212,19 @@ _LINK_MIX = 0.02
 
 
 def calibrated_proba(
-    z: np.ndarray,
+    logits: np.ndarray,
     copies: np.ndarray | None,
     copy_floor: float | None,
     calibration: Sequence[Sequence[float]],
 ) -> np.ndarray:
-    """Map logits ``z`` to probabilities (shared by the detector and the training script):
+    """Map ``logits`` to probabilities (shared by the detector and the training script):
     the isotonic ``calibration`` knots interpolated (with ``_LINK_MIX`` of the logistic link,
     so the map is strictly increasing), or the logistic link when there are no knots; rows
     flagged in ``copies`` are raised to ``copy_floor``. Pure."""
-    link = 1.0 / (1.0 + np.exp(-z))
+    link = 1.0 / (1.0 + np.exp(-logits))
     if len(calibration):
         knots = np.asarray(calibration, dtype=np.float64)
-        p = (1.0 - _LINK_MIX) * np.interp(z, knots[:, 0], knots[:, 1]) + _LINK_MIX * link
+        p = (1.0 - _LINK_MIX) * np.interp(logits, knots[:, 0], knots[:, 1]) + _LINK_MIX * link
     else:
         p = link
     if copies is not None and copy_floor is not None:
@@ -233,42 +234,6 @@ def calibrated_proba(
 
 # --------------------------------------------------------------------------- text analysis
 
-
-def _words(text: str, ordered: bool = False) -> Any:
-    """A word list written as text (one place to read it): a frozenset, or a tuple in order."""
-    words = text.split()
-    return tuple(words) if ordered else frozenset(words)
-
-
-_STOP = _words(
-    """a an the and or but if then than so as of at by for from in into on onto to with about
-    above after against along among around before behind below beneath beside between beyond
-    during except inside near off out outside over past since through throughout till toward
-    under until up upon via within is are was were be been being am do does did doing have has
-    had having will would shall should can could may might must it its it's this that these
-    those there here he she they we you i me him her them us my your his their our which who
-    whom whose what when where why how all any both each few more most other some such only
-    own same too very just also not no nor never s t said says say according"""
-)
-# Capitalized only because they open a sentence: never names.
-_STARTERS = _words(
-    """despite however although though while whereas meanwhile additionally furthermore moreover
-    overall then thus therefore hence still yet instead finally first second third lastly today
-    yesterday tomorrow currently recently now in on at after before during since as once
-    following according unlike like both either neither many several some most one another
-    other its this these those there here his her their our my your while"""
-)
-_NUMBER_WORDS = {
-    w: str(i)
-    for i, w in enumerate(
-        _words(
-            "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-            "fourteen fifteen sixteen seventeen eighteen nineteen twenty",
-            ordered=True,
-        )
-    )
-} | {"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "seventy": "70",
-     "eighty": "80", "ninety": "90", "hundred": "100", "dozen": "12"}
 
 _CJK = (
     "\u3040-\u30ff"  # hiragana, katakana
@@ -301,7 +266,6 @@ _NEG_EN = re.compile(
 _NEG_JA = re.compile(r"(?<![少危汚])ない|ません|なかった|ず(?:に|、|。|$)|ぬ(?:[。、]|$)")
 # Chinese (and Sino-Japanese prefixes): 不 没 未 無/无 非 別/别 as negators.
 _NEG_ZH = re.compile(r"[不没沒未无無非别]")
-_SUFFIXES = ("ingly", "ings", "ing", "edly", "ed", "ies", "es", "s", "ly")
 
 
 # CJK numerals before a counter ("三十天", "十四日", "五个"): written as digits so they meet the
@@ -358,58 +322,11 @@ def _normalize(text: str) -> str:
     return _RANGE_DOWN_EN.sub(r"\1 or earlier", text)
 
 
-def _stem_base(word: str) -> str:
-    w = word.lower().replace("’", "'")
-    w = w.removesuffix("'s")
-    if w in _NUMBER_WORDS:
-        return _NUMBER_WORDS[w]
-    for suf in _SUFFIXES:
-        if w.endswith(suf) and len(w) - len(suf) >= 3:
-            w = w[: -len(suf)]
-            if suf == "ies":
-                w += "y"
-            break
-    # "purchase" / "purchased" / "purchasing" meet at "purchas".
-    if len(w) >= 5 and w.endswith("e"):
-        w = w[:-1]
-    return w
-
-
-# Words interchangeable in nearly every context (British/American spellings included); each
-# group maps to the stem of its first word. Kept to true equivalences: "one month" is not
-# "30 days", "above" is not "over" in every sense, so neither is here.
-_SYNONYM_GROUPS = (
-    "buy purchase", "get receive obtain", "show present", "start begin commence",
-    "finish end", "big large", "biggest largest", "tall high", "tallest highest",
-    "quick fast rapid", "quickly rapidly", "help assist", "need require", "allow permit",
-    "use utilize utilise", "build construct", "happen occur", "choose select", "reply respond",
-    "child kid", "shop store", "ship deliver", "shipping delivery", "metre meter",
-    "kilometre kilometer", "centimetre centimeter", "litre liter", "colour color",
-    "centre center", "organisation organization", "programme program", "cancel terminate",
-    "refund reimburse", "near close", "maybe perhaps", "almost nearly", "about approximately",
-    "photo photograph", "film movie", "famous renowned", "die pass", "expire lapse",
-    "email e-mail", "phone telephone", "exam examination", "found establish",
-    "lie sit locate situate",
-)
 # Left out of the rewording-tolerant units: light verbs and the words an answer uses for its
 # reader ("you can get" for "customers can request"), and Chinese function characters (the
 # counterpart of the Japanese particles, which are hiragana and never soft units).
-_SOFT_SKIP_EN = _words("get make take have go come become keep back customer user")
+_SOFT_SKIP_EN = words("get make take have go come become keep back customer user")
 _SOFT_SKIP_CJK = frozenset("的了就也在是和与或及将会把被这那个该其之可能")
-_SYNONYM: dict[str, str] = {}
-for _group in _SYNONYM_GROUPS:
-    _canon = _stem_base(_group.split()[0])
-    for _w in _group.split():
-        _SYNONYM.setdefault(_stem_base(_w), _canon)
-
-
-def _stem(word: str) -> str:
-    """Light English stem: lower case, possessive and one suffix off, number words as digits,
-    a final "e" off, synonyms (``_SYNONYM_GROUPS``) mapped to one stem. Pure."""
-    w = _stem_base(word)
-    return _SYNONYM.get(w, w)
-
-
 def _norm_number(tok: str) -> str:
     t = tok.replace(",", "")
     if "." in t:
@@ -473,9 +390,9 @@ def _analyze(text: str) -> _Text:
             units.append(n)
             content.add(n)
             continue
-        s = _stem(tok)
+        s = stem_word(tok)
         units.append(s)
-        if s not in _STOP and tok.lower() not in _STOP and (len(s) > 1 or s.isdigit()):
+        if s not in STATEMENT_STOP_WORDS and tok.lower() not in STATEMENT_STOP_WORDS and (len(s) > 1 or s.isdigit()):
             content.add(s)
     # A text too short for any content bigram (a one-kanji answer such as "東") keeps its
     # single non-hiragana CJK characters as content, so it is not vacuously "covered".
@@ -525,7 +442,7 @@ def _soft_recall(stmt: _Text, other_keys: frozenset[str] | set[str]) -> float:
 def _numbers(text: str) -> set[str]:
     out = {_norm_number(m.group(0)) for m in _NUMBER.finditer(text)}
     for w in re.findall(r"[A-Za-z]+", text):
-        n = _NUMBER_WORDS.get(w.lower())
+        n = NUMBER_WORDS.get(w.lower())
         if n is not None and w.lower() not in ("one", "hundred"):  # "one of", "hundreds of"
             out.add(n)
     return out
@@ -552,7 +469,7 @@ def _entities(text: str) -> set[str]:
     out = {
         w
         for w in _CAPWORD.findall(text)
-        if len(w) > 1 and w.lower() not in _STOP and w.lower() not in _STARTERS
+        if len(w) > 1 and w.lower() not in STATEMENT_STOP_WORDS and w.lower() not in SENTENCE_STARTERS
     }
     out.update(_KATAKANA_RUN.findall(text))
     if _HIRAGANA.search(text):
@@ -569,7 +486,7 @@ def _entity_supported(e: str, ctx_lower: str, ctx_stems: frozenset[str]) -> bool
             len(e) == 4 and _HAN_RUN.fullmatch(e) is not None
             and e[:2] in ctx_lower and e[2:] in ctx_lower
         )
-    return _stem(e) in ctx_stems or re.search(rf"(?<!\w){re.escape(e.lower())}(?!\w)", ctx_lower) is not None
+    return stem_word(e) in ctx_stems or re.search(rf"(?<!\w){re.escape(e.lower())}(?!\w)", ctx_lower) is not None
 
 
 def _recall(stmt: frozenset[str], other: frozenset[str] | set[str]) -> float:
@@ -595,6 +512,99 @@ def featurize(
 # A copy needs this many content units: "Yes" or a lone name inside a sentence is not a claim
 # copied from it.
 _COPY_MIN_CONTENT = 2
+
+
+def _context_sentences(ctx_texts: Sequence[str], limit: int) -> tuple[list[str], list[int]]:
+    """The contexts' distinct sentences in order (at most ``limit``), and for each the index of
+    the sentence before it in its own context (-1: none): "It was first climbed in 1953" is
+    about the subject of the sentence before."""
+    sentences: list[str] = []
+    seen: set[str] = set()
+    before: list[int] = []
+    for c in ctx_texts:
+        last = -1
+        for s in split_sentences(c):
+            if s not in seen:
+                seen.add(s)
+                sentences.append(s)
+                before.append(last)
+                last = len(sentences) - 1
+    return sentences[:limit], before
+
+
+def _without_context(statements: Sequence[str]) -> np.ndarray:
+    """Feature rows when there is no context sentence: nothing to be supported by, so every
+    statement is unsupported evidence-wise."""
+    x = np.zeros((len(statements), len(FEATURES)), dtype=np.float64)
+    for i, s in enumerate(statements):
+        a = _analyze(s)
+        nums, ents = _numbers(s), _entities(s)
+        x[i] = [0, 0, 0, 0, 0, 1, 1 if nums else 0, 1 if nums else 0,
+                1 if ents else 0, 1 if ents else 0, 0, min(3.0, math.log1p(len(a.units))),
+                0, 0]
+    return x
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """The contexts as the per-statement checks read them."""
+
+    all: _Text  # every context joined
+    lower: str  # the joined contexts, lower case (entity look-ups)
+    stems: frozenset[str]  # the units of ``all``
+    numbers: set[str]
+    sentences: list[_Text]  # the distinct context sentences
+    before: list[int]  # per sentence, the one before it in its context (-1: none)
+
+
+def _statement_row(stmt: str, a: _Text, ev: _Evidence, rec: np.ndarray, order: np.ndarray,
+                   emb_max: float, aligned: int) -> tuple[list[float], bool]:
+    """One statement's feature row (:data:`FEATURES` order) and whether it is copy-like, given
+    its recall in each context sentence (``rec``, sentences ranked in ``order``), its best
+    embedding cosine and the index of its aligned sentence."""
+    best = float(rec[order[0]])
+    two = set(ev.sentences[order[0]].content)
+    if len(order) > 1:
+        two |= ev.sentences[order[1]].content
+    best_two = _recall(a.content, two)
+    al = ev.sentences[aligned]
+    nums = _numbers(stmt)
+    bad_nums = [n for n in nums if not _number_supported(n, ev.numbers)]
+    ents = _entities(stmt)
+    bad_ents = [e for e in ents if not _entity_supported(e, ev.lower, ev.stems)]
+    novel = (
+        sum(1 for b in a.bigrams if b not in ev.all.bigrams) / len(a.bigrams)
+        if a.bigrams
+        else 0.0
+    )
+    row = [
+        _recall(a.content, ev.all.content),
+        best,
+        best_two,
+        _recall(a.content, al.content),
+        emb_max,
+        novel,
+        len(bad_nums) / len(nums) if nums else 0.0,
+        1.0 if bad_nums else 0.0,
+        len(bad_ents) / len(ents) if ents else 0.0,
+        1.0 if bad_ents else 0.0,
+        1.0 if a.negated != al.negated else 0.0,
+        max(-3.0, min(3.0, math.log((1 + len(a.units)) / (1 + len(al.units))))),
+        _soft_recall(a, ev.all.soft_keys),
+        _soft_recall(
+            a, al.soft_keys | ev.sentences[ev.before[aligned]].soft_keys
+            if ev.before[aligned] >= 0 else al.soft_keys
+        ),
+    ]
+    copy_like = (
+        len(a.content) >= _COPY_MIN_CONTENT
+        and best >= 1.0
+        and a.order_bigrams <= ev.all.order_bigrams
+        and not bad_nums
+        and not bad_ents
+        and a.negated == al.negated
+    )
+    return row, copy_like
 
 
 def featurize_with_copies(
@@ -624,42 +634,20 @@ def featurize_with_copies(
     if not statements:
         return x, copies
     ctx_texts = [_normalize(c) for c in contexts if c and c.strip()]
-    sentences: list[str] = []
-    seen: set[str] = set()
-    # The sentence before each one in its own context (-1: none): "It was first climbed in
-    # 1953" is about the subject of the sentence before.
-    before: list[int] = []
-    for c in ctx_texts:
-        last = -1
-        for s in split_sentences(c):
-            if s not in seen:
-                seen.add(s)
-                sentences.append(s)
-                before.append(last)
-                last = len(sentences) - 1
-    sentences = sentences[: cfg.max_context_sentences]
+    sentences, before = _context_sentences(ctx_texts, cfg.max_context_sentences)
     if not sentences:
-        # Nothing to be supported by: every statement is unsupported evidence-wise.
-        stm = [_analyze(s) for s in statements]
-        for i, (s, a) in enumerate(zip(statements, stm)):
-            nums, ents = _numbers(s), _entities(s)
-            x[i] = [0, 0, 0, 0, 0, 1, 1 if nums else 0, 1 if nums else 0,
-                    1 if ents else 0, 1 if ents else 0, 0, min(3.0, math.log1p(len(a.units))),
-                    0, 0]
-        return x, copies
+        return _without_context(statements), copies
 
     joined = "\n".join(ctx_texts)
     ctx_all = _analyze(joined)
-    ctx_lower = joined.lower()
-    ctx_stems = frozenset(ctx_all.units)
-    ctx_numbers = _numbers(joined)
-    sent_an = [_analyze(s) for s in sentences]
+    ev = _Evidence(ctx_all, joined.lower(), frozenset(ctx_all.units), _numbers(joined),
+                   [_analyze(s) for s in sentences], before)
     stm_an = [_analyze(s) for s in statements]
 
     # Lexical recall of every statement in every context sentence; only each statement's top
     # ``max_aligned_candidates`` sentences are embedded. Embedding is most of the cost, and the
     # sentence that supports a statement nearly always shares words with it.
-    rec_all = np.array([[_recall(a.content, sa.content) for sa in sent_an] for a in stm_an])
+    rec_all = np.array([[_recall(a.content, sa.content) for sa in ev.sentences] for a in stm_an])
     orders = np.argsort(-rec_all, axis=1, kind="stable")
     cand = orders[:, : cfg.max_aligned_candidates]
     if embedder is not None:
@@ -675,55 +663,14 @@ def featurize_with_copies(
 
     for i, (stmt, a) in enumerate(zip(statements, stm_an)):
         rec, order = rec_all[i], orders[i]
-        best = float(rec[order[0]])
-        two = set(sent_an[order[0]].content)
-        if len(order) > 1:
-            two |= sent_an[order[1]].content
-        best_two = _recall(a.content, two)
         if cos is not None:
             sims = np.array([cos[i, col[int(j)]] for j in cand[i]])
             emb_max = float(sims.max())
             aligned = int(cand[i][int(np.argmax(sims + rec[cand[i]]))])
         else:
-            emb_max = best
+            emb_max = float(rec[order[0]])
             aligned = int(order[0])
-        al = sent_an[aligned]
-        nums = _numbers(stmt)
-        bad_nums = [n for n in nums if not _number_supported(n, ctx_numbers)]
-        ents = _entities(stmt)
-        bad_ents = [e for e in ents if not _entity_supported(e, ctx_lower, ctx_stems)]
-        novel = (
-            sum(1 for b in a.bigrams if b not in ctx_all.bigrams) / len(a.bigrams)
-            if a.bigrams
-            else 0.0
-        )
-        x[i] = [
-            _recall(a.content, ctx_all.content),
-            best,
-            best_two,
-            _recall(a.content, al.content),
-            emb_max,
-            novel,
-            len(bad_nums) / len(nums) if nums else 0.0,
-            1.0 if bad_nums else 0.0,
-            len(bad_ents) / len(ents) if ents else 0.0,
-            1.0 if bad_ents else 0.0,
-            1.0 if a.negated != al.negated else 0.0,
-            max(-3.0, min(3.0, math.log((1 + len(a.units)) / (1 + len(al.units))))),
-            _soft_recall(a, ctx_all.soft_keys),
-            _soft_recall(
-                a, al.soft_keys | sent_an[before[aligned]].soft_keys if before[aligned] >= 0
-                else al.soft_keys
-            ),
-        ]
-        copies[i] = (
-            len(a.content) >= _COPY_MIN_CONTENT
-            and best >= 1.0
-            and a.order_bigrams <= ctx_all.order_bigrams
-            and not bad_nums
-            and not bad_ents
-            and a.negated == al.negated
-        )
+        x[i], copies[i] = _statement_row(stmt, a, ev, rec, order, emb_max, aligned)
     return x, copies
 
 
@@ -771,43 +718,6 @@ def split_clauses(statement: str, max_words: int = 20) -> list[str]:
 # --------------------------------------------------------------------------- the model
 
 
-def fit_logistic(
-    x: np.ndarray,
-    y: np.ndarray,
-    sample_weight: np.ndarray | None = None,
-    l2: float = 1.0,
-    max_iter: int = 100,
-    tol: float = 1e-8,
-) -> tuple[np.ndarray, float]:
-    """L2-regularized logistic regression by Newton's method (numpy only).
-
-    Minimizes ``sum_i w_i * logloss_i + l2/2 * ||coef||^2`` (the intercept is not penalized) on
-    already standardized ``x``. Returns ``(coef, intercept)``. Deterministic; raises
-    ``ValueError`` on shape mismatch or when ``y`` has a single class.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    n, d = x.shape
-    if y.shape != (n,):
-        raise ValueError("y must have one label per row of x")
-    if len(np.unique(y)) < 2:
-        raise ValueError("both classes are needed to fit")
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    xa = np.hstack([x, np.ones((n, 1))])
-    beta = np.zeros(d + 1)
-    reg = np.full(d + 1, l2)
-    reg[-1] = 0.0
-    for _ in range(max_iter):
-        p = 1.0 / (1.0 + np.exp(-(xa @ beta)))
-        grad = xa.T @ (w * (p - y)) + reg * beta
-        h = (xa * (w * p * (1 - p))[:, None]).T @ xa + np.diag(reg) + 1e-9 * np.eye(d + 1)
-        step = np.linalg.solve(h, grad)
-        beta -= step
-        if float(np.max(np.abs(step))) < tol:
-            break
-    return beta[:d], float(beta[d])
-
-
 class SupportDetector:
     """Scores statements against contexts with the shipped (or given) logistic weights.
 
@@ -841,6 +751,8 @@ class SupportDetector:
 
     @property
     def embedder(self) -> Embedder:
+        """The embedder given, else a private one-thread USE built on first use (under a lock,
+        so concurrent first calls build one). Blocking the first time: loads the model."""
         if self._embedder is None:
             with self._embedder_lock:
                 if self._embedder is None:
