@@ -32,19 +32,6 @@ ALLOWED_SHORT = {"_"}
 # Known scorer offenders, one "path::qualified name(parameter)" or "path::qualified name [long]"
 # each. To be emptied as the scorer branches merge; never to grow.
 SCORER_PENDING = frozenset({
-    "scorer/ragpulse/scorer/judges/factory.py::build_judge [long]",
-    "scorer/ragpulse/scorer/judges/llm/judge.py::LLMJudge._request [long]",
-    "scorer/ragpulse/scorer/judges/llm/limits.py::TokenBudget.settle(r)",
-    "scorer/ragpulse/scorer/judges/llm/limits.py::TokenBudget.release(r)",
-    "scorer/ragpulse/scorer/judges/llm/prompts.py::wrap(n)",
-    "scorer/ragpulse/scorer/judges/local/support.py::SupportWeights.logits(x)",
-    "scorer/ragpulse/scorer/judges/local/support.py::SupportWeights.proba(x)",
-    "scorer/ragpulse/scorer/judges/local/support.py::paraphrase_like(x)",
-    "scorer/ragpulse/scorer/judges/local/support.py::calibrated_proba(z)",
-    "scorer/ragpulse/scorer/judges/local/support.py::featurize_with_copies [long]",
-    "scorer/ragpulse/scorer/judges/local/support.py::fit_logistic(x)",
-    "scorer/ragpulse/scorer/judges/local/support.py::fit_logistic(y)",
-    "scorer/ragpulse/scorer/judges/nli/model.py::NliModel.__init__ [long]",
     "scorer/ragpulse/scorer/pipeline/consume.py::consumer_config(s)",
     "scorer/ragpulse/scorer/pipeline/dead_letter.py::producer_config(s)",
     "scorer/ragpulse/scorer/pipeline/offsets.py::OffsetTracker.hold(n)",
