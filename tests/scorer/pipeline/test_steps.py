@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 
-from ragpulse.scorer.pipeline.assembly import AssembledTrace
 from ragpulse.scorer.pipeline.messages import (
     Done,
-    Prepared,
-    PreparedTrace,
+    KeptTrace,
     Scored,
+    ScoringDecision,
     TraceWork,
     WriteOutcome,
 )
@@ -26,6 +25,7 @@ from ragpulse.scorer.pipeline.offsets import RecordRef
 from ragpulse.scorer.pipeline.prepare import PrepareStep
 from ragpulse.scorer.pipeline.steps import Inbox, MessageRejected, Step, pop_due
 from ragpulse.scorer.pipeline.telemetry import Counters
+from ragpulse.scorer.pipeline.trace_buffer import AssembledTrace
 from ragpulse.scorer.pipeline.write import WriteStep
 from ragpulse.scorer.store import RetryPolicy, RetrySettings
 from ragpulse.scorer.store.errors import WriterFull
@@ -56,8 +56,8 @@ def trace(trace_id: str, partition: int = 0) -> AssembledTrace[Any]:
     return AssembledTrace(trace_id, [], [ref(partition, int(trace_id[-1]))], "complete", True)
 
 
-def kept(_trace: AssembledTrace[Any]) -> Prepared:
-    return Prepared(True, 1.0, None, "no_contexts", object())  # type: ignore[arg-type]
+def kept(_trace: AssembledTrace[Any]) -> ScoringDecision:
+    return ScoringDecision(True, 1.0, None, "no_contexts", object())  # type: ignore[arg-type]
 
 
 def test_prepare_keeps_traces_in_order_and_refuses_more_while_they_wait() -> None:
@@ -82,10 +82,10 @@ def test_prepare_sends_traces_it_does_not_score_straight_to_commit() -> None:
     evaluate, done = Bounded(), Bounded()
     counters = Counters()
 
-    def prepare(t: AssembledTrace[Any]) -> Prepared:
+    def prepare(t: AssembledTrace[Any]) -> ScoringDecision:
         if t.trace_id == "boom0":
             raise RuntimeError("a preparer bug")
-        return Prepared(False, 0.1, None, None, None)
+        return ScoringDecision(False, 0.1, None, None, None)
 
     step = PrepareStep(prepare, evaluate, done, counters=counters, drop_evicted=True)
     step.submit(trace("skip1"))
@@ -143,7 +143,7 @@ def test_the_inbox_applies_messages_by_type_in_order_and_refuses_unknown_types()
     inbox.post(WriteOutcome((), ValueError("x")))
     inbox.drain()
     assert [k for k, _ in seen] == ["write", "done", "write"]
-    inbox.post(PreparedTrace(TraceWork("t", []), kept(trace("t0"))))
+    inbox.post(KeptTrace(TraceWork("t", []), kept(trace("t0"))))
     with pytest.raises(KeyError):  # a wiring bug stops the consumer thread, loudly
         inbox.drain()
 

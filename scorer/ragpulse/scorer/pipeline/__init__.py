@@ -29,11 +29,11 @@ from typing import Any
 
 from ..evaluator import Evaluator
 from ..judges.base import Judge
-from .assembly import AssembledTrace, AssemblySettings, TraceAssembler
 from .offsets import OffsetTracker, RecordRef
-from .service import Prepared, RowSink, Scorer, ScorerError, TracePreparer
+from .service import RowSink, Scorer, ScorerError, ScoringDecision, TracePreparer
 from .settings import ConsumerSettings, EvaluateSettings, ScorerSettings, WriteSettings
 from .telemetry import COUNTERS, GAUGES, PARTS
+from .trace_buffer import AssembledTrace, AssemblySettings, TraceAssembler
 
 __all__ = [
     "COUNTERS",
@@ -44,12 +44,12 @@ __all__ = [
     "ConsumerSettings",
     "EvaluateSettings",
     "OffsetTracker",
-    "Prepared",
     "RecordRef",
     "RowSink",
     "Scorer",
     "ScorerError",
     "ScorerSettings",
+    "ScoringDecision",
     "TraceAssembler",
     "TracePreparer",
     "WriteSettings",

@@ -1,4 +1,4 @@
-"""The assemble step: spans into traces (:class:`~.assembly.TraceAssembler`), traces on.
+"""The assemble step: spans into traces (:class:`~.trace_buffer.TraceAssembler`), traces on.
 
 Each decoded record's spans are added to the assembler trace by trace; every trace that now holds
 the record counts as pending on it, and the record is sealed once all its traces are attached
@@ -18,10 +18,10 @@ bounded by ``assembly.max_traces`` and ``assembly.max_spans`` (the oldest trace 
 from __future__ import annotations
 
 from ..traces.span import Span
-from .assembly import AssembledTrace, TraceAssembler
 from .messages import DecodedRecord
 from .offsets import OffsetTracker, RecordRef
 from .steps import Partitions, Step
+from .trace_buffer import AssembledTrace, TraceAssembler
 
 __all__ = ["AssembleStep"]
 

@@ -444,11 +444,11 @@ else:
             self._consume.on_assigned(list(assigned))
 
 
-def consumer_config(s: ScorerSettings) -> dict[str, Any]:
+def consumer_config(settings: ScorerSettings) -> dict[str, Any]:
     """``KafkaConsumer`` arguments: manual commits only, never ``latest``, and a request
     timeout above the session timeout (a JoinGroup may wait for the whole session)."""
-    c = s.consumer
-    cfg = s.kafka.client_kwargs()
+    c = settings.consumer
+    cfg = settings.kafka.client_kwargs()
     cfg.update(
         group_id=c.group_id,
         enable_auto_commit=False,

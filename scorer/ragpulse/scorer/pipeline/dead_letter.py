@@ -162,14 +162,14 @@ class DeadLetterStep(Step[Undecodable]):
         self._held.append(letter)
 
 
-def producer_config(s: ScorerSettings) -> dict[str, Any]:
+def producer_config(settings: ScorerSettings) -> dict[str, Any]:
     """``KafkaProducer`` arguments for dead letters: every replica acknowledges (``acks=all``),
     and a record as large as the consumer may fetch fits in one request."""
-    cfg = s.kafka.client_kwargs()
+    cfg = settings.kafka.client_kwargs()
     cfg.update(
         acks="all",
-        compression_type=s.kafka.producer_compression(),
+        compression_type=settings.kafka.producer_compression(),
         linger_ms=50,
-        max_request_size=s.consumer.max_partition_fetch_bytes + 1024 * 1024,
+        max_request_size=settings.consumer.max_partition_fetch_bytes + 1024 * 1024,
     )
     return cfg

@@ -1,7 +1,7 @@
 """The decode step: a Kafka record's value to spans grouped by trace, or a dead letter.
 
 Record values are OTLP ``TracesData`` protobuf, as the ragpulse collector and otelcol's Kafka
-exporter produce them (``ragpulse.scorer.traces.decode.SpanDecoder``). A record the decoder
+exporter produce them (``ragpulse.scorer.traces.span_decoder.SpanDecoder``). A record the decoder
 refuses (``DecodeError``: not protobuf, not OTLP, over the size limits) goes to the dead-letter
 step with the decoder's reason; any other record goes on to the assemble step with its spans
 grouped by trace id, even when it holds none (the assemble step seals it either way).
@@ -13,7 +13,7 @@ fetching instead (the consume step pauses).
 
 from __future__ import annotations
 
-from ..traces.decode import DecodeError, SpanDecoder, group_by_trace
+from ..traces.span_decoder import DecodeError, SpanDecoder, group_by_trace
 from .messages import DecodedRecord, Record, Undecodable
 from .steps import Step
 from .telemetry import Counters

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from ..evaluator import Evaluator
 from ..model import Score
 from ..store.rows import ScoredTraceMeta, ScoreRow, rows_from_scores
-from .messages import Done, PreparedTrace, Scored, TraceWork, Unwritable
+from .messages import Done, KeptTrace, Scored, TraceWork, Unwritable
 from .settings import ScorerSettings
 from .steps import Inbox, MessageRejected, Step
 from .telemetry import Counters
@@ -58,7 +58,7 @@ def row_builder(settings: ScorerSettings) -> RowBuilder:
     return functools.partial(rows_from_scores, max_excerpt_chars=w.max_excerpt_chars if keep else 0)
 
 
-class EvaluateStep(Step[PreparedTrace]):
+class EvaluateStep(Step[KeptTrace]):
     """Admits kept traces within the in-flight bound and has them judged on the event loop."""
 
     def __init__(
@@ -86,7 +86,7 @@ class EvaluateStep(Step[PreparedTrace]):
         self._counters = counters
         self._owns_judge = owns_judge
         self._metrics = tuple(m.name for m in evaluator.metrics)
-        self._batch: list[PreparedTrace] = []  # admitted this round, for the loop
+        self._batch: list[KeptTrace] = []  # admitted this round, for the loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -122,10 +122,10 @@ class EvaluateStep(Step[PreparedTrace]):
 
     # -- the step (consumer thread) ------------------------------------------------------------
 
-    def submit(self, message: PreparedTrace) -> None:
+    def submit(self, message: KeptTrace) -> None:
         if len(self._in_flight) >= self._max_in_flight:
             raise MessageRejected(f"evaluate: {len(self._in_flight)} traces in flight")
-        work, prep = message.work, message.prepared
+        work, prep = message.work, message.decision
         self._in_flight.add(work)
         if prep.sample is not None:
             self._batch.append(message)
@@ -186,7 +186,7 @@ class EvaluateStep(Step[PreparedTrace]):
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
-    def _spawn(self, batch: list[PreparedTrace]) -> None:
+    def _spawn(self, batch: list[KeptTrace]) -> None:
         """On the loop thread: one task per trace; ``_evaluate`` bounds judge concurrency."""
         loop = asyncio.get_running_loop()
         for message in batch:
@@ -194,8 +194,8 @@ class EvaluateStep(Step[PreparedTrace]):
             self._tasks.add(task)  # the loop keeps only weak references to tasks
             task.add_done_callback(self._tasks.discard)
 
-    async def _evaluate(self, message: PreparedTrace) -> None:
-        work, prep = message.work, message.prepared
+    async def _evaluate(self, message: KeptTrace) -> None:
+        work, prep = message.work, message.decision
         assert prep.sample is not None and prep.meta is not None
         assert self._judge_slots is not None
         try:

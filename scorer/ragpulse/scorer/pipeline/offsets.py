@@ -124,9 +124,9 @@ class OffsetTracker:
         return ref
 
     @staticmethod
-    def hold(ref: RecordRef, n: int = 1) -> None:
-        """``n`` more traces depend on this record."""
-        ref.pending += n
+    def hold(ref: RecordRef, traces: int = 1) -> None:
+        """``traces`` more traces depend on this record."""
+        ref.pending += traces
 
     def seal(self, ref: RecordRef) -> None:
         """Every trace of the record has been attached: it is done once they are released."""

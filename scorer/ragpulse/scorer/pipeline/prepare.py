@@ -1,4 +1,4 @@
-"""The prepare step: from an assembled trace to a :class:`~.messages.Prepared` decision.
+"""The prepare step: from an assembled trace to a :class:`~.messages.ScoringDecision`.
 
 The preparer (:func:`build_preparer`) extracts, samples and redacts. Extraction
 (``ragpulse.scorer.traces.extract``) finds the question, contexts and answer and the row metadata;
@@ -34,11 +34,11 @@ from ..store.rows import ScoredTraceMeta
 from ..traces.extract import ExtractionSettings, extract
 from ..traces.sampling import Sampler
 from ..traces.span import Span
-from .assembly import AssembledTrace
-from .messages import Done, Prepared, PreparedTrace, TracePreparer, TraceWork
+from .messages import Done, KeptTrace, ScoringDecision, TracePreparer, TraceWork
 from .offsets import RecordRef
 from .steps import MessageRejected, Partitions, Step
 from .telemetry import Counters
+from .trace_buffer import AssembledTrace
 
 __all__ = ["PrepareStep", "build_preparer", "utc_from_ns"]
 
@@ -66,13 +66,13 @@ def build_preparer(
     from its consumer thread only. It never raises for odd span content.
     """
 
-    def prepare(trace: AssembledTrace[Span]) -> Prepared:
+    def prepare(trace: AssembledTrace[Span]) -> ScoringDecision:
         ex = extract(trace.spans, extraction)
         if ex.reason == NOT_RAG:  # not a query: neither sampled nor written
-            return Prepared(False, 1.0, None, NOT_RAG, None)
+            return ScoringDecision(False, 1.0, None, NOT_RAG, None)
         decision = sampler.decide(ex, trace.spans)
         if not decision.keep:
-            return Prepared(False, decision.rate, None, None, None)
+            return ScoringDecision(False, decision.rate, None, None, None)
         m = ex.meta
         root = next((s for s in trace.spans if not s.parent_span_id), None)
         end_ns = m.end_ns or max((s.end_ns for s in trace.spans), default=0)
@@ -99,7 +99,7 @@ def build_preparer(
             answer_excerpt=found.answer if excerpts and found is not None else None,
             unscorable_detail=ex.detail or "",
         )
-        return Prepared(True, decision.rate, sample, ex.reason if sample is None else None, meta)
+        return ScoringDecision(True, decision.rate, sample, ex.reason if sample is None else None, meta)
 
     return prepare
 
@@ -115,7 +115,7 @@ class PrepareStep(Step[AssembledTrace[Span]]):
     def __init__(
         self,
         preparer: TracePreparer,
-        evaluate: Step[PreparedTrace],
+        evaluate: Step[KeptTrace],
         done: Step[Done],
         *,
         counters: Counters,
@@ -126,7 +126,7 @@ class PrepareStep(Step[AssembledTrace[Span]]):
         self._done = done
         self._counters = counters
         self._drop_evicted = drop_evicted
-        self._backlog: deque[PreparedTrace] = deque()  # kept, waiting for an in-flight slot
+        self._backlog: deque[KeptTrace] = deque()  # kept, waiting for an in-flight slot
 
     def submit(self, message: AssembledTrace[Span]) -> None:
         work = TraceWork(message.trace_id, message.refs)
@@ -156,7 +156,7 @@ class PrepareStep(Step[AssembledTrace[Span]]):
             self._drop(work, "traces_dropped")
             return
         self._counters.add("traces_sampled")
-        self._backlog.append(PreparedTrace(work, prep))
+        self._backlog.append(KeptTrace(work, prep))
 
     def poll(self) -> None:
         self.join()
@@ -173,7 +173,7 @@ class PrepareStep(Step[AssembledTrace[Span]]):
             backlog.popleft()
 
     def forget(self, partitions: Partitions) -> list[list[RecordRef]]:
-        kept: deque[PreparedTrace] = deque()
+        kept: deque[KeptTrace] = deque()
         gone: list[list[RecordRef]] = []
         for entry in self._backlog:
             refs = entry.work.refs

@@ -9,7 +9,7 @@ behind the interface of :mod:`.steps`, after getsentry/arroyo's processing strat
 * :mod:`.consume`: the consumer group; each round applies the inbox, polls every step, pauses
   the partitions while a step refuses work (``MessageRejected``), fetches records; rebalances.
 * :mod:`.decode`: record to spans by trace, or a dead letter (:mod:`.dead_letter`).
-* :mod:`.assemble`: spans to traces (:mod:`.assembly`), released after a grace period.
+* :mod:`.assemble`: spans to traces (:mod:`.trace_buffer`), released after a grace period.
 * :mod:`.prepare`: extract, sample, redact; traces not scored go straight to commit.
 * :mod:`.evaluate`: admit within ``evaluate.max_in_flight``, judge on the event loop.
 * :mod:`.write`: rows to the ClickHouse writer; refused or failed rows are held and retried.
@@ -45,24 +45,24 @@ from typing import Any
 from ..evaluator import Evaluator
 from ..store.pipeline_health import PipelineHealthRecorder
 from ..store.retry import RetryPolicy
-from ..traces.decode import SpanDecoder
 from ..traces.span import Span
+from ..traces.span_decoder import SpanDecoder
 from .assemble import AssembleStep
-from .assembly import TraceAssembler
 from .commit import CommitStep
 from .consume import ConsumeStep
 from .dead_letter import DeadLetterStep
 from .decode import DecodeStep
 from .evaluate import EvaluateStep, row_builder
-from .messages import Prepared, TracePreparer, TraceWork
+from .messages import ScoringDecision, TracePreparer, TraceWork
 from .offsets import OffsetTracker
 from .prepare import PrepareStep
 from .settings import ScorerSettings
 from .steps import Inbox
 from .telemetry import Counters
+from .trace_buffer import TraceAssembler
 from .write import RowSink, WriteStep
 
-__all__ = ["Prepared", "RowSink", "Scorer", "ScorerError", "TracePreparer"]
+__all__ = ["RowSink", "Scorer", "ScorerError", "ScoringDecision", "TracePreparer"]
 
 log = logging.getLogger(__name__)
 

@@ -61,7 +61,7 @@ GAUGES: dict[str, str] = {
 
 
 PARTS: dict[str, tuple[Kind, str]] = {
-    # the trace assembler (pipeline.assembly), consumer thread
+    # the trace assembler (pipeline.trace_buffer), consumer thread
     "spans_assembled": ("counter", "spans added to the assembler's trace buffers"),
     "spans_late": ("counter", "spans of already emitted traces (ignored or re-scored)"),
     "traces_assembled": (
@@ -76,7 +76,7 @@ PARTS: dict[str, tuple[Kind, str]] = {
     ),
     "traces_rescored": ("counter", "emitted traces reopened by late spans (late_spans=rescore)"),
     "traces_drained": ("counter", "traces emitted early because the scorer was shutting down"),
-    # the span decoder (traces.decode), consumer thread
+    # the span decoder (traces.span_decoder), consumer thread
     "records_undecodable": ("counter", "records the decoder could not read (dead-lettered)"),
     # the ClickHouse writer (store.writer), its own thread; prefixed ``writer_``
     "writer_rows_submitted": ("counter", "score rows accepted by the ClickHouse writer"),
@@ -112,9 +112,9 @@ class Counters:
         self._values: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self._lock = threading.Lock()
 
-    def add(self, name: str, n: int = 1) -> None:
+    def add(self, name: str, count: int = 1) -> None:
         # Single writer per name (see module docstring), so no lock on the hot path.
-        self._values[name] += n
+        self._values[name] += count
 
     def __getitem__(self, name: str) -> int:
         return self._values[name]

@@ -7,10 +7,10 @@ metadata from one trace, and decide deterministically which traces get judged.
 
 from ragpulse.common.schema import ADVICE, NOT_RAG
 
-from .decode import DecodeError, DecodeLimits, SpanDecoder, group_by_trace
 from .extract import Extraction, ExtractionSettings, TraceFacts, extract, split_prompt
 from .sampling import AttributeRule, Sampler, SamplingDecision, SamplingSettings, hash_fraction
 from .span import Attributes, AttrValue, Span, SpanEvent, SpanKind, StatusCode
+from .span_decoder import DecodeError, DecodeLimits, SpanDecoder, group_by_trace
 
 __all__ = [
     "ADVICE",
