@@ -3,20 +3,19 @@
 Data path (stages are verbs, each a step module; every step has the interface of :mod:`.steps`,
 after getsentry/arroyo's processing strategies)::
 
-    consume: consume.ConsumeStep ── poll the group, pause on MessageRejected, rebalances
+    consume: processor.StreamProcessor ── the group, offsets, traces in flight; pauses, rebalances
       → decode: decode.DecodeStep ── OTLP protobuf → spans by trace; refused → dead_letter
-      → assemble: assemble.AssembleStep ── traces complete after a grace period (assembly)
+      → assemble: assemble.AssembleStep ── spans into traces (trace_buffer.TraceAssembler)
       → prepare: prepare.PrepareStep ── extract, sample, redact; traces not scored → commit
       → evaluate: evaluate.EvaluateStep ── in-flight bound, judges on an event loop
       → write: write.WriteStep ── ClickHouse writer; refused or failed rows held and retried
-      → commit: commit.CommitStep ── release finished records, commit low watermarks (offsets)
+      → commit: commit.CommitStep ── release finished records, have low watermarks committed
     dead_letter: dead_letter.DeadLetterStep ── undecodable records → the dead-letter topic
 
 What flows between steps and threads is declared in :mod:`.messages`; the wiring, threads and
-guarantees are in :mod:`.service`. ``build_scorer(settings)`` (:mod:`.factory`) wires the real parts (judge,
-evaluator, ClickHouse writer, extractor, sampler, pipeline_health recorder) from
-:class:`ScorerSettings`; tests and ``ragpulse up`` pass their own judge or writer. The command
-line is ``ragpulse scorer`` (``ragpulse.deploy.commands.scorer``); counter names are in :mod:`.telemetry`.
+guarantees are in :mod:`.service`; ``build_scorer(settings)`` (:mod:`.factory`) wires the real
+parts. The command line is ``ragpulse scorer`` (``ragpulse.deploy.commands.scorer``); counter
+names are in :mod:`.telemetry`. This module only re-exports.
 """
 
 from __future__ import annotations

@@ -17,9 +17,11 @@ bounded by ``assembly.max_traces`` and ``assembly.max_spans`` (the oldest trace 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..traces.span import Span
 from .messages import DecodedRecord
-from .offsets import OffsetTracker, RecordRef
+from .offsets import RecordRef
 from .steps import Partitions, Step
 from .trace_buffer import AssembledTrace, TraceAssembler
 
@@ -27,28 +29,34 @@ __all__ = ["AssembleStep"]
 
 
 class AssembleStep(Step[DecodedRecord]):
-    """Feeds the assembler and hands the traces it releases to the prepare step."""
+    """Feeds the assembler and hands the traces it releases to the prepare step.
+
+    ``hold`` and ``seal`` are the processor's callbacks (:class:`~.processor.Bookkeeping`): a
+    trace now holds the record; every trace of the record is attached.
+    """
 
     def __init__(
         self,
         assembler: TraceAssembler[Span],
         prepare: Step[AssembledTrace[Span]],
         *,
-        tracker: OffsetTracker,
+        hold: Callable[[RecordRef], None],
+        seal: Callable[[RecordRef], None],
         drain_buffered: bool,
     ) -> None:
         self._assembler = assembler
         self._prepare = prepare
-        self._tracker = tracker
+        self._hold = hold
+        self._seal = seal
         self._drain_buffered = drain_buffered
         self._joined = False
 
     def submit(self, message: DecodedRecord) -> None:
-        ref, add, hold = message.ref, self._assembler.add, self._tracker.hold
+        ref, add, hold = message.ref, self._assembler.add, self._hold
         for trace_id, spans in message.traces.items():
             if add(trace_id, spans, ref):
                 hold(ref)
-        self._tracker.seal(ref)
+        self._seal(ref)
 
     def poll(self) -> None:
         if not self._joined:
@@ -63,6 +71,15 @@ class AssembleStep(Step[DecodedRecord]):
 
     def forget(self, partitions: Partitions) -> list[list[RecordRef]]:
         return [trace.refs for trace in self._assembler.forget(partitions)]
+
+    def stats(self) -> dict[str, int]:
+        """The assembler's counters, and the traces and spans it buffers."""
+        assembler = self._assembler
+        return {
+            **assembler.counters,
+            "traces_buffered": assembler.traces_buffered,
+            "spans_buffered": assembler.spans_buffered,
+        }
 
     def _hand_on(self, traces: list[AssembledTrace[Span]]) -> None:
         submit = self._prepare.submit

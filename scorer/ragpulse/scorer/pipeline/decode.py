@@ -8,7 +8,7 @@ grouped by trace id, even when it holds none (the assemble step seals it either 
 
 Consumer thread only; never blocks. Never raises :class:`~.steps.MessageRejected` (nor do the
 steps it submits to): a record read from Kafka is always taken, and backpressure acts on the
-fetching instead (the consume step pauses).
+fetching instead (the processor pauses).
 """
 
 from __future__ import annotations
@@ -22,20 +22,22 @@ __all__ = ["DecodeStep"]
 
 
 class DecodeStep(Step[Record]):
-    """Decodes records; hands spans to ``assemble`` and refused records to ``dead_letter``."""
+    """Decodes records; hands spans to ``assemble`` and refused records to ``dead_letter``.
+
+    Consumer thread only (``stats`` aside); never blocks; ``submit`` never raises."""
+
+    COUNTED = ("spans_consumed",)
 
     def __init__(
         self,
         decoder: SpanDecoder,
         assemble: Step[DecodedRecord],
         dead_letter: Step[Undecodable],
-        *,
-        counters: Counters,
     ) -> None:
         self._decoder = decoder
         self._assemble = assemble
         self._dead_letter = dead_letter
-        self._counters = counters
+        self._counters = Counters(self.COUNTED)
 
     def submit(self, message: Record) -> None:
         try:
@@ -45,3 +47,10 @@ class DecodeStep(Step[Record]):
             return
         self._counters.add("spans_consumed", len(spans))
         self._assemble.submit(DecodedRecord(message.ref, group_by_trace(spans)))
+
+    def stats(self) -> dict[str, int]:
+        """``spans_consumed`` and the decoder's ``records_undecodable``."""
+        return {
+            **self._counters.snapshot(),
+            "records_undecodable": self._decoder.stats().get("records_failed", 0),
+        }

@@ -4,7 +4,7 @@ Judges and metrics are asyncio components (:class:`~ragpulse.scorer.Evaluator`),
 an event loop in a thread of their own, started by :meth:`EvaluateStep.start`. The step admits a
 kept trace only while fewer than ``evaluate.max_in_flight`` traces are between here and the
 commit step (evaluating, or written and not yet acknowledged); at the bound, ``submit`` raises
-:class:`~.steps.MessageRejected` (the prepare step keeps the trace and the consume step pauses
+:class:`~.steps.MessageRejected` (the prepare step keeps the trace and the processor pauses
 its partitions). Within that bound, ``evaluate.max_concurrency`` judge calls run at once.
 
 * An unscorable trace (no question, answer or contexts) gets one null row per metric with the
@@ -61,29 +61,32 @@ def row_builder(settings: ScorerSettings) -> RowBuilder:
 class EvaluateStep(Step[KeptTrace]):
     """Admits kept traces within the in-flight bound and has them judged on the event loop."""
 
+    COUNTED = ("traces_unscorable", "traces_dropped", "traces_scored", "evaluate_errors")
+
     def __init__(
         self,
         evaluator: Evaluator,
         write: Step[Scored],
         done: Step[Done],
         *,
-        in_flight: set[TraceWork],
+        trace_started: Callable[[TraceWork], None],
+        traces_in_flight: Callable[[], int],
         max_in_flight: int,
         max_concurrency: int,
         rows: RowBuilder,
         inbox: Inbox,
-        counters: Counters,
         owns_judge: bool = False,
     ) -> None:
         self._evaluator = evaluator
         self._write = write
         self._done = done
-        self._in_flight = in_flight
+        self._trace_started = trace_started
+        self._traces_in_flight = traces_in_flight
         self._max_in_flight = max_in_flight
         self._max_concurrency = max_concurrency
         self._rows = rows
         self._inbox = inbox
-        self._counters = counters
+        self._counters = Counters(self.COUNTED)
         self._owns_judge = owns_judge
         self._metrics = tuple(m.name for m in evaluator.metrics)
         self._batch: list[KeptTrace] = []  # admitted this round, for the loop
@@ -123,10 +126,11 @@ class EvaluateStep(Step[KeptTrace]):
     # -- the step (consumer thread) ------------------------------------------------------------
 
     def submit(self, message: KeptTrace) -> None:
-        if len(self._in_flight) >= self._max_in_flight:
-            raise MessageRejected(f"evaluate: {len(self._in_flight)} traces in flight")
+        in_flight = self._traces_in_flight()
+        if in_flight >= self._max_in_flight:
+            raise MessageRejected(f"evaluate: {in_flight} traces in flight")
         work, prep = message.work, message.decision
-        self._in_flight.add(work)
+        self._trace_started(work)
         if prep.sample is not None:
             self._batch.append(message)
             return
@@ -146,8 +150,9 @@ class EvaluateStep(Step[KeptTrace]):
         """Hand this round's admitted traces to the loop. Raises
         :class:`~.steps.MessageRejected` while the in-flight bound is reached."""
         self.join()
-        if len(self._in_flight) >= self._max_in_flight:
-            raise MessageRejected(f"evaluate: {len(self._in_flight)} traces in flight")
+        in_flight = self._traces_in_flight()
+        if in_flight >= self._max_in_flight:
+            raise MessageRejected(f"evaluate: {in_flight} traces in flight")
 
     def join(self) -> None:
         if self._batch:
@@ -158,7 +163,14 @@ class EvaluateStep(Step[KeptTrace]):
     @property
     def pending(self) -> int:
         """Traces admitted and not yet at the commit step (evaluating or writing)."""
-        return len(self._in_flight)
+        return self._traces_in_flight()
+
+    def stats(self) -> dict[str, int]:
+        return self._counters.snapshot()
+
+    def labelled(self) -> dict[str, dict[str, int]]:
+        """Unscorable traces by the reason they could not be scored (``traces_unscorable``)."""
+        return {"traces_unscorable": dict(self.unscorable_by_reason)}
 
     def _on_unwritable(self, message: Unwritable) -> None:
         log.error(

@@ -16,7 +16,7 @@ out (``traces_sampled_out``), evicted with
 ``assembly.on_evict = "drop"``, without usable metadata, or whose preparation raised
 (``traces_dropped``). Kept traces wait in a backlog, in arrival order, until the evaluate step
 admits them (it refuses beyond ``evaluate.max_in_flight``); while traces wait,
-:meth:`PrepareStep.poll` raises :class:`~.steps.MessageRejected` and the consume step pauses.
+:meth:`PrepareStep.poll` raises :class:`~.steps.MessageRejected` and the processor pauses.
 The backlog is bounded by what the assembler can emit while consumption is paused.
 """
 
@@ -107,10 +107,13 @@ def build_preparer(
 class PrepareStep(Step[AssembledTrace[Span]]):
     """Prepares assembled traces and hands the kept ones to the evaluate step, in order.
 
-    Consumer thread only; never blocks. ``submit`` never raises
+    Consumer thread only (``stats`` aside); never blocks. ``submit`` never raises
     :class:`~.steps.MessageRejected` (the trace joins the backlog); ``poll`` raises it while the
     backlog is not empty. ``join`` admits what the evaluate step accepts, without raising.
     """
+
+    COUNTED = ("traces_sampled", "traces_sampled_out", "traces_not_rag", "traces_dropped",
+               "traces_expired_incomplete")
 
     def __init__(
         self,
@@ -118,13 +121,12 @@ class PrepareStep(Step[AssembledTrace[Span]]):
         evaluate: Step[KeptTrace],
         done: Step[Done],
         *,
-        counters: Counters,
         drop_evicted: bool,
     ) -> None:
         self._prepare = preparer
         self._evaluate = evaluate
         self._done = done
-        self._counters = counters
+        self._counters = Counters(self.COUNTED)
         self._drop_evicted = drop_evicted
         self._backlog: deque[KeptTrace] = deque()  # kept, waiting for an in-flight slot
 
@@ -187,6 +189,10 @@ class PrepareStep(Step[AssembledTrace[Span]]):
     @property
     def pending(self) -> int:
         return len(self._backlog)
+
+    def stats(self) -> dict[str, int]:
+        """Its counters, and ``traces_backlog``: kept traces waiting for an in-flight slot."""
+        return {**self._counters.snapshot(), "traces_backlog": len(self._backlog)}
 
     def _drop(self, work: TraceWork, counter: str) -> None:
         self._counters.add(counter)
