@@ -63,6 +63,8 @@ class AssembleStep(Step[DecodedRecord]):
             self._hand_on(self._assembler.pop_ready())
 
     def join(self) -> None:
+        """Hand on every buffered trace with ``drain_buffered``, else nothing; after it the step
+        emits nothing more."""
         if self._joined:
             return
         self._joined = True

@@ -59,6 +59,7 @@ class CommitStep(Step[Done]):
         self._counters = Counters(self.COUNTED)
 
     def submit(self, message: Done) -> None:
+        """Release the records ``message`` held; a trace leaves the in-flight set."""
         trace = message.trace
         if trace is not None:
             self._trace_ended(trace)
@@ -78,4 +79,5 @@ class CommitStep(Step[Done]):
         self._commit()
 
     def stats(self) -> dict[str, int]:
+        """``traces_done``. Any thread."""
         return self._counters.snapshot()

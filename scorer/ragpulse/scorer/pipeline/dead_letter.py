@@ -78,6 +78,7 @@ class DeadLetterStep(Step[Undecodable]):
         inbox.register(DeadLetterOutcome, self._on_outcome)
 
     def start(self) -> None:
+        """Ensure the topic and create the producer (blocks; raises ``NoBrokersAvailable``)."""
         if self._settings.consumer.dead_letter:
             self._ensure_topic()
             self._producer = self._producer_factory(producer_config(self._settings))
@@ -130,6 +131,7 @@ class DeadLetterStep(Step[Undecodable]):
         return len(self._held)
 
     def stats(self) -> dict[str, int]:
+        """``records_dead_lettered`` and ``dead_letter_errors``. Any thread."""
         return self._counters.snapshot()
 
     def labelled(self) -> dict[str, dict[str, int]]:
@@ -137,6 +139,7 @@ class DeadLetterStep(Step[Undecodable]):
         return {"records_dead_lettered": dict(self.by_reason)}
 
     def close(self) -> None:
+        """Close the producer (blocks up to 5 s to flush); idempotent, never raises."""
         producer, self._producer = self._producer, None
         if producer is not None:
             try:

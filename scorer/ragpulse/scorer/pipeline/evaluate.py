@@ -59,7 +59,12 @@ def row_builder(settings: ScorerSettings) -> RowBuilder:
 
 
 class EvaluateStep(Step[KeptTrace]):
-    """Admits kept traces within the in-flight bound and has them judged on the event loop."""
+    """Admits kept traces within the in-flight bound and has them judged on the event loop.
+
+    ``submit`` raises :class:`~.steps.MessageRejected` at ``max_in_flight`` traces in flight
+    (``traces_in_flight``, the processor's count; ``trace_started`` adds an admitted trace to
+    it). Consumer thread, never blocks; ``start``/``close`` own the event-loop thread.
+    """
 
     COUNTED = ("traces_unscorable", "traces_dropped", "traces_scored", "evaluate_errors")
 
@@ -166,6 +171,8 @@ class EvaluateStep(Step[KeptTrace]):
         return self._traces_in_flight()
 
     def stats(self) -> dict[str, int]:
+        """Its counters (``traces_scored``, ``evaluate_errors`` counted on the loop thread).
+        Any thread."""
         return self._counters.snapshot()
 
     def labelled(self) -> dict[str, dict[str, int]]:

@@ -196,5 +196,6 @@ class OffsetTracker:
         return None if state is None else state.next_offset
 
     def last_committed(self, topic: str, partition: int) -> int | None:
+        """The offset last committed (or found committed) for the partition, or ``None``."""
         state = self._parts.get((topic, partition))
         return None if state is None else state.committed

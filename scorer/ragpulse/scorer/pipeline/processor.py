@@ -446,6 +446,8 @@ class StreamProcessor:
             self.revoke_commit_result(offsets, None, None)
 
     def on_assigned(self, assigned: Sequence[Any]) -> None:
+        """Track the assigned partitions (a new epoch each); one given back to this member
+        resumes at the offset its revoke recorded. Same thread rules as :meth:`on_revoked`."""
         for tp in assigned:
             resume = self._resume.pop((tp.topic, tp.partition), None)
             # Given back to this member: resume where its unfinished records start, and let the

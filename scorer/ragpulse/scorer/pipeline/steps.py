@@ -77,22 +77,30 @@ class Step(ABC, Generic[T]):
     """
 
     @abstractmethod
-    def submit(self, message: T) -> None: ...
+    def submit(self, message: T) -> None:
+        """Take one message. Raises :class:`MessageRejected` if it cannot now (keep it, offer it
+        again later)."""
 
     def poll(self) -> None:
+        """Run scheduled work. Raises :class:`MessageRejected` while holding refused work."""
         return None
 
     def join(self) -> None:
+        """Hand on everything held, without waiting for timers (shutdown). Never raises
+        :class:`MessageRejected`."""
         return None
 
     def close(self) -> None:
+        """Release threads and clients, after the consumer thread stopped. Idempotent."""
         return None
 
     def forget(self, partitions: Partitions) -> Sequence[Sequence[RecordRef]]:
+        """Drop what reads records of ``partitions``; return the record references it held."""
         return ()
 
     @property
     def pending(self) -> int:
+        """Work the step still holds (the drain waits until every step's is 0)."""
         return 0
 
     def stats(self) -> Mapping[str, Any]:
@@ -122,6 +130,7 @@ class Inbox:
         self._handlers[kind] = handler
 
     def post(self, message: object) -> None:
+        """Queue ``message`` for the consumer thread. Any thread; never blocks."""
         self._queue.put(message)
 
     def drain(self, block_s: float = 0.0) -> None:

@@ -121,6 +121,7 @@ class Counters:
         self._lock = threading.Lock()
 
     def add(self, name: str, count: int = 1) -> None:
+        """Add ``count`` to ``name``; only by that name's one thread. ``KeyError`` if not kept."""
         # Single writer per name (see module docstring), so no lock on the hot path.
         self._values[name] += count
 
@@ -128,6 +129,7 @@ class Counters:
         return self._values[name]
 
     def snapshot(self) -> dict[str, int]:
+        """A copy of every value. Any thread."""
         with self._lock:
             return dict(self._values)
 
