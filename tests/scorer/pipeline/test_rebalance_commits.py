@@ -266,7 +266,7 @@ def test_partitions_given_back_are_committed_even_when_the_revoke_commits_fail(
 # -- the listener's own paths, with a recording consumer -------------------------------------------
 # kafka-python reaches these paths only in rare sequences (an assignment that fails and is revoked
 # again; leaving the group from close()), so the consumer here is a small recording stand-in with
-# kafka-python 3's calling conventions, and the consume step's methods under test are the real ones.
+# kafka-python 3's calling conventions, and the processing loop's methods under test are the real ones.
 
 
 class _RecordingConsumer:
