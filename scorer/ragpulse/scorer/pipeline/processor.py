@@ -5,42 +5,14 @@
 https://kafka-python.readthedocs.io/en/master/apidoc/KafkaConsumer.html), the
 :class:`~.offsets.OffsetTracker` and the set of traces in flight, and drives the chain of steps
 (:mod:`.steps`) that a :data:`ChainFactory` builds for it. The steps never see that state: the
-factory hands them narrow callbacks (:class:`Bookkeeping`: a trace holds a record, a record is
-finished, a trace in flight started or ended, commit now). The consumer thread calls
-:meth:`StreamProcessor.poll` in a loop; each round
+factory hands them narrow callbacks (:class:`Bookkeeping`). Offsets are committed only when the
+commit step asks, so never past a record whose rows are not acknowledged; rebalances commit what
+this member finished before the partitions' next owners read them (:meth:`on_revoked
+<StreamProcessor.on_revoked>`, ``_Rebalance``).
 
-1. applies what the other threads posted to the inbox (rows judged, writes and dead letters
-   acknowledged);
-2. polls every step in chain order, commit last (timers, retries, hand-offs);
-3. pauses every assigned partition if a step raised :class:`~.steps.MessageRejected`, and
-   resumes them after a round in which none did. It keeps polling Kafka while paused, so the
-   member stays in the group (``max_poll_interval_ms``); backpressure is never a sleep;
-4. polls Kafka (up to ``consumer.poll_timeout_ms``) and submits each record to the chain's first
-   step (decode), after registering it with the offset tracker.
-
-Offsets are committed when the commit step asks (:attr:`Bookkeeping.commit`), only after the
-records' rows were acknowledged. At shutdown, :meth:`StreamProcessor.join` pauses everything,
-joins every step and keeps applying the inbox until no step holds work or the drain budget is
-spent; what is left stays uncommitted and is replayed by the next run.
-
-Rebalances are eager (every partition is revoked, then the new assignment is handed out). The
-revoke listener waits a bounded time for in-flight traces of the revoked partitions, computes
-their low watermarks *before* it forgets buffered traces, commits them and awaits the broker's
-answer before the client sends its JoinGroup, so the partitions' next owners start after what
-this member finished. kafka-python 3 calls listeners on its network thread, where a blocking
-``commit()`` raises ("Cannot block on net.run() from the IO thread itself"): the listener is an
-``AsyncConsumerRebalanceListener`` that awaits ``commit_async``'s future on that loop instead
-(kafka-python 2 calls a plain ``ConsumerRebalanceListener`` inside ``poll``, where blocking is
-allowed). A partition given back to the same member resumes at its watermark, and that offset is
-committed by the next regular commit too, so a revoke commit that failed (a fenced generation,
-a lost coordinator) costs replays elsewhere but never leaves the group's offset behind here.
-While the listener waits, only the steps that never block and admit nothing new run (the
-``settle`` steps: evaluate and write): no periodic commit, no dead-letter send (``send`` may
-block up to ``max_block_ms``), no new trace admitted for partitions about to be forgotten.
-
-Threads: everything here runs on the consumer thread, except the listener, which kafka-python
-runs while the consumer thread is blocked in ``poll`` or ``close`` (so it may use the
-consumer-thread state meanwhile), and :meth:`StreamProcessor.stats`, safe from any thread.
+Threads: everything here runs on the consumer thread, except the rebalance listener, which
+kafka-python runs while the consumer thread is blocked in ``poll`` or ``close`` (so it may use
+the consumer-thread state meanwhile), and :meth:`StreamProcessor.stats`, safe from any thread.
 """
 
 from __future__ import annotations
@@ -226,7 +198,17 @@ class StreamProcessor:
     # -- rounds --------------------------------------------------------------------------------
 
     def poll(self) -> None:
-        """One round (see the module docstring). Blocks up to ``consumer.poll_timeout_ms``."""
+        """One round. Blocks up to ``consumer.poll_timeout_ms``; consumer thread.
+
+        1. applies what the other threads posted to the inbox (rows judged, writes and dead
+           letters acknowledged);
+        2. polls every step in chain order, commit last (timers, retries, hand-offs);
+        3. pauses every assigned partition if a step raised :class:`~.steps.MessageRejected`,
+           and resumes them after a round in which none did. Kafka is polled while paused, so
+           the member stays in the group (``max_poll_interval_ms``): never a sleep;
+        4. polls Kafka and submits each record to the chain's first step (decode), after
+           registering it with the offset tracker.
+        """
         c = self._settings.consumer
         self._inbox.drain()
         self._pause(self._poll_steps())
@@ -337,6 +319,14 @@ class StreamProcessor:
         ``lost``: the group already dropped this member (session expired, fenced): nothing is
         committed or waited for, and no resume offset is kept (another member may have moved
         the partitions on meanwhile; the group's committed offsets are authoritative again).
+
+        Rebalances are eager (every partition is revoked, then the new assignment is handed
+        out). While this waits, only the ``settle`` steps run (evaluate and write: they never
+        block and admit nothing new): no periodic commit, no dead-letter send (``send`` may
+        block up to ``max_block_ms``), no new trace for partitions about to be forgotten. A
+        partition given back to this member resumes at its watermark (:meth:`on_assigned`), and
+        that offset is committed by the next regular commit too, so a revoke commit that failed
+        costs replays elsewhere but never leaves the group's offset behind here.
         """
         gone = frozenset((tp.topic, tp.partition) for tp in revoked)
         if not gone:
@@ -475,7 +465,9 @@ if AsyncConsumerRebalanceListener is not None:
 
     class _Rebalance(AsyncConsumerRebalanceListener):  # type: ignore[misc,valid-type]
         """kafka-python 3: awaited on the client's network loop while the consumer thread is
-        blocked in ``poll`` (or ``close``), so it may touch the consumer-thread state.
+        blocked in ``poll`` (or ``close``), so it may touch the consumer-thread state. A blocking
+        ``commit()`` raises there ("Cannot block on net.run() from the IO thread itself"), so
+        ``commit_async``'s future is awaited on that loop instead.
 
         The revoke-time commit is awaited here, not blocked on: the loop keeps running (the
         commit's request and response go through it, heartbeats too), and the JoinGroup is only
