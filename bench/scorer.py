@@ -300,13 +300,13 @@ def stage_breakdown(n: int = 3000, repeats: int = 3) -> dict[str, float]:
     import asyncio
 
     from ragpulse.scorer.evaluator import Evaluator
-    from ragpulse.scorer.pipeline.assembly import AssembledTrace, TraceAssembler
     from ragpulse.scorer.pipeline.prepare import build_preparer
+    from ragpulse.scorer.pipeline.trace_buffer import AssembledTrace, TraceAssembler
     from ragpulse.scorer.privacy import PrivacySettings, build_redactor
     from ragpulse.scorer.store.rows import columns_of, rows_from_scores
-    from ragpulse.scorer.traces.decode import SpanDecoder, group_by_trace
     from ragpulse.scorer.traces.extract import extract
     from ragpulse.scorer.traces.sampling import Sampler
+    from ragpulse.scorer.traces.span_decoder import SpanDecoder, group_by_trace
 
     records = otelcol_records(make_traces(n, seed=99))
     decoder, evaluator = SpanDecoder(), Evaluator(FreeJudge())

@@ -179,8 +179,52 @@ def test_scorer_units_point_one_way() -> None:
     assert not problems, "\n".join(problems)
 
 
+# Inside the live scorer's pipeline (docs/architecture.md, path 2): the steps share nothing but
+# the foundation modules (the messages, the step interface, the record references, counters,
+# settings, the trace buffer); none imports another step or the processing loop, which knows
+# the steps only through its chain factory. Only the service wires steps and loop together, and
+# only the factory builds the service from settings.
+PIPELINE_FOUNDATION = {"offsets", "telemetry", "trace_buffer", "settings", "steps", "messages"}
+PIPELINE_STEPS = {"decode", "assemble", "prepare", "evaluate", "write", "dead_letter", "commit"}
+PIPELINE_ALLOWED: dict[str, set[str]] = {
+    "offsets": set(),
+    "telemetry": set(),
+    "trace_buffer": {"offsets"},
+    "settings": {"trace_buffer"},
+    "steps": {"offsets"},
+    "messages": {"offsets", "trace_buffer"},
+    **{step: PIPELINE_FOUNDATION for step in PIPELINE_STEPS},
+    "processor": PIPELINE_FOUNDATION,
+    "service": PIPELINE_FOUNDATION | PIPELINE_STEPS | {"processor"},
+    "factory": PIPELINE_FOUNDATION | {"service", "prepare"},
+}
+
+
+def test_pipeline_steps_share_nothing_but_the_foundation() -> None:
+    prefix = "ragpulse.scorer.pipeline."
+    problems = []
+    for module, path in MODULES.items():
+        if not module.startswith(prefix):
+            continue  # the package's __init__ only re-exports
+        name = module[len(prefix):]
+        if name not in PIPELINE_ALLOWED:
+            problems.append(f"{path.relative_to(REPO)}: new pipeline module {name!r}: place it "
+                            "in PIPELINE_ALLOWED and docs/architecture.md")
+            continue
+        for line, target, names in _imports(module, path):
+            targets = [f"{target}.{n}" for n in names] if target == prefix[:-1] else [target]
+            for t in targets:
+                if not t.startswith(prefix):
+                    continue
+                other = t[len(prefix):].split(".")[0]
+                if other != name and other not in PIPELINE_ALLOWED[name]:
+                    problems.append(f"{path.relative_to(REPO)}:{line}: pipeline.{name} must not "
+                                    f"import pipeline.{other}")
+    assert not problems, "\n".join(problems)
+
+
 def test_no_cycle_between_scorer_units() -> None:
-    for graph in (ALLOWED, SCORER_ALLOWED):
+    for graph in (ALLOWED, SCORER_ALLOWED, PIPELINE_ALLOWED):
         seen: set[str] = set()
 
         def visit(node: str, stack: tuple[str, ...], graph: dict[str, set[str]] = graph) -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from ragpulse.common.schema import CONTENT_NOT_CAPTURED, CONTENT_SETTINGS
 from ragpulse.scorer import Score
-from ragpulse.scorer.pipeline.assembly import AssembledTrace
 from ragpulse.scorer.pipeline.prepare import build_preparer
+from ragpulse.scorer.pipeline.trace_buffer import AssembledTrace
 from ragpulse.scorer.store import rows_from_scores
 from ragpulse.scorer.traces import Sampler, extract
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from ragpulse.common.schema import NOT_RAG
-from ragpulse.scorer.pipeline.assembly import AssembledTrace
 from ragpulse.scorer.pipeline.prepare import build_preparer
+from ragpulse.scorer.pipeline.trace_buffer import AssembledTrace
 from ragpulse.scorer.traces import Sampler, Span, extract
 from tests.scorer.traces.sdk import Recorder
 

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ragpulse.scorer import Score
-from ragpulse.scorer.pipeline.assembly import AssembledTrace
 from ragpulse.scorer.pipeline.prepare import build_preparer
+from ragpulse.scorer.pipeline.trace_buffer import AssembledTrace
 from ragpulse.scorer.privacy import build_redactor
 from ragpulse.scorer.store import rows_from_scores
 from ragpulse.scorer.traces import Sampler, Span

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragpulse.scorer.pipeline.assembly import AssembledTrace, AssemblySettings, TraceAssembler
 from ragpulse.scorer.pipeline.prepare import PrepareStep, build_preparer
 from ragpulse.scorer.pipeline.steps import MessageRejected, Step
-from ragpulse.scorer.pipeline.telemetry import Counters
+from ragpulse.scorer.pipeline.trace_buffer import AssembledTrace, AssemblySettings, TraceAssembler
 from ragpulse.scorer.traces.sampling import Sampler, SamplingSettings
 from ragpulse.scorer.traces.span import Span
 
@@ -125,10 +124,9 @@ def test_a_rootless_flood_writes_no_rows_and_delays_no_complete_trace() -> None:
     clock = Clock()
     assembler: TraceAssembler[Span] = TraceAssembler(_settings(), clock=clock)
     evaluate, done = Recorder(clock), Recorder(clock)
-    counters = Counters()
     prepare = PrepareStep(
         build_preparer(Sampler(SamplingSettings())), evaluate, done,
-        counters=counters, drop_evicted=False,
+        drop_evicted=False,
     )
 
     def hand_on(traces: list[AssembledTrace[Span]]) -> None:
@@ -144,8 +142,8 @@ def test_a_rootless_flood_writes_no_rows_and_delays_no_complete_trace() -> None:
     scored = {m.work.trace_id: at for at, m in evaluate.got}
     assert set(scored) == set(sent)
     assert all(sent[t] + GRACE_S <= at <= sent[t] + GRACE_S + TICK_S + 1e-9 for t, at in scored.items())
-    assert all(m.prepared.sample is not None for _, m in evaluate.got)
+    assert all(m.decision.sample is not None for _, m in evaluate.got)
     # The flood: counted, its records released straight to commit, not one row.
     flood = RATE * FLOOD_S - assembler.traces_buffered
-    assert counters["traces_expired_incomplete"] == flood
-    assert len(done.got) == flood and counters["traces_unscorable"] == 0
+    assert prepare.stats()["traces_expired_incomplete"] == flood
+    assert len(done.got) == flood

@@ -191,7 +191,7 @@ def test_partitions_given_back_are_committed_even_when_the_revoke_commits_fail(
     settings = make_settings(consumer={"commit_interval_s": 300.0})
     group = settings.consumer.group_id
     _RevokeCommitsFail.refused = 0
-    caplog.set_level(logging.INFO, logger="ragpulse.scorer.pipeline.consume")
+    caplog.set_level(logging.INFO, logger="ragpulse.scorer.pipeline.processor")
     a = Scorer(
         settings,
         evaluator=Evaluator(table_judge(), list(METRICS)),
@@ -241,7 +241,7 @@ def test_partitions_given_back_are_committed_even_when_the_revoke_commits_fail(
         def at_ends() -> bool:
             # Where A's bookkeeping stands on each partition: its resume offset, or one past the
             # last record it read (read from the test thread: a plain dict lookup, test only).
-            return all(a._offsets.position(topic, p) == ends[p] for p in ends)
+            return all(a._processor._tracker.position(topic, p) == ends[p] for p in ends)
 
         wait_for(
             lambda: full_assignments() >= 2
@@ -266,7 +266,7 @@ def test_partitions_given_back_are_committed_even_when_the_revoke_commits_fail(
 # -- the listener's own paths, with a recording consumer -------------------------------------------
 # kafka-python reaches these paths only in rare sequences (an assignment that fails and is revoked
 # again; leaving the group from close()), so the consumer here is a small recording stand-in with
-# kafka-python 3's calling conventions, and the consume step's methods under test are the real ones.
+# kafka-python 3's calling conventions, and the processing loop's methods under test are the real ones.
 
 
 class _RecordingConsumer:
@@ -318,16 +318,16 @@ def test_a_second_revoke_without_an_assignment_keeps_the_resume_offset() -> None
     from kafka.structs import TopicPartition
 
     s = _bare_scorer()
-    c = s._consume
+    c = s._processor
     c._consumer = consumer = _RecordingConsumer()
     tp = TopicPartition(T, 0)
     c.on_assigned([tp])
     span = SimpleNamespace(parent_span_id="ab" * 8, trace_id="t1", span_id="cd" * 8)
     for off in range(100, 121):  # one buffered trace holds records 100..120
-        ref = s._offsets.track(T, 0, off)
+        ref = s._processor._tracker.track(T, 0, off)
         if s._assembler.add("t1", [span], ref):
-            s._offsets.hold(ref)
-        s._offsets.seal(ref)
+            s._processor._tracker.hold(ref)
+        s._processor._tracker.seal(ref)
     assert c.on_revoked([tp]) == {}  # nothing finished: nothing to commit
     assert c._resume == {(T, 0): 100}
     assert c.on_revoked([tp]) == {}  # the second revoke, no assignment in between
@@ -340,11 +340,11 @@ def test_a_lost_membership_keeps_no_resume_offset() -> None:
     from kafka.structs import TopicPartition
 
     s = _bare_scorer()
-    c = s._consume
+    c = s._processor
     c._consumer = _RecordingConsumer()
     tp = TopicPartition(T, 0)
     c.on_assigned([tp])
-    _consume(s._offsets, 5)  # its trace is still buffered
+    _consume(s._processor._tracker, 5)  # its trace is still buffered
     c.on_revoked([tp])
     assert c._resume == {(T, 0): 5}
     c.on_revoked([tp], lost=True)
@@ -356,16 +356,16 @@ def test_the_revoke_commit_at_close_reaches_the_consumer() -> None:
     consumer: it must still be set while close() runs."""
     from kafka.structs import TopicPartition
 
-    from ragpulse.scorer.pipeline.consume import _Rebalance
+    from ragpulse.scorer.pipeline.processor import _Rebalance
 
     s = _bare_scorer()
-    s._consume._consumer = consumer = _RecordingConsumer()
-    consumer.listener = _Rebalance(s._consume)
-    s._consume.on_assigned([TopicPartition(T, 0)])
+    s._processor._consumer = consumer = _RecordingConsumer()
+    consumer.listener = _Rebalance(s._processor)
+    s._processor.on_assigned([TopicPartition(T, 0)])
     for off in range(10):  # ten finished records, none committed yet
-        _consume(s._offsets, off, traces=0)
+        _consume(s._processor._tracker, off, traces=0)
     s._stop.set()
     s._close_clients()
     assert [{tp.partition: m.offset for tp, m in c.items()} for c in consumer.commits] == [{0: 10}]
-    assert s.counters.snapshot().get("commit_errors", 0) == 0
-    assert s._consume._consumer is None
+    assert s.stats()["commit_errors"] == 0
+    assert s._processor._consumer is None

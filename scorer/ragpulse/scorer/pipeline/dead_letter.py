@@ -13,7 +13,7 @@ the record, never of the scorer, so there is no invalid-ratio cut-off.
 Threads: the step runs on the consumer thread. ``KafkaProducer.send`` returns a future that
 kafka-python completes on its I/O thread; the callbacks only post a
 :class:`~.messages.DeadLetterOutcome` to the inbox. ``send`` may block up to the producer's
-``max_block_ms`` when the topic's metadata is missing, so the consume step does not poll this
+``max_block_ms`` when the topic's metadata is missing, so the processor does not poll this
 step while a revoke listener waits on kafka-python's network loop.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 
 from ..store.retry import RetryPolicy
 from .messages import DeadLetter, DeadLetterOutcome, Done, Undecodable
-from .offsets import OffsetTracker
+from .offsets import RecordRef
 from .settings import ScorerSettings
 from .steps import Inbox, Step, pop_due
 from .telemetry import Counters
@@ -49,23 +49,26 @@ class DeadLetterStep(Step[Undecodable]):
     shutdown: unacknowledged, their records are read and dead-lettered again by the next run).
     """
 
+    COUNTED = ("records_dead_lettered", "dead_letter_errors")
+
     def __init__(
         self,
         settings: ScorerSettings,
         done: Step[Done],
         *,
-        tracker: OffsetTracker,
+        hold: Callable[[RecordRef], None],
+        seal: Callable[[RecordRef], None],
         inbox: Inbox,
-        counters: Counters,
         retry: RetryPolicy,
         clock: Callable[[], float],
         producer_factory: Callable[[dict[str, Any]], Any],
     ) -> None:
         self._settings = settings
         self._done = done
-        self._tracker = tracker
+        self._hold = hold
+        self._seal = seal
         self._inbox = inbox
-        self._counters = counters
+        self._counters = Counters(self.COUNTED)
         self._retry = retry
         self._clock = clock
         self._producer_factory = producer_factory
@@ -75,6 +78,7 @@ class DeadLetterStep(Step[Undecodable]):
         inbox.register(DeadLetterOutcome, self._on_outcome)
 
     def start(self) -> None:
+        """Ensure the topic and create the producer (blocks; raises ``NoBrokersAvailable``)."""
         if self._settings.consumer.dead_letter:
             self._ensure_topic()
             self._producer = self._producer_factory(producer_config(self._settings))
@@ -103,10 +107,10 @@ class DeadLetterStep(Step[Undecodable]):
             "; dead-lettered" if self._producer is not None else "; skipped",
         )
         if self._producer is None:
-            self._tracker.seal(ref)  # dead-lettering disabled: the record is skipped (counted)
+            self._seal(ref)  # dead-lettering disabled: the record is skipped (counted)
             return
-        self._tracker.hold(ref)
-        self._tracker.seal(ref)
+        self._hold(ref)
+        self._seal(ref)
         headers = list(rec.headers or []) + [
             (DLQ_HEADER_PREFIX + "reason", message.reason.encode()),
             (DLQ_HEADER_PREFIX + "detail", message.detail[:1000].encode("utf-8", "replace")),
@@ -126,7 +130,16 @@ class DeadLetterStep(Step[Undecodable]):
     def pending(self) -> int:
         return len(self._held)
 
+    def stats(self) -> dict[str, int]:
+        """``records_dead_lettered`` and ``dead_letter_errors``. Any thread."""
+        return self._counters.snapshot()
+
+    def labelled(self) -> dict[str, dict[str, int]]:
+        """Undecodable records by the decoder's reason (``records_dead_lettered``)."""
+        return {"records_dead_lettered": dict(self.by_reason)}
+
     def close(self) -> None:
+        """Close the producer (blocks up to 5 s to flush); idempotent, never raises."""
         producer, self._producer = self._producer, None
         if producer is not None:
             try:
@@ -162,14 +175,14 @@ class DeadLetterStep(Step[Undecodable]):
         self._held.append(letter)
 
 
-def producer_config(s: ScorerSettings) -> dict[str, Any]:
+def producer_config(settings: ScorerSettings) -> dict[str, Any]:
     """``KafkaProducer`` arguments for dead letters: every replica acknowledges (``acks=all``),
     and a record as large as the consumer may fetch fits in one request."""
-    cfg = s.kafka.client_kwargs()
+    cfg = settings.kafka.client_kwargs()
     cfg.update(
         acks="all",
-        compression_type=s.kafka.producer_compression(),
+        compression_type=settings.kafka.producer_compression(),
         linger_ms=50,
-        max_request_size=s.consumer.max_partition_fetch_bytes + 1024 * 1024,
+        max_request_size=settings.consumer.max_partition_fetch_bytes + 1024 * 1024,
     )
     return cfg

@@ -4,7 +4,7 @@ Judges and metrics are asyncio components (:class:`~ragpulse.scorer.Evaluator`),
 an event loop in a thread of their own, started by :meth:`EvaluateStep.start`. The step admits a
 kept trace only while fewer than ``evaluate.max_in_flight`` traces are between here and the
 commit step (evaluating, or written and not yet acknowledged); at the bound, ``submit`` raises
-:class:`~.steps.MessageRejected` (the prepare step keeps the trace and the consume step pauses
+:class:`~.steps.MessageRejected` (the prepare step keeps the trace and the processor pauses
 its partitions). Within that bound, ``evaluate.max_concurrency`` judge calls run at once.
 
 * An unscorable trace (no question, answer or contexts) gets one null row per metric with the
@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from ..evaluator import Evaluator
 from ..model import Score
 from ..store.rows import ScoredTraceMeta, ScoreRow, rows_from_scores
-from .messages import Done, PreparedTrace, Scored, TraceWork, Unwritable
+from .messages import Done, KeptTrace, Scored, TraceWork, Unwritable
 from .settings import ScorerSettings
 from .steps import Inbox, MessageRejected, Step
 from .telemetry import Counters
@@ -58,8 +58,15 @@ def row_builder(settings: ScorerSettings) -> RowBuilder:
     return functools.partial(rows_from_scores, max_excerpt_chars=w.max_excerpt_chars if keep else 0)
 
 
-class EvaluateStep(Step[PreparedTrace]):
-    """Admits kept traces within the in-flight bound and has them judged on the event loop."""
+class EvaluateStep(Step[KeptTrace]):
+    """Admits kept traces within the in-flight bound and has them judged on the event loop.
+
+    ``submit`` raises :class:`~.steps.MessageRejected` at ``max_in_flight`` traces in flight
+    (``traces_in_flight``, the processor's count; ``trace_started`` adds an admitted trace to
+    it). Consumer thread, never blocks; ``start``/``close`` own the event-loop thread.
+    """
+
+    COUNTED = ("traces_unscorable", "traces_dropped", "traces_scored", "evaluate_errors")
 
     def __init__(
         self,
@@ -67,26 +74,27 @@ class EvaluateStep(Step[PreparedTrace]):
         write: Step[Scored],
         done: Step[Done],
         *,
-        in_flight: set[TraceWork],
+        trace_started: Callable[[TraceWork], None],
+        traces_in_flight: Callable[[], int],
         max_in_flight: int,
         max_concurrency: int,
         rows: RowBuilder,
         inbox: Inbox,
-        counters: Counters,
         owns_judge: bool = False,
     ) -> None:
         self._evaluator = evaluator
         self._write = write
         self._done = done
-        self._in_flight = in_flight
+        self._trace_started = trace_started
+        self._traces_in_flight = traces_in_flight
         self._max_in_flight = max_in_flight
         self._max_concurrency = max_concurrency
         self._rows = rows
         self._inbox = inbox
-        self._counters = counters
+        self._counters = Counters(self.COUNTED)
         self._owns_judge = owns_judge
         self._metrics = tuple(m.name for m in evaluator.metrics)
-        self._batch: list[PreparedTrace] = []  # admitted this round, for the loop
+        self._batch: list[KeptTrace] = []  # admitted this round, for the loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -122,11 +130,12 @@ class EvaluateStep(Step[PreparedTrace]):
 
     # -- the step (consumer thread) ------------------------------------------------------------
 
-    def submit(self, message: PreparedTrace) -> None:
-        if len(self._in_flight) >= self._max_in_flight:
-            raise MessageRejected(f"evaluate: {len(self._in_flight)} traces in flight")
-        work, prep = message.work, message.prepared
-        self._in_flight.add(work)
+    def submit(self, message: KeptTrace) -> None:
+        in_flight = self._traces_in_flight()
+        if in_flight >= self._max_in_flight:
+            raise MessageRejected(f"evaluate: {in_flight} traces in flight")
+        work, prep = message.work, message.decision
+        self._trace_started(work)
         if prep.sample is not None:
             self._batch.append(message)
             return
@@ -146,8 +155,9 @@ class EvaluateStep(Step[PreparedTrace]):
         """Hand this round's admitted traces to the loop. Raises
         :class:`~.steps.MessageRejected` while the in-flight bound is reached."""
         self.join()
-        if len(self._in_flight) >= self._max_in_flight:
-            raise MessageRejected(f"evaluate: {len(self._in_flight)} traces in flight")
+        in_flight = self._traces_in_flight()
+        if in_flight >= self._max_in_flight:
+            raise MessageRejected(f"evaluate: {in_flight} traces in flight")
 
     def join(self) -> None:
         if self._batch:
@@ -158,7 +168,16 @@ class EvaluateStep(Step[PreparedTrace]):
     @property
     def pending(self) -> int:
         """Traces admitted and not yet at the commit step (evaluating or writing)."""
-        return len(self._in_flight)
+        return self._traces_in_flight()
+
+    def stats(self) -> dict[str, int]:
+        """Its counters (``traces_scored``, ``evaluate_errors`` counted on the loop thread).
+        Any thread."""
+        return self._counters.snapshot()
+
+    def labelled(self) -> dict[str, dict[str, int]]:
+        """Unscorable traces by the reason they could not be scored (``traces_unscorable``)."""
+        return {"traces_unscorable": dict(self.unscorable_by_reason)}
 
     def _on_unwritable(self, message: Unwritable) -> None:
         log.error(
@@ -186,7 +205,7 @@ class EvaluateStep(Step[PreparedTrace]):
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
-    def _spawn(self, batch: list[PreparedTrace]) -> None:
+    def _spawn(self, batch: list[KeptTrace]) -> None:
         """On the loop thread: one task per trace; ``_evaluate`` bounds judge concurrency."""
         loop = asyncio.get_running_loop()
         for message in batch:
@@ -194,8 +213,8 @@ class EvaluateStep(Step[PreparedTrace]):
             self._tasks.add(task)  # the loop keeps only weak references to tasks
             task.add_done_callback(self._tasks.discard)
 
-    async def _evaluate(self, message: PreparedTrace) -> None:
-        work, prep = message.work, message.prepared
+    async def _evaluate(self, message: KeptTrace) -> None:
+        work, prep = message.work, message.decision
         assert prep.sample is not None and prep.meta is not None
         assert self._judge_slots is not None
         try:

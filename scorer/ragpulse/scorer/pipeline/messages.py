@@ -4,7 +4,7 @@ Messages between steps (all on the consumer thread)::
 
     consume ──Record──► decode ──DecodedRecord──► assemble ──AssembledTrace──► prepare
     decode ──Undecodable──► dead_letter
-    prepare ──PreparedTrace──► evaluate ──Scored──► write
+    prepare ──KeptTrace──► evaluate ──Scored──► write
     prepare, evaluate, write, dead_letter ──Done──► commit
 
 Messages from other threads to the consumer thread, through :class:`~.steps.Inbox`:
@@ -27,18 +27,18 @@ from dataclasses import dataclass, field
 from ..model import Sample
 from ..store.rows import ScoredTraceMeta, ScoreRow
 from ..traces.span import Span
-from .assembly import AssembledTrace
 from .offsets import RecordRef
+from .trace_buffer import AssembledTrace
 
 __all__ = [
     "DeadLetter",
     "DeadLetterOutcome",
     "DecodedRecord",
     "Done",
-    "Prepared",
-    "PreparedTrace",
+    "KeptTrace",
     "Record",
     "Scored",
+    "ScoringDecision",
     "TracePreparer",
     "TraceWork",
     "Undecodable",
@@ -75,8 +75,8 @@ class Undecodable:
 
 
 @dataclass(frozen=True, slots=True)
-class Prepared:
-    """What the scorer does with one assembled trace.
+class ScoringDecision:
+    """The prepare step's decision for one assembled trace (what the preparer returns).
 
     ``keep`` is the sampling decision and ``rate`` its probability (stored on every row for
     reweighting). A kept trace with ``sample=None`` is unscorable: it is written as one null row
@@ -92,7 +92,7 @@ class Prepared:
     meta: ScoredTraceMeta | None
 
 
-TracePreparer = Callable[[AssembledTrace[Span]], Prepared]
+TracePreparer = Callable[[AssembledTrace[Span]], ScoringDecision]
 """Extract and sample one assembled trace (default: ``pipeline.prepare.build_preparer``)."""
 
 
@@ -108,11 +108,12 @@ class TraceWork:
 
 
 @dataclass(frozen=True, slots=True)
-class PreparedTrace:
-    """A kept trace on its way to the judge (or to null rows when it is unscorable)."""
+class KeptTrace:
+    """A trace the sampler kept, with its decision: the prepare step's message to the evaluate
+    step, on its way to the judge (or to null rows when it is unscorable)."""
 
     work: TraceWork
-    prepared: Prepared
+    decision: ScoringDecision
 
 
 @dataclass(frozen=True, slots=True)

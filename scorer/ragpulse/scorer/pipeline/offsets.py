@@ -124,9 +124,9 @@ class OffsetTracker:
         return ref
 
     @staticmethod
-    def hold(ref: RecordRef, n: int = 1) -> None:
-        """``n`` more traces depend on this record."""
-        ref.pending += n
+    def hold(ref: RecordRef, traces: int = 1) -> None:
+        """``traces`` more traces depend on this record."""
+        ref.pending += traces
 
     def seal(self, ref: RecordRef) -> None:
         """Every trace of the record has been attached: it is done once they are released."""
@@ -196,5 +196,6 @@ class OffsetTracker:
         return None if state is None else state.next_offset
 
     def last_committed(self, topic: str, partition: int) -> int | None:
+        """The offset last committed (or found committed) for the partition, or ``None``."""
         state = self._parts.get((topic, partition))
         return None if state is None else state.committed

@@ -1,4 +1,4 @@
-"""The prepare step: from an assembled trace to a :class:`~.messages.Prepared` decision.
+"""The prepare step: from an assembled trace to a :class:`~.messages.ScoringDecision`.
 
 The preparer (:func:`build_preparer`) extracts, samples and redacts. Extraction
 (``ragpulse.scorer.traces.extract``) finds the question, contexts and answer and the row metadata;
@@ -16,7 +16,7 @@ out (``traces_sampled_out``), evicted with
 ``assembly.on_evict = "drop"``, without usable metadata, or whose preparation raised
 (``traces_dropped``). Kept traces wait in a backlog, in arrival order, until the evaluate step
 admits them (it refuses beyond ``evaluate.max_in_flight``); while traces wait,
-:meth:`PrepareStep.poll` raises :class:`~.steps.MessageRejected` and the consume step pauses.
+:meth:`PrepareStep.poll` raises :class:`~.steps.MessageRejected` and the processor pauses.
 The backlog is bounded by what the assembler can emit while consumption is paused.
 """
 
@@ -34,11 +34,11 @@ from ..store.rows import ScoredTraceMeta
 from ..traces.extract import ExtractionSettings, extract
 from ..traces.sampling import Sampler
 from ..traces.span import Span
-from .assembly import AssembledTrace
-from .messages import Done, Prepared, PreparedTrace, TracePreparer, TraceWork
+from .messages import Done, KeptTrace, ScoringDecision, TracePreparer, TraceWork
 from .offsets import RecordRef
 from .steps import MessageRejected, Partitions, Step
 from .telemetry import Counters
+from .trace_buffer import AssembledTrace
 
 __all__ = ["PrepareStep", "build_preparer", "utc_from_ns"]
 
@@ -66,13 +66,13 @@ def build_preparer(
     from its consumer thread only. It never raises for odd span content.
     """
 
-    def prepare(trace: AssembledTrace[Span]) -> Prepared:
+    def prepare(trace: AssembledTrace[Span]) -> ScoringDecision:
         ex = extract(trace.spans, extraction)
         if ex.reason == NOT_RAG:  # not a query: neither sampled nor written
-            return Prepared(False, 1.0, None, NOT_RAG, None)
+            return ScoringDecision(False, 1.0, None, NOT_RAG, None)
         decision = sampler.decide(ex, trace.spans)
         if not decision.keep:
-            return Prepared(False, decision.rate, None, None, None)
+            return ScoringDecision(False, decision.rate, None, None, None)
         m = ex.meta
         root = next((s for s in trace.spans if not s.parent_span_id), None)
         end_ns = m.end_ns or max((s.end_ns for s in trace.spans), default=0)
@@ -99,7 +99,7 @@ def build_preparer(
             answer_excerpt=found.answer if excerpts and found is not None else None,
             unscorable_detail=ex.detail or "",
         )
-        return Prepared(True, decision.rate, sample, ex.reason if sample is None else None, meta)
+        return ScoringDecision(True, decision.rate, sample, ex.reason if sample is None else None, meta)
 
     return prepare
 
@@ -107,26 +107,28 @@ def build_preparer(
 class PrepareStep(Step[AssembledTrace[Span]]):
     """Prepares assembled traces and hands the kept ones to the evaluate step, in order.
 
-    Consumer thread only; never blocks. ``submit`` never raises
+    Consumer thread only (``stats`` aside); never blocks. ``submit`` never raises
     :class:`~.steps.MessageRejected` (the trace joins the backlog); ``poll`` raises it while the
     backlog is not empty. ``join`` admits what the evaluate step accepts, without raising.
     """
 
+    COUNTED = ("traces_sampled", "traces_sampled_out", "traces_not_rag", "traces_dropped",
+               "traces_expired_incomplete")
+
     def __init__(
         self,
         preparer: TracePreparer,
-        evaluate: Step[PreparedTrace],
+        evaluate: Step[KeptTrace],
         done: Step[Done],
         *,
-        counters: Counters,
         drop_evicted: bool,
     ) -> None:
         self._prepare = preparer
         self._evaluate = evaluate
         self._done = done
-        self._counters = counters
+        self._counters = Counters(self.COUNTED)
         self._drop_evicted = drop_evicted
-        self._backlog: deque[PreparedTrace] = deque()  # kept, waiting for an in-flight slot
+        self._backlog: deque[KeptTrace] = deque()  # kept, waiting for an in-flight slot
 
     def submit(self, message: AssembledTrace[Span]) -> None:
         work = TraceWork(message.trace_id, message.refs)
@@ -156,7 +158,7 @@ class PrepareStep(Step[AssembledTrace[Span]]):
             self._drop(work, "traces_dropped")
             return
         self._counters.add("traces_sampled")
-        self._backlog.append(PreparedTrace(work, prep))
+        self._backlog.append(KeptTrace(work, prep))
 
     def poll(self) -> None:
         self.join()
@@ -173,7 +175,7 @@ class PrepareStep(Step[AssembledTrace[Span]]):
             backlog.popleft()
 
     def forget(self, partitions: Partitions) -> list[list[RecordRef]]:
-        kept: deque[PreparedTrace] = deque()
+        kept: deque[KeptTrace] = deque()
         gone: list[list[RecordRef]] = []
         for entry in self._backlog:
             refs = entry.work.refs
@@ -187,6 +189,10 @@ class PrepareStep(Step[AssembledTrace[Span]]):
     @property
     def pending(self) -> int:
         return len(self._backlog)
+
+    def stats(self) -> dict[str, int]:
+        """Its counters, and ``traces_backlog``: kept traces waiting for an in-flight slot."""
+        return {**self._counters.snapshot(), "traces_backlog": len(self._backlog)}
 
     def _drop(self, work: TraceWork, counter: str) -> None:
         self._counters.add(counter)

@@ -6,10 +6,13 @@ behind the interface of :mod:`.steps`, after getsentry/arroyo's processing strat
     consume ─► decode ─► assemble ─► prepare ─► evaluate ─► write ─► commit
                   └────► dead_letter ──────────────────────────────────┘
 
-* :mod:`.consume`: the consumer group; each round applies the inbox, polls every step, pauses
-  the partitions while a step refuses work (``MessageRejected``), fetches records; rebalances.
+* :mod:`.processor`: the processing loop (:class:`~.processor.StreamProcessor`, arroyo's
+  ``StreamProcessor`` role): the consumer group, the offset tracker and the traces in flight;
+  each round applies the inbox, polls every step, pauses the partitions while a step refuses
+  work (``MessageRejected``), fetches records; rebalances. Steps reach its state only through
+  the narrow callbacks it hands the chain's factory (:class:`~.processor.Bookkeeping`).
 * :mod:`.decode`: record to spans by trace, or a dead letter (:mod:`.dead_letter`).
-* :mod:`.assemble`: spans to traces (:mod:`.assembly`), released after a grace period.
+* :mod:`.assemble`: spans to traces (:mod:`.trace_buffer`), released after a grace period.
 * :mod:`.prepare`: extract, sample, redact; traces not scored go straight to commit.
 * :mod:`.evaluate`: admit within ``evaluate.max_in_flight``, judge on the event loop.
 * :mod:`.write`: rows to the ClickHouse writer; refused or failed rows are held and retried.
@@ -17,9 +20,10 @@ behind the interface of :mod:`.steps`, after getsentry/arroyo's processing strat
 
 Threads and who owns what:
 
-* the **consumer thread** owns the ``KafkaConsumer`` and every step's state, and makes every
-  scheduling decision. Other threads never touch that state: they post typed messages
-  (:mod:`.messages`) to its inbox, applied at the start of each round.
+* the **consumer thread** runs the processor, which owns the ``KafkaConsumer``, the offset
+  tracker and the in-flight set, and every step's state, and makes every scheduling decision.
+  Other threads never touch that state: they post typed messages (:mod:`.messages`) to its
+  inbox, applied at the start of each round (``stats()`` reads snapshots, from any thread).
 * the **event-loop thread** runs the metric :class:`~ragpulse.scorer.Evaluator` (judges are
   asyncio components) for the evaluate step.
 * the **writer** (``ragpulse.scorer.store.ScoreWriter``, its own thread) batches rows into
@@ -31,7 +35,7 @@ record; failed writes are retried under the one retry policy (``writer.retry``) 
 commit back. A crash replays from the last commit, and the ``scores`` table's ReplacingMergeTree
 key makes the replayed rows overwrite the first ones (at-least-once delivery, exactly-once in
 ``scores FINAL``). Backpressure pauses the partitions, never sleeps. Rebalances commit what this
-member finished before the partitions' next owners read them (:mod:`.consume`).
+member finished before the partitions' next owners read them (:mod:`.processor`).
 """
 
 from __future__ import annotations
@@ -45,24 +49,23 @@ from typing import Any
 from ..evaluator import Evaluator
 from ..store.pipeline_health import PipelineHealthRecorder
 from ..store.retry import RetryPolicy
-from ..traces.decode import SpanDecoder
 from ..traces.span import Span
+from ..traces.span_decoder import SpanDecoder
 from .assemble import AssembleStep
-from .assembly import TraceAssembler
 from .commit import CommitStep
-from .consume import ConsumeStep
 from .dead_letter import DeadLetterStep
 from .decode import DecodeStep
 from .evaluate import EvaluateStep, row_builder
-from .messages import Prepared, TracePreparer, TraceWork
-from .offsets import OffsetTracker
+from .messages import ScoringDecision, TracePreparer
 from .prepare import PrepareStep
+from .processor import Bookkeeping, Chain, StreamProcessor
 from .settings import ScorerSettings
-from .steps import Inbox
-from .telemetry import Counters
+from .steps import Inbox, Step
+from .telemetry import merge_stats
+from .trace_buffer import TraceAssembler
 from .write import RowSink, WriteStep
 
-__all__ = ["Prepared", "RowSink", "Scorer", "ScorerError", "TracePreparer"]
+__all__ = ["RowSink", "Scorer", "ScorerError", "ScoringDecision", "TracePreparer"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +78,8 @@ class Scorer:
     """The scorer service. Build with :func:`ragpulse.scorer.pipeline.build_scorer`.
 
     ``start()`` connects (raising :class:`ScorerError` or kafka-python's errors if the cluster is
-    unreachable) and returns once the threads run; ``shutdown()`` drains within
+    unreachable) and returns once the threads run (consumer thread: the processor and the
+    steps; event-loop thread: the judges); ``shutdown()`` drains within
     ``settings.drain_timeout_s``: no new records are fetched, buffered traces are scored (with
     ``drain_buffered``), in-flight rows are written and the final offsets committed; it is
     idempotent and safe without ``start()``. ``stats()`` is safe from any thread.
@@ -102,7 +106,6 @@ class Scorer:
     ) -> None:
         self.settings = settings
         self.health = health
-        self.counters = Counters()
         self._writer = writer
         self._decoder = decoder or SpanDecoder()
         self._on_close = list(on_close)
@@ -114,92 +117,78 @@ class Scorer:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._drain_budget = settings.drain_timeout_s
-        self._build_steps(
-            evaluator,
-            preparer,
-            clock,
-            consumer_factory or _kafka_consumer,
-            producer_factory or _kafka_producer,
-            owns_judge,
+        self._assembler: TraceAssembler[Span] = TraceAssembler(settings.assembly, clock=clock)
+        self._inbox = Inbox()
+        self._processor = StreamProcessor(
+            settings,
+            lambda book: self._build_chain(
+                book, evaluator, preparer, clock, producer_factory or _kafka_producer, owns_judge
+            ),
+            inbox=self._inbox,
+            stopping=self._stop,
+            clock=clock,
+            consumer_factory=consumer_factory or _kafka_consumer,
         )
 
-    def _build_steps(
+    def _build_chain(
         self,
+        book: Bookkeeping,
         evaluator: Evaluator,
         preparer: TracePreparer,
         clock: Callable[[], float],
-        consumer_factory: Callable[[dict[str, Any]], Any],
         producer_factory: Callable[[dict[str, Any]], Any],
         owns_judge: bool,
-    ) -> None:
-        """The chain, built from its end: each step gets the steps after it."""
-        s, counters = self.settings, self.counters
-        self._assembler: TraceAssembler[Span] = TraceAssembler(s.assembly, clock=clock)
-        self._offsets = OffsetTracker()
-        inbox = Inbox()
+    ) -> Chain:
+        """The steps, built from the end of the chain: each gets the steps after it and the
+        processor's callbacks it needs (the processor's :data:`~.processor.ChainFactory`)."""
+        s, inbox = self.settings, self._inbox
         retry = RetryPolicy(s.writer.retry)
-        # Traces between the evaluate step's admission and the commit step.
-        self._in_flight: set[TraceWork] = set()
-        self._consume = ConsumeStep(
-            s,
-            tracker=self._offsets,
-            in_flight=self._in_flight,
-            inbox=inbox,
-            counters=counters,
-            stopping=self._stop,
-            clock=clock,
-            consumer_factory=consumer_factory,
-        )
         commit = CommitStep(
-            self._consume.commit,
-            tracker=self._offsets,
-            in_flight=self._in_flight,
-            counters=counters,
+            release=book.release,
+            trace_ended=book.trace_ended,
+            commit=book.commit,
             interval_s=s.consumer.commit_interval_s,
             clock=clock,
         )
-        self._write = WriteStep(
-            self._writer, commit, inbox=inbox, counters=counters, retry=retry, clock=clock
-        )
+        write = WriteStep(self._writer, commit, inbox=inbox, retry=retry, clock=clock)
         self._evaluate = EvaluateStep(
             evaluator,
-            self._write,
+            write,
             commit,
-            in_flight=self._in_flight,
+            trace_started=book.trace_started,
+            traces_in_flight=book.traces_in_flight,
             max_in_flight=s.evaluate.max_in_flight,
             max_concurrency=s.evaluate.max_concurrency,
             rows=row_builder(s),
             inbox=inbox,
-            counters=counters,
             owns_judge=owns_judge,
         )
-        self._prepare = PrepareStep(
-            preparer,
-            self._evaluate,
-            commit,
-            counters=counters,
-            drop_evicted=s.assembly.on_evict == "drop",
+        prepare = PrepareStep(
+            preparer, self._evaluate, commit, drop_evicted=s.assembly.on_evict == "drop"
         )
         assemble = AssembleStep(
-            self._assembler, self._prepare, tracker=self._offsets, drain_buffered=s.drain_buffered
+            self._assembler,
+            prepare,
+            hold=book.hold,
+            seal=book.seal,
+            drain_buffered=s.drain_buffered,
         )
         self._dead_letter = DeadLetterStep(
             s,
             commit,
-            tracker=self._offsets,
+            hold=book.hold,
+            seal=book.seal,
             inbox=inbox,
-            counters=counters,
             retry=retry,
             clock=clock,
             producer_factory=producer_factory,
         )
-        decode = DecodeStep(self._decoder, assemble, self._dead_letter, counters=counters)
-        self._consume.chain(
-            decode,
-            steps=(decode, self._dead_letter, assemble, self._prepare, self._evaluate,
-                   self._write, commit),
-            settle=(self._evaluate, self._write),
+        decode = DecodeStep(self._decoder, assemble, self._dead_letter)
+        # Polled in this order every round, the commit step last; stats() asks each of them.
+        self._steps: tuple[Step[Any], ...] = (
+            decode, self._dead_letter, assemble, prepare, self._evaluate, write, commit
         )
+        return Chain(first=decode, steps=self._steps, settle=(self._evaluate, write))
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -218,7 +207,7 @@ class Scorer:
         s = self.settings
         try:
             self._dead_letter.start()
-            self._consume.start()
+            self._processor.start()
         except BaseException:
             self._close_clients()
             self._started = False
@@ -271,39 +260,26 @@ class Scorer:
         return self._error
 
     def stats(self) -> dict[str, Any]:
-        """Counters (:data:`telemetry.COUNTERS`) and gauges (:data:`telemetry.GAUGES`), plus the
-        assembler's, decoder's and writer's counters (:data:`telemetry.PARTS`). Thread-safe
-        snapshot."""
-        out: dict[str, Any] = self.counters.snapshot()
-        out.update(self._assembler.counters)
-        out.update(self._consume.gauges)
-        out["traces_buffered"] = self._assembler.traces_buffered
-        out["spans_buffered"] = self._assembler.spans_buffered
-        out["traces_in_flight"] = len(self._in_flight)
-        out["traces_backlog"] = self._prepare.pending
-        out["paused"] = int(self._consume.paused)
-        out["records_undecodable"] = self._decoder.stats().get("records_failed", 0)
-        writer_stats = getattr(self._writer, "stats", None)
-        if callable(writer_stats):
-            for k, v in writer_stats().items():
-                out[f"writer_{k}"] = v
-        out["last_write_error"] = self._write.last_error
-        return out
+        """Counters (:data:`telemetry.COUNTERS`), gauges (:data:`telemetry.GAUGES`) and the
+        counters of the parts the steps drive (:data:`telemetry.PARTS`), merged from the
+        processor's and every step's own ``stats()``. Thread-safe snapshot."""
+        return merge_stats([self._processor.stats(), *(s.stats() for s in self._steps)])
 
     def labelled_counters(self) -> dict[str, dict[str, int]]:
         """Counters split by reason (:data:`telemetry.LABELLED`). Safe from any thread."""
-        return {
-            "traces_unscorable": dict(self._evaluate.unscorable_by_reason),
-            "records_dead_lettered": dict(self._dead_letter.by_reason),
-        }
+        out: dict[str, dict[str, int]] = {}
+        for step in self._steps:
+            for name, by_label in step.labelled().items():
+                out[name] = dict(by_label)
+        return out
 
     # -- the consumer thread -------------------------------------------------------------------
 
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                self._consume.poll()
-            self._consume.join(self._drain_budget)
+                self._processor.poll()
+            self._processor.join(self._drain_budget)
         except BaseException as exc:
             self._error = exc
             log.exception("scorer: the consumer thread failed")
@@ -312,7 +288,7 @@ class Scorer:
             self._stopped.set()
 
     def _close_clients(self) -> None:
-        self._consume.close()  # first: leaving the group may commit, through the consumer
+        self._processor.close()  # first: leaving the group may commit, through the consumer
         self._dead_letter.close()
 
     def _run_on_close(self) -> None:

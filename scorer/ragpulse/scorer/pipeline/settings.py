@@ -24,7 +24,7 @@ from ..store.client import dsn_scheme
 from ..store.writer import WriterSettings
 from ..traces.extract import ExtractionSettings
 from ..traces.sampling import SamplingSettings
-from .assembly import AssemblySettings
+from .trace_buffer import AssemblySettings
 
 __all__ = [
     "ConsumerSettings",

@@ -1,37 +1,43 @@
 """The scorer's processing steps: one small interface, a typed backpressure signal, an inbox.
 
 The scorer is a chain of steps, each in its own module named for its stage, in the shape of
-getsentry/arroyo's processing strategies (``arroyo/processing/strategies/abstract.py``)::
+getsentry/arroyo's processing strategies (``arroyo/processing/strategies/abstract.py``), driven
+by the processing loop (:class:`~.processor.StreamProcessor`, which consumes)::
 
     consume ─► decode ─► assemble ─► prepare ─► evaluate ─► write ─► commit
                   └────► dead_letter ──────────────────────────────────┘
     (prepare hands the traces it will not score straight to commit)
 
-A step knows only the steps after it, passed to its constructor, through this interface:
+A step knows only the steps after it and the few callbacks of the processor it needs
+(:class:`~.processor.Bookkeeping`), both passed to its constructor. Its interface:
 
 * ``submit(message)`` hands the step one message. Never blocks. Raises :class:`MessageRejected`
   when the step cannot take the message now: backpressure, never an error; the caller keeps the
   message and offers it again later.
 * ``poll()`` runs the step's scheduled work (timers, retries, hand-offs to other threads). Never
   blocks. Raises :class:`MessageRejected` while the step holds work its next step refused: the
-  consume step then pauses its Kafka partitions, keeps polling (so it stays in the group) and
+  processor then pauses its Kafka partitions, keeps polling (so it stays in the group) and
   resumes after a round in which no step raised. That is how arroyo's ``StreamProcessor`` pauses
   on a rejected message (``arroyo/processing/processor.py``), extended to work that a step
   emits on its own (the assembler releases traces on a timer, not per record).
 * ``join()`` hands on everything the step holds, without waiting for its timers (shutdown).
-  Never blocks: the steps' work finishes on other threads, so the consume step's drain keeps
+  Never blocks: the steps' work finishes on other threads, so the processor's drain keeps
   polling every step until none has work ``pending`` or the drain budget is spent.
 * ``close()`` releases the step's threads and clients. Idempotent.
+* ``stats()`` and ``labelled()`` report the step's own counters and gauges (the only methods
+  other threads may call).
 * ``forget(partitions)`` drops the traces the step holds that read records of revoked
   partitions and returns their record references (the caller releases them; the records are
   read again by the partitions' next owner). ``pending`` counts work the step still holds.
 
 Unlike arroyo's messages, ours carry no offsets to commit: a record is tracked once, when it is
 consumed (:class:`~.offsets.OffsetTracker`), and every path of a trace or record ends in the
-commit step, which releases its references and commits the partitions' low watermarks. As in
+commit step, which releases its references and has the processor commit the partitions' low
+watermarks. As in
 arroyo (``arroyo/processing/strategies/commit.py``), committing is always the last step.
 
-Threads: every step runs on the consumer thread, which owns all their state. The event-loop
+Threads: every step runs on the consumer thread, which owns all their state (``stats`` and
+``labelled`` aside). The event-loop
 thread (judges) and the threads that complete the writer's and the producer's futures never call
 a step; they post typed messages (:mod:`.messages`) to the :class:`Inbox`, and the consumer
 thread applies them at the start of each round.
@@ -42,7 +48,7 @@ from __future__ import annotations
 import queue
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from .offsets import RecordRef
@@ -59,34 +65,52 @@ Partitions = frozenset[tuple[str, int]]
 class MessageRejected(Exception):
     """Backpressure: the step cannot take more work now. Retry later; never an error.
 
-    The message says which step and why (it is logged when the consume step pauses).
+    The message says which step and why (it is logged when the processor pauses).
     """
 
 
 class Step(ABC, Generic[T]):
     """One processing step; see the module docstring for the contract of each method.
 
-    Every method runs on the consumer thread only; none blocks. The defaults do nothing.
+    Every method but ``stats``/``labelled`` runs on the consumer thread only; none blocks
+    unless its step says so (the commit step waits for the broker). The defaults do nothing.
     """
 
     @abstractmethod
-    def submit(self, message: T) -> None: ...
+    def submit(self, message: T) -> None:
+        """Take one message. Raises :class:`MessageRejected` if it cannot now (keep it, offer it
+        again later)."""
 
     def poll(self) -> None:
+        """Run scheduled work. Raises :class:`MessageRejected` while holding refused work."""
         return None
 
     def join(self) -> None:
+        """Hand on everything held, without waiting for timers (shutdown). Never raises
+        :class:`MessageRejected`."""
         return None
 
     def close(self) -> None:
+        """Release threads and clients, after the consumer thread stopped. Idempotent."""
         return None
 
     def forget(self, partitions: Partitions) -> Sequence[Sequence[RecordRef]]:
+        """Drop what reads records of ``partitions``; return the record references it held."""
         return ()
 
     @property
     def pending(self) -> int:
+        """Work the step still holds (the drain waits until every step's is 0)."""
         return 0
+
+    def stats(self) -> Mapping[str, Any]:
+        """The step's own counters and gauges (names declared in :mod:`.telemetry`). Unlike the
+        other methods, safe from any thread (a snapshot)."""
+        return {}
+
+    def labelled(self) -> Mapping[str, Mapping[str, int]]:
+        """The step's counters split by a label (:data:`.telemetry.LABELLED`). Any thread."""
+        return {}
 
 
 class Inbox:
@@ -106,6 +130,7 @@ class Inbox:
         self._handlers[kind] = handler
 
     def post(self, message: object) -> None:
+        """Queue ``message`` for the consumer thread. Any thread; never blocks."""
         self._queue.put(message)
 
     def drain(self, block_s: float = 0.0) -> None:

@@ -4,9 +4,11 @@ Stage names are verbs (consume, decode, assemble, sample, evaluate, write, commi
 is incremented by exactly one thread (noted below), so plain integer updates under the GIL
 cannot lose increments and :meth:`Counters.snapshot` may be called from any thread.
 
-:data:`COUNTERS` are counted by :class:`Counters`, :data:`GAUGES` are computed by the consume
-step; :data:`PARTS` are counted by the parts the steps drive (the trace assembler, the span
-decoder, the ClickHouse writer) and reported by ``Scorer.stats()`` under these names.
+:data:`COUNTERS` are counted by :class:`Counters`, one per step and one for the processing loop
+(``processor.StreamProcessor``); :data:`GAUGES` are computed by the loop and the steps;
+:data:`PARTS` are counted by the parts the steps drive (the trace assembler, the span decoder,
+the ClickHouse writer). Each step and the loop report theirs with ``stats()``, and
+``Scorer.stats()`` merges them under these names (:func:`merge_stats`).
 ``ragpulse.deploy.telemetry`` exports all of them (``/metrics``, OTLP) and the
 ``pipeline_health`` rows hold all of them (:func:`declared`).
 """
@@ -14,9 +16,10 @@ decoder, the ClickHouse writer) and reported by ``Scorer.stats()`` under these n
 from __future__ import annotations
 
 import threading
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
-__all__ = ["COUNTERS", "GAUGES", "LABELLED", "PARTS", "Counters", "declared"]
+__all__ = ["COUNTERS", "GAUGES", "LABELLED", "PARTS", "Counters", "declared", "merge_stats"]
 
 Kind = Literal["counter", "gauge"]
 
@@ -61,7 +64,7 @@ GAUGES: dict[str, str] = {
 
 
 PARTS: dict[str, tuple[Kind, str]] = {
-    # the trace assembler (pipeline.assembly), consumer thread
+    # the trace assembler (pipeline.trace_buffer), consumer thread
     "spans_assembled": ("counter", "spans added to the assembler's trace buffers"),
     "spans_late": ("counter", "spans of already emitted traces (ignored or re-scored)"),
     "traces_assembled": (
@@ -76,7 +79,7 @@ PARTS: dict[str, tuple[Kind, str]] = {
     ),
     "traces_rescored": ("counter", "emitted traces reopened by late spans (late_spans=rescore)"),
     "traces_drained": ("counter", "traces emitted early because the scorer was shutting down"),
-    # the span decoder (traces.decode), consumer thread
+    # the span decoder (traces.span_decoder), consumer thread
     "records_undecodable": ("counter", "records the decoder could not read (dead-lettered)"),
     # the ClickHouse writer (store.writer), its own thread; prefixed ``writer_``
     "writer_rows_submitted": ("counter", "score rows accepted by the ClickHouse writer"),
@@ -104,21 +107,39 @@ def declared(kind: Kind) -> tuple[str, ...]:
 
 
 class Counters:
-    """Monotonic counters named in :data:`COUNTERS`; unknown names raise ``KeyError``."""
+    """Monotonic counters, each named in :data:`COUNTERS`: every step and the processor keep
+    their own (``names``, the ones they count). Unknown names raise ``KeyError``, at
+    construction and in :meth:`add`. :meth:`snapshot` is safe from any thread."""
 
     __slots__ = ("_lock", "_values")
 
-    def __init__(self) -> None:
-        self._values: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+    def __init__(self, names: Iterable[str]) -> None:
+        undeclared = [name for name in names if name not in COUNTERS]
+        if undeclared:
+            raise KeyError(f"counters not declared in telemetry.COUNTERS: {undeclared}")
+        self._values: dict[str, int] = dict.fromkeys(names, 0)
         self._lock = threading.Lock()
 
-    def add(self, name: str, n: int = 1) -> None:
+    def add(self, name: str, count: int = 1) -> None:
+        """Add ``count`` to ``name``; only by that name's one thread. ``KeyError`` if not kept."""
         # Single writer per name (see module docstring), so no lock on the hot path.
-        self._values[name] += n
+        self._values[name] += count
 
     def __getitem__(self, name: str) -> int:
         return self._values[name]
 
     def snapshot(self) -> dict[str, int]:
+        """A copy of every value. Any thread."""
         with self._lock:
             return dict(self._values)
+
+
+def merge_stats(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """One ``stats()`` dictionary from the processor's and the steps' own: a counter of
+    :data:`COUNTERS` that several of them count (``traces_dropped``: prepare and evaluate) is
+    summed; any other name is taken as it is (each gauge has one owner)."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for name, value in part.items():
+            out[name] = out.get(name, 0) + value if name in COUNTERS else value
+    return out

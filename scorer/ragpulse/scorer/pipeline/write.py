@@ -15,7 +15,7 @@ shuts down; their offsets wait. A permanent error is retried too, on purpose: dr
 would commit offsets past scores that were never stored, so a broken table (a schema mismatch)
 stops the partition's commits, counted in ``write_errors`` and named by ``last_write_error``,
 until an operator fixes it. While rows are held, :meth:`WriteStep.poll` raises
-:class:`~.steps.MessageRejected` and the consume step pauses its partitions.
+:class:`~.steps.MessageRejected` and the processor pauses its partitions.
 
 Thread rules: every method runs on the consumer thread and never blocks (``submit`` of the
 writer never blocks); ``last_error`` may be read from any thread.
@@ -52,7 +52,12 @@ class RowSink(Protocol):
 
 
 class WriteStep(Step[Scored]):
-    """Submits score rows to a :class:`RowSink`; acknowledged traces go to the commit step."""
+    """Submits score rows to a :class:`RowSink`; acknowledged traces go to the commit step.
+
+    Consumer thread only, never blocks (see the module docstring); ``stats`` from any thread.
+    """
+
+    COUNTED = ("rows_written", "rows_expired", "batches_written", "write_errors")
 
     def __init__(
         self,
@@ -60,14 +65,13 @@ class WriteStep(Step[Scored]):
         done: Step[Done],
         *,
         inbox: Inbox,
-        counters: Counters,
         retry: RetryPolicy,
         clock: Callable[[], float],
     ) -> None:
         self._writer = writer
         self._done = done
         self._inbox = inbox
-        self._counters = counters
+        self._counters = Counters(self.COUNTED)
         self._retry = retry
         self._clock = clock
         max_pending = getattr(getattr(writer, "settings", None), "max_pending_rows", None)
@@ -98,6 +102,16 @@ class WriteStep(Step[Scored]):
     def pending(self) -> int:
         return len(self._held)
 
+    def stats(self) -> dict[str, Any]:
+        """Its counters, the writer's own (prefixed ``writer_``, when the sink has ``stats()``)
+        and ``last_write_error``."""
+        out: dict[str, Any] = self._counters.snapshot()
+        writer_stats = getattr(self._writer, "stats", None)
+        if callable(writer_stats):
+            for name, value in writer_stats().items():
+                out[f"writer_{name}"] = value
+        out["last_write_error"] = self.last_error
+        return out
 
     def _flush(self) -> None:
         works, self._queued = self._queued, []

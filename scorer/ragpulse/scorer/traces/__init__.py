@@ -5,10 +5,10 @@ The null-row reasons extraction produces (``NOT_RAG``, ...) and their advice liv
 :mod:`ragpulse.common.schema`, which the dashboards read them from.
 """
 
-from .decode import DecodeError, DecodeLimits, SpanDecoder, group_by_trace
 from .extract import Extraction, ExtractionSettings, TraceFacts, extract, split_prompt
 from .sampling import AttributeRule, Sampler, SamplingDecision, SamplingSettings, hash_fraction
 from .span import Attributes, AttrValue, Span, SpanEvent, SpanKind, StatusCode
+from .span_decoder import DecodeError, DecodeLimits, SpanDecoder, group_by_trace
 
 __all__ = [
     "AttrValue",

@@ -1,42 +1,18 @@
-"""The consume step: the Kafka consumer group, the scorer's rounds, pausing, and rebalances.
+"""The processing loop: the Kafka consumer group, the rounds, pausing, offsets and rebalances.
 
-:class:`ConsumeStep` is the source of the chain (:mod:`.steps`) and the only owner of the
-``KafkaConsumer`` (kafka-python,
-https://kafka-python.readthedocs.io/en/master/apidoc/KafkaConsumer.html). The consumer thread
-calls :meth:`ConsumeStep.poll` in a loop; each round
+:class:`StreamProcessor` plays the role of getsentry/arroyo's ``StreamProcessor``
+(``arroyo/processing/processor.py``): it owns the ``KafkaConsumer`` (kafka-python,
+https://kafka-python.readthedocs.io/en/master/apidoc/KafkaConsumer.html), the
+:class:`~.offsets.OffsetTracker` and the set of traces in flight, and drives the chain of steps
+(:mod:`.steps`) that a :data:`ChainFactory` builds for it. The steps never see that state: the
+factory hands them narrow callbacks (:class:`Bookkeeping`). Offsets are committed only when the
+commit step asks, so never past a record whose rows are not acknowledged; rebalances commit what
+this member finished before the partitions' next owners read them (:meth:`on_revoked
+<StreamProcessor.on_revoked>`, ``_Rebalance``).
 
-1. applies what the other threads posted to the inbox (rows judged, writes and dead letters
-   acknowledged);
-2. polls every step in chain order, commit last (timers, retries, hand-offs);
-3. pauses every assigned partition if a step raised :class:`~.steps.MessageRejected`, and
-   resumes them after a round in which none did. It keeps polling Kafka while paused, so the
-   member stays in the group (``max_poll_interval_ms``); backpressure is never a sleep;
-4. polls Kafka (up to ``consumer.poll_timeout_ms``) and submits each record to the decode step,
-   after registering it with the :class:`~.offsets.OffsetTracker`.
-
-Offsets are committed by the commit step (:meth:`ConsumeStep.commit` is its way to the
-consumer), only after the records' rows were acknowledged. At shutdown, :meth:`ConsumeStep.join`
-pauses everything, joins every step and keeps applying the inbox until no step holds work or
-the drain budget is spent; what is left stays uncommitted and is replayed by the next run.
-
-Rebalances are eager (every partition is revoked, then the new assignment is handed out). The
-revoke listener waits a bounded time for in-flight traces of the revoked partitions, computes
-their low watermarks *before* it forgets buffered traces, commits them and awaits the broker's
-answer before the client sends its JoinGroup, so the partitions' next owners start after what
-this member finished. kafka-python 3 calls listeners on its network thread, where a blocking
-``commit()`` raises ("Cannot block on net.run() from the IO thread itself"): the listener is an
-``AsyncConsumerRebalanceListener`` that awaits ``commit_async``'s future on that loop instead
-(kafka-python 2 calls a plain ``ConsumerRebalanceListener`` inside ``poll``, where blocking is
-allowed). A partition given back to the same member resumes at its watermark, and that offset is
-committed by the next regular commit too, so a revoke commit that failed (a fenced generation,
-a lost coordinator) costs replays elsewhere but never leaves the group's offset behind here.
-While the listener waits, only the steps that never block and admit nothing new run (the
-``settle`` steps: evaluate and write): no periodic commit, no dead-letter send (``send`` may
-block up to ``max_block_ms``), no new trace admitted for partitions about to be forgotten.
-
-Threads: everything here runs on the consumer thread, except the listener, which kafka-python
-runs while the consumer thread is blocked in ``poll`` or ``close`` (so it may use the
-consumer-thread state meanwhile). ``gauges`` and ``paused`` may be read from any thread.
+Threads: everything here runs on the consumer thread, except the rebalance listener, which
+kafka-python runs while the consumer thread is blocked in ``poll`` or ``close`` (so it may use
+the consumer-thread state meanwhile), and :meth:`StreamProcessor.stats`, safe from any thread.
 """
 
 from __future__ import annotations
@@ -44,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kafka import ConsumerRebalanceListener
@@ -53,81 +30,143 @@ try:  # kafka-python >= 3: listeners run on the client's network thread
 except ImportError:  # kafka-python 2.x: listeners run inside poll() on the consumer thread
     AsyncConsumerRebalanceListener = None
 
-from .commit import Offsets
 from .messages import Record, TraceWork
-from .offsets import OffsetTracker
+from .offsets import OffsetTracker, RecordRef
 from .settings import ScorerSettings
 from .steps import Inbox, MessageRejected, Step
 from .telemetry import Counters
 
-__all__ = ["ConsumeStep", "consumer_config"]
+__all__ = [
+    "Bookkeeping",
+    "Chain",
+    "ChainFactory",
+    "Offsets",
+    "StreamProcessor",
+    "consumer_config",
+]
 
 log = logging.getLogger(__name__)
 
+Offsets = dict[tuple[str, int], int]
+"""``{(topic, partition): offset}``: the next offset to read, as Kafka commits it."""
 
-class ConsumeStep:
-    """Owns the consumer and drives the steps' rounds (see the module docstring).
+
+@dataclass(frozen=True, slots=True)
+class Bookkeeping:
+    """What the steps may do to the processor's state: each a callable, consumer thread only,
+    none blocks except ``commit``.
+
+    * ``hold(ref)``: one more trace holds this record (it is not done until released).
+    * ``seal(ref)``: every trace of the record is attached; done once none holds it.
+    * ``release(refs)``: one trace that held each of these records is finished.
+    * ``trace_started(work)`` / ``trace_ended(work)``: a trace entered or left the in-flight set
+      (from the evaluate step's admission to the commit step).
+    * ``traces_in_flight()``: how many traces are in flight now.
+    * ``commit()``: commit every partition's low watermark that advanced; blocks for the broker,
+      never raises (a failed commit is counted, ``commit_errors``, and logged).
+    """
+
+    hold: Callable[[RecordRef], None]
+    seal: Callable[[RecordRef], None]
+    release: Callable[[Sequence[RecordRef]], None]
+    trace_started: Callable[[TraceWork], None]
+    trace_ended: Callable[[TraceWork], None]
+    traces_in_flight: Callable[[], int]
+    commit: Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """The steps a :data:`ChainFactory` built. ``first`` takes every consumed record;
+    ``steps`` are polled every round in this order (the commit step last); ``settle`` are the
+    steps that may run while a revoke listener waits (they never block and admit no new trace).
+    """
+
+    first: Step[Record]
+    steps: tuple[Step[Any], ...]
+    settle: tuple[Step[Any], ...]
+
+
+ChainFactory = Callable[[Bookkeeping], Chain]
+"""Builds the steps over the processor's callbacks (arroyo's ``ProcessingStrategyFactory``
+role); called once, by the :class:`StreamProcessor` constructor."""
+
+
+class StreamProcessor:
+    """Owns the consumer, the offset tracker and the traces in flight; drives the steps' rounds
+    (see the module docstring).
 
     ``start()`` creates the consumer and subscribes (joining happens on the first poll); it
     raises kafka-python's errors (``NoBrokersAvailable``). ``poll()`` runs one round and
-    ``join(budget_s)`` drains, both blocking (Kafka's poll, the inbox, the commits); they raise
-    only what a step or kafka-python raises unexpectedly (the scorer stops on it). ``close()``
-    leaves the group (its revoke listener may commit) and is idempotent. Wire the chain with
-    :meth:`chain` before ``start()``.
+    ``join(budget_s)`` drains, both blocking (Kafka's poll, the inbox, the commits) on the
+    consumer thread; they raise only what a step or kafka-python raises unexpectedly (the scorer
+    stops on it). ``close()`` leaves the group (its revoke listener may commit) and is
+    idempotent. ``stats()`` may be called from any thread.
     """
+
+    COUNTED = ("records_consumed", "partitions_paused", "traces_revoked", "commits",
+               "commit_errors")
 
     def __init__(
         self,
         settings: ScorerSettings,
+        build_chain: ChainFactory,
         *,
-        tracker: OffsetTracker,
-        in_flight: set[TraceWork],
         inbox: Inbox,
-        counters: Counters,
         stopping: threading.Event,
         clock: Callable[[], float],
         consumer_factory: Callable[[dict[str, Any]], Any],
     ) -> None:
         self._settings = settings
-        self._tracker = tracker
-        self._in_flight = in_flight
+        self._tracker = OffsetTracker()
+        # Traces between the evaluate step's admission and the commit step.
+        self._in_flight: set[TraceWork] = set()
         self._inbox = inbox
-        self._counters = counters
+        self._counters = Counters(self.COUNTED)
         self._stopping = stopping
         self._clock = clock
         self._consumer_factory = consumer_factory
         self._consumer: Any = None
-        self._decode: Step[Record] | None = None
-        self._steps: tuple[Step[Any], ...] = ()
-        self._settle: tuple[Step[Any], ...] = ()
         self._resume: dict[tuple[str, int], int] = {}  # revoked partition -> offset to resume at
         self._paused = False
         self._last_gauges = 0.0
-        self.gauges: dict[str, int] = dict.fromkeys(
+        self._gauges: dict[str, int] = dict.fromkeys(
             ("consumer_lag", "commit_lag", "partitions_assigned", "records_pending"), 0
         )
+        tracker, in_flight = self._tracker, self._in_flight
+        chain = build_chain(
+            Bookkeeping(
+                hold=tracker.hold,
+                seal=tracker.seal,
+                release=tracker.release,
+                trace_started=in_flight.add,
+                trace_ended=in_flight.discard,
+                traces_in_flight=in_flight.__len__,
+                commit=self._commit_watermarks,
+            )
+        )
+        self._first = chain.first
+        self._steps = chain.steps
+        self._settle = chain.settle
 
-    def chain(
-        self, decode: Step[Record], *, steps: Sequence[Step[Any]], settle: Sequence[Step[Any]]
-    ) -> None:
-        """``decode`` takes the records; ``steps`` are polled every round in this order (the
-        commit step last); ``settle`` are the steps that may run while a revoke listener waits
-        (they never block and admit no new trace)."""
-        self._decode = decode
-        self._steps = tuple(steps)
-        self._settle = tuple(settle)
-
-    @property
-    def paused(self) -> bool:
-        return self._paused
+    def stats(self) -> dict[str, int]:
+        """The processor's counters and gauges (:mod:`.telemetry`). Safe from any thread."""
+        return {
+            **self._counters.snapshot(),
+            **self._gauges,
+            "traces_in_flight": len(self._in_flight),
+            "paused": int(self._paused),
+        }
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Create the consumer and subscribe (before the consumer thread starts)."""
         self._consumer = self._consumer_factory(consumer_config(self._settings))
         self._consumer.subscribe([self._settings.kafka.topic], listener=_Rebalance(self))
 
     def close(self) -> None:
+        """Leave the group and close the consumer. Idempotent; never raises."""
         consumer = self._consumer
         if consumer is None:
             return
@@ -140,15 +179,36 @@ class ConsumeStep:
         finally:
             self._consumer = None
 
-    def commit(self, offsets: Offsets) -> None:
-        """Commit ``offsets`` and wait for the broker (the commit step's way to the consumer).
-        Consumer thread only; raises what ``KafkaConsumer.commit`` raises."""
-        self._consumer.commit(_kafka_offsets(offsets))
+    def _commit_watermarks(self) -> None:
+        """:attr:`Bookkeeping.commit`: commit every partition's low watermark that advanced,
+        waiting for the broker. A failure (``CommitFailedError`` during a rebalance, a timeout)
+        is counted and logged; the next commit retries with the offsets of then."""
+        offsets = self._tracker.committable()
+        if not offsets:
+            return
+        try:
+            self._consumer.commit(_kafka_offsets(offsets))
+        except Exception as exc:
+            self._counters.add("commit_errors")
+            log.warning("commit: %s", exc)
+            return
+        self._tracker.mark_committed(offsets)
+        self._counters.add("commits")
 
     # -- rounds --------------------------------------------------------------------------------
 
     def poll(self) -> None:
-        """One round (see the module docstring). Blocks up to ``consumer.poll_timeout_ms``."""
+        """One round. Blocks up to ``consumer.poll_timeout_ms``; consumer thread.
+
+        1. applies what the other threads posted to the inbox (rows judged, writes and dead
+           letters acknowledged);
+        2. polls every step in chain order, commit last (timers, retries, hand-offs);
+        3. pauses every assigned partition if a step raised :class:`~.steps.MessageRejected`,
+           and resumes them after a round in which none did. Kafka is polled while paused, so
+           the member stays in the group (``max_poll_interval_ms``): never a sleep;
+        4. polls Kafka and submits each record to the chain's first step (decode), after
+           registering it with the offset tracker.
+        """
         c = self._settings.consumer
         self._inbox.drain()
         self._pause(self._poll_steps())
@@ -161,8 +221,7 @@ class ConsumeStep:
             self._last_gauges = now
 
     def _submit(self, batches: dict[Any, list[Any]]) -> None:
-        assert self._decode is not None
-        submit, track, count = self._decode.submit, self._tracker.track, self._counters.add
+        submit, track, count = self._first.submit, self._tracker.track, self._counters.add
         for tp, records in batches.items():
             topic, partition = tp.topic, tp.partition
             for rec in records:
@@ -208,7 +267,7 @@ class ConsumeStep:
                 lag += max(0, hw - pos)
             committed = tracker.last_committed(tp.topic, tp.partition)
             commit_lag += max(0, hw - (committed if committed is not None else 0))
-        self.gauges = {
+        self._gauges = {
             "consumer_lag": lag,
             "commit_lag": commit_lag,
             "partitions_assigned": assigned,
@@ -260,6 +319,14 @@ class ConsumeStep:
         ``lost``: the group already dropped this member (session expired, fenced): nothing is
         committed or waited for, and no resume offset is kept (another member may have moved
         the partitions on meanwhile; the group's committed offsets are authoritative again).
+
+        Rebalances are eager (every partition is revoked, then the new assignment is handed
+        out). While this waits, only the ``settle`` steps run (evaluate and write: they never
+        block and admit nothing new): no periodic commit, no dead-letter send (``send`` may
+        block up to ``max_block_ms``), no new trace for partitions about to be forgotten. A
+        partition given back to this member resumes at its watermark (:meth:`on_assigned`), and
+        that offset is committed by the next regular commit too, so a revoke commit that failed
+        costs replays elsewhere but never leaves the group's offset behind here.
         """
         gone = frozenset((tp.topic, tp.partition) for tp in revoked)
         if not gone:
@@ -369,6 +436,8 @@ class ConsumeStep:
             self.revoke_commit_result(offsets, None, None)
 
     def on_assigned(self, assigned: Sequence[Any]) -> None:
+        """Track the assigned partitions (a new epoch each); one given back to this member
+        resumes at the offset its revoke recorded. Same thread rules as :meth:`on_revoked`."""
         for tp in assigned:
             resume = self._resume.pop((tp.topic, tp.partition), None)
             # Given back to this member: resume where its unfinished records start, and let the
@@ -396,7 +465,9 @@ if AsyncConsumerRebalanceListener is not None:
 
     class _Rebalance(AsyncConsumerRebalanceListener):  # type: ignore[misc,valid-type]
         """kafka-python 3: awaited on the client's network loop while the consumer thread is
-        blocked in ``poll`` (or ``close``), so it may touch the consumer-thread state.
+        blocked in ``poll`` (or ``close``), so it may touch the consumer-thread state. A blocking
+        ``commit()`` raises there ("Cannot block on net.run() from the IO thread itself"), so
+        ``commit_async``'s future is awaited on that loop instead.
 
         The revoke-time commit is awaited here, not blocked on: the loop keeps running (the
         commit's request and response go through it, heartbeats too), and the JoinGroup is only
@@ -406,27 +477,27 @@ if AsyncConsumerRebalanceListener is not None:
         behind what the next owner committed meanwhile (replays after its next restart).
         """
 
-        def __init__(self, consume: ConsumeStep) -> None:
-            self._consume = consume
+        def __init__(self, processor: StreamProcessor) -> None:
+            self._processor = processor
 
         async def on_partitions_revoked(self, revoked: Any) -> None:
-            offsets = self._consume.on_revoked(list(revoked))
+            offsets = self._processor.on_revoked(list(revoked))
             if not offsets:
                 return
             try:
-                result = await self._consume.revoke_commit_request(offsets)
+                result = await self._processor.revoke_commit_request(offsets)
             except Exception as exc:  # CommitFailedError, RebalanceInProgressError, timeouts
-                self._consume.revoke_commit_result(offsets, None, exc)
+                self._processor.revoke_commit_result(offsets, None, exc)
             else:
-                self._consume.revoke_commit_result(offsets, result, None)
+                self._processor.revoke_commit_result(offsets, result, None)
 
         async def on_partitions_lost(self, lost: Any) -> None:
             # The group dropped this member: its generation is gone, a commit would be refused
             # and the partitions may already have a new owner. Forget, replay elsewhere.
-            self._consume.on_revoked(list(lost), lost=True)
+            self._processor.on_revoked(list(lost), lost=True)
 
         async def on_partitions_assigned(self, assigned: Any) -> None:
-            self._consume.on_assigned(list(assigned))
+            self._processor.on_assigned(list(assigned))
 
 else:
 
@@ -434,21 +505,21 @@ else:
         """kafka-python 2.x: called inside ``poll`` on the consumer thread, where the revoke
         commit may block."""
 
-        def __init__(self, consume: ConsumeStep) -> None:
-            self._consume = consume
+        def __init__(self, processor: StreamProcessor) -> None:
+            self._processor = processor
 
         def on_partitions_revoked(self, revoked: Any) -> None:
-            self._consume.commit_revoked_blocking(self._consume.on_revoked(list(revoked)))
+            self._processor.commit_revoked_blocking(self._processor.on_revoked(list(revoked)))
 
         def on_partitions_assigned(self, assigned: Any) -> None:
-            self._consume.on_assigned(list(assigned))
+            self._processor.on_assigned(list(assigned))
 
 
-def consumer_config(s: ScorerSettings) -> dict[str, Any]:
+def consumer_config(settings: ScorerSettings) -> dict[str, Any]:
     """``KafkaConsumer`` arguments: manual commits only, never ``latest``, and a request
     timeout above the session timeout (a JoinGroup may wait for the whole session)."""
-    c = s.consumer
-    cfg = s.kafka.client_kwargs()
+    c = settings.consumer
+    cfg = settings.kafka.client_kwargs()
     cfg.update(
         group_id=c.group_id,
         enable_auto_commit=False,
