@@ -10,10 +10,6 @@
 2. **Long functions say why.** A function (public or not, nested too) longer than
    :data:`MAX_LINES` lines (``def`` to its last line) has a docstring line that starts with
    ``Long because:`` and gives the reason in one line.
-
-:data:`SCORER_PENDING` lists the scorer's known offenders: the scorer is being restructured on
-other branches, so they are reported here but expected. The list can only shrink: an entry that
-no longer offends fails the test, so remove it; a new offender fails it too.
 """
 
 from __future__ import annotations
@@ -29,30 +25,6 @@ MAX_LINES = 80
 LONG_MARKER = "Long because:"
 ALLOWED_SHORT = {"_"}
 
-# Known scorer offenders, one "path::qualified name(parameter)" or "path::qualified name [long]"
-# each. To be emptied as the scorer branches merge; never to grow.
-SCORER_PENDING = frozenset({
-    "scorer/ragpulse/scorer/stats.py::wilson_interval(n)",
-    "scorer/ragpulse/scorer/stats.py::cosine(a)",
-    "scorer/ragpulse/scorer/stats.py::cosine(b)",
-    "scorer/ragpulse/scorer/stats.py::clamp01(x)",
-    "scorer/ragpulse/scorer/store/rows.py::rows_from_scores [long]",
-    "scorer/ragpulse/scorer/traces/extract/genai.py::input_messages(a)",
-    "scorer/ragpulse/scorer/traces/extract/genai.py::output_messages(a)",
-    "scorer/ragpulse/scorer/traces/extract/genai.py::system_instructions(a)",
-    "scorer/ragpulse/scorer/traces/extract/genai.py::legacy_prompt(a)",
-    "scorer/ragpulse/scorer/traces/extract/genai.py::legacy_completion(a)",
-    "scorer/ragpulse/scorer/traces/extract/genai.py::is_llm_operation(a)",
-    "scorer/ragpulse/scorer/traces/extract/openinference.py::input_messages(a)",
-    "scorer/ragpulse/scorer/traces/extract/openinference.py::output_messages(a)",
-    "scorer/ragpulse/scorer/traces/extract/openinference.py::legacy_prompts(a)",
-    "scorer/ragpulse/scorer/traces/extract/openinference.py::legacy_prompts_array(a)",
-    "scorer/ragpulse/scorer/traces/extract/openinference.py::legacy_choices(a)",
-    "scorer/ragpulse/scorer/traces/extract/openinference.py::input_question(a)",
-    "scorer/ragpulse/scorer/traces/extract/openllmetry.py::legacy_prompt_messages(a)",
-    "scorer/ragpulse/scorer/traces/extract/openllmetry.py::legacy_completion_messages(a)",
-})
-
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
@@ -61,8 +33,8 @@ def _is_public_name(name: str) -> bool:
 
 
 def offences(source: str, where: str, public_module: bool = True) -> dict[str, str]:
-    """Every breach of the two conventions in one module's ``source``: key (as in
-    :data:`SCORER_PENDING`) -> message."""
+    """Every breach of the two conventions in one module's ``source``: key
+    (``path::function(parameter)`` or ``path::function [long]``) -> message."""
     found: dict[str, str] = {}
 
     def visit(node: ast.AST, scope: list[str], public: bool, in_function: bool) -> None:
@@ -113,15 +85,7 @@ def product_offences() -> dict[str, str]:
 
 
 def test_product_code_keeps_the_conventions(product_offences: dict[str, str]) -> None:
-    new = [msg for key, msg in sorted(product_offences.items()) if key not in SCORER_PENDING]
-    assert not new, "\n".join(new)
-
-
-def test_scorer_pending_only_shrinks(product_offences: dict[str, str]) -> None:
-    """Every listed scorer offender still offends; one that was fixed must leave the list."""
-    assert all(key.startswith("scorer/") for key in SCORER_PENDING)
-    fixed = sorted(SCORER_PENDING - product_offences.keys())
-    assert not fixed, f"fixed, remove from SCORER_PENDING: {fixed}"
+    assert not product_offences, "\n".join(msg for _, msg in sorted(product_offences.items()))
 
 
 def test_the_checker_finds_what_it_should() -> None:

@@ -28,18 +28,19 @@ def average_precision(verdicts: Sequence[int]) -> float:
     return min(1.0, total / (hits + 1e-10)) if hits else 0.0
 
 
-def wilson_interval(successes: float, n: float, level: float = 0.95) -> Interval | None:
-    """Wilson score interval for ``successes`` out of ``n`` Bernoulli verdicts; ``None`` when n = 0.
+def wilson_interval(successes: float, trials: float, level: float = 0.95) -> Interval | None:
+    """Wilson score interval for ``successes`` out of ``trials`` Bernoulli verdicts; ``None`` when
+    ``trials`` is 0.
 
     Two supported statements out of two give [0.34, 1.0]; forty out of forty give [0.91, 1.0].
     """
-    if n <= 0:
+    if trials <= 0:
         return None
     z = _Z95 if level == 0.95 else _z(level)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    p = successes / trials
+    denom = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
     return Interval(low=max(0.0, centre - half), high=min(1.0, centre + half), level=level)
 
 
@@ -49,17 +50,17 @@ def _z(level: float) -> float:
     return NormalDist().inv_cdf(0.5 + level / 2)
 
 
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
+def cosine(left: np.ndarray, right: np.ndarray) -> float:
     """Cosine similarity of two vectors; 0.0 when either is all zero."""
-    na = float(np.linalg.norm(a))
-    nb = float(np.linalg.norm(b))
+    na = float(np.linalg.norm(left))
+    nb = float(np.linalg.norm(right))
     if na == 0.0 or nb == 0.0:
         return 0.0
-    return float(np.dot(a, b) / (na * nb))
+    return float(np.dot(left, right) / (na * nb))
 
 
-def clamp01(x: float) -> float:
+def clamp01(value: float) -> float:
     """Clamp into [0, 1]; NaN becomes 0.0 (a score is never NaN)."""
-    if x != x:  # NaN
+    if value != value:  # NaN
         return 0.0
-    return 0.0 if x < 0.0 else 1.0 if x > 1.0 else float(x)
+    return 0.0 if value < 0.0 else 1.0 if value > 1.0 else float(value)

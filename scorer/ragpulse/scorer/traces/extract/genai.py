@@ -21,33 +21,33 @@ _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "com
 _RETRIEVAL_OPERATIONS = frozenset({"retrieval", "vector_db_retrieve", "retrieve"})
 
 
-def input_messages(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
-    v = a.get("gen_ai.input.messages")
-    return _attr_messages(v, "user") if "gen_ai.input.messages" in a else []
+def input_messages(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    v = attrs.get("gen_ai.input.messages")
+    return _attr_messages(v, "user") if "gen_ai.input.messages" in attrs else []
 
 
-def output_messages(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
-    v = a.get("gen_ai.output.messages")
-    return _attr_messages(v, "assistant") if "gen_ai.output.messages" in a else []
+def output_messages(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    v = attrs.get("gen_ai.output.messages")
+    return _attr_messages(v, "assistant") if "gen_ai.output.messages" in attrs else []
 
 
-def system_instructions(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
-    v = a.get("gen_ai.system_instructions")
-    return _attr_messages(v, "system") if "gen_ai.system_instructions" in a else []
+def system_instructions(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    v = attrs.get("gen_ai.system_instructions")
+    return _attr_messages(v, "system") if "gen_ai.system_instructions" in attrs else []
 
 
-def legacy_prompt(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+def legacy_prompt(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
     """Pre-1.37 ``gen_ai.prompt``: one JSON (or plain) string."""
-    return _attr_messages(a["gen_ai.prompt"], "user") if "gen_ai.prompt" in a else []
+    return _attr_messages(attrs["gen_ai.prompt"], "user") if "gen_ai.prompt" in attrs else []
 
 
-def legacy_completion(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+def legacy_completion(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
     """Pre-1.37 ``gen_ai.completion``: one JSON (or plain) string."""
-    return _attr_messages(a["gen_ai.completion"], "assistant") if "gen_ai.completion" in a else []
+    return _attr_messages(attrs["gen_ai.completion"], "assistant") if "gen_ai.completion" in attrs else []
 
 
-def is_llm_operation(a: Mapping[str, AttrValue]) -> bool:
-    return _str(a.get("gen_ai.operation.name")) in _LLM_OPERATIONS
+def is_llm_operation(attrs: Mapping[str, AttrValue]) -> bool:
+    return _str(attrs.get("gen_ai.operation.name")) in _LLM_OPERATIONS
 
 
 def is_retrieval_operation(span: Span) -> bool:

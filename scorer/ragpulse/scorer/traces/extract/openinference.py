@@ -59,30 +59,30 @@ def _oi_documents(
     return docs
 
 
-def input_messages(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
-    return _oi_messages(a, "llm.input_messages.", "user", fams)
+def input_messages(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    return _oi_messages(attrs, "llm.input_messages.", "user", fams)
 
 
-def output_messages(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
-    return _oi_messages(a, "llm.output_messages.", "assistant", fams)
+def output_messages(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    return _oi_messages(attrs, "llm.output_messages.", "assistant", fams)
 
 
-def legacy_prompts(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+def legacy_prompts(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
     """``llm.prompts.<i>.prompt.text`` (flattened)."""
-    return [("user", t) for d in _indexed(a, "llm.prompts.", fams) if (t := _text(d.get("prompt.text")))]
+    return [("user", t) for d in _indexed(attrs, "llm.prompts.", fams) if (t := _text(d.get("prompt.text")))]
 
 
-def legacy_prompts_array(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+def legacy_prompts_array(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
     """``llm.prompts`` as one string array."""
-    v = a.get("llm.prompts")
+    v = attrs.get("llm.prompts")
     return [("user", t) for t in v if _text(t)] if isinstance(v, tuple) else []  # type: ignore[misc]
 
 
-def legacy_choices(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+def legacy_choices(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
     """``llm.choices.<i>.completion.text`` (flattened)."""
     return [
         ("assistant", t)
-        for d in _indexed(a, "llm.choices.", fams)
+        for d in _indexed(attrs, "llm.choices.", fams)
         if (t := _text(d.get("completion.text")))
     ]
 
@@ -95,12 +95,12 @@ def retrieval_documents(span: Span, fams: Families) -> list[str]:
     return _oi_documents(span.attributes, "retrieval.documents.", fams)
 
 
-def input_question(a: Mapping[str, AttrValue]) -> str | None:
+def input_question(attrs: Mapping[str, AttrValue]) -> str | None:
     """``input.value``: plain text, JSON with a question-like key, or a ``{"messages": [...]}``
     conversation (its last user message)."""
-    question = _json_or_text(a.get("input.value"), _QUESTION_KEYS)
+    question = _json_or_text(attrs.get("input.value"), _QUESTION_KEYS)
     if question is None:
-        question = _last_message(a.get("input.value"), "user")
+        question = _last_message(attrs.get("input.value"), "user")
     return question
 
 

@@ -38,12 +38,12 @@ def _flat_messages(
     return out
 
 
-def legacy_prompt_messages(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
-    return _flat_messages(a, "gen_ai.prompt.", "user", fams)
+def legacy_prompt_messages(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    return _flat_messages(attrs, "gen_ai.prompt.", "user", fams)
 
 
-def legacy_completion_messages(a: Mapping[str, AttrValue], fams: Families) -> list[Message]:
-    return _flat_messages(a, "gen_ai.completion.", "assistant", fams)
+def legacy_completion_messages(attrs: Mapping[str, AttrValue], fams: Families) -> list[Message]:
+    return _flat_messages(attrs, "gen_ai.completion.", "assistant", fams)
 
 
 def is_vector_db_span(span: Span) -> bool:
