@@ -580,7 +580,7 @@ def main() -> None:
 
 def export_revision(rev: str, into: Path) -> str:
     """``git archive`` of ``rev`` unpacked in ``into``; the PYTHONPATH that imports its ragpulse
-    (a namespace package over four source folders) ahead of this checkout's."""
+    (a namespace package over six source folders) ahead of this checkout's."""
     data = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", rev], check=True,
                           capture_output=True).stdout
     into.mkdir(parents=True, exist_ok=True)
@@ -588,7 +588,8 @@ def export_revision(rev: str, into: Path) -> str:
     path.write_bytes(data)
     with tarfile.open(path) as tar:
         tar.extractall(into / "src", filter="data")
-    return os.pathsep.join(str(into / "src" / part) for part in ("collector", "scorer", "dashboards", "deploy"))
+    return os.pathsep.join(str(into / "src" / part)
+                           for part in ("collector", "common", "instrument", "scorer", "dashboards", "deploy"))
 
 
 def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...], load_after: tuple[float, ...],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
@@ -72,6 +73,27 @@ def test_runs_until_sigterm_then_drains(kafka_broker: Any) -> None:
     assert len(records) == 5
 
 
+def _connections_by_process(port: int, pids: list[int]) -> list[int]:
+    """How many established connections to ``port`` each of ``pids`` holds (socket inodes)."""
+    inodes = set()
+    with open("/proc/net/tcp") as f:
+        for line in f:
+            fields = line.split()
+            if fields[1].endswith(f":{port:04X}") and fields[3] == "01":
+                inodes.add(fields[9])
+    counts = []
+    for pid in pids:
+        held = 0
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            held += link.startswith("socket:[") and link[8:-1] in inodes
+        counts.append(held)
+    return counts
+
+
 def test_workers_share_the_ports_and_drain(kafka_broker: Any) -> None:
     http_port, grpc_port = free_port(), free_port()
     proc = subprocess.Popen(
@@ -84,16 +106,40 @@ def test_workers_share_the_ports_and_drain(kafka_broker: Any) -> None:
         assert proc.stdout.readline().startswith("OTLP/HTTP")
         with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
             (child,) = f.read().split()
-        # Wait until the worker listens too: a connection is then served by either process.
+        # Both processes serve one OTLP/HTTP listening socket (the worker inherited it); gRPC
+        # is bound by each (SO_REUSEPORT). Wait until the worker listens for gRPC too.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            with open("/proc/net/tcp") as f:
-                listeners = sum(1 for line in f if f":{http_port:04X} " in line and line.split()[3] == "0A")
-            if listeners == 2:
+            lines = []
+            for table in ("/proc/net/tcp", "/proc/net/tcp6"):  # grpcio listens on a v4-mapped address
+                with open(table) as f:
+                    lines += [line.split() for line in f]
+            http_listeners = sum(1 for x in lines if x[1].endswith(f":{http_port:04X}") and x[3] == "0A")
+            grpc_listeners = sum(1 for x in lines if x[1].endswith(f":{grpc_port:04X}") and x[3] == "0A")
+            if grpc_listeners == 2:
                 break
             time.sleep(0.1)
-        assert listeners == 2
-        for seed in range(8):  # a new connection per request: the kernel spreads them
+        assert (http_listeners, grpc_listeners) == (1, 2)
+        # Four keep-alive clients are spread evenly: two connections each (SO_REUSEPORT's hash
+        # put 3 or 4 on one process in most runs). Until the worker serves, the parent takes all.
+        body = rag_request(2, seed=0).SerializeToString()
+        rounds = 0
+        while True:
+            rounds += 1
+            clients = [http.client.HTTPConnection("127.0.0.1", http_port, timeout=30) for _ in range(4)]
+            for client in clients:
+                client.request("POST", "/v1/traces", body=body, headers={"Content-Type": "application/x-protobuf"})
+                response = client.getresponse()
+                response.read()
+                assert response.status == 200
+            spread = _connections_by_process(http_port, [proc.pid, int(child)])
+            for client in clients:
+                client.close()
+            if spread == [2, 2] or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert spread == [2, 2]
+        for seed in range(8):  # a new connection per request
             req = urllib.request.Request(
                 f"http://127.0.0.1:{http_port}/v1/traces", data=rag_request(2, seed=seed).SerializeToString(),
                 headers={"Content-Type": "application/x-protobuf"},
@@ -108,5 +154,6 @@ def test_workers_share_the_ports_and_drain(kafka_broker: Any) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    records = read_records(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_workers"), 16)
-    assert len(records) == 16
+    expected = 16 + rounds * 4 * 2  # 2 traces a request
+    records = read_records(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_workers"), expected)
+    assert len(records) == expected

@@ -7,6 +7,7 @@ import base64
 import gzip
 import http.client
 import json
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -744,3 +745,37 @@ def test_recovers_after_broker_restart_with_idempotent_producer() -> None:
         broker.shutdown()
         if restarted is not None:
             restarted.shutdown()
+
+
+def test_shared_listener_leaves_a_connection_to_the_process_with_fewer() -> None:
+    import socket as socket_module
+    import time as time_module
+
+    from ragpulse.collector.otlp_http import _ACCEPT_WAIT_S, SharedListener
+
+    listener = socket_module.create_server(("127.0.0.1", 0))
+    try:
+        first = SharedListener.create(listener, 2)
+        # The worker (index 1) is not serving yet: nobody waits for it.
+        t = time_module.monotonic()
+        first.wait_turn(3)
+        assert time_module.monotonic() - t < _ACCEPT_WAIT_S / 2
+        assert first.argument(1) == f"{listener.fileno()},{first.counts_fd},1,2"
+        # What a spawned worker rebuilds from its argument (its own descriptor of the socket).
+        worker = SharedListener.from_argument(f"{os.dup(listener.fileno())},{first.counts_fd},1,2")
+        worker.publish(1)
+        t = time_module.monotonic()
+        first.wait_turn(3)  # the worker holds fewer: the first waits, then takes it anyway
+        assert time_module.monotonic() - t >= _ACCEPT_WAIT_S
+        t = time_module.monotonic()
+        worker.wait_turn(1)  # the fewest (or as few): accepts at once
+        first.wait_turn(1)
+        assert time_module.monotonic() - t < _ACCEPT_WAIT_S / 2
+        worker.close()  # stopped: the first no longer waits for it
+        t = time_module.monotonic()
+        first.wait_turn(5)
+        assert time_module.monotonic() - t < _ACCEPT_WAIT_S / 2
+        assert not listener.getblocking()  # the process that loses the race gets EAGAIN
+        worker.socket.close()
+    finally:
+        listener.close()

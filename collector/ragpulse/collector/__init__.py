@@ -18,12 +18,13 @@ package imports nothing at import time.
 
 from ragpulse.common import lazy_exports
 
-__all__ = ["COUNTERS", "Collector", "CollectorSettings", "available_cores", "build_collector"]
+__all__ = ["COUNTERS", "Collector", "CollectorSettings", "SharedListener", "available_cores", "build_collector"]
 
 __getattr__ = lazy_exports(__name__, {
     "COUNTERS": ".telemetry",
     "Collector": ".service",
     "CollectorSettings": ".config",
+    "SharedListener": ".otlp_http",
     "available_cores": ".config",
     "build_collector": ".service",
 })

@@ -117,8 +117,8 @@ class OtlpSettings(_Frozen):
         None,  # type: ignore[assignment]  # resolved before validation (see _default_workers)
         ge=1,
         le=64,
-        description="Collector processes serving the same ports (SO_REUSEPORT, the kernel spreads "
-        "connections). Python runs one core per process; each worker has its own queue, producer "
+        description="Collector processes serving the same ports (OTLP/HTTP: one listening socket, "
+        "each new connection to the process with the fewest; OTLP/gRPC: SO_REUSEPORT). Python runs one core per process; each worker has its own queue, producer "
         "and recent-RAG-trace memory (a late root span arriving on another connection may land on "
         "a worker that has not seen its trace). Default: one per core this process may use "
         "(CPU affinity and the cgroup's CPU quota, at most 8) when the ports are fixed, else 1.",

@@ -16,9 +16,12 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import mmap
+import os
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -44,7 +47,7 @@ from ragpulse.common import (
     serve_in_thread,
 )
 
-__all__ = ["HttpReceiver", "TooLarge"]
+__all__ = ["HttpReceiver", "SharedListener", "TooLarge"]
 
 log = logging.getLogger(__name__)
 
@@ -55,22 +58,116 @@ JSON = "application/json"
 
 _DRAIN_MAX_BYTES = 8 << 20
 
+# SharedListener: how long a process with more connections leaves a new one to a process with
+# fewer (long against the scheduling delay of a loaded machine, short against a client's connect
+# timeout), how often it looks, and the count a stopped process shows.
+_ACCEPT_WAIT_S = 0.1
+_ACCEPT_POLL_S = 0.001
+_STOPPED = 1 << 30
+
+
+class SharedListener:
+    """One OTLP/HTTP listening socket served by several collector processes (``--workers``),
+    and their live connection counts in shared memory (a memfd of one int32 per process).
+
+    Every process is woken by poll() for a new connection and accepts it without blocking; one
+    holding more connections than another first waits, up to :data:`_ACCEPT_WAIT_S`, for that one
+    to take it (:meth:`wait_turn`), so clients spread evenly over the processes (4 clients on 2
+    workers: 2 and 2). SO_REUSEPORT, used before, hashed each connection to a process at
+    random: 4 clients on 2 workers were split 3/1 or 4/0 in 10 of the 16 equally likely cases,
+    leaving most of a core idle (docs/benchmarks.md). Created by the first process (index 0, :meth:`create`) once its socket
+    listens; each worker gets :meth:`argument` and the :attr:`fds` to inherit, and rebuilds it
+    with :meth:`from_argument`.
+    """
+
+    def __init__(self, sock: socket.socket, counts_fd: int, index: int, processes: int) -> None:
+        self.socket = sock
+        self.counts_fd = counts_fd
+        self.index = index
+        self.processes = processes
+        self._map = mmap.mmap(counts_fd, 4 * processes)
+        self._counts = memoryview(self._map).cast("i")
+
+    @classmethod
+    def create(cls, sock: socket.socket, processes: int) -> SharedListener:
+        fd = os.memfd_create("ragpulse-http-connections", 0)  # not inheritable unless passed
+        os.ftruncate(fd, 4 * processes)
+        sock.setblocking(False)  # the open file is shared: a process that lost the race gets EAGAIN
+        shared = cls(sock, fd, 0, processes)
+        for i in range(1, processes):
+            shared._counts[i] = _STOPPED  # until the worker serves (nobody waits for it)
+        return shared
+
+    @property
+    def fds(self) -> tuple[int, int]:
+        """The descriptors a worker process must inherit (``subprocess.Popen(pass_fds=...)``)."""
+        return self.socket.fileno(), self.counts_fd
+
+    def argument(self, index: int) -> str:
+        """What worker ``index`` (1 ..) passes to :meth:`from_argument`."""
+        return f"{self.socket.fileno()},{self.counts_fd},{index},{self.processes}"
+
+    @classmethod
+    def from_argument(cls, value: str) -> SharedListener:
+        listen_fd, counts_fd, index, processes = (int(v) for v in value.split(","))
+        if not 0 < index < processes:
+            raise ValueError(f"worker index {index} outside 1..{processes - 1}")
+        return cls(socket.socket(fileno=listen_fd), counts_fd, index, processes)
+
+    def publish(self, connections: int) -> None:
+        """This process now holds ``connections`` connections."""
+        self._counts[self.index] = connections
+
+    def wait_turn(self, connections: int) -> None:
+        """Before accepting: wait while another process holds fewer connections (it takes this
+        one), at most _ACCEPT_WAIT_S (a stuck or stopped process does not block the port)."""
+        counts = self._counts
+        counts[self.index] = connections
+        if connections <= min(counts):
+            return
+        deadline = time.monotonic() + _ACCEPT_WAIT_S
+        while connections > min(counts) and time.monotonic() < deadline:
+            time.sleep(_ACCEPT_POLL_S)
+
+    def close(self) -> None:
+        """This process stops accepting: the others no longer wait for it."""
+        self._counts[self.index] = _STOPPED
+
 
 class _Server(GuardedHTTPServer):
-    def __init__(self, address: tuple[str, int], receiver: HttpReceiver) -> None:
+    def __init__(self, address: tuple[str, int], receiver: HttpReceiver,
+                 shared: SharedListener | None = None) -> None:
         self.receiver = receiver
         s = receiver._settings
         limits = ConnectionLimits(
             max_connections=s.max_concurrent_requests, idle_timeout_s=s.idle_timeout_s,
             header_timeout_s=s.header_timeout_s, body_timeout_s=s.body_timeout_s,
             body_min_bytes_per_s=s.body_min_bytes_per_s, retry_after_s=s.retry_after_s)
-        super().__init__(address, _Handler, limits)
+        super().__init__(address, _Handler, limits,
+                         listen_socket=shared.socket if shared is not None else None)
+        if shared is None and s.workers > 1:  # the first process: workers will share its socket
+            shared = SharedListener.create(self.socket, s.workers)
+        self.shared = shared
+        if shared is not None:
+            shared.publish(0)  # serving from now on
 
-    def server_bind(self) -> None:
-        if self.receiver._settings.workers > 1:
-            # Several worker processes listen on one port; the kernel balances connections.
-            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        super().server_bind()
+    def get_request(self) -> tuple[socket.socket, Any]:
+        if self.shared is not None:
+            self.shared.wait_turn(self.connections())
+        # Taken by another process meanwhile: BlockingIOError, which the accept loop ignores.
+        return super().get_request()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        super().process_request(request, client_address)
+        if self.shared is not None:
+            self.shared.publish(self.connections())
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            if self.shared is not None:
+                self.shared.publish(self.connections())
 
     def wrap_connection(self, sock: socket.socket, client_address: Any) -> socket.socket | None:
         tls = self.receiver._tls
@@ -114,7 +211,8 @@ class _Handler(GuardedRequestHandler):
 
 
 class HttpReceiver:
-    """Serves OTLP/HTTP on ``settings.http_host:http_port`` (port 0: a free one).
+    """Serves OTLP/HTTP on ``settings.http_host:http_port`` (port 0: a free one), or, in a
+    worker process, on the listening socket of the process that bound it (``shared``).
 
     ``start()`` binds and returns once the socket listens (raises ``OSError`` if the address is
     taken). ``shutdown()`` is idempotent and safe without ``start()``: it stops accepting, waits
@@ -122,9 +220,11 @@ class HttpReceiver:
     Requests arriving during shutdown get 503.
     """
 
-    def __init__(self, settings: OtlpSettings, ingest: Ingest) -> None:
+    def __init__(self, settings: OtlpSettings, ingest: Ingest, *,
+                 shared: SharedListener | None = None) -> None:
         self._settings = settings
         self._ingest = ingest
+        self._shared = shared
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Condition()
@@ -153,6 +253,12 @@ class HttpReceiver:
         return int(self._server.server_address[1])
 
     @property
+    def shared(self) -> SharedListener | None:
+        """The listening socket worker processes serve too (``workers > 1``), once started."""
+        assert self._server is not None, "not started"
+        return self._server.shared
+
+    @property
     def endpoint(self) -> str:
         """``http(s)://host:port/v1/traces`` to point an OTLP/HTTP exporter at."""
         scheme = "https" if self._tls is not None else "http"
@@ -163,7 +269,8 @@ class HttpReceiver:
         on a daemon thread, one thread per connection. Returns at once."""
         if self._server is not None or self._closing:
             raise RuntimeError("HTTP receiver already started or shut down")
-        self._server = _Server((self._settings.http_host, self._settings.http_port), self)
+        self._server = _Server((self._settings.http_host, self._settings.http_port), self,
+                               self._shared)
         self._thread = serve_in_thread(self._server, "otlp-http", poll_interval_s=0.5)
 
     def shutdown(self, drain_timeout_s: float = 10.0) -> None:
@@ -177,6 +284,8 @@ class HttpReceiver:
         if server is None:
             return
         server.stop_accepting()
+        if server.shared is not None:
+            server.shared.close()
         server.shutdown()  # stop the accept loop (blocks up to poll_interval)
         server.server_close()
         with self._lock:

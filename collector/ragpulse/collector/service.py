@@ -15,7 +15,7 @@ from ragpulse.collector.config import CollectorSettings
 from ragpulse.collector.exporter import KafkaExporter, TraceExporter
 from ragpulse.collector.ingest import Ingest
 from ragpulse.collector.otlp_grpc import GrpcReceiver
-from ragpulse.collector.otlp_http import HttpReceiver
+from ragpulse.collector.otlp_http import HttpReceiver, SharedListener
 
 __all__ = ["Collector", "build_collector"]
 
@@ -33,12 +33,14 @@ class Collector:
     within about ``drain_timeout_s``. ``stats()`` is a thread-safe snapshot of all counters.
     """
 
-    def __init__(self, settings: CollectorSettings, exporter: TraceExporter) -> None:
+    def __init__(self, settings: CollectorSettings, exporter: TraceExporter, *,
+                 http_shared: SharedListener | None = None) -> None:
         self.settings = settings
         self._exporter = exporter
         self._ingest = Ingest(settings.filter, exporter)
         otlp = settings.otlp
-        self._http = HttpReceiver(otlp, self._ingest) if otlp.http_enabled else None
+        self._http = (HttpReceiver(otlp, self._ingest, shared=http_shared)
+                      if otlp.http_enabled else None)
         self._grpc = GrpcReceiver(otlp, self._ingest) if otlp.grpc_enabled else None
         self._lock = threading.Lock()
         self._state = "new"
@@ -47,6 +49,12 @@ class Collector:
     def http_endpoint(self) -> str | None:
         """``http://host:port/v1/traces`` once started, ``None`` when HTTP is disabled."""
         return self._http.endpoint if self._http is not None and self._state == "running" else None
+
+    @property
+    def http_shared(self) -> SharedListener | None:
+        """The OTLP/HTTP listening socket worker processes serve too, once started with
+        ``workers > 1`` (``build_collector(http_shared=...)`` in each worker); else ``None``."""
+        return self._http.shared if self._http is not None and self._state == "running" else None
 
     @property
     def grpc_endpoint(self) -> str | None:
@@ -116,8 +124,12 @@ class Collector:
         self.shutdown()
 
 
-def build_collector(settings: CollectorSettings | None = None, *, exporter: TraceExporter | None = None) -> Collector:
+def build_collector(settings: CollectorSettings | None = None, *, exporter: TraceExporter | None = None,
+                    http_shared: SharedListener | None = None) -> Collector:
     """The collector for ``settings`` (default: from ``RAGPULSE_*``), exporting to Kafka unless
-    another :class:`~ragpulse.collector.exporter.TraceExporter` is given. Does not start it."""
+    another :class:`~ragpulse.collector.exporter.TraceExporter` is given; a worker process
+    serves OTLP/HTTP on ``http_shared``, the first process's listening socket. Does not start
+    it."""
     settings = settings or CollectorSettings()
-    return Collector(settings, exporter if exporter is not None else KafkaExporter(settings))
+    return Collector(settings, exporter if exporter is not None else KafkaExporter(settings),
+                     http_shared=http_shared)

@@ -152,14 +152,21 @@ class GuardedHTTPServer(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 limits: ConnectionLimits) -> None:
+                 limits: ConnectionLimits, *, listen_socket: socket.socket | None = None) -> None:
+        """Binds and listens on ``address``, or serves ``listen_socket`` (already bound and
+        listening, e.g. inherited from another process; ``address`` is then ignored)."""
         self.limits = limits
         self._conns: dict[socket.socket, _Connection] = {}
         self._conn_lock = threading.Lock()
         self._accepting = True
         self.guard_stats = {"connections_refused": 0, "connections_evicted": 0,
                             "requests_timed_out": 0}
-        super().__init__(address, handler)
+        super().__init__(address, handler, bind_and_activate=listen_socket is None)
+        if listen_socket is not None:
+            self.socket.close()
+            self.socket = listen_socket
+            self.server_address = listen_socket.getsockname()
+            self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
 
     # -- accounting ------------------------------------------------------------------------
 

@@ -43,9 +43,10 @@ def collector(
     partitions: Annotated[int | None, typer.Option("--partitions", min=1, help="Partitions if the topic is created.")] = None,
     queue_max_spans: Annotated[int | None, typer.Option("--queue-max-spans", min=1, help="Spans in flight before 429.")] = None,
     confirm: Annotated[str | None, typer.Option("--confirm", help="Answer after 'enqueue' (default) or Kafka 'ack'.")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, max=64, help="Processes sharing the ports (SO_REUSEPORT); needs fixed ports. Default: one per usable core (at most 8) with fixed ports, else 1.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, max=64, help="Processes sharing the ports (one HTTP listening socket, gRPC with SO_REUSEPORT); needs fixed ports. Default: one per usable core (at most 8) with fixed ports, else 1.")] = None,
     status_interval_s: Annotated[float, typer.Option("--status-interval", min=0, help="Seconds between status lines; 0: none.")] = 10.0,
     worker: Annotated[bool, typer.Option("--worker", hidden=True, help="Internal: run as a spawned worker.")] = False,
+    http_shared: Annotated[str | None, typer.Option("--http-shared", hidden=True, help="Internal: a spawned worker's inherited OTLP/HTTP listening socket.")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
     health_port: Annotated[int | None, typer.Option("--health-port", min=0, max=65535, help="Serve /healthz /readyz /metrics on this port. Env: RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT.")] = None,
 ) -> None:
@@ -58,7 +59,7 @@ def collector(
     settings = _settings(kafka=kafka, topic=topic, http=http, grpc=grpc, no_grpc=no_grpc,
                          no_http=no_http, pass_all=pass_all, partitions=partitions,
                          queue_max_spans=queue_max_spans, confirm=confirm, workers=workers)
-    service = _start(settings)
+    service = _start(settings, http_shared)
     if worker:
         # A spawned worker: serve until the parent's SIGTERM (or its death, see _Workers),
         # reporting its counters to the parent on stdout.
@@ -107,11 +108,13 @@ def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: s
         raise typer.Exit(2) from None
 
 
-def _start(settings: Any) -> Any:
-    """A started collector; exits with status 1 (and a hint when Kafka is unreachable)."""
-    from ragpulse.collector import build_collector
+def _start(settings: Any, http_shared: str | None = None) -> Any:
+    """A started collector (a worker: serving the parent's OTLP/HTTP listening socket,
+    ``--http-shared``); exits with status 1 (and a hint when Kafka is unreachable)."""
+    from ragpulse.collector import SharedListener, build_collector
 
-    service = build_collector(settings)
+    shared = SharedListener.from_argument(http_shared) if http_shared is not None else None
+    service = build_collector(settings, http_shared=shared)
     try:
         service.start()
     except Exception as exc:
@@ -127,7 +130,7 @@ def _start(settings: Any) -> Any:
 def _serve(service: Any, settings: Any, health_port: int | None, status_interval_s: float) -> None:
     """The parent process: spawn the extra workers, serve /healthz /readyz /metrics with every
     worker's counters summed in, print status lines until SIGINT/SIGTERM, then drain all."""
-    workers_group = _Workers(settings.otlp.workers - 1, service.stats)
+    workers_group = _Workers(settings.otlp.workers - 1, service.stats, service.http_shared)
     # Spawned workers share the ports, not the health endpoint: this process serves it, with
     # every worker's counters summed in.
     from ragpulse.deploy.health import kafka_probe, start_observability
@@ -193,14 +196,17 @@ class _Workers:
     """The extra worker processes of ``ragpulse collector --workers N`` and their counters.
 
     ``stats()`` (thread-safe) is this process's ``own_stats()`` plus each worker's latest
-    report: counters and most gauges summed, ``kafka_unavailable`` the maximum. Workers bind the
-    same ports with SO_REUSEPORT, and each asks the kernel to SIGTERM it when this process dies
-    (PR_SET_PDEATHSIG), so a killed parent leaves no orphan holding the ports.
+    report: counters and most gauges summed, ``kafka_unavailable`` the maximum. Workers inherit
+    this process's OTLP/HTTP listening socket (``http_shared``: the process with the fewest
+    connections accepts the next one) and bind the gRPC port with SO_REUSEPORT; each asks the kernel
+    to SIGTERM it when this process dies (PR_SET_PDEATHSIG), so a killed parent leaves no
+    orphan holding the ports.
     """
 
-    def __init__(self, count: int, own_stats: Any) -> None:
+    def __init__(self, count: int, own_stats: Any, http_shared: Any = None) -> None:
         self.count = max(0, count)
         self._own_stats = own_stats
+        self._http_shared = http_shared  # a ragpulse.collector.SharedListener, or None
         self._procs: list[subprocess.Popen[bytes]] = []
         self._latest: list[dict[str, Any]] = [{} for _ in range(self.count)]
         self._readers: list[threading.Thread] = []
@@ -220,9 +226,12 @@ class _Workers:
 
         cmd = [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", *args,
                "--worker"]
+        shared = self._http_shared
         for i in range(self.count):
-            proc = subprocess.Popen(cmd, env=dict(os.environ), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, preexec_fn=_die_with_parent)
+            extra = ["--http-shared", shared.argument(i + 1)] if shared is not None else []
+            proc = subprocess.Popen([*cmd, *extra], env=dict(os.environ), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, preexec_fn=_die_with_parent,
+                                    pass_fds=shared.fds if shared is not None else ())
             self._procs.append(proc)
             reader = threading.Thread(target=self._read, args=(i, proc), daemon=True,
                                       name=f"collector-worker-{i + 1}-stats")
