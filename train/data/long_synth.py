@@ -138,8 +138,8 @@ def generate(items: list[dict], lang: str, source: str, seed: int = 0, per_passa
         sn = qa_synth.swap_number(t, rng)
         if sn and sn != t and sn not in psg:
             neg.append(("long-swap-number", sn))
-        t = rng.choice([x for x in sents if not NEGATION[lang].search(x)] or sents)
-        n = negate(t, lang)
+        plain = [x for x in sents if not NEGATION[lang].search(x)]  # no "not not equal"
+        n = negate(rng.choice(plain), lang) if plain else None
         if n and n not in psg:
             neg.append(("long-negation", n))
         if any(k == "long-fuse" for k, _ in pos):
