@@ -7,7 +7,7 @@
 Sets (``--data``: the shared labeled sets; ``--dev``: the hand-written RAG-shaped dev set):
 ``dev`` (AUROC, faithful mean, per language), ``jnli`` (JGLUE JNLI valid: entailment vs
 contradiction, vs neutral), ``qags_cnndm``, ``halueval`` (with AUROC inside answer-length
-quartiles and on length-matched pairs), ``faithbench``.
+quartiles and over every pair of a right and a hallucinated answer of equal length), ``faithbench``.
 """
 
 from __future__ import annotations
@@ -52,18 +52,18 @@ def lang_of(row: dict[str, Any]) -> str:
 
 
 def length_matched(v: list[float], y: list[int], lens: list[int]) -> tuple[float, int]:
-    """AUROC on right/hallucinated answers paired greedily by equal length (words)."""
-    pos = sorted((n, s) for s, lab, n in zip(v, y, lens, strict=True) if lab == 1)
-    neg = sorted((n, s) for s, lab, n in zip(v, y, lens, strict=True) if lab == 0)
-    by_len: dict[int, list[float]] = {}
-    for n, s in neg:
-        by_len.setdefault(n, []).append(s)
-    ps, ns = [], []
-    for n, s in pos:
-        if by_len.get(n):
-            ps.append(s)
-            ns.append(by_len[n].pop())
-    return auroc(ps + ns, [1] * len(ps) + [0] * len(ns)) if ps else float("nan"), len(ps)
+    """AUROC over every (right, hallucinated) pair of answers of equal length (words), and the
+    number of such pairs: length cannot separate any pair counted, and every answer whose length
+    the other class also has takes part (no selection by score)."""
+    s, lab, n = np.asarray(v, dtype=float), np.asarray(y), np.asarray(lens)
+    wins, pairs = 0.0, 0
+    for k in np.unique(n):
+        p, q = s[(n == k) & (lab == 1)], s[(n == k) & (lab == 0)]
+        if len(p) and len(q):
+            d = p[:, None] - q[None, :]
+            wins += float((d > 0).sum() + 0.5 * (d == 0).sum())
+            pairs += len(p) * len(q)
+    return (wins / pairs if pairs else float("nan")), pairs
 
 
 def stats(v: list[float], y: list[int]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from train.data import build, qa_synth, templates
+from train.data import build, long_synth, qa_synth, templates
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = REPO / "bench" / "data" / "faithfulness_rag_handwritten.jsonl"
@@ -66,3 +66,81 @@ def test_handwritten_dev_set_shape():
     assert "No. The Basic plan only includes email support; phone support comes with the Business plan." in answers
     assert "未使用であれば、商品到着後14日以内に返品できます。" in answers
     assert "会员卡从开卡那天起有效期为两年，到期前一个月可以在网上续期。" in answers
+
+
+def test_yes_no_particles_do_not_decide_the_label():
+    # v1 had "No." + statement only as a positive: the model learnt "No, <anything>" = supported
+    for lang, no in (("en", "No. "), ("ja", "いいえ。"), ("zh", "不是。")):
+        rows = list(templates.build(lang, 3000, seed=2))
+        assert {r["label"] for r in rows if r["hypothesis"].startswith(no)} == {0, 1}
+        plain = [r for r in rows if r["kind"] == "neg-plain"]
+        assert plain and all(r["label"] == 1 and not r["hypothesis"].startswith(no) for r in plain)
+
+
+def test_no_negative_statement_positives_for_threshold_values():
+    # "Unused books cannot be returned within 15 days" is not supported by a 14-day window
+    rows = list(templates.build("en", 3000, seed=3))
+    neg_pos = [r["hypothesis"] for r in rows if r["kind"] in ("no-neg", "neg-plain")]
+    assert neg_pos
+    assert not [h for h in neg_pos if "returned" in h or "users" in h or "paid leave" in h]
+    assert {"returns", "seats", "leave"} == set(templates.THRESHOLD_FRAMES)
+
+
+def _items():
+    ctx = ("The Halden Robotics plant opened in Boston in 1987. It employs 420 people. "
+           "The plant does not build cars. Its main product is a welding arm called the K7. "
+           "A second line was added in Denver in 1999. The company is run by Mara Quill. "
+           "Exports go mainly to Canada and Mexico. Sales reached 80 million dollars in 2020. "
+           "The founder, Ivo Halden, was born in Lyon. He trained as an engineer in Munich. "
+           "Before founding the company he worked for a shipyard for eleven years. "
+           "The first welding arm was sold to a bridge builder in the north of the country. "
+           "Today the plant runs three shifts and trains apprentices from the local college. ")
+    qas = [{"q": "Where did the plant open?", "a": "Boston"}, {"q": "Where was the second line added?", "a": "Denver"},
+           {"q": "When did the plant open?", "a": "1987"}, {"q": "When was the second line added?", "a": "1999"},
+           {"q": "Who runs the company?", "a": "Mara Quill"}, {"q": "Where was the founder born?", "a": "Lyon"}]
+    for q in qas:
+        q["start"] = ctx.find(q["a"])
+    return [{"article": "a:0", "para": "a:0:0", "context": ctx, "qas": qas}]
+
+
+def test_long_premise_pairs_point_at_one_sentence_of_a_long_passage():
+    rows = []
+    for seed in range(40):
+        rows += list(long_synth.generate(_items(), "en", "long_test", seed=seed, per_passage=4))
+    kinds = Counter((r["kind"], r["label"]) for r in rows)
+    assert kinds[("long-copy", 1)] and kinds[("long-swap", 0)] and kinds[("long-restate", 1)]
+    assert Counter(r["label"] for r in rows)[0] == Counter(r["label"] for r in rows)[1]
+    for r in rows:
+        assert len(r["premise"]) >= 0.7 * long_synth.BUDGET["en"][0]
+        if r["kind"] == "long-copy":
+            assert r["hypothesis"] in r["premise"]
+        if r["label"] == 0:
+            assert r["hypothesis"] not in r["premise"]
+        if r["kind"] == "long-swap":  # the wrong value is one the passage names elsewhere
+            assert any(a in r["hypothesis"] for a in ("Boston", "Denver", "1987", "1999", "Lyon"))
+    assert long_synth.negate("東京は首都です。", "ja") == "東京は首都ではありません。"
+    assert long_synth.negate("彼は東京に行っなかった。", "ja") is None
+
+
+def test_packed_premises_keep_the_pair_and_add_unrelated_premises():
+    pairs = [("A man rides a red bicycle.", "A person is cycling.", "entailment"),
+             ("A man rides a red bicycle.", "A woman sleeps.", "contradiction")]
+    pairs += [(f"Two children build sandcastle number {i} near water.", "x", "neutral") for i in range(60)]
+    pairs += [(f"A chef slices onions for dish {i} in a kitchen.", "y", "neutral") for i in range(60)]
+    rows = [r for r in long_synth.pack(pairs, "en", "pack_test", 122) if r["hypothesis"] in
+            ("A person is cycling.", "A woman sleeps.")]
+    assert {(r["hypothesis"], r["label"]) for r in rows} == {("A person is cycling.", 1), ("A woman sleeps.", 0)}
+    for r in rows:
+        assert "A man rides a red bicycle." in r["premise"] and len(r["premise"]) >= 0.7 * long_synth.BUDGET["en"][0]
+
+
+def test_rows_overlapping_the_shared_evaluation_sets_are_caught(tmp_path):
+    (tmp_path / "faithfulness_halueval.jsonl").write_text(json.dumps(
+        {"contexts": ["Arthur's Magazine (1844-1846) was an American literary periodical."],
+         "answer": "Arthur's Magazine"}) + "\n")
+    ev = build.eval_shingles(tmp_path)
+    assert build.touches_eval({"premise": "It says Arthur's Magazine (1844-1846) was an American literary "
+                                          "periodical, they say.", "hypothesis": "x"}, ev)
+    assert not build.touches_eval({"premise": "The museum opens at 9:00 a.m. on weekdays.",
+                                   "hypothesis": "x"}, ev)
+    assert not build.touches_eval({"premise": "anything", "hypothesis": "x"}, build.eval_shingles(tmp_path / "none"))

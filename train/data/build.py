@@ -12,16 +12,24 @@ import argparse
 import gzip
 import hashlib
 import json
+import os
 import random
 from collections import Counter
 from pathlib import Path
 
-from . import nli, qa_synth, templates
+import numpy as np
+
+from . import long_synth, nli, qa_synth, templates
 
 # per-source caps (None = all); chosen so EN/JA/ZH end up of similar size as far as data allows
 CAPS = {"janli_train": 8000, "jsts_train": None, "jnli_test": None, "snli_dev_test": None}
 DROPPED_DEV = 0
 TEMPLATE_ROWS = {"en": 16000, "ja": 10000, "zh": 22000}
+# data v2: packed-premise NLI pairs per language (long_synth.build_packed)
+PACKED_ROWS = {"en": 8000, "ja": 3000}
+DROPPED_EVAL = 0
+EVAL_FILES = ("faithfulness_qags_cnndm.jsonl", "faithfulness_halueval.jsonl",
+              "faithfulness_faithbench.jsonl", "jnli_ja_valid.jsonl")
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,6 +54,47 @@ def touches_dev(r: dict, dev: set[str]) -> bool:
     for t in (r["premise"], r["hypothesis"]):
         hits = [t[i: i + SHINGLE] in dev for i in range(0, len(t) - SHINGLE + 1, 4)]
         if any(a and b for a, b in zip(hits, hits[1:])):
+            return True
+    return False
+
+
+def eval_shingles(data: Path | None = None) -> np.ndarray:
+    """Hashes of every 20-character substring of the shared evaluation sets (QAGS, HaluEval,
+    FaithBench, JNLI valid in ``data``, default ../shared/data), sorted; empty when the folder is
+    not there. A training row sharing 27+ characters with one of them is dropped, as for the dev
+    set: Wikipedia and news text can reach a training source by another route."""
+    data = data or Path(os.environ.get("RAGPULSE_EVAL_DATA", REPO.parent / "shared" / "data"))
+    hs: list[int] = []
+    for name in EVAL_FILES:
+        path = data / name
+        if not path.is_file():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            texts = [r.get("sentence1", ""), r.get("sentence2", ""), *r.get("contexts", []),
+                     r.get("answer", "")]
+            for t in dict.fromkeys(texts):
+                hs.extend(_h(t[i: i + SHINGLE]) for i in range(len(t) - SHINGLE + 1))
+    return np.unique(np.asarray(hs, dtype=np.uint64))
+
+
+def _h(s: str) -> int:
+    return int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little")
+
+
+def touches_eval(r: dict, ev: np.ndarray) -> bool:
+    if not len(ev):
+        return False
+    for t in (r["premise"], r["hypothesis"]):
+        keys = np.asarray([_h(t[i: i + SHINGLE]) for i in range(0, len(t) - SHINGLE + 1, 4)],
+                          dtype=np.uint64)
+        if len(keys) < 2:
+            continue
+        pos = np.searchsorted(ev, keys).clip(0, len(ev) - 1)
+        hits = ev[pos] == keys
+        if (hits[1:] & hits[:-1]).any():
             return True
     return False
 
@@ -75,15 +124,25 @@ def collect(seed: int, exclude: frozenset[str] = frozenset()) -> list[dict]:
     if "templates" not in exclude:
         for lang, n in TEMPLATE_ROWS.items():
             rows += list(templates.build(lang, n, seed))
+    for lang in ("ja", "zh", "en"):
+        if f"long_{lang}" not in exclude:
+            rows += list(long_synth.build_qa(lang, seed))
+    for lang, n in PACKED_ROWS.items():
+        if f"pack_{lang}" not in exclude:
+            rows += list(long_synth.build_packed(lang, n, seed))
     out, seen = [], set()
     dev = dev_shingles()
-    global DROPPED_DEV
+    ev = eval_shingles()
+    global DROPPED_DEV, DROPPED_EVAL
     for r in rows:
         r = _clean(r)
         if r is None:
             continue
         if touches_dev(r, dev):
             DROPPED_DEV += 1
+            continue
+        if touches_eval(r, ev):
+            DROPPED_EVAL += 1
             continue
         key = (r["premise"], r["hypothesis"])
         if key in seen:
@@ -111,7 +170,8 @@ def _is_valid(premise: str, share: float) -> bool:
 
 
 def stats(rows: list[dict]) -> str:
-    lines = [f"rows: {len(rows)} (dropped for sharing 27+ characters with a hand-written dev set: {DROPPED_DEV})", ""]
+    lines = [f"rows: {len(rows)} (dropped for sharing 27+ characters with a hand-written dev set: {DROPPED_DEV}, "
+             f"with a shared evaluation set: {DROPPED_EVAL})", ""]
     by = Counter((r["source"], r["lang"], r["label"]) for r in rows)
     srcs = sorted({(s, lg) for s, lg, _ in by})
     lines.append(f"{'source':24} {'lang':4} {'label=1':>8} {'label=0':>8} {'total':>8}")
@@ -135,7 +195,8 @@ def main() -> None:
     ap.add_argument("--valid-share", type=float, default=0.02)
     ap.add_argument("--name", default="train", help="file stem for the training file (train, train2, ...)")
     ap.add_argument("--exclude", nargs="*", default=[],
-                    help=f"builders to leave out: {', '.join(nli.BUILDERS)}, qa_ja, qa_zh, qa_en, templates")
+                    help=f"builders to leave out: {', '.join(nli.BUILDERS)}, qa_ja, qa_zh, qa_en, templates, "
+                         "long_ja, long_zh, long_en, pack_en, pack_ja")
     a = ap.parse_args()
     rows = collect(a.seed, frozenset(a.exclude))
     train = [r for r in rows if not _is_valid(r["premise"], a.valid_share)]

@@ -20,6 +20,9 @@ Negatives (label 0), mostly right with one wrong part:
   fuse-wrong       a right restatement joined with a wrong one
   addition         restatement plus an unsupported clause taken from another article
   overgeneralize   restatement with "always / すべての / 所有" inserted
+Data v2 (the "Yes."/"No." particle no longer decides the label): ``neg-plain`` (1) is ``no-neg``
+without the particle; ``no-wrong`` (0) "No." + the negated true statement; ``yes-wrong`` (0)
+"Yes." + a swapped answer.
 """
 
 from __future__ import annotations
@@ -344,8 +347,9 @@ def generate(items: list[dict], lang: str, source: str, seed: int = 0, per_q: in
                 if oa:
                     wrong = stmt.replace(a, oa[1], 1)
                     n = negate(wrong, lang)
-                    if n:
-                        pos.append(("no-neg", rng.choice(NO[lang]) + n))
+                    if n:  # v2: half without the particle, so "No." alone does not mean supported
+                        pos.append(("no-neg", rng.choice(NO[lang]) + n) if rng.random() < 0.5
+                                   else ("neg-plain", n))
             # ---- negatives
             neg = []
             inpass = [o["a"] for o in it["qas"] if o["a"] != a and o["a"] not in a and a not in o["a"]
@@ -366,6 +370,10 @@ def generate(items: list[dict], lang: str, source: str, seed: int = 0, per_q: in
             n = negate(stmt, lang)
             if n:
                 neg.append(("negation", n, prem))
+                if rng.random() < 0.5:  # v2: a particle before a false statement
+                    neg.append(("no-wrong", rng.choice(NO[lang]) + n, prem))
+            if oa and rng.random() < 0.5:
+                neg.append(("yes-wrong", rng.choice(YES[lang]) + stmt.replace(a, oa[1], 1), prem))
             if len(pos) > 1 and pos[1][0] == "fuse" and oa:
                 fp = pos[1][2]
                 bad = rng.choice(["first", "second"])

@@ -6,6 +6,12 @@ answer wordings, so a faithful answer never repeats the context's sentence. The 
 target fact and the same fact about 1-3 other entities (distractors), sometimes split into two
 passages; answers are what an LLM writes: reworded, fused, "Yes."/"No." plus a restatement, terse.
 Unfaithful answers are mostly right with one wrong part.
+
+Data v2: a "Yes."/"No." particle no longer decides the label (v1 had "No." + statement only as a
+positive, so the shipped model scored "No, <anything>" near 1 and the statement alone near 0):
+``neg-plain`` is the negative statement without the particle (label 1), ``no-wrong`` "No." + a
+false statement (label 0); and ``no-neg`` is made only for frames with exact values
+(``THRESHOLD_FRAMES``).
 """
 
 from __future__ import annotations
@@ -181,6 +187,10 @@ FEATURE_ANS = {"en": ("{v} comes with the {e} plan.", "The {e} plan does not inc
                "zh": ("{e}可以使用{v}。", "{e}里没有{v}。")}
 FEATURE_Q = {"en": "Does the {e} plan include {v}?", "ja": "{e}プランで{v}は使えますか？", "zh": "{e}有{v}吗？"}
 
+# frames whose value is a limit ("within 14 days", "up to 10 users", "15 days of leave"), where
+# "not <another value>" can be false or unclear: no negative-statement positives for them
+THRESHOLD_FRAMES = frozenset({"returns", "seats", "leave"})
+
 YES = {"en": "Yes. ", "ja": "はい。", "zh": "是的。"}
 NO = {"en": "No. ", "ja": "いいえ。", "zh": "不是。"}
 AND = {"en": " ", "ja": "", "zh": ""}
@@ -229,11 +239,16 @@ def _sample(lang: str, rng: random.Random) -> Iterator[tuple[str, str, str, int]
     q = fr["q"][lang].format(e=e1)
     pos = [("reword", a(e1, v1)), ("reword", a(e1, v1)), ("fuse", _fuse(a(e1, v1), a(e2, v2), lang)),
            ("yes", YES[lang] + a(e1, v1)), ("terse", f"{q} {v1}"),
-           ("no-neg", NO[lang] + neg(e1, v2 if rng.random() < 0.5 else spare)),
            ("restate", (f"{q} " if rng.random() < 0.5 else "") + a(e1, v1))]
+    if name not in THRESHOLD_FRAMES:
+        # "X is not <another value>" is true only where the value is exact: "cannot be returned
+        # within 15 days" is false when the window is 14 days (a threshold, not an exact value)
+        wrong = v2 if rng.random() < 0.5 else spare
+        pos += [("no-neg", NO[lang] + neg(e1, wrong)), ("neg-plain", neg(e1, wrong))]
     negs = [("swap-distractor", a(e1, v2)), ("swap-value", a(e1, spare)), ("negation", neg(e1, v1)),
             ("attribution", a(e2, v1)), ("fuse-wrong", _fuse(a(e1, v1), a(e2, v1 if rng.random() < 0.5 else spare), lang)),
             ("terse-wrong", f"{q} {v2}"), ("yes-wrong", YES[lang] + a(e1, v2)),
+            ("no-wrong", NO[lang] + (neg(e1, v1) if rng.random() < 0.5 else a(e1, v2))),
             ("overgeneralize", fr["gen"][lang].format(e=e1, v=v1)),
             ("addition", _addition(lang, e1, v1, a, name, rng))]
     for kind, h in rng.sample(pos, 2):
@@ -263,6 +278,7 @@ def _feature_sample(lang: str, rng: random.Random) -> Iterator[tuple[str, str, s
     premise = sep.join(sents)
     q1 = FEATURE_Q[lang].format(e=plans[0], v=feats[1])
     pos = [("no-answer", NO[lang] + no_a.format(e=plans[0], v=feats[1])),
+           ("neg-plain", up(no_a.format(e=plans[0], v=feats[1]))),
            ("fuse", _fuse(NO[lang] + no_a.format(e=plans[0], v=feats[1]), up(yes_a.format(e=plans[1], v=feats[1])), lang)),
            ("yes", YES[lang] + up(yes_a.format(e=plans[0], v=feats[0]))),
            ("terse", f"{q1} " + NO[lang].strip())]
@@ -270,7 +286,8 @@ def _feature_sample(lang: str, rng: random.Random) -> Iterator[tuple[str, str, s
             ("attribution", up(yes_a.format(e=plans[1], v=feats[0]))),
             ("negation", no_a.format(e=plans[0], v=feats[0])),
             ("addition", _fuse(up(yes_a.format(e=plans[0], v=feats[0])), yes_a.format(e=plans[0], v=feats[2]), lang)),
-            ("terse-wrong", f"{q1} " + YES[lang].strip())]
+            ("terse-wrong", f"{q1} " + YES[lang].strip()),
+            ("no-wrong", NO[lang] + no_a.format(e=plans[0], v=feats[0]))]
     for kind, h in rng.sample(pos, 2):
         yield kind, premise, h, 1
     for kind, h in rng.sample(negs, 2):

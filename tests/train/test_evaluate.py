@@ -1,0 +1,21 @@
+"""train.evaluate's HaluEval length control (pure: no model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from train.evaluate import length_matched
+
+
+def test_length_matched_counts_every_equal_length_pair_without_choosing_by_score():
+    # length 1: 3 right answers (0.9, 0.8, 0.1), 1 hallucinated (0.5); length 5: 1 right (0.7),
+    # 2 hallucinated (0.2, 0.95). An earlier version kept, per length, the lowest-scored right
+    # and the highest-scored hallucinated answers (0.1 vs 0.5 and 0.7 vs 0.95: AUROC 0.25).
+    v = [0.9, 0.8, 0.1, 0.5, 0.7, 0.2, 0.95, 0.3]
+    y = [1, 1, 1, 0, 1, 0, 0, 1]
+    lens = [1, 1, 1, 1, 5, 5, 5, 9]  # length 9 has no hallucinated answer: not counted
+    a, pairs = length_matched(v, y, lens)
+    assert pairs == 3 * 1 + 1 * 2
+    assert a == pytest.approx((2 + 1) / 5)  # wins: 0.9>0.5, 0.8>0.5, 0.7>0.2
+    assert length_matched([0.5, 0.5], [1, 0], [2, 2]) == (0.5, 1)
+    assert length_matched([0.5, 0.5], [1, 0], [2, 3])[1] == 0
