@@ -9,11 +9,11 @@ scored on the other and on every shared set (QAGS-CNNDM, HaluEval, FaithBench), 
 saw. QAGS's XSum half is not among the shared sets and is used for nothing here.
 
 Alert level (the absolute "Faithfulness below X" rule): the rule compares a window's mean of
-``n`` scores (``faithfulness_min_samples``, 20 by default) with X. The level is the 1st
-percentile of that mean when the whole window is faithful answers, drawn from the judge's
-faithful hand-written RAG dev answers (the traffic the judge is meant for), rounded down to 0.05:
-so at most 1 % of windows of wholly faithful traffic fire. Beside it the share of windows that
-still fire when a given share of the traffic is unfaithful.
+``n`` scores (``faithfulness_min_samples``, 20 by default) with X. Per set, the 1st percentile
+of that mean when the whole window is faithful answers (drawn from the set's faithful answers);
+X is the lowest of these over the five sets, rounded down to 0.05: on none of them do more than
+1 % of windows of wholly faithful traffic fire. Beside it the share of windows that still fire
+when a given share of the traffic is unfaithful.
 """
 
 from __future__ import annotations
@@ -72,27 +72,27 @@ def fit_isotonic(p: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return kx, np.asarray(vals)
 
 
-def fit_platt(p: np.ndarray, y: np.ndarray, iters: int = 100, ridge: float = 1.0
-              ) -> tuple[float, float]:
-    """``sigmoid(a * logit(p) + b)`` by Newton's method on the log loss, with an L2 penalty
-    ``ridge`` on ``a - 1`` and ``b`` (a separable split would send them to infinity)."""
-    z = np.log(np.clip(p, 1e-4, 1 - 1e-4) / (1 - np.clip(p, 1e-4, 1 - 1e-4)))
-    x = np.stack([z, np.ones_like(z)], 1)
-    w = np.array([1.0, 0.0])
-    for _ in range(iters):
-        q = 1 / (1 + np.exp(-x @ w))
-        g = x.T @ (q - y) + ridge * (w - np.array([1.0, 0.0]))
-        h = x.T @ (x * (q * (1 - q))[:, None]) + ridge * np.eye(2)
-        step = np.linalg.solve(h, g)
-        w -= step
-        if np.abs(step).max() < 1e-9:
-            break
-    return float(w[0]), float(w[1])
+def _logit(p: np.ndarray) -> np.ndarray:
+    q = np.clip(p, 1e-4, 1 - 1e-4)
+    return np.log(q / (1 - q))
+
+
+def fit_platt(p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """``sigmoid(a * logit(p) + b)`` minimising the log loss over a grid (a in 0.05-5, b in
+    -5-5): no divergence on a nearly separable split."""
+    z = _logit(p)
+    best = (np.inf, 1.0, 0.0)
+    for a in np.linspace(0.05, 5.0, 100):
+        for b in np.linspace(-5.0, 5.0, 101):
+            q = np.clip(1 / (1 + np.exp(-(a * z + b))), 1e-9, 1 - 1e-9)
+            loss = -float(np.mean(y * np.log(q) + (1 - y) * np.log(1 - q)))
+            if loss < best[0]:
+                best = (loss, float(a), float(b))
+    return best[1], best[2]
 
 
 def apply_platt(ab: tuple[float, float], p: np.ndarray) -> np.ndarray:
-    z = np.log(np.clip(p, 1e-4, 1 - 1e-4) / (1 - np.clip(p, 1e-4, 1 - 1e-4)))
-    return 1 / (1 + np.exp(-(ab[0] * z + ab[1])))
+    return 1 / (1 + np.exp(-(ab[0] * _logit(p) + ab[1])))
 
 
 def split(samples: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -169,11 +169,18 @@ def windowed_means(faithful: np.ndarray, unfaithful: np.ndarray, n: int, bad_sha
     return np.where(bad, bad_v, good_v).mean(1)
 
 
-def alert_level(faithful: np.ndarray, n: int = WINDOW_N, percentile: float = FAITHFUL_PERCENTILE,
-                draws: int = DRAWS, seed: int = SEED) -> float:
-    """The rule's level: the ``percentile`` of wholly faithful windows' means, down to 0.05."""
-    m = windowed_means(faithful, faithful[:0], n, 0.0, draws, seed)
-    return math.floor(float(np.percentile(m, percentile)) * 20 + 1e-9) / 20
+def faithful_p(faithful: np.ndarray, n: int = WINDOW_N, percentile: float = FAITHFUL_PERCENTILE,
+               draws: int = DRAWS, seed: int = SEED) -> float:
+    """The ``percentile`` of the mean of ``n`` faithful scores (windows of wholly faithful
+    traffic)."""
+    return float(np.percentile(windowed_means(faithful, faithful[:0], n, 0.0, draws, seed),
+                               percentile))
+
+
+def alert_level(faithful_by_set: dict[str, np.ndarray], n: int = WINDOW_N) -> float:
+    """The rule's level: the lowest, over the sets, of :func:`faithful_p`, down to 0.05."""
+    low = min(faithful_p(x, n) for x in faithful_by_set.values() if len(x))
+    return math.floor(low * 20 + 1e-9) / 20
 
 
 def _classes(samples: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -183,28 +190,31 @@ def _classes(samples: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.nd
     return good, bad
 
 
+LEVEL_SETS = ("dev", "qags_cnndm", "halueval", "faithbench", "jnli")
+
+
 def alert_section(caches: Caches) -> list[str]:
     lines = ["### Alert level per judge", "",
              f"Rule: the absolute rule fires when a service's mean faithfulness over its window "
-             f"({WINDOW_N} samples or more) is below X. X = the {FAITHFUL_PERCENTILE:g}st "
-             f"percentile of the mean of {WINDOW_N} scores drawn from the judge's faithful "
-             "hand-written RAG dev answers, rounded down to 0.05 (at most 1 % of wholly faithful "
-             f"windows fire). Columns: the share of {WINDOW_N}-sample windows below X when the "
-             "given share of answers is unfaithful (drawn from the same set's unfaithful answers; "
-             f"{DRAWS} windows each). The other sets show what the level means on other traffic.",
-             "", "| judge | X | set | faithful mean | unfaithful mean | fires at 0 % | 10 % | 25 % "
-             "| 50 % | 100 % unfaithful |", "|---|---|---|---|---|---|---|---|---|---|"]
+             f"({WINDOW_N} samples or more) is below X. Per set, p{FAITHFUL_PERCENTILE:g} is the "
+             f"{FAITHFUL_PERCENTILE:g}st percentile of the mean of {WINDOW_N} scores drawn from "
+             "the set's faithful answers (JNLI: entailment); X = the lowest p1 over the five "
+             "sets, rounded down to 0.05, so on none of them do more than 1 % of windows of "
+             "wholly faithful traffic fire. The next columns: the share of windows below X when "
+             "the given share of answers is unfaithful (drawn from the set's unfaithful answers; "
+             f"{DRAWS} windows each).",
+             "", f"| judge | X | set | faithful mean | unfaithful mean | p{FAITHFUL_PERCENTILE:g} "
+             "| fires at 0 % | 10 % | 25 % | 50 % | 100 % unfaithful |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, (_, samples) in caches.items():
-        good, _ = _classes(samples, "dev")
-        if not len(good):
+        classes = {k: _classes(samples, k) for k in LEVEL_SETS}
+        classes = {k: v for k, v in classes.items() if len(v[0]) and len(v[1])}
+        if not classes:
             continue
-        x = alert_level(good)
-        for key in ("dev", "qags_cnndm", "halueval", "faithbench", "jnli"):
-            g, b = _classes(samples, key)
-            if not len(g) or not len(b):
-                continue
+        x = alert_level({k: g for k, (g, _) in classes.items()})
+        for key, (g, b) in classes.items():
             fires = [float((windowed_means(g, b, WINDOW_N, s) < x).mean())
                      for s in (0.0, 0.1, 0.25, 0.5, 1.0)]
             lines.append(f"| {name} | {x:.2f} | {TITLE[key]} | {g.mean():.3f} | {b.mean():.3f} | "
-                         + " | ".join(f"{f:.0%}" for f in fires) + " |")
+                         f"{faithful_p(g):.3f} | " + " | ".join(f"{f:.0%}" for f in fires) + " |")
     return lines
