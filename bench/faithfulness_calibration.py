@@ -23,8 +23,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["alert_level", "alert_section", "calibration_section", "ece", "fit_isotonic",
-           "fit_platt", "reliability", "windowed_means"]
+__all__ = [
+    "alert_level",
+    "alert_section",
+    "calibration_section",
+    "ece",
+    "fit_isotonic",
+    "fit_platt",
+    "measured_levels",
+    "reliability",
+    "windowed_means",
+]
 
 Caches = dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
 
@@ -191,6 +200,17 @@ def _classes(samples: list[dict[str, Any]], key: str) -> tuple[np.ndarray, np.nd
 
 
 LEVEL_SETS = ("dev", "qags_cnndm", "halueval", "faithbench", "jnli")
+
+
+def measured_levels(caches: Caches) -> dict[str, float]:
+    """The alert level X per judge (the rule in :func:`alert_section`)."""
+    out = {}
+    for name, (_, samples) in caches.items():
+        good = {k: _classes(samples, k)[0] for k in LEVEL_SETS}
+        good = {k: g for k, g in good.items() if len(g)}
+        if good:
+            out[name] = alert_level(good)
+    return out
 
 
 def alert_section(caches: Caches) -> list[str]:

@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,9 @@ JUDGES = ("local", "local-model")
 JUDGE_LABEL = {"local": "local (support-lr@5)", "local-model": "local-model (faith-e5)"}
 DOCS = REPO / "docs" / "benchmarks.md"
 MARK = "<!-- bench/faithfulness_distributions.py -->"
+LEVELS = REPO / "dashboards" / "ragpulse" / "dashboards" / "levels.py"
+ROW_JUDGE = {"local": "local", "local-model": "nli"}
+"""The ``judge`` column each judge writes (local-model is the nli judge with the bundled model)."""
 
 
 def load_rows(key: str, data: Path, dev: Path, limit: int | None) -> list[dict[str, Any]]:
@@ -204,6 +208,26 @@ def write_docs(body: str) -> None:
     DOCS.write_text(text, encoding="utf-8")
 
 
+def write_levels(caches: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, float]:
+    """Set ``FAITHFULNESS_LEVELS`` in ragpulse.dashboards.levels to the measured levels (both
+    judges needed: the dict is written whole)."""
+    from bench.faithfulness_calibration import measured_levels
+
+    found = measured_levels(caches)
+    levels = {ROW_JUDGE[n]: v for n, v in found.items()}
+    if set(levels) != set(ROW_JUDGE.values()):
+        raise SystemExit("--write-levels needs both judges (--judge local local-model)")
+    text = LEVELS.read_text(encoding="utf-8")
+    new = "FAITHFULNESS_LEVELS: dict[str, float] = {" + ", ".join(
+        f'"{k}": {v:.2f}' for k, v in sorted(levels.items())) + "}"
+    text, n = re.subn(r"^FAITHFULNESS_LEVELS: dict\[str, float\] = \{[^}]*\}", new, text,
+                      flags=re.M)
+    if n != 1:
+        raise SystemExit(f"{LEVELS}: FAITHFULNESS_LEVELS line not found")
+    LEVELS.write_text(text, encoding="utf-8")
+    return levels
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--judge", nargs="+", default=list(JUDGES), choices=JUDGES)
@@ -217,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--write-docs", action="store_true")
+    ap.add_argument("--write-levels", action="store_true",
+                    help="also set the default alert levels (ragpulse.dashboards.levels); then "
+                    "run `ragpulse dashboards export dashboards/generated`")
     args = ap.parse_args(argv)
     caches = {}
     for name in args.judge:
@@ -235,11 +262,14 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(score_judge(name, args))
             fresh = read_cache(path)
         caches[name] = (fresh[0], [r for r in fresh[1] if r["set"] in args.sets])
-    argv_s = " ".join(a for a in (argv if argv is not None else sys.argv[1:]) if a != "--rescore")
+    argv_s = " ".join(a for a in (argv if argv is not None else sys.argv[1:])
+                      if a not in ("--rescore", "--write-levels"))
     body = report(caches, f"python bench/faithfulness_distributions.py {argv_s}".strip())
     print(body)
     if args.write_docs:
         write_docs(body)
+    if args.write_levels:
+        print(f"levels written to {LEVELS}: {write_levels(caches)}", file=sys.stderr)
     return 0
 
 

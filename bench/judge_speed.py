@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import resource
 import sys
 import time
@@ -39,6 +40,7 @@ STATEMENTS = 3
 JUDGES = ("local", "local-model")
 DOCS = REPO / "docs" / "benchmarks.md"
 MARK = "<!-- bench/judge_speed.py -->"
+SAMPLING = REPO / "deploy" / "ragpulse" / "deploy" / "sampling.py"
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -139,6 +141,23 @@ def write_docs(body: str) -> None:
     DOCS.write_text(text, encoding="utf-8")
 
 
+def write_constants(results: list[dict]) -> dict[str, float]:
+    """Set ``JUDGE_SAMPLES_PER_S`` in ragpulse.deploy.sampling to this run's 2-core estimates
+    (both judges needed: the dict is written whole)."""
+    figures = {r["judge"]: round(2 / r["cpu_s_per_sample"], 1) for r in results}
+    if set(figures) != set(JUDGES):
+        raise SystemExit("--write-constants needs both judges")
+    text = SAMPLING.read_text(encoding="utf-8")
+    new = "JUDGE_SAMPLES_PER_S: dict[str, float] = {" + ", ".join(
+        f'"{k}": {v}' for k, v in figures.items()) + "}"
+    text, n = re.subn(r"^JUDGE_SAMPLES_PER_S: dict\[str, float\] = \{[^}]*\}", new, text,
+                      flags=re.M)
+    if n != 1:
+        raise SystemExit(f"{SAMPLING}: JUDGE_SAMPLES_PER_S line not found")
+    SAMPLING.write_text(text, encoding="utf-8")
+    return figures
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
@@ -147,6 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--concurrency", type=int, default=8, help="samples in flight (Evaluator)")
     p.add_argument("--write-docs", action="store_true")
+    p.add_argument("--write-constants", action="store_true",
+                   help="also set ragpulse.deploy.sampling.JUDGE_SAMPLES_PER_S to this run's "
+                   "2-core estimates (up's default sampling rate)")
     args = p.parse_args(argv)
     pool = make_samples(Path(args.data), args.samples + 4)
     warm, samples = pool[:4], pool[4:]
@@ -155,11 +177,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         r = asyncio.run(measure(name, samples, warm, args.threads, args.concurrency))
         print(json.dumps(r), file=sys.stderr, flush=True)
         results.append(r)
-    argv_s = " ".join(argv if argv is not None else sys.argv[1:])
+    argv_s = " ".join(a for a in (argv if argv is not None else sys.argv[1:])
+                      if a != "--write-constants")
     body = table(results, f".venv/bin/python bench/judge_speed.py {argv_s}".strip())
     print(body)
     if args.write_docs:
         write_docs(body)
+    if args.write_constants:
+        print(f"written to {SAMPLING}: {write_constants(results)}", file=sys.stderr)
     return 0
 
 

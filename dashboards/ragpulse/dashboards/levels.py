@@ -5,8 +5,8 @@ Rule: per labeled set (the hand-written RAG dev set, QAGS-CNNDM, HaluEval, Faith
 valid), the 1st percentile of the mean of 20 faithfulness scores (the absolute rule's
 ``faithfulness_min_samples``) drawn from the set's faithful answers; the level is the lowest of
 these, rounded down to 0.05: on none of the sets do more than 1 % of windows of wholly faithful
-traffic fall under it. Regenerate with
-``python bench/faithfulness_distributions.py --data ../shared/data --judge local local-model``
+traffic fall under it. Regenerate (after a retrained model or new weights) with
+``make judge-figures`` (``bench/faithfulness_distributions.py ... --write-levels``)
 (docs/benchmarks.md, "Faithfulness score distributions (local judges)", which also shows what
 each level means on the other sets).
 

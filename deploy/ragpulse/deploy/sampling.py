@@ -23,7 +23,8 @@ JUDGE_SAMPLES_PER_S: dict[str, float] = {"local": 3.5, "local-model": 2.2}
 characters, the five default metrics), each judge as ``build_judge`` makes it: twice its samples
 per CPU-second. Source: ``bench/judge_speed.py`` (docs/benchmarks.md, "Speed of the local judges
 on a typical trace", 2026-11-26; three runs on a shared machine gave local 3.5-5.3, local-model
-2.2-2.3: the lowest is kept)."""
+2.2-2.3: these are the last run's). ``make judge-figures`` re-measures and rewrites them
+(``--write-constants``)."""
 
 REFERENCE_TRACES_PER_S = 2.0
 """The traffic ``up`` is sized for when it is not told: a small app on one machine, and the
