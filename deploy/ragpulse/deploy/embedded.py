@@ -67,7 +67,7 @@ class EmbeddedSettings(BaseSettings):
         description="share of traces judged (deterministic by trace id); None: "
         "RAGPULSE_SAMPLING__DEFAULT_RATE, else the judge's default from its measured speed "
         "(deploy.sampling.default_sampling_rate: 1.0 unless the judge is too slow for "
-        "5 traces/s, or for --demo's rate)",
+        "2 traces/s, or for --demo's rate)",
     )
     status_interval_s: float = Field(5.0, gt=0.0)
     drain_timeout_s: float = Field(60.0, gt=0.0, description="Ctrl-C: time allowed to score what was accepted")
