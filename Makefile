@@ -5,7 +5,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test chromium bench-ragas
+.PHONY: install demo test chromium bench-ragas judge-figures
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -49,3 +49,16 @@ bench-ragas: $(RAGAS_PY)
 test: install chromium bench-ragas
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# Issue 22: after a local judge changes (a retrained local-model, new support-lr weights), one
+# command re-measures what depends on it: the per-class score distributions, calibration check
+# and default alert levels (docs/benchmarks.md, ragpulse.dashboards.levels; each judge's
+# per-sample scores are cached in JUDGE_CACHE under its weights' fingerprint), the judges' speed
+# and `ragpulse up`'s default sampling rate (ragpulse.deploy.sampling), and the generated
+# Grafana files. Scoring takes 5-25 min per judge on 2 busy cores.
+JUDGE_CACHE ?= /tmp/ragpulse-faithfulness-scores
+
+judge-figures: install
+	$(BIN)/python bench/faithfulness_distributions.py --data ../shared/data --judge local local-model --cache $(JUDGE_CACHE) --write-docs --write-levels
+	$(BIN)/python bench/judge_speed.py --data ../shared/data --samples 60 --write-docs --write-constants
+	$(BIN)/ragpulse dashboards export dashboards/generated

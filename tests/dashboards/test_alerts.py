@@ -12,7 +12,7 @@ import pytest
 from ragpulse.dashboards.alerts import evaluate, rule_specs
 from ragpulse.dashboards.frames import context, run_panel
 from ragpulse.dashboards.queries import panels
-from ragpulse.dashboards.settings import DashboardsSettings, DriftSettings
+from ragpulse.dashboards.settings import AlertSettings, DashboardsSettings, DriftSettings
 from ragpulse.scorer.store import init_schema
 
 from .data import NOW, fixed_date_schema
@@ -34,7 +34,15 @@ def series(client: Any, settings: DashboardsSettings, uid: str, at=NOW) -> dict[
     return {"/".join(i.labels.values()): i.value for i in res.instances}
 
 
+def _one_level(settings: DashboardsSettings, **alerts: Any) -> DashboardsSettings:
+    """The settings with every judge under ``faithfulness_min`` (no per-judge levels)."""
+    a = AlertSettings(**{**settings.alerts.model_dump(), "faithfulness_min_by_judge": {}, **alerts})
+    return settings.model_copy(update={"alerts": a})
+
+
 def test_faithfulness_absolute_threshold(chdb_client: Any, settings) -> None:
+    # The generated rows come from the judge named "local", on an LLM-like scale (0.85).
+    settings = _one_level(settings)
     assert firing(chdb_client, settings, "ragpulse-faithfulness-low") == {"drop"}
     values = series(chdb_client, settings, "ragpulse-faithfulness-low")
     # "few" has two samples at 0.2/0.3 in the window: below the threshold, but under the minimum
@@ -124,9 +132,11 @@ def test_judge_budget_exhausted(chdb_client: Any, settings) -> None:
 def test_thresholds_are_settings(chdb_client: Any, settings) -> None:
     from ragpulse.dashboards.settings import AlertSettings
 
-    lax = settings.model_copy(update={"alerts": AlertSettings(faithfulness_min=0.5)})
+    lax = settings.model_copy(update={"alerts": AlertSettings(faithfulness_min=0.5,
+                                                              faithfulness_min_by_judge={})})
     assert firing(chdb_client, lax, "ragpulse-faithfulness-low") == set()
-    strict = settings.model_copy(update={"alerts": AlertSettings(faithfulness_min=0.75)})
+    strict = settings.model_copy(update={"alerts": AlertSettings(faithfulness_min=0.75,
+                                                                 faithfulness_min_by_judge={})})
     assert firing(chdb_client, strict, "ragpulse-faithfulness-low") == {"drop", "slide"}
 
 

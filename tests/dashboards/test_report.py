@@ -60,7 +60,8 @@ def test_report_is_self_contained_with_drawn_charts(report_html: Path, settings)
     assert html.count('class="bar"') >= 5 * 20 and 'class="threshold"' in html
     assert html.count('href="https://jaeger.example/trace/') == settings.worst_traces_limit
     # The alert summary runs the rules.
-    assert re.search(r'<tr class="firing"><td>firing</td><td>Faithfulness below 0.7</td><td>service=drop', html)
+    assert re.search(r'<tr class="firing"><td>firing</td><td>Faithfulness 10% below its baseline</td>'
+                     r'<td>service=drop', html)
     assert '<tr class="ok"><td>ok</td><td>No scores for 15 minutes' in html
 
 

@@ -70,33 +70,48 @@ def _q(v: str) -> str:
     return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def rule_specs(settings: DashboardsSettings) -> list[RuleSpec]:
-    """The rules, from the settings. Pure.
+def _faithfulness_low(settings: DashboardsSettings) -> list[RuleSpec]:
+    """The absolute faithfulness rules: ``ragpulse-faithfulness-low`` at ``faithfulness_min`` for
+    the judges without a level of their own (critical: the LLM judge's scale is absolute), then
+    ``ragpulse-faithfulness-low-<judge>`` at each ``faithfulness_min_by_judge`` level (warning: a
+    secondary guard for the local judges, whose primary alert is the baseline-relative drop)."""
+    a, db = settings.alerts, settings.database
+    own = tuple(sorted(a.faithfulness_min_by_judge))
+    rules = [(None, a.faithfulness_min, "critical",
+              f" AND judge NOT IN ({', '.join(map(_q, own))})" if own else "")]
+    rules += [(j, a.faithfulness_min_by_judge[j], "warning", f" AND judge = {_q(j)}") for j in own]
+    return [RuleSpec(
+        uid="ragpulse-faithfulness-low" + (f"-{judge}" if judge else ""),
+        title=f"Faithfulness below {level}" + (f" ({judge} judge)" if judge else ""),
+        range_s=a.faithfulness_window_s, op="lt", threshold=level,
+        summary=(f"{{{{ $labels.service }}}}: mean {a.faithfulness_metric}"
+                 + (f" ({judge} judge)" if judge else "") + " over "
+                 f"{a.faithfulness_window_s // 60} min is {{{{ printf `%.3g` $values.B.Value }}}} "
+                 f"(< {level}, at least {a.faithfulness_min_samples} samples)"),
+        severity=severity,
+        sql=f"""SELECT service, sum(weighted_value_sum) / sum(weight_sum) AS value
+FROM `{db}`.`scores_1m`
+WHERE $__timeFilter(minute) AND metric = {_q(a.faithfulness_metric)}{where}
+GROUP BY service
+HAVING sum(n_ok) >= {a.faithfulness_min_samples} AND sum(weight_sum) > 0
+ORDER BY service""") for judge, level, severity, where in rules]
 
-    Long because: it is the table of the seven rules, each with its SQL, in one place to read.
+
+def rule_specs(settings: DashboardsSettings) -> list[RuleSpec]:
+    """The rules, from the settings. Pure. The faithfulness drop against the baseline comes
+    first: it is the primary faithfulness alert (critical); the absolute levels follow.
+
+    Long because: it is the table of the rules, each with its SQL, in one place to read.
     """
     a, db = settings.alerts, settings.database
     fm = _q(a.faithfulness_metric)
     w, day = a.drop_window_s, 86400
     return [
         RuleSpec(
-            uid="ragpulse-faithfulness-low",
-            title=f"Faithfulness below {a.faithfulness_min}",
-            range_s=a.faithfulness_window_s, op="lt", threshold=a.faithfulness_min,
-            summary=(f"{{{{ $labels.service }}}}: mean {a.faithfulness_metric} over "
-                     f"{a.faithfulness_window_s // 60} min is {{{{ printf `%.3g` $values.B.Value }}}} "
-                     f"(< {a.faithfulness_min}, at least {a.faithfulness_min_samples} samples)"),
-            severity="critical",
-            sql=f"""SELECT service, sum(weighted_value_sum) / sum(weight_sum) AS value
-FROM `{db}`.`scores_1m`
-WHERE $__timeFilter(minute) AND metric = {fm}
-GROUP BY service
-HAVING sum(n_ok) >= {a.faithfulness_min_samples} AND sum(weight_sum) > 0
-ORDER BY service"""),
-        RuleSpec(
             uid="ragpulse-faithfulness-drop",
             title=f"Faithfulness {int(a.drop_fraction * 100)}% below its baseline",
             range_s=a.baseline_days * day + w, op="lt", threshold=-a.drop_fraction,
+            severity="critical",
             summary=(f"{{{{ $labels.service }}}}: {a.faithfulness_metric} over the last "
                      f"{w // 60} min changed by {{{{ humanizePercentage $values.B.Value }}}} against the same hours of the "
                      f"previous {a.baseline_days} days"),
@@ -120,6 +135,7 @@ FROM (
 )
 WHERE r_n >= {a.drop_min_samples} AND b_n >= {a.baseline_min_samples} AND b_mean > 0
 ORDER BY service"""),
+        *_faithfulness_low(settings),
         RuleSpec(
             uid="ragpulse-null-rate",
             title=f"Null/error score share above {a.null_rate_max}",

@@ -146,8 +146,10 @@ ORDER BY time, service"""
                      + (f" The red line is the alert level ({s.alerts.faithfulness_min}: the "
                         "faithfulness rule fires below it over "
                         f"{s.alerts.faithfulness_window_s // 60} min with at least "
-                        f"{s.alerts.faithfulness_min_samples} samples)."
-                        if metric == s.alerts.faithfulness_metric else "")))
+                        f"{s.alerts.faithfulness_min_samples} samples)"
+                        + "".join(f"; the {j} judge's own level is {v}"
+                                  for j, v in sorted(s.alerts.faithfulness_min_by_judge.items()))
+                        + "." if metric == s.alerts.faithfulness_metric else "")))
 
 
 def _histogram(s: DashboardsSettings, metric: str) -> PanelSpec:

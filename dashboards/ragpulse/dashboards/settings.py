@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ragpulse.common.schema import DatabaseName
 from ragpulse.scorer import DEFAULT_METRICS
 
+from .levels import FAITHFULNESS_LEVELS, JUDGE_NAMES
+
 __all__ = [
     "SEGMENT_DIMENSIONS",
     "AlertSettings",
@@ -60,7 +62,15 @@ class AlertSettings(BaseModel):
 
     faithfulness_metric: str = "faithfulness"
     faithfulness_min: float = Field(default=0.7, gt=0, lt=1)
-    """Absolute rule: fire when the weighted mean faithfulness of a service is below this."""
+    """Absolute rule: fire when the weighted mean faithfulness of a service is below this, for
+    the judges without a level in ``faithfulness_min_by_judge`` (the LLM judge)."""
+    faithfulness_min_by_judge: dict[str, float] = Field(
+        default_factory=lambda: dict(FAITHFULNESS_LEVELS))
+    """Absolute level per judge (the ``judge`` column of the score rows: ``local``, ``nli``,
+    ``llm``), each a rule of its own (``ragpulse-faithfulness-low-<judge>``, a secondary guard
+    beside the baseline-relative drop). Defaults from the local judges' measured score
+    distributions (``ragpulse.dashboards.levels``); ``{}`` puts every judge under
+    ``faithfulness_min``."""
     faithfulness_window_s: int = Field(default=3600, ge=60, le=86400)
     faithfulness_min_samples: int = Field(default=20, ge=1)
 
@@ -112,6 +122,17 @@ class AlertSettings(BaseModel):
     def _metric(cls, v: str) -> str:
         if not _METRIC.match(v):
             raise ValueError(f"metric name {v!r} must match {_METRIC.pattern}")
+        return v
+
+    @field_validator("faithfulness_min_by_judge")
+    @classmethod
+    def _levels(cls, v: dict[str, float]) -> dict[str, float]:
+        for judge, level in v.items():
+            if judge not in JUDGE_NAMES:
+                raise ValueError(f"faithfulness_min_by_judge: unknown judge {judge!r} "
+                                 f"(one of {', '.join(JUDGE_NAMES)})")
+            if not 0 < level < 1:
+                raise ValueError(f"faithfulness_min_by_judge[{judge!r}] = {level} must be in (0, 1)")
         return v
 
 

@@ -156,8 +156,7 @@ def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
     if "metric" in labels:
         return labels["metric"] == metric
     # The faithfulness rules carry no metric label: they watch one metric.
-    return metric == s.alerts.faithfulness_metric or uid not in (
-        "ragpulse-faithfulness-low", "ragpulse-faithfulness-drop")
+    return metric == s.alerts.faithfulness_metric or not uid.startswith("ragpulse-faithfulness-")
 
 
 def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],

@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragpulse.scorer.store import DatabaseName
 
+from .sampling import default_sampling_rate
 from .signals import StopSignals
 
 __all__ = ["Embedded", "EmbeddedSettings", "judge_line", "otlp_token_configured", "redaction_line",
@@ -64,8 +65,9 @@ class EmbeddedSettings(BaseSettings):
     sampling_rate: float | None = Field(
         None, ge=0.0, le=1.0,
         description="share of traces judged (deterministic by trace id); None: "
-        "RAGPULSE_SAMPLING__DEFAULT_RATE, else 1.0. The local judge scores about 10 traces/s on "
-        "2 cores, so busier apps need a lower rate",
+        "RAGPULSE_SAMPLING__DEFAULT_RATE, else the judge's default from its measured speed "
+        "(deploy.sampling.default_sampling_rate: 1.0 unless the judge is too slow for "
+        "2 traces/s, or for --demo's rate)",
     )
     status_interval_s: float = Field(5.0, gt=0.0)
     drain_timeout_s: float = Field(60.0, gt=0.0, description="Ctrl-C: time allowed to score what was accepted")
@@ -244,8 +246,11 @@ class Embedded:
 
         s = self.settings
         extra: dict[str, Any] = {}
-        if s.sampling_rate is not None:
-            extra["sampling"] = {"default_rate": s.sampling_rate}
+        rate = s.sampling_rate
+        if rate is None and "RAGPULSE_SAMPLING__DEFAULT_RATE" not in os.environ:
+            rate = default_sampling_rate(s.judge, s.demo_rate if s.demo else None)
+        if rate is not None:
+            extra["sampling"] = {"default_rate": rate}
         if s.judge_model_dir is not None:  # a dict: RAGPULSE_NLI__* still apply to the rest
             extra["nli"] = {"model_dir": s.judge_model_dir}
         return ScorerSettings(

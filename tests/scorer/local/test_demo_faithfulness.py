@@ -13,7 +13,9 @@ from ragpulse.dashboards.settings import AlertSettings
 from ragpulse.deploy.demo import CORPUS, SERVICES, plan_scenario
 from ragpulse.scorer import Evaluator, Sample
 
-ALERT = AlertSettings().faithfulness_min  # "Faithfulness below <this>" in the generated rules
+# The generic absolute level (0.7, the LLM judge's): stricter than the local judge's own level
+# (faithfulness_min_by_judge["local"]); tests/dashboards/test_demo_alerts.py runs the rules.
+ALERT = AlertSettings().faithfulness_min
 
 
 async def _faithfulness(judge, samples: list[Sample]) -> dict[str, float | None]:

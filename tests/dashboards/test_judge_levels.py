@@ -1,0 +1,71 @@
+"""Per-judge absolute faithfulness levels: one rule per judge with its own level (a warning, the
+secondary guard), the generic rule for the others, and the baseline-relative drop first and
+critical (the primary faithfulness alert)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from ragpulse.dashboards.alerts import evaluate, rule_specs
+from ragpulse.dashboards.levels import FAITHFULNESS_LEVELS
+from ragpulse.dashboards.settings import AlertSettings, DashboardsSettings
+
+from .data import NOW
+
+
+def _rules(settings: DashboardsSettings) -> dict[str, Any]:
+    return {r.uid: r for r in rule_specs(settings)}
+
+
+def test_default_rules_order_and_severity() -> None:
+    s = DashboardsSettings()
+    uids = [r.uid for r in rule_specs(s)]
+    faith = [u for u in uids if u.startswith("ragpulse-faithfulness")]
+    assert faith == ["ragpulse-faithfulness-drop", "ragpulse-faithfulness-low",
+                     *(f"ragpulse-faithfulness-low-{j}" for j in sorted(FAITHFULNESS_LEVELS))]
+    rules = _rules(s)
+    assert rules["ragpulse-faithfulness-drop"].severity == "critical"
+    assert rules["ragpulse-faithfulness-low"].severity == "critical"
+    assert rules["ragpulse-faithfulness-low"].threshold == s.alerts.faithfulness_min
+    assert "judge NOT IN ('local', 'nli')" in rules["ragpulse-faithfulness-low"].sql
+    for judge, level in FAITHFULNESS_LEVELS.items():
+        r = rules[f"ragpulse-faithfulness-low-{judge}"]
+        assert (r.severity, r.threshold) == ("warning", level)
+        assert f"judge = '{judge}'" in r.sql and f"({judge} judge)" in r.title
+    # without per-judge levels, one rule covers every judge, as before
+    one = _rules(DashboardsSettings(alerts=AlertSettings(faithfulness_min_by_judge={})))
+    assert [u for u in one if u.startswith("ragpulse-faithfulness-low")] == ["ragpulse-faithfulness-low"]
+    assert "judge" not in one["ragpulse-faithfulness-low"].sql
+
+
+def test_each_judge_is_held_to_its_own_level(chdb_client: Any, settings) -> None:
+    """The generated rows are the local judge's: the generic rule never sees them, the local
+    rule does, at its level (the drop service sits at 0.55 in the last hours)."""
+    def run(s: DashboardsSettings, uid: str) -> dict[str, float | None]:
+        res = evaluate(chdb_client, _rules(s)[uid], NOW)
+        assert res.error is None, res.error
+        return {i.labels["service"]: i.value for i in res.instances if i.firing} | {
+            "_seen": len(res.instances)}
+
+    default = settings.model_copy(update={"alerts": AlertSettings(null_rate_min_rows=10)})
+    assert run(default, "ragpulse-faithfulness-low") == {"_seen": 0}
+    low_local = run(default, "ragpulse-faithfulness-low-local")
+    assert low_local["_seen"] >= 4 and set(low_local) == {"_seen"}  # 0.55 > the local level
+    strict = settings.model_copy(update={"alerts": AlertSettings(
+        null_rate_min_rows=10, faithfulness_min_by_judge={"local": 0.6})})
+    fired = run(strict, "ragpulse-faithfulness-low-local")
+    assert set(fired) == {"_seen", "drop"} and fired["drop"] < 0.6
+    assert "ragpulse-faithfulness-low-nli" not in _rules(strict)
+    assert run(strict, "ragpulse-faithfulness-low") == {"_seen": 0}
+
+
+def test_level_validation() -> None:
+    with pytest.raises(ValidationError, match="unknown judge"):
+        AlertSettings(faithfulness_min_by_judge={"local-model": 0.4})  # rows say "nli"
+    with pytest.raises(ValidationError, match="must be in"):
+        AlertSettings(faithfulness_min_by_judge={"local": 1.2})
+    assert AlertSettings().faithfulness_min_by_judge == FAITHFULNESS_LEVELS
+    assert all(0 < v < 1 for v in FAITHFULNESS_LEVELS.values())
