@@ -116,9 +116,10 @@ def plan_scenario(rng: random.Random) -> Scenario:
     doc = rng.choice(docs)
     others = [d for d in docs if d is not doc]
     prompt_version = rng.choice(("v1", "v2")) if service == "support-bot" else "v1"
-    # Rates of a service worth running: most answers faithful, so a service's mean
-    # faithfulness stays above the default alert level (0.7) and v2's regression shows in the
-    # prompt-version breakdown rather than as an alert storm on a new user's first screen.
+    # Rates of a service worth running: most answers faithful, so no faithfulness alert fires
+    # (neither the drop against the baseline nor the judge's absolute level, dashboards.levels;
+    # tests/dashboards checks it) and v2's regression shows in the prompt-version breakdown
+    # rather than as an alert storm on a new user's first screen.
     p_halluc = 0.15 if prompt_version == "v2" else 0.04
     roll = rng.random()
     if roll < p_halluc:
