@@ -16,7 +16,7 @@ pytest.importorskip("tokenizers")
                     reason="no bundled model in this checkout")
 def test_bundled_model_scores_each_statement() -> None:
     judge = build_judge("local-model", threads=1)
-    assert judge.name == "nli" and judge.model == "ragpulse/faith-e5-small"
+    assert judge.name == "nli" and judge.model == "ragpulse/faith-e5-small@2"
     assert judge.settings.terse_claims == "with-question" and judge.settings.candidates == 2
     assert judge.settings.workers == 2 and judge.settings.threads == 1
     ctx = ["The Basic plan includes email support only. Phone support is available on the "
