@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -399,6 +400,33 @@ def test_the_one_match_fast_path_never_accepts_what_the_field_walk_rejects() -> 
             span.attributes.add(key="k", value=AnyValue(string_value="v"))
             good = span.SerializeToString()
             assert _fast_check(NOW + 86_400 * 10**9)(good, 0, len(good)) is not None, good.hex()
+    assert matched > 100
+
+
+def test_the_fast_path_gives_the_verdicts_of_its_optional_group_form() -> None:
+    """``_fast_check`` writes its optional fields as ``(?:X|)``; the same pattern with ``(?:X)?``
+    (its earlier, slower form) matches exactly the same spans, at the same end."""
+    from ragpulse.collector.split import _NAMES, MIN_START_NS, _fast_check, _time_pattern
+
+    rng = random.Random(23)
+    clocks = [NOW + 86_400 * 10**9, MIN_START_NS + 2**40 + 5, 2**64 - 1]
+    clocks += [rng.randrange(MIN_START_NS, 2**64) for _ in range(3)]
+    optional_groups = {}
+    for latest in clocks:
+        times = _time_pattern(MIN_START_NS, latest)
+        optional_groups[latest] = re.compile(
+            rb"\x0a\x10(?:.{15}[^\x00]|(?!\x00{16}).{16})\x12\x08(?:.{7}[^\x00]|(?!\x00{8}).{8})"
+            rb"(?:\x22\x08.{8})?(?:\x2a(?:" + _NAMES + rb"))?(?:\x30[\x00-\x7f])?"
+            rb"\x39" + times + rb"\x41" + times + rb"(?![\x00-\x47])", re.S).match
+    matched = 0
+    for i in range(20_000):
+        latest = rng.choice(clocks)
+        raw = _random_span(rng, latest)
+        start = rng.choice([0, 0, 0, 1])
+        new = _fast_check(latest)(raw, start, len(raw))
+        old = optional_groups[latest](raw, start, len(raw))
+        assert (new and new.end()) == (old and old.end()), (i, raw.hex())
+        matched += new is not None
     assert matched > 100
 
 

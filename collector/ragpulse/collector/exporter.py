@@ -153,7 +153,13 @@ class _Request:
             exporter._on_failed(self, err, msg)
         elif exporter._failing_since is not None:
             exporter._on_recovered()
-        self.taken_off(1)
+        with self.lock:  # taken_off(1), inlined: one Python call less per record
+            self.pending -= 1
+            last = self.pending == 0
+        if last:
+            exporter._settle(self)
+            if self.done is not None:
+                self.done.set()
 
     def taken_off(self, count: int) -> None:
         """``count`` reports arrived (or will never come: records not handed over)."""
@@ -364,9 +370,7 @@ class KafkaExporter:
         ``confirm="ack"`` (until Kafka acknowledges or ``ack_timeout_s``). Raises
         :class:`QueueFull` (429) or :class:`ExportUnavailable` (503); a record over the Kafka
         record limit is cut to fit, or rejected (counted, reported as partial success)."""
-        keep, rejected_spans, message = self._fit(records)
-        spans = sum(r.spans for r in keep)
-        size = sum(len(r.value) for r in keep)
+        keep, spans, size, rejected_spans, message = self._fit(records)
         producer, partitions = self._admit(spans, size)
         request = _Request(self, keep, spans, size, self._settings.producer.confirm == "ack" and bool(keep))
         self._produce(producer, partitions, keep, request)
@@ -379,15 +383,17 @@ class KafkaExporter:
             accepted_records=len(keep),
         )
 
-    def _fit(self, records: Sequence[TraceRecord]) -> tuple[list[TraceRecord], int, str]:
+    def _fit(self, records: Sequence[TraceRecord]) -> tuple[list[TraceRecord], int, int, int, str]:
         """The records that fit the Kafka record limit (the longest attribute values of an
-        oversized one cut), the spans of those that cannot, and the partial-success message."""
+        oversized one cut), their spans and value bytes, the spans of those that cannot, and the
+        partial-success message."""
         limit = self._settings.producer.max_request_size
         keep: list[TraceRecord] = []
-        rejected_spans = truncated = 0
+        spans = size = rejected_spans = truncated = 0
         for rec in records:
             room = limit - len(rec.key) - _RECORD_OVERHEAD
-            if len(rec.value) > room:
+            n = len(rec.value)
+            if n > room:
                 shrunk = shrink_request(rec.value, room)
                 with self._lock:
                     self._stats["records_truncated" if shrunk.value else "records_rejected"] += 1
@@ -398,7 +404,10 @@ class KafkaExporter:
                     continue
                 truncated += 1
                 rec = TraceRecord(rec.key, shrunk.value, rec.spans, rec.rag)
+                n = len(rec.value)
             keep.append(rec)
+            spans += rec.spans
+            size += n
         messages = []
         if rejected_spans:
             messages.append(f"{rejected_spans} span(s) in traces larger than the {limit}-byte "
@@ -407,7 +416,7 @@ class KafkaExporter:
             messages.append(f"{truncated} trace(s) over the {limit}-byte Kafka record limit "
                             "had their longest attribute values truncated or the last items "
                             "of their lists (contexts, messages, events) dropped")
-        return keep, rejected_spans, "; ".join(messages)
+        return keep, spans, size, rejected_spans, "; ".join(messages)
 
     def _admit(self, spans: int, size: int) -> tuple[Any, int]:
         """Reserve queue room for ``spans``/``size`` and return the producer and partition

@@ -187,6 +187,7 @@ class _Server(GuardedHTTPServer):
 class _Handler(GuardedRequestHandler):
     server_version = "ragpulse-collector"
     sys_version = ""
+    lean_head = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:

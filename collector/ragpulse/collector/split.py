@@ -179,7 +179,9 @@ def _time_pattern(lo: int, hi: int) -> bytes:
 # parent_span_id, an optional name (shorter than 128 bytes), an optional one-byte kind, start and end
 # times (tags 0x39, 0x41), then the span's end or a field numbered 9 or more, where
 # _check_span's walk stops too. One match per span; its branches on the name's length byte
-# are skipped on that byte alone.
+# are skipped on that byte alone. The optional fields are written ``(?:X|)``, not ``(?:X)?``: the
+# same matches tried in the same order, but a branch where ``?`` on a group takes sre's general
+# repeat machinery (0.36 -> 0.28 µs per match call on the load tool's spans).
 _NAMES = b"|".join(re.escape(bytes((n,))) + b".{%d}" % n for n in range(128))
 _FAST: dict[int, re.Pattern[bytes]] = {}
 
@@ -194,7 +196,7 @@ def _fast_check(latest_ns: int):
         times = _time_pattern(MIN_START_NS, latest_ns)
         pattern = re.compile(
             rb"\x0a\x10(?:.{15}[^\x00]|(?!\x00{16}).{16})\x12\x08(?:.{7}[^\x00]|(?!\x00{8}).{8})"
-            rb"(?:\x22\x08.{8})?(?:\x2a(?:" + _NAMES + rb"))?(?:\x30[\x00-\x7f])?"
+            rb"(?:\x22\x08.{8}|)(?:\x2a(?:" + _NAMES + rb")|)(?:\x30[\x00-\x7f]|)"
             rb"\x39" + times + rb"\x41" + times + rb"(?![\x00-\x47])", re.S)
         if len(_FAST) > 16:
             _FAST.clear()
