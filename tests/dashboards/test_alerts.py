@@ -54,15 +54,17 @@ def test_faithfulness_absolute_threshold(chdb_client: Any, settings) -> None:
 
 
 def test_faithfulness_relative_drop_vs_same_hours_of_previous_days(chdb_client: Any, settings) -> None:
-    assert firing(chdb_client, settings, "ragpulse-faithfulness-drop") == {"drop"}
+    # Labelled service/judge: each judge against its own baseline (the rows are the "local" judge's).
+    assert firing(chdb_client, settings, "ragpulse-faithfulness-drop") == {"drop/local"}
     values = series(chdb_client, settings, "ragpulse-faithfulness-drop")
-    assert values["drop"] < -0.25
-    assert "few" not in values  # too few samples
+    assert values["drop/local"] < -0.25
+    assert "few/local" not in values  # too few samples
+    assert {key.split("/")[1] for key in values} == {"local"}
     # A daily cycle is compared with the same hours: quiet at every hour of the day.
     for h in range(0, 24, 2):
         at = NOW - timedelta(hours=h) - timedelta(minutes=1)
         got = firing(chdb_client, settings, "ragpulse-faithfulness-drop", at)
-        assert "cycle" not in got and "steady" not in got and "few" not in got, (h, got)
+        assert not {"cycle/local", "steady/local", "few/local"} & got, (h, got)
 
 
 def test_drift_fires_on_drop_and_slow_slide_and_is_quiet_otherwise(chdb_client: Any, settings) -> None:
@@ -70,7 +72,7 @@ def test_drift_fires_on_drop_and_slow_slide_and_is_quiet_otherwise(chdb_client: 
                                                                "faithfulness/slide"}
     # The slide is caught by nothing else: neither fixed nor relative thresholds fire for it.
     assert "slide" not in firing(chdb_client, settings, "ragpulse-faithfulness-low")
-    assert "slide" not in firing(chdb_client, settings, "ragpulse-faithfulness-drop")
+    assert "slide/local" not in firing(chdb_client, settings, "ragpulse-faithfulness-drop")
     # Over the last day, every 2 hours: steady, the daily cycle and the sparse noisy service never fire.
     for h in range(0, 24, 2):
         got = firing(chdb_client, settings, "ragpulse-drift", NOW - timedelta(hours=h))

@@ -126,6 +126,6 @@ def test_demo_traffic_fires_no_faithfulness_alert(chdb_client: Any, databases) -
 def test_degraded_demo_fires_the_drop(chdb_client: Any, databases) -> None:
     s = DashboardsSettings(database=databases["degraded"])
     firing = _firing(chdb_client, s)
-    assert firing["ragpulse-faithfulness-drop"] == {"support-bot", "docs-search", "faq-ja"}
+    assert firing["ragpulse-faithfulness-drop"] == {"support-bot/local", "docs-search/local", "faq-ja/local"}
     drop = next(r for r in rule_specs(s) if r.uid == "ragpulse-faithfulness-drop")
     assert drop.severity == "critical"

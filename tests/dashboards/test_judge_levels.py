@@ -69,3 +69,53 @@ def test_level_validation() -> None:
         AlertSettings(faithfulness_min_by_judge={"local": 1.2})
     assert AlertSettings().faithfulness_min_by_judge == FAITHFULNESS_LEVELS
     assert all(0 < v < 1 for v in FAITHFULNESS_LEVELS.values())
+
+
+def test_switching_judges_is_not_a_drop(chdb_client: Any) -> None:
+    """The drop rule compares each judge with its own baseline: a week of the LLM judge at 0.85
+    followed by an hour of the local judge at 0.45 (another scale, not a regression) fires
+    nothing, while the same hour from the LLM judge itself does fire."""
+    import random
+    import uuid
+    from datetime import timedelta
+
+    from ragpulse.scorer import Score
+    from ragpulse.scorer.store import ScoredTraceMeta, init_schema, rows_from_scores
+    from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings
+
+    from .data import fixed_date_schema
+
+    rng = random.Random(3)
+    database = f"switch_{uuid.uuid4().hex[:8]}"
+    init_schema(chdb_client, fixed_date_schema(database))
+    rows: list = []
+    n = 0
+    for h in range(1, 8 * 24):  # hours before NOW
+        for k in range(20):
+            n += 1
+            t = NOW - timedelta(hours=h - 1, seconds=(k + rng.random()) * 3600 / 20)
+            recent = h == 1
+            service_judges = [("a", "switched", "local" if recent else "llm", 0.45 if recent else 0.85),
+                              ("b", "regressed", "llm", 0.45 if recent else 0.85)]
+            for id_prefix, service, judge, mean in service_judges:
+                value = min(1.0, max(0.0, rng.gauss(mean, 0.05)))
+                meta = ScoredTraceMeta(trace_id=f"{id_prefix}{n:031x}", ts=t, service=service,
+                                       sampling_rate=1.0)
+                rows += rows_from_scores([Score(metric="faithfulness", value=value, judge=judge)],
+                                         meta, scored_at=t + timedelta(seconds=1))
+    writer = ScoreWriter(chdb_client, database, WriterSettings(batch_rows=50_000))
+    writer.start()
+    try:
+        writer.write(rows, timeout_s=120)
+    finally:
+        writer.shutdown()
+    try:
+        settings = DashboardsSettings(database=database)
+        drop = _rules(settings)["ragpulse-faithfulness-drop"]
+        result = evaluate(chdb_client, drop, NOW)
+        assert result.error is None, result.error
+        assert {(i.labels["service"], i.labels["judge"]) for i in result.firing} == {("regressed", "llm")}
+        # the local judge has no baseline yet, so it has no series at all (no NoData either)
+        assert not [i for i in result.instances if i.labels["judge"] == "local"]
+    finally:
+        chdb_client.command(f"DROP DATABASE IF EXISTS `{database}` SYNC")

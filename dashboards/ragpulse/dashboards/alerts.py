@@ -112,18 +112,21 @@ def rule_specs(settings: DashboardsSettings) -> list[RuleSpec]:
             title=f"Faithfulness {int(a.drop_fraction * 100)}% below its baseline",
             range_s=a.baseline_days * day + w, op="lt", threshold=-a.drop_fraction,
             severity="critical",
-            summary=(f"{{{{ $labels.service }}}}: {a.faithfulness_metric} over the last "
+            summary=(f"{{{{ $labels.service }}}}: {a.faithfulness_metric} ({{{{ $labels.judge }}}} judge) over the last "
                      f"{w // 60} min changed by {{{{ humanizePercentage $values.B.Value }}}} against the same hours of the "
                      f"previous {a.baseline_days} days"),
-            sql=f"""SELECT service, r_mean / b_mean - 1 AS value
+            # Per service and judge: each judge is compared with its own baseline (their scales
+            # differ), so switching judges never reads as a drop; a new judge fires only once it
+            # has baseline_min_samples of its own.
+            sql=f"""SELECT service, judge, r_mean / b_mean - 1 AS value
 FROM (
-  SELECT service,
+  SELECT service, judge,
     sumIf(weighted_value_sum, recent) / sumIf(weight_sum, recent) AS r_mean,
     sumIf(n_ok, recent) AS r_n,
     sumIf(weighted_value_sum, base) / sumIf(weight_sum, base) AS b_mean,
     sumIf(n_ok, base) AS b_n
   FROM (
-    SELECT service, weighted_value_sum, weight_sum, n_ok,
+    SELECT service, judge, weighted_value_sum, weight_sum, n_ok,
       toInt64(toUnixTimestamp($__toTime)) - toInt64(toUnixTimestamp(minute)) AS age,
       age > 0 AND age <= {w} AS recent,
       intDiv(age, {day}) BETWEEN 1 AND {a.baseline_days}
@@ -131,10 +134,10 @@ FROM (
     FROM `{db}`.`scores_1m`
     WHERE $__timeFilter(minute) AND metric = {fm}
   )
-  GROUP BY service
+  GROUP BY service, judge
 )
 WHERE r_n >= {a.drop_min_samples} AND b_n >= {a.baseline_min_samples} AND b_mean > 0
-ORDER BY service"""),
+ORDER BY service, judge"""),
         *_faithfulness_low(settings),
         RuleSpec(
             uid="ragpulse-null-rate",
