@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from docs_section import write_section  # bench/, the script's own folder
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -195,17 +196,7 @@ def report(caches: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], comma
 
 
 def write_docs(body: str) -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    section = f"{MARK}\n{body}\n{MARK}"
-    if MARK in text:
-        a = text.index(MARK)
-        b = text.index(MARK, a + len(MARK)) + len(MARK)
-        text = text[:a] + section + text[b:]
-    else:
-        anchor = "## Quality (local judge): calibration"
-        text = text.replace(anchor, "## Faithfulness score distributions (local judges)\n\n"
-                            + section + "\n\n" + anchor, 1)
-    DOCS.write_text(text, encoding="utf-8")
+    write_section(MARK, body, heading='## Faithfulness score distributions (local judges)', before='## Quality (local judge): calibration', docs=DOCS)
 
 
 def write_levels(caches: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, float]:

@@ -34,6 +34,7 @@ from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.judges.factory import build_judge
 from ragpulse.scorer.metrics import DEFAULT_METRICS
 from ragpulse.scorer.segment import split_sentences
+from docs_section import write_section  # bench/, the script's own folder
 
 CONTEXT_CHARS = 900
 STATEMENTS = 3
@@ -128,17 +129,7 @@ def table(results: list[dict], command: str) -> str:
 
 
 def write_docs(body: str) -> None:
-    text = DOCS.read_text(encoding="utf-8")
-    section = f"{MARK}\n{body}\n{MARK}"
-    if MARK in text:
-        a = text.index(MARK)
-        b = text.index(MARK, a + len(MARK)) + len(MARK)
-        text = text[:a] + section + text[b:]
-    else:
-        anchor = "## Speed (local judge)"
-        text = text.replace(anchor, "## Speed of the local judges on a typical trace\n\n"
-                            + section + "\n\n" + anchor, 1)
-    DOCS.write_text(text, encoding="utf-8")
+    write_section(MARK, body, heading='## Speed of the local judges on a typical trace', before='## Speed (local judge)', docs=DOCS)
 
 
 def write_constants(results: list[dict]) -> dict[str, float]:
