@@ -30,11 +30,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+from docs_section import write_section  # bench/, the script's own folder
+
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.judges.factory import build_judge
 from ragpulse.scorer.metrics import DEFAULT_METRICS
 from ragpulse.scorer.segment import split_sentences
-from docs_section import write_section  # bench/, the script's own folder
 
 CONTEXT_CHARS = 900
 STATEMENTS = 3
