@@ -11,16 +11,20 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
-def write_section(mark: str, body: str, heading: str, before: str, docs: Path = DOCS) -> None:
+def write_section(mark: str, body: str, heading: str, before: str | None = None,
+                  docs: Path = DOCS) -> None:
     """Put ``body`` between two ``mark`` lines in ``docs``: in place of the marked section when
-    there is one, else as a new ``heading`` section just before the line ``before``. Raises
-    ``ValueError`` when neither the marker nor ``before`` is on the page (nothing is written)."""
+    there is one, else as a new ``heading`` section just before the line ``before`` (at the end
+    of the page when ``before`` is None). Raises ``ValueError`` when neither the marker nor
+    ``before`` is on the page (nothing is written)."""
     text = docs.read_text(encoding="utf-8")
     section = f"{mark}\n{body}\n{mark}"
     if mark in text:
         start = text.index(mark)
         end = text.index(mark, start + len(mark)) + len(mark)
         text = text[:start] + section + text[end:]
+    elif before is None:
+        text += f"\n{heading}\n\n{section}\n"
     elif before in text:
         text = text.replace(before, f"{heading}\n\n{section}\n\n{before}", 1)
     else:

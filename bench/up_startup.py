@@ -25,6 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from docs_section import write_section  # bench/, the script's own folder
+
 from ragpulse.deploy.broker import free_port
 
 MARK = "<!-- bench/up_startup.py -->"
@@ -86,7 +88,6 @@ def main() -> None:
               ", ".join(f"{r[2]:.1f}" for r in runs) + " s")
     load_after = os.getloadavg()
     lines = [
-        MARK,
         f"Command: `.venv/bin/python bench/up_startup.py --repeat {a.repeat} --write-docs`  ",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
         f"{load_before[0]:.2f} before and {load_after[0]:.2f} after, on {os.cpu_count()} cores.",
@@ -97,19 +98,11 @@ def main() -> None:
     for durable, runs, med in rows:
         name = "durable (default)" if durable else "`--in-memory`"
         lines.append(f"| {name} | {med[0]:.1f} | {med[1]:.0f} | {med[2]:.1f} |")
-    lines.append(MARK)
     text = "\n".join(lines)
     print(text)
     if a.write_docs:
-        docs = REPO / "docs/benchmarks.md"
-        body = docs.read_text()
-        if MARK in body:
-            head, _, rest = body.partition(MARK)
-            _, _, tail = rest.partition(MARK)
-            body = head + text + tail
-        else:
-            body += "\n## `ragpulse up`: the cost of the durable default\n\n" + text + "\n"
-        docs.write_text(body)
+        write_section(MARK, text, "## `ragpulse up`: the cost of the durable default",
+                      docs=REPO / "docs/benchmarks.md")
 
 
 if __name__ == "__main__":
