@@ -24,6 +24,6 @@ JUDGE_NAMES = ("local", "nli", "llm")
 """The values the ``judge`` column takes (each judge's ``name``)."""
 
 FAITHFULNESS_LEVELS: dict[str, float] = {"local": 0.35, "nli": 0.40}
-"""Measured 2026-11-26 (docs/benchmarks.md): ``local`` (support-lr@5) 0.35, its lowest set
-FaithBench (p1 0.391); ``nli`` = ``local-model`` (faith-e5, weights 24265215153d) 0.40, its
-lowest set JNLI valid (p1 0.442)."""
+"""Written by ``bench/faithfulness_distributions.py --write-levels``; each set's p1 and the judge
+versions it was measured on are in the table that run writes to docs/benchmarks.md ("Faithfulness
+score distributions (local judges)"), so they are not repeated here to go stale."""
