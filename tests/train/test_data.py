@@ -144,3 +144,110 @@ def test_rows_overlapping_the_shared_evaluation_sets_are_caught(tmp_path):
     assert not build.touches_eval({"premise": "The museum opens at 9:00 a.m. on weekdays.",
                                    "hypothesis": "x"}, ev)
     assert not build.touches_eval({"premise": "anything", "hypothesis": "x"}, build.eval_shingles(tmp_path / "none"))
+
+
+# ---------------------------------------------------------------- data v3: WikiText-2 pairs
+
+WIKI = """
+ = Port Avel =
+
+ Port Avel is a harbour town on the north coast of Veria , with a population of 12 @,@ 400 in 2011 . The harbour was built in 1834 by the Avel Shipping Company , which also owned the first railway . It is usually busy in summer , and most fishing boats leave before dawn .
+
+ = = History = =
+
+ In 1902 , Mara Quill founded the Port Avel Museum ( the oldest in the region ) near the Old Bridge . The museum was not damaged in the flood of 1953 . Tomas Reyl , the first mayor , opened the North Library in 1921 . The library has 40 @,@ 000 books and a reading room . Some visitors come from Lake Orun , a resort to the south , by ferry . The ferry was introduced in 1965 and runs twice a day . A <unk> statue stands in the square .
+ The town hall was completed in 1899 , while the church dates from 1750 . Fishing remains the main industry of the town , although tourism has grown since 1990 .
+"""
+
+
+def _wiki():
+    from train.data import wiki_synth
+
+    return wiki_synth, wiki_synth.parse(WIKI)
+
+
+def test_wikitext_detokenizer_and_parser():
+    from train.data import wiki_synth
+
+    assert wiki_synth.detok("a mass of 6 @,@ 000 kg ( 13 lb ) , 0 @.@ 7 m and red @-@ tipped ; "
+                            "Du Fu 's poems , he didn 't say \" hi \" .") == \
+        "a mass of 6,000 kg (13 lb), 0.7 m and red-tipped; Du Fu's poems, he didn't say \"hi\"."
+    ws, arts = _wiki()
+    assert [a.title for a in arts] == ["Port Avel"]
+    sents = arts[0].sentences
+    assert sents[0] == "Port Avel is a harbour town on the north coast of Veria, with a population of 12,400 in 2011."
+    assert not any("<unk>" in s or "History" in s for s in sents)
+    assert ws.split_sentences("He met J. Smith in St. Louis. They left.") == ["He met J. Smith in St. Louis.", "They left."]
+
+
+def test_wikitext_perturbations_change_exactly_one_part():
+    import random
+
+    ws, arts = _wiki()
+    s = arts[0].sentences
+    rng = random.Random(0)
+    nums = ws.article_numbers(s)
+    sent = "The harbour was built in 1834 by the Avel Shipping Company, which also owned the first railway."
+    for seed in range(20):  # the new year is another year of the article, never an invented one
+        out = ws.swap_number(sent, nums, random.Random(seed))
+        year = out.split("built in ")[1][:4]
+        assert year != "1834" and year in nums["year"] and out.replace(year, "1834", 1) == sent
+    ents = sorted({e for x in s for e in ws.entities(x)})
+    assert {"Mara Quill", "Tomas Reyl", "Lake Orun", "Old Bridge"} <= set(ents)
+    sw = ws.swap_entity("In 1902, Mara Quill founded the Port Avel Museum near the Old Bridge.", ents, rng)
+    assert sw and sw != "In 1902, Mara Quill founded the Port Avel Museum near the Old Bridge."
+    assert any(e in sw for e in ents if e not in ("Mara Quill", "Port Avel Museum", "Old Bridge"))
+    assert ws.swap_subject("The library has 40,000 books and a reading room.",
+                           "Tomas Reyl, the first mayor, opened the North Library in 1921.") is None  # no NP subject
+    assert ws.swap_subject("The ferry was introduced in 1965 and runs twice a day.",
+                           "The museum was not damaged in the flood of 1953.") == \
+        "The museum was introduced in 1965 and runs twice a day."
+    assert ws.flip_negation("The museum was not damaged in the flood of 1953.") == "The museum was damaged in the flood of 1953."
+    assert ws.flip_negation("The ferry was introduced in 1965.") == "The ferry was not introduced in 1965."
+    assert ws.flip_negation("It never was not there.") is None
+    assert ws.overgeneralize("It is usually busy in summer.", rng) == "It is always busy in summer."
+    assert ws.overgeneralize("Some visitors come from Lake Orun.", rng) == "All visitors come from Lake Orun."
+    assert ws.overgeneralize("It is the most visited town.", rng) is None
+    assert ws.compress("In 1902, Mara Quill founded the Port Avel Museum (the oldest in the region) near the Old Bridge.",
+                       rng) == "In 1902, Mara Quill founded the Port Avel Museum near the Old Bridge."
+    assert ws.compress("Tomas Reyl, the first mayor, opened the North Library in 1921.", rng) == \
+        "Tomas Reyl opened the North Library in 1921."
+    assert ws.compress("The town hall was completed in 1899, while the church dates from 1750.", rng) == \
+        "The town hall was completed in 1899."
+    assert ws.title_subject("It is usually busy in summer.", "Port Avel") == "Port Avel is usually busy in summer."
+    assert ws.title_subject("It was in 1902 that the museum opened.", "Port Avel") is None
+    assert ws.fuse("Port Avel is a harbour town.", "It is usually busy in summer.", "Port Avel", random.Random(1)) in (
+        "Port Avel, which is usually busy in summer, is a harbour town.",
+        "Port Avel is a harbour town, and it is usually busy in summer.", "Port Avel is a harbour town; it is usually busy in summer.")
+
+
+def test_wikitext_rows_are_balanced_and_negatives_are_not_in_the_premise():
+    from train.data import noise
+
+    ws, arts = _wiki()
+    old = ws.BUDGET
+    ws.BUDGET = (200, 420)  # the tiny article is shorter than a real window
+    try:
+        rows = [r for seed in range(15) for r in ws.generate(arts, seed=seed)]
+    finally:
+        ws.BUDGET = old
+    assert rows and Counter(r["label"] for r in rows)[0] == Counter(r["label"] for r in rows)[1]
+    kinds = {r["kind"] for r in rows}
+    assert {"wiki-copy", "wiki-fuse", "wiki-swap-number", "wiki-swap-entity", "wiki-negation", "wiki-add"} <= kinds
+    shapes = Counter(r["shape"] for r in rows)
+    assert shapes["window"] and shapes["packed"] and (shapes["window-noisy"] + shapes["packed-noisy"])
+    for r in rows:
+        clean = r.get("premise_clean", r["premise"])
+        assert "<unk>" not in r["premise"] + r["hypothesis"]
+        if r["label"] == 0:
+            assert r["hypothesis"] not in clean
+        if r["kind"] == "wiki-copy":
+            assert r["hypothesis"] in clean
+        if r["shape"].startswith("packed"):
+            assert 3 <= len(ws.split_sentences(clean)) <= 6
+        if r["kind"] == "wiki-add":  # the added half is a sentence of the article the premise lacks
+            assert any(x not in clean and x.rstrip(".")[1:] in r["hypothesis"] for x in arts[0].sentences)
+    assert noise.spaced_thousands("12,400 people") == "12, 400 people"
+    assert noise.space_punct('the diet (evening primrose), he said.') == "the diet ( evening primrose ) , he said ."
+    assert noise.tex_quotes('he said "the cleaner your diet" today') == "he said `` the cleaner your diet '' today"
+    assert noise.lower_names("Sarah Flower said. He met Mara Quill.") == "Sarah flower said. He met mara quill."

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import long_synth, nli, qa_synth, templates
+from . import long_synth, nli, qa_synth, templates, wiki_synth
 
 # per-source caps (None = all); chosen so EN/JA/ZH end up of similar size as far as data allows
 CAPS = {"janli_train": 8000, "jsts_train": None, "jnli_test": None, "snli_dev_test": None}
@@ -28,6 +28,7 @@ TEMPLATE_ROWS = {"en": 16000, "ja": 10000, "zh": 22000}
 # data v2: packed-premise NLI pairs per language (long_synth.build_packed)
 PACKED_ROWS = {"en": 8000, "ja": 3000}
 DROPPED_EVAL = 0
+DROPPED_BY: Counter = Counter()  # (dev | eval, source) -> rows dropped
 EVAL_FILES = ("faithfulness_qags_cnndm.jsonl", "faithfulness_halueval.jsonl",
               "faithfulness_faithbench.jsonl", "jnli_ja_valid.jsonl")
 
@@ -130,19 +131,26 @@ def collect(seed: int, exclude: frozenset[str] = frozenset()) -> list[dict]:
     for lang, n in PACKED_ROWS.items():
         if f"pack_{lang}" not in exclude:
             rows += list(long_synth.build_packed(lang, n, seed))
+    if "wiki_en" not in exclude:  # data v3
+        rows += list(wiki_synth.build(seed))
     out, seen = [], set()
     dev = dev_shingles()
     ev = eval_shingles()
     global DROPPED_DEV, DROPPED_EVAL
     for r in rows:
+        # a noised premise (data v3) is checked as written and as it was before the noise
+        clean = r.pop("premise_clean", None)
         r = _clean(r)
         if r is None:
             continue
-        if touches_dev(r, dev):
+        alt = [r] if clean is None else [r, dict(r, premise=clean)]
+        if any(touches_dev(x, dev) for x in alt):
             DROPPED_DEV += 1
+            DROPPED_BY[("dev", r["source"])] += 1
             continue
-        if touches_eval(r, ev):
+        if any(touches_eval(x, ev) for x in alt):
             DROPPED_EVAL += 1
+            DROPPED_BY[("eval", r["source"])] += 1
             continue
         key = (r["premise"], r["hypothesis"])
         if key in seen:
@@ -171,7 +179,8 @@ def _is_valid(premise: str, share: float) -> bool:
 
 def stats(rows: list[dict]) -> str:
     lines = [f"rows: {len(rows)} (dropped for sharing 27+ characters with a hand-written dev set: {DROPPED_DEV}, "
-             f"with a shared evaluation set: {DROPPED_EVAL})", ""]
+             f"with a shared evaluation set: {DROPPED_EVAL})"]
+    lines += [f"  dropped ({why}) {src}: {n}" for (why, src), n in sorted(DROPPED_BY.items())] + [""]
     by = Counter((r["source"], r["lang"], r["label"]) for r in rows)
     srcs = sorted({(s, lg) for s, lg, _ in by})
     lines.append(f"{'source':24} {'lang':4} {'label=1':>8} {'label=0':>8} {'total':>8}")
@@ -185,6 +194,10 @@ def stats(rows: list[dict]) -> str:
     kinds = Counter((r.get("kind", "-"), r["label"]) for r in rows if "kind" in r)
     lines += ["", "synthetic kinds (kind, label): count"]
     lines += [f"  {k} {y}: {n}" for (k, y), n in sorted(kinds.items())]
+    shapes = Counter((r["source"], r["shape"]) for r in rows if "shape" in r)
+    if shapes:  # data v3: premise shapes (window / packed, with or without news-style noise)
+        lines += ["", "premise shapes (source, shape): count"]
+        lines += [f"  {s} {sh}: {n}" for (s, sh), n in sorted(shapes.items())]
     return "\n".join(lines) + "\n"
 
 
@@ -196,7 +209,7 @@ def main() -> None:
     ap.add_argument("--name", default="train", help="file stem for the training file (train, train2, ...)")
     ap.add_argument("--exclude", nargs="*", default=[],
                     help=f"builders to leave out: {', '.join(nli.BUILDERS)}, qa_ja, qa_zh, qa_en, templates, "
-                         "long_ja, long_zh, long_en, pack_en, pack_ja")
+                         "long_ja, long_zh, long_en, pack_en, pack_ja, wiki_en")
     a = ap.parse_args()
     rows = collect(a.seed, frozenset(a.exclude))
     train = [r for r in rows if not _is_valid(r["premise"], a.valid_share)]

@@ -48,8 +48,12 @@ CMRC2018 = Source("ymcui/cmrc2018", "c0eb1b6ba219847457e6af3180da722bbeb656af", 
                   "squad-style-data dev and trial (the train file is not in the snapshot)")
 SQUAD2_SUBSET = Source("VinACE/san_mrc", "74f10c582d3fb1249ef9559967dc9cb6c989acbe", "SQuAD 2.0 text CC BY-SA 4.0",
                        "dev-v1.1.json there is a 5-article SQuAD 2.0 dev excerpt")
+WIKITEXT2 = Source("pytorch/examples", "77f55b912142e11fcfdf5b530231fb9c52f181e8",
+                   "repository BSD-3-Clause; WikiText text CC BY-SA 3.0 (Merity et al. 2016, from Wikipedia)",
+                   "word_language_model/data/wikitext-2/{valid,test}.txt (train.txt is not in the snapshot)")
 
-ALL = {"jglue": JGLUE, "janli": JANLI, "esnli": ESNLI, "cmrc2018": CMRC2018, "squad2": SQUAD2_SUBSET}
+ALL = {"jglue": JGLUE, "janli": JANLI, "esnli": ESNLI, "cmrc2018": CMRC2018, "squad2": SQUAD2_SUBSET,
+       "wikitext2": WIKITEXT2}
 
 
 def read_jsonl(src: Source, path: str) -> list[dict]:
