@@ -36,11 +36,13 @@ from collections.abc import Iterator
 
 from . import qa_synth
 from .nli import _detok
+from .noise import maybe_noise
 from .sources import ESNLI, JANLI, JGLUE
 
 # passage length in characters: about 110-200 tokens of the pruned XLM-R vocabulary, so that
 # premise + statement fit the 256-token pairs of training (truncation would cut the evidence)
 BUDGET = {"en": (450, 780), "ja": (180, 290), "zh": (130, 210)}
+NOISE_SHARE_EN = 1 / 3  # data v3
 NEGATION = {"en": re.compile(r"\b(not|no|never|none|nobody|nothing|neither|nor|without)\b|n't", re.I),
             "ja": re.compile(r"ない|ません|ず[、。]|ぬ"), "zh": re.compile(r"不|没有|未|无")}
 
@@ -167,7 +169,11 @@ def build_qa(lang: str, seed: int = 0) -> Iterator[dict]:
     elif lang == "zh":
         yield from generate(qa_synth.cmrc_items(), "zh", "long_cmrc2018", seed)
     else:
-        yield from generate(qa_synth.squad2_items(), "en", "long_squad2", seed, per_passage=4)
+        # data v3: a third of the English passages get news-style formatting noise (noise.py),
+        # the statements stay clean: formatting is not content
+        for r in generate(qa_synth.squad2_items(), "en", "long_squad2", seed, per_passage=4):
+            prem = maybe_noise(r["premise"], seed, NOISE_SHARE_EN)
+            yield r if prem == r["premise"] else dict(r, premise=prem, premise_clean=r["premise"], shape="noisy")
 
 
 # ---------------------------------------------------------------- packed NLI premises
