@@ -271,6 +271,7 @@ def overgeneralize(sent: str, rng: random.Random) -> str | None:
 
 _PAREN = re.compile(r" \([^()]{1,80}\)")
 _APPOS = re.compile(r"(?<!\d), ([^,]{3,60}),(?=\s)")
+_APPOS_START = re.compile(r"(the|a|an|who|which|known|also|born|then|now|formerly|later|its|his|her|their)\b")
 _TRAIL = re.compile(r", (?:which|who|where|when|while|although|though|including|as well as|making|with|"
                     r"after|before|and|but)\b[^,]*[.!?]$")
 
@@ -282,10 +283,15 @@ def compress(sent: str, rng: random.Random) -> str | None:
     for m in _PAREN.finditer(sent):
         opts.append(sent[: m.start()] + sent[m.end():])
     for m in _APPOS.finditer(sent):
-        inner = m.group(1)
-        if 2 <= len(inner.split()) <= 8 and not re.match(r"(and|or|but|not|nor)\b", inner) \
+        # only an appositive right after a short subject, followed by its verb ("Tomas Reyl, the
+        # first mayor, opened ..."): a comma pair later in a sentence often closes a phrase that
+        # what follows depends on
+        inner, head, nxt = m.group(1), sent[: m.start()], sent[m.end():].split()[:1]
+        if 2 <= len(inner.split()) <= 8 and len(head.split()) <= 5 and "," not in head \
+                and _APPOS_START.match(inner) and nxt and nxt[0].islower() \
+                and nxt[0] not in ("the", "a", "an", "and", "or", "but", "one", "which", "who") \
                 and not re.search(r"\b(not|never|no)\b", inner):
-            opts.append(sent[: m.start()] + sent[m.end() - 1:].replace(",", "", 1))
+            opts.append(head + sent[m.end():])
     m = _TRAIL.search(sent)
     if m:
         opts.append(sent[: m.start()] + sent[-1])
@@ -407,7 +413,7 @@ def _hyps(art: Article, i: int, j: int, numbers: dict[str, list[str]], ents: lis
     a, b = sorted(rng.sample(idx, 2))
     ca, cb = compress(s[a], rng) or s[a], compress(s[b], rng) or s[b]
     tail = lower_first(ca, vocab)
-    pos.append(("wiki-summary", cb.rstrip(".!?") + rng.choice(["; ", ", and ", ", while "]) + tail, {a, b}, set()))
+    pos.append(("wiki-summary", cb.rstrip(".!?") + rng.choice(["; ", ", and "]) + tail, {a, b}, set()))
 
     for k in rng.sample(idx, len(idx)):
         t = swap_number(s[k], numbers, rng)
@@ -435,7 +441,8 @@ def _hyps(art: Article, i: int, j: int, numbers: dict[str, list[str]], ents: lis
     if outside:
         pw = words(prem)
         k = rng.choice(idx)
-        cands = [o for o in rng.sample(outside, min(20, len(outside))) if len(words(s[o]) - pw) >= 2]
+        cands = [o for o in rng.sample(outside, min(20, len(outside)))
+                 if len(words(s[o]) - pw) >= max(3, 0.3 * len(words(s[o])))]  # mostly new content
         if cands:  # the outside sentence closest to the premise: the addition looks on-topic
             o = max(cands, key=lambda o: len(words(s[o]) & pw))
             neg.append(("wiki-add", fuse(s[k], s[o], "", rng, vocab), {k}, {o}))
