@@ -108,7 +108,7 @@ def _clean(r: dict) -> dict | None:
     return r
 
 
-def collect(seed: int, exclude: frozenset[str] = frozenset()) -> list[dict]:
+def collect(seed: int, exclude: frozenset[str] = frozenset(), wiki_passes: int = wiki_synth.PASSES) -> list[dict]:
     rng = random.Random(seed)
     rows: list[dict] = []
     for name, fn in nli.BUILDERS.items():
@@ -132,7 +132,7 @@ def collect(seed: int, exclude: frozenset[str] = frozenset()) -> list[dict]:
         if f"pack_{lang}" not in exclude:
             rows += list(long_synth.build_packed(lang, n, seed))
     if "wiki_en" not in exclude:  # data v3
-        rows += list(wiki_synth.build(seed))
+        rows += list(wiki_synth.build(seed, wiki_passes))
     out, seen = [], set()
     dev = dev_shingles()
     ev = eval_shingles()
@@ -207,11 +207,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--valid-share", type=float, default=0.02)
     ap.add_argument("--name", default="train", help="file stem for the training file (train, train2, ...)")
+    ap.add_argument("--wiki-passes", type=int, default=wiki_synth.PASSES,
+                    help="window tilings per WikiText article (data v3: 3; v4: 6)")
     ap.add_argument("--exclude", nargs="*", default=[],
                     help=f"builders to leave out: {', '.join(nli.BUILDERS)}, qa_ja, qa_zh, qa_en, templates, "
                          "long_ja, long_zh, long_en, pack_en, pack_ja, wiki_en")
     a = ap.parse_args()
-    rows = collect(a.seed, frozenset(a.exclude))
+    rows = collect(a.seed, frozenset(a.exclude), a.wiki_passes)
     train = [r for r in rows if not _is_valid(r["premise"], a.valid_share)]
     valid = [r for r in rows if _is_valid(r["premise"], a.valid_share)]
     a.out.mkdir(parents=True, exist_ok=True)

@@ -454,14 +454,15 @@ def _hyps(art: Article, i: int, j: int, numbers: dict[str, list[str]], ents: lis
     return pos, neg
 
 
-def generate(arts: list[Article], seed: int = 0, per_window: int = 3, source: str = SOURCE) -> Iterator[dict]:
+def generate(arts: list[Article], seed: int = 0, per_window: int = 3, source: str = SOURCE,
+             passes: int = PASSES) -> Iterator[dict]:
     """Balanced rows (``per_window`` of each label per window, fewer when a window offers fewer)."""
     rng = random.Random(f"wiki-{seed}")
     for art in arts:
         numbers = article_numbers(art.sentences)
         ents = sorted({e for x in art.sentences for e in entities(x)})
         title = art.title.split(" (")[0]
-        for i, j in windows(art, rng):
+        for i, j in windows(art, rng, passes):
             pos, neg = _hyps(art, i, j, numbers, ents, rng)
             window = " ".join(art.sentences[i:j])
             neg = [q for q in neg if q[1] not in window and len(q[1]) <= 330]
@@ -483,5 +484,5 @@ def generate(arts: list[Article], seed: int = 0, per_window: int = 3, source: st
                 yield r
 
 
-def build(seed: int = 0) -> Iterator[dict]:
-    yield from generate(articles(), seed)
+def build(seed: int = 0, passes: int = PASSES) -> Iterator[dict]:
+    yield from generate(articles(), seed, passes=passes)
