@@ -9,8 +9,9 @@ delegates every other fact to a :class:`~ragpulse.scorer.judges.local.LocalJudge
 Importing this package does not import onnxruntime or tokenizers: the model does, when built.
 """
 
+from .blend import Blend, BlendError
 from .judge import NliJudge
 from .onnx_model import NliModel, NliModelError
 from .settings import NliJudgeSettings
 
-__all__ = ["NliJudge", "NliJudgeSettings", "NliModel", "NliModelError"]
+__all__ = ["Blend", "BlendError", "NliJudge", "NliJudgeSettings", "NliModel", "NliModelError"]

@@ -8,7 +8,10 @@ STATEMENT_SUPPORT        per answer statement (``segment.split_statements``, as 
                          chunk, hypothesis = the statement, best over every chunk of every
                          context; verdict at ``threshold``. Probabilities in ``Finding.extra``,
                          flagged ``expected_share`` by default (faithfulness = their mean, the
-                         Wilson interval at sum(P) of n, see ``metrics.EXPECTED_SHARE``)
+                         Wilson interval at sum(P) of n, see ``metrics.EXPECTED_SHARE``).
+                         With a blend (``blend.json`` beside the model, settings ``blend``),
+                         each P is the logistic blend of the model's and the lexical
+                         detector's (``support-lr@5``) P; both are kept in ``Finding.extra``
 CONTEXT_USED             per context: the best P(supported) of any answer statement (the answer
                          itself when it has no statement) against that context's chunks
                          >= ``threshold``. The same pairs as STATEMENT_SUPPORT: asking for both
@@ -23,9 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import logging
 import re
 import threading
+from pathlib import Path
 from typing import Any
 
 from ...embeddings import Embedder
@@ -34,10 +39,11 @@ from ...model import Fact, Finding, Reason, Sample
 from ...segment import split_statements
 from ..base import BlockingWorkers, Needs
 from ..local import LocalJudge, LocalJudgeSettings
+from .blend import BLEND_FILE, Blend, BlendError
 from .onnx_model import NliModel, PairsTooMany
 from .settings import NliJudgeSettings
 
-__all__ = ["NliJudge", "claims"]
+__all__ = ["NliJudge", "claims", "lexical_identity", "model_identity"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +53,24 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
 def _terse(statement: str) -> bool:
     cjk = len(_CJK.findall(statement))
     return cjk <= 8 if cjk >= 3 else len(statement.split()) <= 4
+
+
+def model_identity(nli: NliModel) -> str:
+    """The model's name and a fingerprint of its graph file: what blend weights are fitted for."""
+    return f"{nli.name}#{_digest(Path(nli.onnx_path))}"
+
+
+def lexical_identity(detector: Any) -> str:
+    """The lexical detector's version and a fingerprint of its weights file."""
+    return f"{detector.version}#{_digest(Path(detector.weights_path))}"
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:12]
 
 
 def claims(question: str, statements: list[str]) -> tuple[list[str], list[int]]:
@@ -107,6 +131,7 @@ class NliJudge:
         self.model = self.nli.name
         self.local = LocalJudge(local_settings or LocalJudgeSettings(threads=settings.threads),
                                 embedder=embedder, detector=self.nli)
+        self.blend, self._lexical = self._load_blend()
         self._workers = BlockingWorkers(settings.workers, settings.max_pending,
                                         "ragpulse-nli-judge")
         self._count_lock = threading.Lock()
@@ -114,6 +139,24 @@ class NliJudge:
         self.errors = 0
         self.too_large = 0
         self.pairs = 0
+
+    def _load_blend(self) -> tuple[Blend | None, Any]:
+        """The blend weights and the lexical detector they need, per ``settings.blend``.
+        Raises :class:`BlendError` when they are required and missing, unreadable, or were
+        fitted for another model or other lexical weights."""
+        mode, d = self.settings.blend, self.settings.model_dir
+        path = Path(d).expanduser() / BLEND_FILE if d is not None else None
+        if mode == "off" or path is None or (mode == "auto" and not path.is_file()):
+            return None, None
+        if not path.is_file():
+            raise BlendError(f"blend 'on' needs {path}: fit it with bench/blend_faithfulness.py")
+        from ..local.support_detector import SupportDetector
+
+        blend = Blend.load(path)
+        lexical = SupportDetector(embedder=self.local.embedder,
+                                  weights_path=self.local.settings.support_weights_path)
+        blend.check(lexical_identity(lexical), model_identity(self.nli))
+        return blend, lexical
 
     def warm(self) -> NliJudge:
         """Blocking: load the local judge's embedding model now (the NLI model is loaded)."""
@@ -162,6 +205,9 @@ class NliJudge:
                 hyps, owner = claims(sample.question or "", hyps)
             matrix, pairs = self.nli.support_matrix(hyps, list(sample.contexts))
             matrix = matrix[owner]  # one row per statement again
+            lexical = (self._lexical.predict(statements, list(sample.contexts))
+                       if self.blend is not None and statements
+                       and Fact.STATEMENT_SUPPORT in facts else None)
         except PairsTooMany as e:
             return self._too_large(facts, str(e))
         except Exception as e:
@@ -176,10 +222,15 @@ class NliJudge:
             n = len(statements)
             probs = [float(p) for p in matrix[:n].max(axis=1)] if matrix.shape[1] else [0.0] * n
             best = [int(i) for i in matrix[:n].argmax(axis=1)] if matrix.shape[1] else [-1] * n
-            extra: dict[str, Any] = {"probabilities": [round(p, 4) for p in probs],
-                                     "threshold": cut, "best_context": best,
+            extra: dict[str, Any] = {"threshold": cut, "best_context": best,
                                      "label": self.nli.positive_label}
             version = self.nli.version
+            if lexical is not None and self.blend is not None:
+                extra["model_probabilities"] = [round(p, 4) for p in probs]
+                extra["lexical_probabilities"] = [round(p, 4) for p in lexical]
+                probs = self.blend.combine(lexical, probs)
+                version += f"+{self._lexical.version}/{self.blend.tag}"
+            extra["probabilities"] = [round(p, 4) for p in probs]
             if self.settings.faithfulness_value == "expected":
                 extra[EXPECTED_SHARE] = True
                 version += "/expected"

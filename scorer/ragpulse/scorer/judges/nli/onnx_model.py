@@ -86,6 +86,7 @@ class NliModel:
         ort, Tokenizer = _import_runtime()
         d = Path(s.model_dir).expanduser()
         onnx_path, tok_path, cfg_path = self._model_files(d)
+        self.onnx_path: Path = onnx_path
         self.config = cfg = _read_json(cfg_path, "nli model config")
         tok_cfg_path = d / "tokenizer_config.json"
         tok_cfg = _read_json(tok_cfg_path, "tokenizer config") if tok_cfg_path.is_file() else {}

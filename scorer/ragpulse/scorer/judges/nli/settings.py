@@ -51,6 +51,14 @@ class NliJudgeSettings(BaseModel):
         probability); a lone one is judged as the claim it makes about the question
         (``question + " " + statement``). The bundled ``local-model`` was trained on both forms.
 
+    Blend
+        ``blend``: whether statement support blends the model's P(supported) with the lexical
+        detector's (``support-lr@5``) through the weights in the model directory's
+        ``blend.json`` (:mod:`~ragpulse.scorer.judges.nli.blend`). ``auto``: when that file
+        exists (the bundled ``local-model`` ships one); ``on``: required (a missing file is an
+        error at start); ``off``: the model alone. Weights fitted for another model or other
+        lexical weights are an error at start in ``auto`` and ``on`` alike.
+
     Decision
         ``threshold``: P(supported) at or above which a statement counts as supported (the
         counts, context utilization's "used"). ``faithfulness_value`` as for the local judge:
@@ -75,6 +83,8 @@ class NliJudgeSettings(BaseModel):
     max_pairs: int = Field(default=512, ge=1, le=1_000_000)
 
     terse_claims: Literal["as-is", "with-question"] = "as-is"
+
+    blend: Literal["auto", "on", "off"] = "auto"
 
     threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     faithfulness_value: Literal["expected", "verdicts"] = "expected"

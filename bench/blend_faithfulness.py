@@ -1,0 +1,274 @@
+"""Fit and measure the ``local-model`` judge's blend with the lexical detector
+(``scorer/ragpulse/scorer/judges/nli/blend.py``): per statement
+``P = sigmoid(b0 + b1 * logit(P_lexical) + b2 * logit(P_model))``, faithfulness = mean P.
+
+Two steps; the first is slow (both detectors on every statement of every set), the second is
+numpy on the cache:
+
+    .venv/bin/python bench/blend_faithfulness.py dump --data ../shared/data --cache /tmp/blend
+    .venv/bin/python bench/blend_faithfulness.py fit --cache /tmp/blend [--write] [--write-docs]
+
+``dump`` runs the bundled model (the ``local-model`` judge's settings, blend off) and
+``support-lr@5`` on the statements of each row (``segment.split_statements``, as the judge) and
+caches the per-statement probabilities per detector fingerprint (a retrained model or refitted
+lexical weights are scored again). Sets: the hand-written RAG dev set, JNLI valid entailment
+vs contradiction, QAGS-CNNDM, HaluEval, FaithBench (all rows).
+
+``fit`` chooses the weights leave-one-dataset-out (LODO): for each set, the weights fitted on
+the other four (each set counted equally; objective: the log-loss of the sample's mean P
+against its label, so what is fitted is what faithfulness reports; a small L2 on b1, b2) score
+the held-out one. It prints AUROC per held-out set for the model, ``support-lr@5`` and the
+blend, and the weights per fold. ``--write`` fits on all five sets and writes ``blend.json``
+into the bundled model directory (with the two detector fingerprints it was fitted for);
+``--write-docs`` puts the table into docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import docs_section  # bench/docs_section.py
+import quality as q  # bench/quality.py: read_jsonl, auroc
+
+REPO = Path(__file__).resolve().parent.parent
+SETS = ("dev", "jnli", "qags_cnndm", "halueval", "faithbench")
+FILES = {"qags_cnndm": "faithfulness_qags_cnndm.jsonl", "halueval": "faithfulness_halueval.jsonl",
+         "faithbench": "faithfulness_faithbench.jsonl", "jnli": "jnli_ja_valid.jsonl"}
+MARK = "<!-- blend_faithfulness.py -->"
+L2 = 1e-3
+
+
+def load_set(name: str, data: Path) -> tuple[list[dict[str, Any]], list[int]]:
+    """Rows (``question``, ``contexts``, ``answer``) and labels (1 = faithful) of one set."""
+    if name == "dev":
+        rows = q.read_jsonl(REPO / "bench" / "data" / "faithfulness_rag_handwritten.jsonl", None)
+        return rows, [int(r["label"]["faithful"]) for r in rows]
+    if name == "jnli":
+        raw = [r for r in q.read_jsonl(data / FILES["jnli"], None)
+               if r["label"] in ("entailment", "contradiction")]
+        rows = [{"id": f"jnli-{r['sentence_pair_id']}", "question": "", "contexts": [r["sentence1"]],
+                 "answer": r["sentence2"]} for r in raw]
+        return rows, [int(r["label"] == "entailment") for r in raw]
+    rows = q.read_jsonl(data / FILES[name], None)
+    return rows, [int(r["label"]["faithful"]) for r in rows]
+
+
+# --------------------------------------------------------------------------- dump
+
+
+def detectors(threads: int) -> tuple[Any, Any, str, str]:
+    """The bundled model's judge (blend off) and the lexical detector, with their identities."""
+    from ragpulse.scorer.embeddings import USEEmbedder
+    from ragpulse.scorer.judges.factory import _local_model_settings
+    from ragpulse.scorer.judges.local.support_detector import SupportDetector
+    from ragpulse.scorer.judges.nli import NliJudge, NliJudgeSettings
+    from ragpulse.scorer.judges.nli.judge import lexical_identity, model_identity
+
+    embedder = USEEmbedder(threads=1)
+    settings = _local_model_settings(NliJudgeSettings(threads=1)).model_copy(
+        update={"blend": "off"})
+    judge = NliJudge(settings, embedder=embedder)
+    lexical = SupportDetector(embedder=embedder)
+    return judge, lexical, model_identity(judge.nli), lexical_identity(lexical)
+
+
+def _per_statement(judge: Any, lexical: Any, row: dict[str, Any]) -> dict[str, Any]:
+    from ragpulse.scorer.model import Fact, Sample
+    from ragpulse.scorer.segment import split_statements
+
+    sample = Sample.model_validate({k: v for k, v in row.items() if k != "label"})
+    statements = split_statements(sample.answer.strip())
+    if not statements:
+        return {"model": None, "lexical": None}
+    found = judge.judge(sample, frozenset({Fact.STATEMENT_SUPPORT}))[Fact.STATEMENT_SUPPORT]
+    model = found.extra.get("probabilities") if found.value is not None else None
+    lex = [round(p, 4) for p in lexical.predict(statements, list(sample.contexts))]
+    return {"model": model, "lexical": lex}
+
+
+def dump(args: argparse.Namespace) -> int:
+    cache = Path(args.cache)
+    cache.mkdir(parents=True, exist_ok=True)
+    judge, lexical, model_id, lexical_id = detectors(args.threads)
+    print(f"model {model_id}, lexical {lexical_id}", file=sys.stderr)
+    for name in args.sets:
+        out = cache / f"{name}.json"
+        if out.exists():
+            old = json.loads(out.read_text())
+            if (old["model_id"], old["lexical_id"]) == (model_id, lexical_id):
+                print(f"{out}: cached", file=sys.stderr)
+                continue
+        rows, labels = load_set(name, Path(args.data))
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(args.workers) as pool:
+            per = list(pool.map(lambda r: _per_statement(judge, lexical, r), rows))
+        out.write_text(json.dumps({"set": name, "model_id": model_id, "lexical_id": lexical_id,
+                                   "ids": [r["id"] for r in rows], "labels": labels,
+                                   "model": [p["model"] for p in per],
+                                   "lexical": [p["lexical"] for p in per]}))
+        print(f"{name}: {len(rows)} rows in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return 0
+
+
+# --------------------------------------------------------------------------- fit
+
+
+class SetData:
+    """One set's statements as logits, grouped by sample (rows without a value dropped)."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        keep = [i for i, (m, lx) in enumerate(zip(raw["model"], raw["lexical"], strict=True))
+                if m and lx and len(m) == len(lx)]
+        self.name = raw["set"]
+        self.y = np.array([raw["labels"][i] for i in keep], dtype=float)
+        lens = [len(raw["model"][i]) for i in keep]
+        self.owner = np.repeat(np.arange(len(keep)), lens)
+        self.counts = np.array(lens, dtype=float)
+        self.x = np.c_[_logit(np.concatenate([raw["lexical"][i] for i in keep])),
+                       _logit(np.concatenate([raw["model"][i] for i in keep]))]
+        self.model_mean = self._mean(_sigmoid(self.x[:, 1]))
+        self.lexical_mean = self._mean(_sigmoid(self.x[:, 0]))
+
+    def _mean(self, per_statement: np.ndarray) -> np.ndarray:
+        return np.bincount(self.owner, weights=per_statement, minlength=len(self.y)) / self.counts
+
+    def scores(self, beta: np.ndarray) -> np.ndarray:
+        """Faithfulness (mean blended P) per sample under weights ``beta`` = (b0, b1, b2)."""
+        return self._mean(_sigmoid(beta[0] + self.x @ beta[1:]))
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=float), 1e-4, 1 - 1e-4)
+    return np.log(p / (1 - p))
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-np.clip(z, -60, 60)))
+
+
+def fit(sets: list[SetData], steps: int = 3000, lr: float = 0.05) -> np.ndarray:
+    """Weights minimising the equally weighted mean, over ``sets``, of the per-sample log-loss
+    of the mean blended P (plus ``L2`` on b1, b2), by Adam from (0, 1, 1)."""
+    beta = np.array([0.0, 1.0, 1.0])
+    m, v = np.zeros(3), np.zeros(3)
+    for t in range(1, steps + 1):
+        grad = np.r_[0.0, 2 * L2 * beta[1:]]
+        for d in sets:
+            p = _sigmoid(beta[0] + d.x @ beta[1:])
+            s = np.clip(d._mean(p), 1e-6, 1 - 1e-6)
+            dl_ds = (s - d.y) / (s * (1 - s)) / len(d.y) / len(sets)
+            dp = p * (1 - p) * dl_ds[d.owner] / d.counts[d.owner]
+            grad += np.r_[dp.sum(), d.x.T @ dp]
+        m = 0.9 * m + 0.1 * grad
+        v = 0.999 * v + 0.001 * grad ** 2
+        beta -= lr * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+    return beta
+
+
+def load(cache: Path) -> list[SetData]:
+    raws = [json.loads((cache / f"{n}.json").read_text()) for n in SETS]
+    ids = {(r["model_id"], r["lexical_id"]) for r in raws}
+    if len(ids) != 1:
+        raise SystemExit(f"{cache}: the sets were dumped with different detectors: {sorted(ids)}")
+    return [SetData(r) for r in raws]
+
+
+def ece(scores: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
+    """Expected calibration error over ``bins`` equal-width bins of the score."""
+    idx = np.minimum((scores * bins).astype(int), bins - 1)
+    return float(sum(abs(scores[idx == b].mean() - y[idx == b].mean()) * (idx == b).sum()
+                     for b in range(bins) if (idx == b).any()) / len(y))
+
+
+def lodo(sets: list[SetData]) -> list[dict[str, Any]]:
+    rows = []
+    for held in sets:
+        beta = fit([d for d in sets if d is not held])
+        rows.append({"set": held.name, "n": len(held.y), "pos": int(held.y.sum()),
+                     "lexical": q.auroc(held.lexical_mean, held.y),
+                     "model": q.auroc(held.model_mean, held.y),
+                     "blend": q.auroc(held.scores(beta), held.y),
+                     "faithful_mean": float(held.scores(beta)[held.y == 1].mean()),
+                     "ece": (ece(held.lexical_mean, held.y), ece(held.model_mean, held.y),
+                             ece(held.scores(beta), held.y)),
+                     "beta": [round(float(b), 3) for b in beta]})
+    return rows
+
+
+def table(rows: list[dict[str, Any]], beta: np.ndarray, ids: tuple[str, str]) -> str:
+    lines = [f"Model `{ids[0]}`, lexical `{ids[1]}`. AUROC of the sample's faithfulness "
+             "(mean P over its statements) per held-out set; the blend's weights are fitted on "
+             "the other four sets (LODO).", "",
+             "| held-out set | n (faithful) | support-lr@5 | model | blend (LODO) | blend faithful "
+             "mean | ECE lexical / model / blend | weights b0, b1 (lexical), b2 (model) of the "
+             "fold |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        win = "**" if r["blend"] > max(r["lexical"], r["model"]) else ""
+        lines.append(f"| {r['set']} | {r['n']} ({r['pos']}) | {r['lexical']:.3f} | "
+                     f"{r['model']:.3f} | {win}{r['blend']:.3f}{win} | {r['faithful_mean']:.3f} | "
+                     f"{' / '.join(f'{e:.2f}' for e in r['ece'])} | "
+                     f"{', '.join(f'{b:+.3f}' for b in r['beta'])} |")
+    beats = sum(r["blend"] > r["lexical"] for r in rows)
+    lines += ["", f"The blend beats support-lr@5 on {beats} of {len(rows)} sets. Shipped weights "
+              f"(fitted on all five): b0 {beta[0]:+.3f}, b1 {beta[1]:.3f}, b2 {beta[2]:.3f}."]
+    return "\n".join(lines)
+
+
+def fit_main(args: argparse.Namespace) -> int:
+    cache = Path(args.cache)
+    sets = load(cache)
+    raw = json.loads((cache / f"{SETS[0]}.json").read_text())
+    ids = (raw["model_id"], raw["lexical_id"])
+    rows = lodo(sets)
+    beta = fit(sets)
+    text = table(rows, beta, ids)
+    print(text)
+    if args.write:
+        from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR
+        from ragpulse.scorer.judges.nli.blend import BLEND_FILE, Blend
+
+        blend = Blend(float(beta[0]), float(beta[1]), float(beta[2]), ids[1], ids[0])
+        path = Path(BUNDLED_MODEL_DIR) / BLEND_FILE
+        path.write_text(blend.to_json({"fitted_on": list(SETS),
+                                       "lodo_auroc": {r["set"]: round(r["blend"], 4)
+                                                      for r in rows},
+                                       "command": "python bench/blend_faithfulness.py fit"}))
+        print(f"wrote {path}", file=sys.stderr)
+    if args.write_docs:
+        docs_section.write_section(
+            MARK, text + "\n\nCommand: `python bench/blend_faithfulness.py dump --data "
+            "../shared/data --cache /tmp/blend && python bench/blend_faithfulness.py fit "
+            "--cache /tmp/blend --write --write-docs`.",
+            "## local-model's blend with the lexical detector (issue 22)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("dump", help="per-statement probabilities of both detectors (slow)")
+    d.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    d.add_argument("--cache", required=True)
+    d.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
+    d.add_argument("--threads", type=int, default=1)
+    d.add_argument("--workers", type=int, default=2)
+    f = sub.add_parser("fit", help="LODO table; --write ships the weights")
+    f.add_argument("--cache", required=True)
+    f.add_argument("--write", action="store_true")
+    f.add_argument("--write-docs", action="store_true")
+    args = ap.parse_args(argv)
+    return dump(args) if args.cmd == "dump" else fit_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
