@@ -74,12 +74,20 @@ def weight_files(name: str) -> list[Path]:
 
 
 def judge_version(name: str) -> str:
-    """A fingerprint of the judge's weight files: a retrained model or refitted weights give
-    another one, so its cached scores are not reused."""
+    """A fingerprint of the judge's weight files and, for ``local-model``, of its default nli
+    settings other than resources (premises, windows, claims): a retrained model, refitted
+    weights or another premise selection give another one, so its cached scores are not
+    reused."""
     h = hashlib.sha256()
     for p in weight_files(name):
         h.update(p.name.encode())
         h.update(p.read_bytes())
+    if name == "local-model":
+        from ragpulse.scorer.judges.factory import _local_model_settings
+
+        own = _local_model_settings(None).model_dump(
+            mode="json", exclude={"model_dir", "threads", "batch_size", "workers", "max_pending"})
+        h.update(json.dumps(own, sort_keys=True).encode())
     return f"{name}:{h.hexdigest()[:12]}"
 
 

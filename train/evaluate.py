@@ -132,9 +132,12 @@ def build_judge(args: argparse.Namespace) -> Any:
     if args.judge == "local":
         return build("local", None, None)
     from ragpulse.scorer.judges.factory import build_judge as bj
+    from ragpulse.scorer.judges.nli import NliJudgeSettings
 
+    given = {k: getattr(args, k) for k in ("premise", "premise_sentences", "premise_neighbours",
+                                           "premise_tokens") if getattr(args, k) is not None}
     return bj(args.judge, threads=args.threads, model_dir=args.model_dir,
-              batch_size=args.batch_size)
+              batch_size=args.batch_size, nli=NliJudgeSettings(**given) if given else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--premise", choices=("chunks", "sentences", "packed"),
+                    help="the judge's premise selection (default: the judge's own)")
+    ap.add_argument("--premise-sentences", type=int)
+    ap.add_argument("--premise-neighbours", type=int)
+    ap.add_argument("--premise-tokens", type=int)
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args(argv)
     res = asyncio.run(run(a))

@@ -19,6 +19,8 @@ def test_bundled_model_scores_each_statement() -> None:
     assert judge.name == "nli" and judge.model == "ragpulse/faith-e5-small@2"
     assert judge.settings.terse_claims == "with-question" and judge.settings.candidates == 2
     assert judge.settings.workers == 2 and judge.settings.threads == 1
+    assert judge.settings.premise == "sentences" and judge.settings.premise_sentences == 2
+    assert judge.settings.premise_neighbours == 0 and judge.settings.premise_tokens == 128
     ctx = ["The Basic plan includes email support only. Phone support is available on the "
            "Business plan."]
     q = "Does the Basic plan include phone support?"
@@ -41,3 +43,13 @@ def test_a_missing_bundled_model_is_a_clear_error(tmp_path) -> None:
         from ragpulse.scorer.judges.nli import NliJudgeSettings
 
         build_judge("local-model", nli=NliJudgeSettings(model_dir=tmp_path / "none"))
+
+
+def test_given_premise_settings_win() -> None:
+    from ragpulse.scorer.judges.factory import _local_model_settings
+    from ragpulse.scorer.judges.nli import NliJudgeSettings
+
+    own = _local_model_settings(NliJudgeSettings(premise="chunks"))
+    assert own.premise == "chunks" and own.candidates == 2
+    own = _local_model_settings(NliJudgeSettings(premise="packed", premise_neighbours=1))
+    assert own.premise == "packed" and own.premise_neighbours == 1

@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ...segment import split_sentences
 from .settings import NliJudgeSettings
 
 __all__ = ["POSITIVE_LABELS", "NliModel", "NliModelError", "PairsTooMany"]
@@ -30,6 +32,18 @@ POSITIVE_LABELS = frozenset({
 
 _VERSION = "nli-support@1"
 _MIN_WINDOW = 8  # premise tokens a chunk must keep; below it the settings cannot work
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A sentence (or a piece of a long one) of context ``context``: ``contexts[context]
+    [start:end]``, ``tokens`` tokens, ``ids`` its distinct token ids."""
+
+    context: int
+    start: int
+    end: int
+    tokens: int
+    ids: frozenset[int]
 
 
 class NliModelError(ValueError):
@@ -330,6 +344,9 @@ class NliModel:
         cap = max(1, min(s.max_statement_tokens or room // 2, room - _MIN_WINDOW))
         hyps = [self._hypothesis(st, cap) for st in statements]
         window = room - max(n for _, n in hyps)
+        if s.premise != "chunks":
+            return self._sentence_matrix([h for h, _ in hyps], contexts,
+                                         max(_MIN_WINDOW, min(s.premise_tokens, window)), out)
         owners: list[int] = []
         pieces: list[str] = []
         for j, c in enumerate(contexts):
@@ -357,6 +374,121 @@ class NliModel:
                 out[i, j] = max(out[i, j], probs[at])
                 at += 1
         return out, total
+
+    def sentence_units(self, contexts: Sequence[str], cap: int) -> list[_Unit]:
+        """The sentences of every context (``segment.split_sentences``) in document order, as
+        character spans of their context with their token ids; a sentence longer than ``cap``
+        tokens is cut into pieces of ``cap`` tokens overlapping by ``chunk_overlap`` (at most half
+        of ``cap``), each a unit of its own. Blocking, thread-safe."""
+        spans: list[tuple[int, int, int]] = []
+        for j, c in enumerate(contexts):
+            pos = 0
+            for sent in split_sentences(c):
+                at = c.find(sent, pos)
+                if at < 0:  # split_sentences returns stripped substrings: not expected
+                    continue
+                spans.append((j, at, at + len(sent)))
+                pos = at + len(sent)
+        if not spans:
+            return []
+        encs = self._tok.encode_batch([contexts[j][a:b] for j, a, b in spans],
+                                      add_special_tokens=False)
+        step = max(1, cap - min(self.settings.chunk_overlap, cap // 2))
+        units: list[_Unit] = []
+        for (j, a, _), e in zip(spans, encs, strict=True):
+            ids, offs = e.ids, e.offsets
+            if not ids:
+                continue
+            start = 0
+            while True:
+                end = min(start + cap, len(ids))
+                units.append(_Unit(j, a + offs[start][0], a + offs[end - 1][1], end - start,
+                                   frozenset(ids[start:end])))
+                if end >= len(ids):
+                    break
+                start += step
+        return units
+
+    def _sentence_matrix(self, hyps: list[str], contexts: Sequence[str], cap: int,
+                         out: np.ndarray) -> tuple[np.ndarray, int]:
+        """``support_matrix`` for ``premise="sentences"``/``"packed"`` (see the settings)."""
+        s = self.settings
+        units = self.sentence_units(contexts, cap)
+        if not units:
+            return out, 0
+        hsets = [set(e.ids) for e in self._tok.encode_batch(hyps, add_special_tokens=False)]
+        k = min(s.premise_sentences, len(units))
+        pairs: list[tuple[str, str]] = []
+        credit: list[tuple[int, tuple[int, ...]]] = []  # per pair: (statement, its contexts)
+        for i, (h, hs) in enumerate(zip(hyps, hsets, strict=True)):
+            share = [len(hs & u.ids) / max(1, len(hs)) for u in units]
+            picks = sorted(range(len(units)), key=lambda u: (-share[u], u))[:k]
+            wins = [self._window(units, u, s.premise_neighbours, cap) for u in picks]
+            if s.premise == "sentences":
+                for lo, hi in dict.fromkeys(wins):  # identical windows run once
+                    c = contexts[units[lo].context]
+                    pairs.append((c[units[lo].start : units[hi].end], h))
+                    credit.append((i, (units[lo].context,)))
+                continue
+            chosen: set[int] = set()
+            used = 0
+            for (lo, hi), u in zip(wins, picks, strict=True):
+                for span in ((lo, hi), (u, u)):  # the window, else the sentence alone
+                    new = [x for x in range(span[0], span[1] + 1) if x not in chosen]
+                    cost = sum(units[x].tokens for x in new)
+                    if used + cost <= cap:
+                        chosen.update(new)
+                        used += cost
+                        break
+            if not chosen:  # cannot happen (a unit has at most cap tokens); be safe
+                chosen = {picks[0]}
+            pairs.append((self._packed_text(units, sorted(chosen), contexts), h))
+            credit.append((i, tuple(sorted({units[x].context for x in chosen}))))
+        if len(pairs) > s.max_pairs:
+            raise PairsTooMany(f"{len(hyps)} statements x their top-{k} sentence windows = "
+                               f"{len(pairs)} pairs; max_pairs {s.max_pairs}")
+        probs = self.pair_probabilities(pairs)
+        for (i, ctxs), p in zip(credit, probs, strict=True):
+            for j in ctxs:
+                out[i, j] = max(out[i, j], p)
+        return out, len(pairs)
+
+    @staticmethod
+    def _window(units: list[_Unit], u: int, neighbours: int, cap: int) -> tuple[int, int]:
+        """Unit ``u`` with up to ``neighbours`` units of its context on either side (nearest
+        first, the one before before the one after) while the window stays within ``cap``
+        tokens: ``(first, last)`` unit indices."""
+        lo = hi = u
+        used = units[u].tokens
+        j = units[u].context
+        left = right = True
+        for _ in range(neighbours):
+            if left and lo > 0 and units[lo - 1].context == j \
+                    and used + units[lo - 1].tokens <= cap:
+                lo -= 1
+                used += units[lo].tokens
+            else:
+                left = False
+            if right and hi + 1 < len(units) and units[hi + 1].context == j \
+                    and used + units[hi + 1].tokens <= cap:
+                hi += 1
+                used += units[hi].tokens
+            else:
+                right = False
+        return lo, hi
+
+    @staticmethod
+    def _packed_text(units: list[_Unit], chosen: list[int], contexts: Sequence[str]) -> str:
+        """The chosen units (sorted indices) as one premise: each run of consecutive units of one
+        context as its text in the context, runs joined by a space, in document order."""
+        runs: list[tuple[int, int]] = []
+        for x in chosen:
+            if runs and runs[-1][1] == x - 1 and units[x].context == units[x - 1].context:
+                runs[-1] = (runs[-1][0], x)
+            else:
+                runs.append((x, x))
+        return " ".join(contexts[units[a].context][units[a].start : units[b].end]
+                        for a, b in runs)
 
     def _candidates(self, hyps: list[str], pieces: list[str], k: int) -> list[list[int]]:
         """Per hypothesis, the ``k`` chunks holding the largest share of its distinct tokens."""

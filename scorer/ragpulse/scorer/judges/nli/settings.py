@@ -37,6 +37,20 @@ class NliJudgeSettings(BaseModel):
         statement only against the chunks sharing the most of its tokens (``None``: all); the
         others count as P = 0.
 
+    Premises (chosen before the model)
+        ``premise``: what a statement is judged against. ``chunks``: the windows above (with
+        ``candidates``). ``sentences``: each context split into sentences
+        (``segment.split_sentences``, EN/JA/ZH); per statement the ``premise_sentences``
+        sentences (over all contexts) sharing the largest share of its distinct tokens, each run
+        as one premise with up to ``premise_neighbours`` sentences on either side, the window
+        capped at ``premise_tokens`` tokens (nearest neighbours first; a sentence longer than the
+        cap is cut into overlapping pieces that count as sentences); ``P[i, j]`` is the best of
+        context ``j``'s windows, ``candidates`` is not used. ``packed``: the same windows of one
+        statement joined into one premise in document order (best-ranked first until
+        ``premise_tokens``), across contexts, so a statement that fuses two passages can be
+        supported by both; its P counts for every context that gave the premise a sentence
+        (context utilization: each of them was used together).
+
     Resources
         ``threads``: onnxruntime intra-op threads. ``batch_size``: pairs per forward pass.
         ``workers``: threads running samples' inference; ``max_pending``: samples admitted at
@@ -75,6 +89,11 @@ class NliJudgeSettings(BaseModel):
     max_statement_tokens: int | None = Field(default=None, ge=4, le=65_536)
     chunk_overlap: int = Field(default=64, ge=0, le=65_536)
     candidates: int | None = Field(default=None, ge=1, le=65_536)
+
+    premise: Literal["chunks", "sentences", "packed"] = "chunks"
+    premise_sentences: int = Field(default=2, ge=1, le=1024)
+    premise_neighbours: int = Field(default=1, ge=0, le=64)
+    premise_tokens: int = Field(default=128, ge=8, le=65_536)
 
     threads: int = Field(default=1, ge=1, le=64)
     batch_size: int = Field(default=8, ge=1, le=1024)

@@ -1,0 +1,207 @@
+"""Premise selection before the model (``NliJudgeSettings.premise``): ``chunks`` runs exactly the
+pairs it always ran; ``sentences`` judges a statement against its best-overlapping sentences with
+their neighbours; ``packed`` joins them across contexts into one premise, and credits every
+context that gave it a sentence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR
+from ragpulse.scorer.judges.nli import NliJudge, NliJudgeSettings, NliModel
+from ragpulse.scorer.model import Fact, Sample
+from ragpulse.scorer.segment import split_sentences
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("tokenizers")
+
+
+def model(d: Path, **kw) -> NliModel:
+    return NliModel(NliJudgeSettings(model_dir=d, **kw))
+
+
+def spy(m: NliModel, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Record every pair ``m`` runs."""
+    seen: list[tuple[str, str]] = []
+    real = m.pair_probabilities
+
+    def run(pairs):
+        seen.extend(pairs)
+        return real(pairs)
+
+    monkeypatch.setattr(m, "pair_probabilities", run)
+    return seen
+
+
+FILLER = "The city is on the river . "
+
+
+# ---------------------------------------------------------------------- chunks: unchanged
+
+
+@pytest.mark.parametrize("candidates", [None, 1, 2])
+def test_chunks_runs_the_same_pairs_whatever_the_sentence_knobs(
+        tiny_dir: Path, monkeypatch: pytest.MonkeyPatch, candidates) -> None:
+    ctx = [FILLER * 12 + "Paris evidence .", "The capital of France .", "   ",
+           FILLER * 3 + "It contradicts Paris ."]
+    stmts = ["paris is the capital .", "the amazon carries water .", "tokyo"]
+    default = model(tiny_dir, chunk_overlap=4, candidates=candidates)
+    knobs = model(tiny_dir, chunk_overlap=4, candidates=candidates, premise="chunks",
+                  premise_sentences=1, premise_neighbours=0, premise_tokens=16)
+    seen_default, seen_knobs = spy(default, monkeypatch), spy(knobs, monkeypatch)
+    a, na = default.support_matrix(stmts, ctx)
+    b, nb = knobs.support_matrix(stmts, ctx)
+    assert na == nb and seen_default == seen_knobs and np.array_equal(a, b)
+    # and they are the context chunks of the window (32 - 3 specials - the longest statement)
+    window = 32 - 3 - max(len(default._tok.encode(s, add_special_tokens=False).ids)
+                          for s in stmts)
+    pieces = [p for c in ctx for p in default.chunks(c, window)]
+    assert {p for p, _ in seen_default} <= set(pieces)
+    assert len(seen_default) == len(stmts) * min(candidates or len(pieces), len(pieces))
+
+
+def test_chunks_is_the_default() -> None:
+    assert NliJudgeSettings().premise == "chunks"
+
+
+# ---------------------------------------------------------------------- sentence units
+
+
+def test_sentence_units_are_the_splitters_sentences_as_spans(tiny_dir: Path) -> None:
+    m = model(tiny_dir)
+    ctx = ["Paris is the capital. It lies on the Seine!\nThe city is large.",
+           "未使用の商品は、お届けから14日以内であれば返品を受け付けています。送料はお客様負担です。",
+           "会员卡自开卡之日起两年内有效，到期前一个月可在线续期。续期费用为五十元！",
+           "   "]
+    units = m.sentence_units(ctx, 24)
+    got = [(u.context, ctx[u.context][u.start:u.end]) for u in units]
+    assert got == [(j, s) for j, c in enumerate(ctx) for s in split_sentences(c)]
+    assert [c for c, _ in got].count(1) == 2 and [c for c, _ in got].count(2) == 2
+
+
+def test_a_sentence_longer_than_the_cap_is_cut_into_overlapping_pieces(tiny_dir: Path) -> None:
+    m = model(tiny_dir, chunk_overlap=2)
+    words = [f"w{i}" for i in range(20)]  # one sentence, one token a word
+    units = m.sentence_units([" ".join(words) + " ."], 8)
+    assert all(u.tokens <= 8 for u in units) and len(units) > 2
+    text = " ".join(words) + " ."
+    assert text[units[0].start:units[0].end].split() == words[:8]
+    assert text[units[1].start:units[1].end].split() == words[6:14]  # overlap 2
+    assert text[units[-1].start:units[-1].end].endswith(".")
+
+
+# ---------------------------------------------------------------------- sentences
+
+
+def test_sentences_judges_the_best_sentence_with_its_neighbours(
+        tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = [FILLER * 6 + "Paris evidence . Tokyo is the largest city in Japan . " + FILLER * 6]
+    m = model(tiny_dir, premise="sentences", premise_sentences=1, premise_neighbours=1,
+              premise_tokens=24)
+    seen = spy(m, monkeypatch)
+    p, pairs = m.support_matrix(["paris"], ctx)
+    assert pairs == 1 and p[0, 0] > 0.99
+    assert seen == [("The city is on the river . Paris evidence . Tokyo is the largest city in "
+                     "Japan .", "paris")]
+    # without neighbours: the sentence alone; a cap below the neighbours leaves them out
+    m0 = model(tiny_dir, premise="sentences", premise_sentences=1, premise_neighbours=0)
+    seen0 = spy(m0, monkeypatch)
+    m0.support_matrix(["paris"], ctx)
+    assert seen0[0][0] == "Paris evidence ."
+    m1 = model(tiny_dir, premise="sentences", premise_sentences=1, premise_tokens=16)
+    seen1 = spy(m1, monkeypatch)
+    m1.support_matrix(["paris"], ctx)
+    # 3 + 7 tokens fit in 16, the 8 of the next sentence do not
+    assert seen1[0][0] == "The city is on the river . Paris evidence ."
+
+
+def test_sentences_credits_each_context_its_own_windows(tiny_dir: Path) -> None:
+    ctx = ["Paris is the capital .", "The amazon evidence .", FILLER]
+    m = model(tiny_dir, premise="sentences", premise_sentences=2)
+    p, pairs = m.support_matrix(["paris amazon"], ctx)
+    assert pairs == 2  # the two best sentences, one window each
+    assert p[0, 0] < 0.2 and p[0, 1] > 0.99 and p[0, 2] == 0.0  # not chosen: 0
+
+
+def test_sentences_respects_max_pairs(tiny_dir: Path) -> None:
+    from ragpulse.scorer.judges.nli.onnx_model import PairsTooMany
+
+    m = model(tiny_dir, premise="sentences", premise_sentences=3, premise_neighbours=0,
+              max_pairs=5)
+    ctx = ["Paris is here . Tokyo is there . The river is long .", "The city is large ."]
+    with pytest.raises(PairsTooMany, match="max_pairs 5"):
+        m.support_matrix(["paris", "tokyo"], ctx)  # 2 x 3 windows
+    assert m.support_matrix(["paris"], ["", "  "])[1] == 0
+
+
+@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
+                    reason="no bundled model in this checkout")
+@pytest.mark.parametrize(("ctx", "stmt", "want"), [
+    (["返品について。未使用の商品は、お届けから14日以内であれば返品を受け付けています。送料はお客様"
+      "負担です。ポイントは購入金額の1%が付与されます。会員ランクは年に一度見直されます。"],
+     "未使用であれば、商品到着後14日以内に返品できます。", "14日以内"),
+    (["会员须知。会员卡自开卡之日起两年内有效，到期前一个月可在线续期。积分可以兑换礼品。"
+      "门店营业时间为上午十点到晚上九点。停车场免费两小时。"],
+     "会员卡从开卡那天起有效期为两年。", "两年内有效"),
+])
+def test_sentences_ranks_japanese_and_chinese_sentences(
+        monkeypatch: pytest.MonkeyPatch, ctx, stmt, want) -> None:
+    m = model(BUNDLED_MODEL_DIR, premise="sentences", premise_sentences=1, premise_neighbours=0)
+    seen = spy(m, monkeypatch)
+    m.support_matrix([stmt], ctx)
+    assert len(seen) == 1 and want in seen[0][0]
+    assert seen[0][0] in split_sentences(ctx[0])  # one sentence, as the splitter cut it
+
+
+# ---------------------------------------------------------------------- packed
+
+
+def test_packed_joins_the_best_sentences_of_two_contexts_in_document_order(
+        tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = ["The amazon evidence . " + FILLER, FILLER + "Paris is the capital ."]
+    m = model(tiny_dir, premise="packed", premise_sentences=2, premise_neighbours=0)
+    seen = spy(m, monkeypatch)
+    p, pairs = m.support_matrix(["paris is the capital of the amazon ."], ctx)
+    assert pairs == 1
+    assert seen[0][0] == "The amazon evidence . Paris is the capital ."  # context 0 first
+    assert p[0, 0] == p[0, 1] > 0.99  # one premise: both contexts get its P
+
+
+def test_packed_premise_stays_within_its_tokens(tiny_dir: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = ["Paris is the capital of France .", "Paris evidence .", "The city of Paris ."]
+    m = model(tiny_dir, premise="packed", premise_sentences=3, premise_neighbours=0,
+              premise_tokens=16)
+    seen = spy(m, monkeypatch)
+    p, _ = m.support_matrix(["the capital of paris"], ctx)
+    # ranked: context 0 (7 tokens), 2 (5), 1 (3): 7 + 5 fit in 16, the third (3) too: 15
+    assert seen[0][0] == "Paris is the capital of France . Paris evidence . The city of Paris ."
+    m2 = model(tiny_dir, premise="packed", premise_sentences=3, premise_neighbours=0,
+               premise_tokens=12)
+    seen2 = spy(m2, monkeypatch)
+    p2, _ = m2.support_matrix(["the capital of paris"], ctx)
+    assert seen2[0][0] == "Paris is the capital of France . The city of Paris ."
+    assert p2[0, 1] == 0.0 and p2[0, 0] == p2[0, 2]  # context 1 gave nothing: no credit
+
+
+async def test_packed_context_used_counts_every_context_of_the_premise(tiny_dir: Path,
+                                                                        use_embedder) -> None:
+    sample = Sample(id="fuse", question="", answer="Paris is the capital of the amazon.",
+                    contexts=("The amazon evidence .", "Paris is the capital .", FILLER))
+    facts = frozenset({Fact.STATEMENT_SUPPORT, Fact.CONTEXT_USED})
+    got = {}
+    for premise in ("sentences", "packed"):
+        judge = NliJudge(NliJudgeSettings(model_dir=tiny_dir, premise=premise,
+                                          premise_sentences=2, premise_neighbours=0),
+                         embedder=use_embedder)
+        try:
+            got[premise] = judge.judge(sample, facts)
+        finally:
+            await judge.aclose()
+    assert got["sentences"][Fact.CONTEXT_USED].value == [1, 0, 0]
+    assert got["packed"][Fact.CONTEXT_USED].value == [1, 1, 0]
+    for f in got.values():
+        assert f[Fact.STATEMENT_SUPPORT].value == [1]
