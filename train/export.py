@@ -24,7 +24,7 @@ from .train import build, load_shards
 # The model name score rows store (``scores.judge_model``): bumped with every shipped model, so a
 # dashboard can tell two versions' scores apart. @1 (unversioned "ragpulse/faith-e5-small") was
 # the 2026-11-26 06:30 model trained on data v1.
-NAME = "ragpulse/faith-e5-small@2"
+NAME = "ragpulse/faith-e5-small@4"
 
 
 def export(bundle: Path, weights: Path, dest: Path, calibration: dict | None = None,

@@ -16,7 +16,10 @@ pytest.importorskip("tokenizers")
                     reason="no bundled model in this checkout")
 def test_bundled_model_scores_each_statement() -> None:
     judge = build_judge("local-model", threads=1)
-    assert judge.name == "nli" and judge.model == "ragpulse/faith-e5-small@2"
+    assert judge.name == "nli" and judge.model == "ragpulse/faith-e5-small@4"
+    # the bundled blend.json was fitted for exactly this model and support-lr weights (a refit of
+    # either makes the judge refuse to start until bench/blend_faithfulness.py refits the blend)
+    assert judge.blend is not None and judge.settings.blend == "auto"
     assert judge.settings.terse_claims == "with-question" and judge.settings.candidates == 2
     assert judge.settings.workers == 2 and judge.settings.threads == 1
     assert judge.settings.premise == "sentences" and judge.settings.premise_sentences == 2
@@ -31,10 +34,16 @@ def test_bundled_model_scores_each_statement() -> None:
                  answer="Yes. The Basic plan includes email and phone support.")
     facts = frozenset({Fact.STATEMENT_SUPPORT})
     p_good = judge.judge(good, facts)[Fact.STATEMENT_SUPPORT].extra["probabilities"]
-    p_bad = judge.judge(bad, facts)[Fact.STATEMENT_SUPPORT].extra["probabilities"]
+    bad_found = judge.judge(bad, facts)[Fact.STATEMENT_SUPPORT]
+    p_bad = bad_found.extra["probabilities"]
     assert len(p_good) == 2 and len(p_bad) == 2  # one per statement
-    assert p_bad[0] == p_bad[1]  # "Yes." is judged with the statement that follows it
+    # "Yes." is judged by the model together with the statement that follows it (the lexical
+    # half of the blend reads each statement alone, as it was fitted)
+    assert bad_found.extra["model_probabilities"][0] == bad_found.extra["model_probabilities"][1]
     assert all(0.0 <= p <= 1.0 for p in p_good + p_bad)
+    found = judge.judge(good, facts)[Fact.STATEMENT_SUPPORT]
+    assert len(found.extra["model_probabilities"]) == len(found.extra["lexical_probabilities"]) == 2
+    assert "support-lr@5" in found.prompt_version and "blend(" in found.prompt_version
     # (this pair is one the model still gets wrong: docs/judges.md, "what it misses")
 
 
