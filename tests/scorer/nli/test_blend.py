@@ -14,18 +14,13 @@ import pytest
 from ragpulse.scorer.judges.local.support_detector import SupportDetector
 from ragpulse.scorer.judges.nli import Blend, BlendError, NliJudge, NliJudgeSettings
 from ragpulse.scorer.judges.nli.judge import lexical_identity, model_identity
-from ragpulse.scorer.model import Fact, Sample
+from ragpulse.scorer.model import Fact
+
+from .test_nli_judge import SAMPLE  # one supported and one unsupported statement
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("tokenizers")
 
-SAMPLE = Sample(
-    id="b1",
-    question="What is the capital of France?",
-    contexts=("The Amazon river flows through Brazil.",
-              "Paris is the capital of France. The evidence is clear."),
-    answer="Paris is the capital of France. It is unsupported by anything.",
-)
 FACTS = frozenset({Fact.STATEMENT_SUPPORT})
 
 
