@@ -46,6 +46,13 @@ class _Unit:
     ids: frozenset[int]
 
 
+def _top_by_share(hyp: set[int], pieces: Sequence[set[int] | frozenset[int]], k: int) -> list[int]:
+    """Indices of the ``k`` pieces holding the largest share of ``hyp``'s distinct token ids,
+    best first (ties: the earlier piece first)."""
+    share = [len(hyp & p) / max(1, len(hyp)) for p in pieces]
+    return sorted(range(len(pieces)), key=lambda j: (-share[j], j))[:k]
+
+
 class NliModelError(ValueError):
     """The model directory or the settings cannot make a working model (user-facing message)."""
 
@@ -421,8 +428,7 @@ class NliModel:
         pairs: list[tuple[str, str]] = []
         credit: list[tuple[int, tuple[int, ...]]] = []  # per pair: (statement, its contexts)
         for i, (h, hs) in enumerate(zip(hyps, hsets, strict=True)):
-            share = [len(hs & u.ids) / max(1, len(hs)) for u in units]
-            picks = sorted(range(len(units)), key=lambda u: (-share[u], u))[:k]
+            picks = _top_by_share(hs, [u.ids for u in units], k)
             wins = [self._window(units, u, s.premise_neighbours, cap) for u in picks]
             if s.premise == "sentences":
                 for lo, hi in dict.fromkeys(wins):  # identical windows run once
@@ -495,11 +501,7 @@ class NliModel:
         enc = self._tok.encode_batch([*hyps, *pieces], add_special_tokens=False)
         sets = [set(e.ids) for e in enc]
         hs, ps = sets[: len(hyps)], sets[len(hyps) :]
-        out = []
-        for h in hs:
-            score = [len(h & p) / max(1, len(h)) for p in ps]
-            out.append(sorted(sorted(range(len(ps)), key=lambda c: -score[c])[:k]))
-        return out
+        return [sorted(_top_by_share(h, ps, k)) for h in hs]
 
     def predict(self, statements: Sequence[str], contexts: Sequence[str]) -> list[float]:
         """The support-detector contract: P(statement is supported by some chunk of some
