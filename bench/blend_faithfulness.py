@@ -37,29 +37,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import docs_section  # bench/docs_section.py
-import quality as q  # bench/quality.py: read_jsonl, auroc
+import ensemble_faithfulness as ens  # bench/ensemble_faithfulness.py: load_set, _logit
+import quality as q  # bench/quality.py: to_sample, auroc
 
 REPO = Path(__file__).resolve().parent.parent
 SETS = ("dev", "jnli", "qags_cnndm", "halueval", "faithbench")
-FILES = {"qags_cnndm": "faithfulness_qags_cnndm.jsonl", "halueval": "faithfulness_halueval.jsonl",
-         "faithbench": "faithfulness_faithbench.jsonl", "jnli": "jnli_ja_valid.jsonl"}
+# the same rows as bench/ensemble_faithfulness.py's sets (JNLI: entailment vs contradiction)
+ENSEMBLE_NAMES = {"dev": "dev_handwritten", "jnli": "jnli_ent_vs_con"}
 MARK = "<!-- blend_faithfulness.py -->"
 L2 = 1e-3
 
 
 def load_set(name: str, data: Path) -> tuple[list[dict[str, Any]], list[int]]:
-    """Rows (``question``, ``contexts``, ``answer``) and labels (1 = faithful) of one set."""
-    if name == "dev":
-        rows = q.read_jsonl(REPO / "bench" / "data" / "faithfulness_rag_handwritten.jsonl", None)
-        return rows, [int(r["label"]["faithful"]) for r in rows]
-    if name == "jnli":
-        raw = [r for r in q.read_jsonl(data / FILES["jnli"], None)
-               if r["label"] in ("entailment", "contradiction")]
-        rows = [{"id": f"jnli-{r['sentence_pair_id']}", "question": "", "contexts": [r["sentence1"]],
-                 "answer": r["sentence2"]} for r in raw]
-        return rows, [int(r["label"] == "entailment") for r in raw]
-    rows = q.read_jsonl(data / FILES[name], None)
-    return rows, [int(r["label"]["faithful"]) for r in rows]
+    """Rows (``question``, ``contexts``, ``answer``) and labels (1 = faithful) of one set, all
+    of its rows."""
+    return ens.load_set(ENSEMBLE_NAMES.get(name, name), data, 0, 0)
 
 
 # --------------------------------------------------------------------------- dump
@@ -84,10 +76,10 @@ def detectors(threads: int, model_dir: str | None = None) -> tuple[Any, Any, str
 
 def _per_statement(judge: Any, lexical: Any, row: dict[str, Any],
                    known: list[float] | None = None) -> dict[str, Any]:
-    from ragpulse.scorer.model import Fact, Sample
+    from ragpulse.scorer.model import Fact
     from ragpulse.scorer.segment import split_statements
 
-    sample = Sample.model_validate({k: v for k, v in row.items() if k != "label"})
+    sample = q.to_sample(row)
     statements = split_statements(sample.answer.strip())
     if not statements:
         return {"model": None, "lexical": None}
@@ -143,8 +135,8 @@ class SetData:
         lens = [len(raw["model"][i]) for i in keep]
         self.owner = np.repeat(np.arange(len(keep)), lens)
         self.counts = np.array(lens, dtype=float)
-        self.x = np.c_[_logit(np.concatenate([raw["lexical"][i] for i in keep])),
-                       _logit(np.concatenate([raw["model"][i] for i in keep]))]
+        self.x = np.c_[ens._logit(np.concatenate([raw["lexical"][i] for i in keep])),
+                       ens._logit(np.concatenate([raw["model"][i] for i in keep]))]
         self.model_mean = self._mean(_sigmoid(self.x[:, 1]))
         self.lexical_mean = self._mean(_sigmoid(self.x[:, 0]))
 
@@ -154,11 +146,6 @@ class SetData:
     def scores(self, beta: np.ndarray) -> np.ndarray:
         """Faithfulness (mean blended P) per sample under weights ``beta`` = (b0, b1, b2)."""
         return self._mean(_sigmoid(beta[0] + self.x @ beta[1:]))
-
-
-def _logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(np.asarray(p, dtype=float), 1e-4, 1 - 1e-4)
-    return np.log(p / (1 - p))
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
