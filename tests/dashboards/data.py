@@ -151,18 +151,25 @@ def health_rows() -> list[PipelineHealthRow]:
     return out
 
 
-def fill(client, database: str) -> int:
-    """Write everything through ScoreWriter / the health writer; returns the score row count."""
-    rows = score_rows()
-    ws = WriterSettings(batch_rows=50_000, max_pending_rows=200_000)
-    w = ScoreWriter(client, database, ws)
+WRITE_SETTINGS = WriterSettings(batch_rows=50_000, max_pending_rows=200_000)
+
+
+def write_score_rows(client, database: str, rows: list) -> None:
+    """Write score rows through a real ScoreWriter, 50,000 at a time, and wait for them."""
+    w = ScoreWriter(client, database, WRITE_SETTINGS)
     w.start()
     try:
         for i in range(0, len(rows), 50_000):
             w.write(rows[i:i + 50_000], timeout_s=120)
     finally:
         w.shutdown()
-    hw = build_pipeline_health_writer(client, database, ws)
+
+
+def fill(client, database: str) -> int:
+    """Write everything through ScoreWriter / the health writer; returns the score row count."""
+    rows = score_rows()
+    write_score_rows(client, database, rows)
+    hw = build_pipeline_health_writer(client, database, WRITE_SETTINGS)
     hw.start()
     try:
         hw.write(health_rows(), timeout_s=60)

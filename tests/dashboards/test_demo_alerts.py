@@ -21,9 +21,8 @@ from ragpulse.deploy.demo import CORPUS, plan_scenario
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.judges.factory import build_judge
 from ragpulse.scorer.store import ScoredTraceMeta, init_schema, rows_from_scores
-from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings
 
-from .data import NOW, fixed_date_schema
+from .data import NOW, fixed_date_schema, write_score_rows
 
 POOL = 240
 """Demo interactions scored once; each trace written below draws one of them."""
@@ -80,12 +79,7 @@ def _write(client: Any, database: str, plans: list[Any], week: list[Any], last_h
                                        prompt_version=p.prompt_version,
                                        retriever_version=p.retriever_version)
                 rows += rows_from_scores([pool[i]], meta, scored_at=ts + timedelta(seconds=2))
-    w = ScoreWriter(client, database, WriterSettings(batch_rows=50_000))
-    w.start()
-    try:
-        w.write(rows, timeout_s=120)
-    finally:
-        w.shutdown()
+    write_score_rows(client, database, rows)
 
 
 @pytest.fixture(scope="module")

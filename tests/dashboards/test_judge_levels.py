@@ -81,9 +81,8 @@ def test_switching_judges_is_not_a_drop(chdb_client: Any) -> None:
 
     from ragpulse.scorer import Score
     from ragpulse.scorer.store import ScoredTraceMeta, init_schema, rows_from_scores
-    from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings
 
-    from .data import fixed_date_schema
+    from .data import fixed_date_schema, write_score_rows
 
     rng = random.Random(3)
     database = f"switch_{uuid.uuid4().hex[:8]}"
@@ -103,12 +102,7 @@ def test_switching_judges_is_not_a_drop(chdb_client: Any) -> None:
                                        sampling_rate=1.0)
                 rows += rows_from_scores([Score(metric="faithfulness", value=value, judge=judge)],
                                          meta, scored_at=t + timedelta(seconds=1))
-    writer = ScoreWriter(chdb_client, database, WriterSettings(batch_rows=50_000))
-    writer.start()
-    try:
-        writer.write(rows, timeout_s=120)
-    finally:
-        writer.shutdown()
+    write_score_rows(chdb_client, database, rows)
     try:
         settings = DashboardsSettings(database=database)
         drop = _rules(settings)["ragpulse-faithfulness-drop"]
