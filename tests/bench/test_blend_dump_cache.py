@@ -1,0 +1,61 @@
+"""bench/blend_faithfulness.py's dump cache is keyed by what decides the probabilities: both
+detectors' weights and the judge's premise and claim settings (``--nli premise=packed`` scores
+again; the same settings are read from the cache), and ``fit`` refuses dumps made with
+different settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytest.importorskip("onnxruntime")
+
+ROWS = [
+    {"id": "t-1", "question": "Does the Basic plan include phone support?",
+     "contexts": ["Support options. The Basic plan includes email support only. Phone support is "
+                  "available on the Business plan.", "Billing FAQ. Invoices are issued monthly."],
+     "answer": "Yes. The Basic plan includes email and phone support."},
+    {"id": "t-2", "question": "When are invoices issued?",
+     "contexts": ["Billing FAQ. Invoices are issued on the first day of each month."],
+     "answer": "Invoices are issued on the fifteenth of each month."},
+]
+
+
+def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    from bench import blend_faithfulness as bf
+    from ragpulse.scorer.judges import factory
+
+    if not factory.BUNDLED_MODEL_DIR.is_dir():
+        pytest.skip("no bundled model in this checkout")
+    monkeypatch.setattr(bf, "load_set", lambda name, data: (ROWS, [0, 0]))
+
+    def dump(*extra: str) -> dict:
+        assert bf.main(["dump", "--cache", str(tmp_path), "--sets", "dev", "--workers", "1",
+                        *extra]) == 0
+        return json.loads((tmp_path / "dev.json").read_text())
+
+    first = dump()
+    assert first["settings"]["premise"] == "sentences"
+    assert len(first["model"][0]) == len(first["lexical"][0]) == 2  # "Yes." + its statement
+    # the model reads "Yes." with the statement after it: one claim, one probability for both
+    assert first["model"][0][0] == first["model"][0][1]
+    capsys.readouterr()
+    assert dump() == first and "cached" in capsys.readouterr().err
+    packed = dump("--nli", "premise=packed")
+    assert "cached" not in capsys.readouterr().err
+    assert packed["settings"]["premise"] == "packed"
+    assert packed["lexical"] == first["lexical"]  # the lexical half has no premises
+
+    # fit reads one set of settings: a cache mixing two is refused
+    other = dict(packed, set="jnli", settings=first["settings"])
+    (tmp_path / "jnli.json").write_text(json.dumps(other))
+    for name in ("qags_cnndm", "halueval", "faithbench"):
+        (tmp_path / f"{name}.json").write_text(json.dumps(dict(packed, set=name)))
+    with pytest.raises(SystemExit, match="different detectors"):
+        bf.load(tmp_path)
