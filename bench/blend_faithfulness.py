@@ -50,6 +50,7 @@ MARK = "<!-- blend_faithfulness.py -->"
 L2 = 1e-3
 # judge settings a dump depends on besides the two detectors' weights
 SETTINGS_KEYS = ("premise", "premise_sentences", "premise_neighbours", "premise_tokens",
+                 "premise_heading",
                  "candidates", "max_length", "terse_claims")
 
 

@@ -205,3 +205,59 @@ async def test_packed_context_used_counts_every_context_of_the_premise(tiny_dir:
     assert got["packed"][Fact.CONTEXT_USED].value == [1, 1, 0]
     for f in got.values():
         assert f[Fact.STATEMENT_SUPPORT].value == [1]
+
+
+# ---------------------------------------------------------------------- headings
+
+
+def test_a_short_first_sentence_heads_the_premise_of_a_later_one(
+        tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = ["Fixed deposit terms . " + FILLER * 3 + "Paris evidence .",
+           "The city of Tokyo is on the river today . Paris evidence here ."]
+    m = model(tiny_dir, premise="sentences", premise_sentences=2, premise_neighbours=0,
+              premise_heading=8)
+    seen = spy(m, monkeypatch)
+    m.support_matrix(["paris evidence"], ctx)
+    # context 0's 4-token title heads its sentence; context 1's first sentence (10 tokens) is
+    # longer than premise_heading: no title
+    assert [p for p, _ in seen] == ["Fixed deposit terms . Paris evidence .",
+                                    "Paris evidence here ."]
+    # off by default: the sentence alone
+    m0 = model(tiny_dir, premise="sentences", premise_sentences=2, premise_neighbours=0)
+    assert m0.settings.premise_heading == 0
+    seen0 = spy(m0, monkeypatch)
+    m0.support_matrix(["paris evidence"], ctx)
+    assert [p for p, _ in seen0] == ["Paris evidence .", "Paris evidence here ."]
+
+
+def test_a_heading_is_never_doubled_nor_past_the_cap(tiny_dir: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # the title picked itself, a one-sentence context (no later sentence to head) and a window
+    # that leaves no room for it
+    ctx = ["Paris evidence . The city is on the river .", "Paris evidence alone ."]
+    m = model(tiny_dir, premise="sentences", premise_sentences=2, premise_neighbours=1,
+              premise_heading=8, premise_tokens=16)
+    seen = spy(m, monkeypatch)
+    m.support_matrix(["paris evidence"], ctx)
+    assert sorted(p for p, _ in seen) == ["Paris evidence . The city is on the river .",
+                                          "Paris evidence alone ."]
+    long_ctx = ["Short title here . " + FILLER + "Paris evidence is long enough now ."]
+    tight = model(tiny_dir, premise="sentences", premise_sentences=1, premise_neighbours=0,
+                  premise_heading=8, premise_tokens=8)
+    seen_tight = spy(tight, monkeypatch)
+    tight.support_matrix(["paris evidence"], long_ctx)
+    assert seen_tight[0][0] == "Paris evidence is long enough now ."  # 7 + 4 > 8
+
+
+def test_packed_premises_carry_each_contexts_heading_once(
+        tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = ["Amazon notes . Rain fell hard . The amazon evidence .",
+           "Paris notes . Rain fell hard . Paris is the capital ."]
+    m = model(tiny_dir, premise="packed", premise_sentences=2, premise_neighbours=0,
+              premise_heading=4)
+    seen = spy(m, monkeypatch)
+    p, pairs = m.support_matrix(["paris is the capital of the amazon ."], ctx)
+    assert pairs == 1
+    assert seen[0][0] == ("Amazon notes . The amazon evidence . Paris notes . Paris is the "
+                          "capital .")
+    assert p[0, 0] == p[0, 1]

@@ -425,6 +425,7 @@ class NliModel:
             return out, 0
         hsets = [set(e.ids) for e in self._tok.encode_batch(hyps, add_special_tokens=False)]
         k = min(s.premise_sentences, len(units))
+        heads = self._headings(units, s.premise_heading)
         pairs: list[tuple[str, str]] = []
         credit: list[tuple[int, tuple[int, ...]]] = []  # per pair: (statement, its contexts)
         for i, (h, hs) in enumerate(zip(hyps, hsets, strict=True)):
@@ -432,9 +433,15 @@ class NliModel:
             wins = [self._window(units, u, s.premise_neighbours, cap) for u in picks]
             if s.premise == "sentences":
                 for lo, hi in dict.fromkeys(wins):  # identical windows run once
-                    c = contexts[units[lo].context]
-                    pairs.append((c[units[lo].start : units[hi].end], h))
-                    credit.append((i, (units[lo].context,)))
+                    j = units[lo].context
+                    c = contexts[j]
+                    text = c[units[lo].start : units[hi].end]
+                    head = heads.get(j)
+                    if head is not None and head < lo and units[head].tokens + sum(
+                            units[x].tokens for x in range(lo, hi + 1)) <= cap:
+                        text = f"{c[units[head].start : units[head].end]} {text}"
+                    pairs.append((text, h))
+                    credit.append((i, (j,)))
                 continue
             chosen: set[int] = set()
             used = 0
@@ -448,6 +455,11 @@ class NliModel:
                         break
             if not chosen:  # cannot happen (a unit has at most cap tokens); be safe
                 chosen = {picks[0]}
+            for j in sorted({units[x].context for x in chosen}):
+                head = heads.get(j)
+                if head is not None and head not in chosen and used + units[head].tokens <= cap:
+                    chosen.add(head)
+                    used += units[head].tokens
             pairs.append((self._packed_text(units, sorted(chosen), contexts), h))
             credit.append((i, tuple(sorted({units[x].context for x in chosen}))))
         if len(pairs) > s.max_pairs:
@@ -458,6 +470,21 @@ class NliModel:
             for j in ctxs:
                 out[i, j] = max(out[i, j], p)
         return out, len(pairs)
+
+    @staticmethod
+    def _headings(units: list[_Unit], limit: int) -> dict[int, int]:
+        """Per context, the unit index of its first sentence when that has at most ``limit``
+        tokens (a title such as "12-month Fixed Deposit."): the subject its later sentences
+        leave out. Empty when ``limit`` is 0."""
+        heads: dict[int, int] = {}
+        if limit <= 0:
+            return heads
+        for x, u in enumerate(units):
+            if u.context not in heads:
+                heads[u.context] = x
+        return {j: x for j, x in heads.items()
+                if units[x].tokens <= limit and (x + 1 < len(units)
+                                                  and units[x + 1].context == j)}
 
     @staticmethod
     def _window(units: list[_Unit], u: int, neighbours: int, cap: int) -> tuple[int, int]:

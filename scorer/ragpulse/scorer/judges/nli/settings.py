@@ -49,7 +49,11 @@ class NliJudgeSettings(BaseModel):
         statement joined into one premise in document order (best-ranked first until
         ``premise_tokens``), across contexts, so a statement that fuses two passages can be
         supported by both; its P counts for every context that gave the premise a sentence
-        (context utilization: each of them was used together).
+        (context utilization: each of them was used together). ``premise_heading``: when a
+        context's first sentence has at most this many tokens and the context goes on (a title:
+        "12-month Fixed Deposit.", "Results 2023."), it heads every premise taken from a later
+        sentence of that context, within ``premise_tokens``, so a sentence that leaves its
+        subject to the title is judged with it; 0 (default): off.
 
     Resources
         ``threads``: onnxruntime intra-op threads. ``batch_size``: pairs per forward pass.
@@ -94,6 +98,7 @@ class NliJudgeSettings(BaseModel):
     premise_sentences: int = Field(default=2, ge=1, le=1024)
     premise_neighbours: int = Field(default=1, ge=0, le=64)
     premise_tokens: int = Field(default=128, ge=8, le=65_536)
+    premise_heading: int = Field(default=0, ge=0, le=512)
 
     threads: int = Field(default=1, ge=1, le=64)
     batch_size: int = Field(default=8, ge=1, le=1024)
