@@ -240,8 +240,11 @@ def lodo(sets: list[SetData]) -> list[dict[str, Any]]:
     return rows
 
 
-def table(rows: list[dict[str, Any]], beta: np.ndarray, ids: tuple[str, str]) -> str:
-    lines = [f"Model `{ids[0]}`, lexical `{ids[1]}`. AUROC of the sample's faithfulness "
+def table(rows: list[dict[str, Any]], beta: np.ndarray, ids: tuple[str, str],
+          settings: dict[str, Any] | None = None) -> str:
+    judged = ", ".join(f"{k} {v}" for k, v in (settings or {}).items())
+    lines = [f"Model `{ids[0]}`, lexical `{ids[1]}`" + (f" ({judged})" if judged else "") +
+             ". AUROC of the sample's faithfulness "
              "(mean P over its statements) per held-out set; the blend's weights are fitted on "
              "the other four sets (LODO).", "",
              "| held-out set | n (faithful) | support-lr@5 | model | blend (LODO) | blend - lr@5, "
@@ -268,19 +271,31 @@ def fit_main(args: argparse.Namespace) -> int:
     sets = load(cache)
     raw = json.loads((cache / f"{SETS[0]}.json").read_text())
     ids = (raw["model_id"], raw["lexical_id"])
+    settings = raw.get("settings")
+    if args.write:
+        from ragpulse.scorer.judges.factory import _local_model_settings
+        from ragpulse.scorer.judges.nli import NliJudgeSettings
+
+        own = _local_model_settings(NliJudgeSettings())
+        judged = {k: getattr(own, k) for k in SETTINGS_KEYS}
+        if settings != judged:  # weights for other premises than the judge will use
+            raise SystemExit(f"{cache}: dumped with {settings}, but local-model judges with "
+                             f"{judged}: dump again without --nli to write blend.json")
     rows = lodo(sets)
     beta = fit(sets)
-    text = table(rows, beta, ids)
+    text = table(rows, beta, ids, settings)
     print(text)
     if args.write:
         from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR
         from ragpulse.scorer.judges.nli.blend import BLEND_FILE, Blend
+
 
         blend = Blend(float(beta[0]), float(beta[1]), float(beta[2]), ids[1], ids[0])
         path = Path(args.model_dir or BUNDLED_MODEL_DIR) / BLEND_FILE
         path.write_text(blend.to_json({"fitted_on": list(SETS),
                                        "lodo_auroc": {r["set"]: round(r["blend"], 4)
                                                       for r in rows},
+                                       "judge_settings": settings,
                                        "command": "python bench/blend_faithfulness.py fit"}))
         print(f"wrote {path}", file=sys.stderr)
     if args.write_docs:

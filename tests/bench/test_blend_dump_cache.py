@@ -41,7 +41,7 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
         return json.loads((tmp_path / "dev.json").read_text())
 
     first = dump()
-    assert first["settings"]["premise"] == "sentences"
+    assert first["settings"]["premise"] == "auto"
     assert len(first["model"][0]) == len(first["lexical"][0]) == 2  # "Yes." + its statement
     # the model reads "Yes." with the statement after it: one claim, one probability for both
     assert first["model"][0][0] == first["model"][0][1]
@@ -59,3 +59,12 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
         (tmp_path / f"{name}.json").write_text(json.dumps(dict(packed, set=name)))
     with pytest.raises(SystemExit, match="different detectors"):
         bf.load(tmp_path)
+
+    # weights fitted under other premises than local-model's are never written as its blend
+    for name in bf.SETS:
+        (tmp_path / f"{name}.json").write_text(json.dumps(dict(packed, set=name)))
+    out = tmp_path / "model"
+    out.mkdir()
+    with pytest.raises(SystemExit, match="dump again without --nli"):
+        bf.main(["fit", "--cache", str(tmp_path), "--write", "--model-dir", str(out)])
+    assert not (out / "blend.json").exists()

@@ -261,3 +261,28 @@ def test_packed_premises_carry_each_contexts_heading_once(
     assert seen[0][0] == ("Amazon notes . The amazon evidence . Paris notes . Paris is the "
                           "capital .")
     assert p[0, 0] == p[0, 1]
+
+
+# ---------------------------------------------------------------------- auto
+
+
+def test_auto_packs_across_passages_and_judges_one_document_by_sentence(
+        tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stmt = ["paris is the capital of the amazon ."]
+    two = ["The amazon evidence . Rain fell hard .", "Rain fell hard . Paris is the capital ."]
+    one = ["The amazon evidence . Rain fell hard . Paris is the capital ."]
+    auto = model(tiny_dir, premise="auto", premise_sentences=2, premise_neighbours=0)
+    for ctx, like in ((two, "packed"), (one, "sentences"), (one + ["  ", ""], "sentences")):
+        ref = model(tiny_dir, premise=like, premise_sentences=2, premise_neighbours=0)
+        seen_auto, seen_ref = spy(auto, monkeypatch), spy(ref, monkeypatch)
+        p_auto, n_auto = auto.support_matrix(stmt, ctx)
+        p_ref, n_ref = ref.support_matrix(stmt, ctx)
+        assert seen_auto == seen_ref and n_auto == n_ref and np.array_equal(p_auto, p_ref)
+    # two passages: one premise of both; one document (blank contexts do not count): each
+    # sentence alone
+    seen = spy(auto, monkeypatch)
+    auto.support_matrix(stmt, two)
+    assert [p for p, _ in seen] == ["The amazon evidence . Paris is the capital ."]
+    seen = spy(auto, monkeypatch)
+    auto.support_matrix(stmt, one + ["  "])
+    assert len(seen) == 2

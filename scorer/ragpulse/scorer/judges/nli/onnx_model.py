@@ -352,8 +352,12 @@ class NliModel:
         hyps = [self._hypothesis(st, cap) for st in statements]
         window = room - max(n for _, n in hyps)
         if s.premise != "chunks":
+            mode = s.premise
+            if mode == "auto":  # packed across retrieved passages, sentences within one text
+                mode = "packed" if sum(1 for c in contexts if c.strip()) >= 2 else "sentences"
             return self._sentence_matrix([h for h, _ in hyps], contexts,
-                                         max(_MIN_WINDOW, min(s.premise_tokens, window)), out)
+                                         max(_MIN_WINDOW, min(s.premise_tokens, window)), out,
+                                         mode)
         owners: list[int] = []
         pieces: list[str] = []
         for j, c in enumerate(contexts):
@@ -417,8 +421,9 @@ class NliModel:
         return units
 
     def _sentence_matrix(self, hyps: list[str], contexts: Sequence[str], cap: int,
-                         out: np.ndarray) -> tuple[np.ndarray, int]:
-        """``support_matrix`` for ``premise="sentences"``/``"packed"`` (see the settings)."""
+                         out: np.ndarray, mode: str) -> tuple[np.ndarray, int]:
+        """``support_matrix`` for ``premise="sentences"``/``"packed"`` (``mode``; see the
+        settings)."""
         s = self.settings
         units = self.sentence_units(contexts, cap)
         if not units:
@@ -431,7 +436,7 @@ class NliModel:
         for i, (h, hs) in enumerate(zip(hyps, hsets, strict=True)):
             picks = _top_by_share(hs, [u.ids for u in units], k)
             wins = [self._window(units, u, s.premise_neighbours, cap) for u in picks]
-            if s.premise == "sentences":
+            if mode == "sentences":
                 for lo, hi in dict.fromkeys(wins):  # identical windows run once
                     j = units[lo].context
                     c = contexts[j]

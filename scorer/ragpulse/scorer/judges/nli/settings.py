@@ -49,7 +49,9 @@ class NliJudgeSettings(BaseModel):
         statement joined into one premise in document order (best-ranked first until
         ``premise_tokens``), across contexts, so a statement that fuses two passages can be
         supported by both; its P counts for every context that gave the premise a sentence
-        (context utilization: each of them was used together). ``premise_heading``: when a
+        (context utilization: each of them was used together). ``auto``: ``packed`` for a
+        sample with two or more non-blank contexts (retrieved passages an answer may fuse),
+        ``sentences`` for one (a single document). ``premise_heading``: when a
         context's first sentence has at most this many tokens and the context goes on (a title:
         "12-month Fixed Deposit.", "Results 2023."), it heads every premise taken from a later
         sentence of that context, within ``premise_tokens``, so a sentence that leaves its
@@ -94,7 +96,7 @@ class NliJudgeSettings(BaseModel):
     chunk_overlap: int = Field(default=64, ge=0, le=65_536)
     candidates: int | None = Field(default=None, ge=1, le=65_536)
 
-    premise: Literal["chunks", "sentences", "packed"] = "chunks"
+    premise: Literal["chunks", "sentences", "packed", "auto"] = "chunks"
     premise_sentences: int = Field(default=2, ge=1, le=1024)
     premise_neighbours: int = Field(default=1, ge=0, le=64)
     premise_tokens: int = Field(default=128, ge=8, le=65_536)
