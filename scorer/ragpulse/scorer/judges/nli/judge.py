@@ -4,9 +4,11 @@ Facts and how they are computed:
 
 =======================  ====================================================================
 STATEMENT_SUPPORT        per answer statement (``segment.split_statements``, as the local
-                         judge's STATEMENTS): the model's P(supported) with premise = a context
-                         chunk, hypothesis = the statement, best over every chunk of every
-                         context; verdict at ``threshold``. Probabilities in ``Finding.extra``,
+                         judge's STATEMENTS): the model's P(supported) with hypothesis = the
+                         statement and premise = a context chunk (``premise="chunks"``, best
+                         over the candidate chunks of every context) or its best sentences,
+                         each alone or packed (``sentences``/``packed``/``auto``, see the
+                         settings); verdict at ``threshold``. Probabilities in ``Finding.extra``,
                          flagged ``expected_share`` by default (faithfulness = their mean, the
                          Wilson interval at sum(P) of n, see ``metrics.EXPECTED_SHARE``).
                          With a blend (``blend.json`` beside the model, settings ``blend``),
