@@ -41,7 +41,7 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
         return json.loads((tmp_path / "dev.json").read_text())
 
     first = dump()
-    assert first["settings"]["premise"] == "auto"
+    assert first["settings"]["premise"] == "sentences"
     assert len(first["model"][0]) == len(first["lexical"][0]) == 2  # "Yes." + its statement
     # the model reads "Yes." with the statement after it: one claim, one probability for both
     assert first["model"][0][0] == first["model"][0][1]

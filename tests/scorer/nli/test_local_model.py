@@ -22,7 +22,7 @@ def test_bundled_model_scores_each_statement() -> None:
     assert judge.blend is not None and judge.settings.blend == "auto"
     assert judge.settings.terse_claims == "with-question" and judge.settings.candidates == 2
     assert judge.settings.workers == 2 and judge.settings.threads == 1
-    assert judge.settings.premise == "auto" and judge.settings.premise_sentences == 2
+    assert judge.settings.premise == "sentences" and judge.settings.premise_sentences == 2
     assert judge.settings.premise_neighbours == 0 and judge.settings.premise_tokens == 128
     ctx = ["The Basic plan includes email support only. Phone support is available on the "
            "Business plan."]

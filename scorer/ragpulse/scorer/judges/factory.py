@@ -46,9 +46,8 @@ def build_judge(
 
     ``local-model`` is the NLI judge with ragpulse's own bundled model
     (:data:`BUNDLED_MODEL_DIR`, unless ``model_dir``/``nli.model_dir`` name another),
-    ``terse_claims="with-question"``, ``premise="auto"`` with ``premise_neighbours=0`` (each
-    statement against its 2 best-overlapping sentences: packed into one premise when the sample
-    has two or more contexts, each alone for one), ``candidates=2`` (for
+    ``terse_claims="with-question"``, ``premise="sentences"`` with ``premise_neighbours=0``
+    (each statement against its 2 best-overlapping sentences), ``candidates=2`` (for
     ``premise="chunks"``) and 2 workers of one onnxruntime thread (unless ``nli`` sets them).
 
     The LLM judge reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` when ``api_key``/``base_url`` are
@@ -81,11 +80,10 @@ def build_judge(
         # (premise sentences, no neighbours, <= 128 tokens) instead of 256-token chunks: dev
         # 0.748 (chunks 0.742), QAGS-CNNDM 0.744 (0.686), FaithBench 0.589 (0.545), HaluEval
         # 0.768 (0.782), JNLI 0.830 (same), 1.5x fewer CPU seconds a sample (docs/judges.md).
-        # With @4, "auto": the two sentences packed into one premise when there are several
-        # contexts (retrieved passages an answer fuses), each alone in one document: dev 0.736
-        # -> 0.772 for the model, 0.715 -> 0.759 for the blend (LODO); single-context sets
-        # (JNLI, QAGS-CNNDM, HaluEval, FaithBench) get the same pairs as before; 1.14-1.20x
-        # the samples/s of sentences on the 5-context speed trace (one pair a statement).
+        # premise="auto" (the two sentences packed into one premise when there are several
+        # contexts) lifted the dev set with @4 (blend 0.715 -> 0.759) and is 1.14-1.20x faster,
+        # but the fresh confirmation set did not confirm it (blend 0.725 -> 0.720, model alone
+        # 0.748 -> 0.712): not the default (docs/judges.md).
         # Settings given explicitly win.
         own = _local_model_settings(nli)
         return _nli_judge(own, embedder, threads=threads, model_dir=model_dir,
@@ -107,7 +105,7 @@ def _local_model_settings(nli: NliJudgeSettings | None) -> NliJudgeSettings:
         "terse_claims": base.terse_claims if "terse_claims" in given else "with-question",
         "candidates": base.candidates if "candidates" in given else 2,
         "workers": base.workers if "workers" in given else 2,
-        "premise": base.premise if "premise" in given else "auto",
+        "premise": base.premise if "premise" in given else "sentences",
         "premise_neighbours": base.premise_neighbours if "premise_neighbours" in given else 0,
     })
     if not Path(own.model_dir).is_dir():
