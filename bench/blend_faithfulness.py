@@ -48,10 +48,15 @@ SETS = ("dev", "jnli", "qags_cnndm", "halueval", "faithbench")
 ENSEMBLE_NAMES = {"dev": "dev_handwritten", "jnli": "jnli_ent_vs_con"}
 MARK = "<!-- blend_faithfulness.py -->"
 L2 = 1e-3
-# judge settings a dump depends on besides the two detectors' weights
-SETTINGS_KEYS = ("premise", "premise_sentences", "premise_neighbours", "premise_tokens",
-                 "premise_heading",
-                 "candidates", "max_length", "terse_claims")
+
+
+def dump_settings(settings: Any) -> dict[str, Any]:
+    """What a dump depends on besides the two detectors' weights: the judge's scoring settings
+    (``scoring_settings``: premises, windows, claims...) but ``blend``, which a dump turns off
+    (it records both halves; the blend is what ``fit`` makes of them)."""
+    from ragpulse.scorer.judges.nli.settings import scoring_settings
+
+    return {k: v for k, v in scoring_settings(settings).items() if k != "blend"}
 
 
 def load_set(name: str, data: Path) -> tuple[list[dict[str, Any]], list[int]]:
@@ -110,7 +115,7 @@ def dump(args: argparse.Namespace) -> int:
     overrides = dict(kv.split("=", 1) for kv in args.nli)
     judge, lexical, model_id, lexical_id = detectors(args.threads, args.model_dir, overrides)
     # what else decides the probabilities: premises for the model, claims for both halves
-    settings = {k: getattr(judge.settings, k) for k in SETTINGS_KEYS}
+    settings = dump_settings(judge.settings)
     print(f"model {model_id}, lexical {lexical_id}, {settings}", file=sys.stderr)
     for name in args.sets:
         out = cache / f"{name}.json"
@@ -242,7 +247,10 @@ def lodo(sets: list[SetData]) -> list[dict[str, Any]]:
 
 def table(rows: list[dict[str, Any]], beta: np.ndarray, ids: tuple[str, str],
           settings: dict[str, Any] | None = None) -> str:
-    judged = ", ".join(f"{k} {v}" for k, v in (settings or {}).items())
+    from ragpulse.scorer.judges.nli import NliJudgeSettings
+
+    default = dump_settings(NliJudgeSettings())  # name only the settings that differ
+    judged = ", ".join(f"{k} {v}" for k, v in (settings or {}).items() if default.get(k) != v)
     lines = [f"Model `{ids[0]}`, lexical `{ids[1]}`" + (f" ({judged})" if judged else "") +
              ". AUROC of the sample's faithfulness "
              "(mean P over its statements) per held-out set; the blend's weights are fitted on "
@@ -276,8 +284,7 @@ def fit_main(args: argparse.Namespace) -> int:
         from ragpulse.scorer.judges.factory import _local_model_settings
         from ragpulse.scorer.judges.nli import NliJudgeSettings
 
-        own = _local_model_settings(NliJudgeSettings())
-        judged = {k: getattr(own, k) for k in SETTINGS_KEYS}
+        judged = dump_settings(_local_model_settings(NliJudgeSettings()))
         if settings != judged:  # weights for other premises than the judge will use
             raise SystemExit(f"{cache}: dumped with {settings}, but local-model judges with "
                              f"{judged}: dump again without --nli to write blend.json")

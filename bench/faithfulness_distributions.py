@@ -84,9 +84,9 @@ def judge_version(name: str) -> str:
         h.update(p.read_bytes())
     if name == "local-model":
         from ragpulse.scorer.judges.factory import _local_model_settings
+        from ragpulse.scorer.judges.nli.settings import scoring_settings
 
-        own = _local_model_settings(None).model_dump(
-            mode="json", exclude={"model_dir", "threads", "batch_size", "workers", "max_pending"})
+        own = scoring_settings(_local_model_settings(None))
         h.update(json.dumps(own, sort_keys=True).encode())
     return f"{name}:{h.hexdigest()[:12]}"
 

@@ -82,7 +82,7 @@ def build_judge(
         # 0.768 (0.782), JNLI 0.830 (same), 1.5x fewer CPU seconds a sample (docs/judges.md).
         # premise="auto" (the two sentences packed into one premise when there are several
         # contexts) lifted the dev set with @4 (blend 0.715 -> 0.759) and is 1.14-1.20x faster,
-        # but the fresh confirmation set did not confirm it (blend 0.725 -> 0.720, model alone
+        # but the fresh confirmation set did not confirm it (blend 0.723 -> 0.717, model alone
         # 0.748 -> 0.712): not the default (docs/judges.md).
         # Settings given explicitly win.
         own = _local_model_settings(nli)

@@ -7,11 +7,14 @@ import onnxruntime or tokenizers at import time.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["NliJudgeSettings"]
+__all__ = ["RESOURCE_FIELDS", "NliJudgeSettings", "scoring_settings"]
+
+# fields that change how fast or where the judge runs, never a score
+RESOURCE_FIELDS = frozenset({"model_dir", "threads", "batch_size", "workers", "max_pending"})
 
 
 class NliJudgeSettings(BaseModel):
@@ -114,3 +117,10 @@ class NliJudgeSettings(BaseModel):
 
     threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     faithfulness_value: Literal["expected", "verdicts"] = "expected"
+
+
+def scoring_settings(settings: NliJudgeSettings) -> dict[str, Any]:
+    """``settings`` without :data:`RESOURCE_FIELDS`, as JSON values: what, besides the model's
+    weights, decides the scores (premises, windows, claims, blend, decision). Caches of scores
+    key on it, so a new setting counts unless it is declared a resource."""
+    return settings.model_dump(mode="json", exclude=set(RESOURCE_FIELDS))
