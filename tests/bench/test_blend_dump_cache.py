@@ -68,3 +68,26 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
     with pytest.raises(SystemExit, match="dump again without --nli"):
         bf.main(["fit", "--cache", str(tmp_path), "--write", "--model-dir", str(out)])
     assert not (out / "blend.json").exists()
+
+
+def test_fit_reports_multi_passage_samples_as_the_model_alone(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``blend_max_contexts``: the table scores a sample with several contexts by the model's
+    mean P (as the judge does), the others by the blend; a dump must say how many contexts."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    from bench import blend_faithfulness as bf
+
+    raw = {"set": "dev", "labels": [1, 0, 1], "contexts": [1, 3, 2],
+           "model": [[0.9, 0.8], [0.2], [0.7]], "lexical": [[0.3, 0.4], [0.9], [0.1]]}
+    d = bf.SetData(raw, cap=1)
+    assert d.blended.tolist() == [True, False, False]
+    beta = bf.np.array([0.0, 1.0, 1.0])
+    got = d.scores(beta)
+    logit = lambda p: bf.np.log(p / (1 - p))  # noqa: E731
+    first = bf.np.mean([bf._sigmoid(logit(lx) + logit(m)) for m, lx in [(0.9, 0.3), (0.8, 0.4)]])
+    assert got[0] == pytest.approx(first, abs=1e-6)
+    assert got[1:].tolist() == pytest.approx([0.2, 0.7])  # the model alone
+    assert bf.SetData(raw).blended.all()  # no cap: every sample blended
+    with pytest.raises(SystemExit, match="context counts"):
+        bf.SetData({k: v for k, v in raw.items() if k != "contexts"}, cap=1)
+    assert bf.judge_cap() == 1  # what the local-model judge does

@@ -120,3 +120,37 @@ async def test_weights_fitted_for_another_model_are_refused(tiny_dir: Path, tmp_
 def test_blend_on_without_a_file_is_an_error(tiny_dir: Path, use_embedder) -> None:
     with pytest.raises(BlendError, match="blend 'on' needs"):
         NliJudge(NliJudgeSettings(model_dir=tiny_dir, blend="on"), embedder=use_embedder)
+
+
+async def test_blend_max_contexts_leaves_multi_passage_samples_to_the_model(
+        tiny_dir: Path, tmp_path: Path, use_embedder) -> None:
+    d = _model_dir_with_blend(tiny_dir, tmp_path, None)
+    model_id, lexical_id = _identities(d, use_embedder)
+    (d / "blend.json").write_text(json.dumps({
+        "intercept": -0.5, "lexical": 0.9, "model": 0.35, "lexical_version": lexical_id,
+        "model_version": model_id}))
+    one = SAMPLE.model_copy(update={"contexts": [SAMPLE.contexts[0], "  ", ""]})  # blanks: 1
+    several = SAMPLE.model_copy(update={"contexts": [SAMPLE.contexts[0], "Lyon is in France."]})
+    plain = NliJudge(NliJudgeSettings(model_dir=d, blend="off"), embedder=use_embedder)
+    capped = NliJudge(NliJudgeSettings(model_dir=d, blend_max_contexts=1), embedder=use_embedder)
+    every = NliJudge(NliJudgeSettings(model_dir=d), embedder=use_embedder)
+    try:
+        alone = plain.judge(several, FACTS)[Fact.STATEMENT_SUPPORT]
+        got = capped.judge(several, FACTS)[Fact.STATEMENT_SUPPORT]
+        # two non-blank contexts > 1: the model alone, stored under the model's own version
+        assert got.extra["probabilities"] == alone.extra["probabilities"]
+        assert "lexical_probabilities" not in got.extra
+        assert got.prompt_version == alone.prompt_version and "blend(" not in got.prompt_version
+        # without the cap the same sample is blended
+        assert "blend(" in every.judge(several, FACTS)[Fact.STATEMENT_SUPPORT].prompt_version
+        # blank contexts do not count: one real context is blended
+        blended = capped.judge(one, FACTS)[Fact.STATEMENT_SUPPORT]
+        assert "blend(" in blended.prompt_version and "lexical_probabilities" in blended.extra
+    finally:
+        for j in (plain, capped, every):
+            await j.aclose()
+
+
+def test_blend_max_contexts_must_be_positive() -> None:
+    with pytest.raises(ValueError):
+        NliJudgeSettings(blend_max_contexts=0)

@@ -24,6 +24,8 @@ def test_bundled_model_scores_each_statement() -> None:
     assert judge.settings.workers == 2 and judge.settings.threads == 1
     assert judge.settings.premise == "sentences" and judge.settings.premise_sentences == 2
     assert judge.settings.premise_neighbours == 0 and judge.settings.premise_tokens == 128
+    # the blend for one-passage samples only; several passages get the model alone
+    assert judge.settings.blend_max_contexts == 1
     ctx = ["The Basic plan includes email support only. Phone support is available on the "
            "Business plan."]
     q = "Does the Basic plan include phone support?"

@@ -14,6 +14,7 @@ STATEMENT_SUPPORT        per answer statement (``segment.split_statements``, as 
                          With a blend (``blend.json`` beside the model, settings ``blend``),
                          each P is the logistic blend of the model's and the lexical
                          detector's (``support-lr@5``) P; both are kept in ``Finding.extra``
+                         (only for samples with at most ``blend_max_contexts`` contexts)
 CONTEXT_USED             per context: the best P(supported) of any answer statement (the answer
                          itself when it has no statement) against that context's chunks
                          >= ``threshold``. The same pairs as STATEMENT_SUPPORT: asking for both
@@ -208,7 +209,7 @@ class NliJudge:
             matrix, pairs = self.nli.support_matrix(hyps, list(sample.contexts))
             matrix = matrix[owner]  # one row per statement again
             lexical = (self._lexical.predict(statements, list(sample.contexts))
-                       if self.blend is not None and statements
+                       if self._blends(sample) and statements
                        and Fact.STATEMENT_SUPPORT in facts else None)
         except PairsTooMany as e:
             return self._too_large(facts, str(e))
@@ -247,6 +248,13 @@ class NliJudge:
                 prompt_version=f"{self.nli.version}/context-used", model=self.model,
                 extra={"entailment": [round(v, 4) for v in used], "threshold": cut})
         return out
+
+    def _blends(self, sample: Sample) -> bool:
+        """Whether ``sample``'s statement support is the blend (``blend_max_contexts``)."""
+        if self.blend is None:
+            return False
+        cap = self.settings.blend_max_contexts
+        return cap is None or sum(1 for c in sample.contexts if c.strip()) <= cap
 
     def _too_large(self, facts: frozenset[Fact], detail: str) -> dict[Fact, Finding]:
         self._count("too_large")

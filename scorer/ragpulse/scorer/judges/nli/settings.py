@@ -81,6 +81,11 @@ class NliJudgeSettings(BaseModel):
         exists (the bundled ``local-model`` ships one); ``on``: required (a missing file is an
         error at start); ``off``: the model alone. Weights fitted for another model or other
         lexical weights are an error at start in ``auto`` and ``on`` alike.
+        ``blend_max_contexts``: blend only samples with at most this many non-blank contexts;
+        a sample with more gets the model alone (``None``: every sample). Retrieved passages
+        that hold the wrong value attached to another entity are what a wrong RAG answer is
+        often made of, and a word-overlap detector finds those words supported: on the
+        multi-passage dev and confirmation sets the model alone beats the blend.
 
     Decision
         ``threshold``: P(supported) at or above which a statement counts as supported (the
@@ -114,6 +119,7 @@ class NliJudgeSettings(BaseModel):
     terse_claims: Literal["as-is", "with-question"] = "as-is"
 
     blend: Literal["auto", "on", "off"] = "auto"
+    blend_max_contexts: int | None = Field(default=None, ge=1, le=65_536)
 
     threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     faithfulness_value: Literal["expected", "verdicts"] = "expected"
