@@ -8,7 +8,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from train.data import build, long_synth, qa_synth, templates
+from train.data import build, continuation, long_synth, polarity, qa_synth, templates
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = REPO / "bench" / "data" / "faithfulness_rag_handwritten.jsonl"
@@ -251,3 +251,56 @@ def test_wikitext_rows_are_balanced_and_negatives_are_not_in_the_premise():
     assert noise.space_punct('the diet (evening primrose), he said.') == "the diet ( evening primrose ) , he said ."
     assert noise.tex_quotes('he said "the cleaner your diet" today') == "he said `` the cleaner your diet '' today"
     assert noise.lower_names("Sarah Flower said. He met Mara Quill.") == "Sarah flower said. He met mara quill."
+
+
+def test_polarity_pairs_let_no_cue_decide_the_label():
+    """Neither the opposite state's words, nor "not", nor a "Yes,"/"No," decides the label."""
+    for lang in ("en", "ja", "zh"):
+        rows = list(polarity.build(lang, 1500, seed=3))
+        labels = Counter(r["label"] for r in rows)
+        assert abs(labels[1] - labels[0]) <= 0.1 * len(rows)
+        kinds = {r["kind"]: r["label"] for r in rows}
+        assert kinds == {"pol-same": 1, "pol-not-opposite": 1, "pol-yes": 1, "pol-no": 1,
+                         "pol-opposite": 0, "pol-not-same": 0, "pol-other": 0,
+                         "pol-yes-wrong": 0, "pol-no-wrong": 0}
+        yes, no = polarity.YES[lang], polarity.NO[lang]
+        assert {r["label"] for r in rows if r["hypothesis"].startswith(yes)} == {0, 1}
+        assert {r["label"] for r in rows if r["hypothesis"].startswith(no)} == {0, 1}
+        for r in rows:
+            # the premise holds two entities' opposite states; a hypothesis is never copied
+            assert r["hypothesis"] not in r["premise"]
+            assert r["hypothesis"].removeprefix(yes).removeprefix(no) not in r["premise"] \
+                or r["kind"] == "pol-other"
+
+
+def test_polarity_states_are_opposite_in_every_frame():
+    for name, fr in polarity.FRAMES.items():
+        for lang in ("en", "ja", "zh"):
+            w = fr[lang]
+            assert set(w) == {"A", "B", "notA", "notB"} and all(w[k] for k in w), (name, lang)
+            assert not set(w["A"]) & set(w["B"]), (name, lang)
+
+
+def test_continuation_mix_replays_the_base_and_guards_the_dev_sets(tmp_path):
+    import gzip
+
+    base = tmp_path / "base"
+    base.mkdir()
+    dev_row = json.loads(DEV.read_text(encoding="utf-8").splitlines()[0])
+    rows = [{"premise": f"Premise {i}.", "hypothesis": f"Hypothesis {i}.", "label": i % 2,
+             "source": "t", "lang": "en"} for i in range(50)]
+    for name, data in (("train", rows), ("valid", rows[:5])):
+        with gzip.open(base / f"{name}.jsonl.gz", "wt", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in data)
+    stats = continuation.build(base, tmp_path / "out", replay=20, per_lang=200, seed=1)
+    assert stats["replay"] == 20 and stats["polarity"] > 500
+    with gzip.open(tmp_path / "out" / "train.jsonl.gz", "rt", encoding="utf-8") as f:
+        train = [json.loads(x) for x in f]
+    with gzip.open(tmp_path / "out" / "valid.jsonl.gz", "rt", encoding="utf-8") as f:
+        valid = [json.loads(x) for x in f]
+    assert sum(r["source"] == "t" for r in train) == 20 and len(valid) > 5
+    # split by premise: no polarity premise is in both files
+    assert not {r["premise"] for r in train} & {r["premise"] for r in valid[5:]}
+    dev = build.dev_shingles()
+    assert not any(build.touches_dev(r, dev) for r in train)
+    assert build.touches_dev({"premise": dev_row["contexts"][0], "hypothesis": "x"}, dev)

@@ -1,0 +1,71 @@
+"""Training pairs for continuing a shipped model on CPU (``train.train --init``):
+
+    python -m train.data.continuation --base DATA4 --out DIR [--replay 12000] [--polarity 2000]
+
+``DIR/train.jsonl.gz``: ``--replay`` rows drawn at random from the base data's training file
+(so the model keeps what it learned) plus ``--polarity`` pairs per language from
+``polarity.py``; ``DIR/valid.jsonl.gz``: the base validation file plus 2 % of the polarity pairs,
+split by premise. Rows touching the hand-written dev or confirmation sets are dropped, as in
+``build``. Deterministic for a given ``--seed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+from . import polarity
+from .build import dev_shingles, touches_dev
+
+
+def _read(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0) -> Counter:
+    rng = random.Random(seed)
+    base_train = _read(base / "train.jsonl.gz")
+    rows = rng.sample(base_train, min(replay, len(base_train)))
+    dev = dev_shingles()
+    new = [r for lang in ("en", "ja", "zh") for r in polarity.build(lang, per_lang, seed)]
+    dropped = sum(touches_dev(r, dev) for r in new)
+    new = [r for r in new if not touches_dev(r, dev)]
+    premises = sorted({r["premise"] for r in new})
+    held = set(rng.sample(premises, max(1, len(premises) // 50)))
+    train = rows + [r for r in new if r["premise"] not in held]
+    valid = _read(base / "valid.jsonl.gz") + [r for r in new if r["premise"] in held]
+    rng.shuffle(train)
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out / "train.jsonl.gz", train)
+    _write(out / "valid.jsonl.gz", valid)
+    stats = Counter({"train": len(train), "valid": len(valid), "replay": len(rows),
+                     "polarity": len(new), "dropped_dev": dropped})
+    (out / "STATS.txt").write_text("\n".join(f"{k} {v}" for k, v in stats.items()) + "\n")
+    return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", type=Path, required=True, help="a train.data.build output folder")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--replay", type=int, default=12000)
+    ap.add_argument("--polarity", type=int, default=2000, help="polarity pairs per language")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    print(dict(build(a.base, a.out, a.replay, a.polarity, a.seed)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
