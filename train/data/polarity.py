@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-from .templates import CITIES, COMPANIES, FEATURES, PLACES, PLANS
+from .templates import CITIES, COMPANIES, FEATURES, PLACES, PLANS, collect
 
 DAYS = {"en": ["Mondays", "Tuesdays", "Sundays", "public holidays", "weekends"],
         "ja": ["月曜日", "火曜日", "日曜日", "祝日", "週末"],
@@ -176,14 +176,4 @@ def _sample(lang: str, rng: random.Random) -> Iterator[tuple[str, str, str, int]
 def build(lang: str, n: int, seed: int = 0) -> Iterator[dict]:
     """About ``n`` pairs in ``lang``, half supported."""
     rng = random.Random(f"polarity-{seed}-{lang}")
-    seen: set[tuple[str, str]] = set()
-    made, tries = 0, 0
-    while made < n and tries < 50 * n:
-        tries += 1
-        for kind, p, h, y in _sample(lang, rng):
-            if (p, h) in seen:
-                continue
-            seen.add((p, h))
-            made += 1
-            yield {"premise": p, "hypothesis": h, "label": y, "source": "synth_polarity",
-                   "lang": lang, "kind": kind}
+    return collect(lambda: _sample(lang, rng), n, "synth_polarity", lang, max_draws=50 * n)

@@ -17,7 +17,7 @@ false statement (label 0); and ``no-neg`` is made only for frames with exact val
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 PLANS = {"en": ["Basic", "Standard", "Pro", "Business", "Team", "Enterprise", "Starter", "Plus", "Premium", "Lite"],
          "ja": ["ベーシック", "スタンダード", "プロ", "ビジネス", "チーム", "エンタープライズ", "スターター", "プラス", "プレミアム", "ライト"],
@@ -294,16 +294,24 @@ def _feature_sample(lang: str, rng: random.Random) -> Iterator[tuple[str, str, s
         yield kind, premise, h, 0
 
 
-def build(lang: str, n: int, seed: int = 0) -> Iterator[dict]:
-    """About n pairs in `lang`, half supported."""
-    rng = random.Random(f"{seed}-{lang}")
+def collect(draw: Callable[[], Iterable[tuple[str, str, str, int]]], n: int, source: str,
+            lang: str, max_draws: int | None = None) -> Iterator[dict]:
+    """Rows from repeated ``draw()`` calls (each a few (kind, premise, hypothesis, label)) until
+    ``n`` distinct (premise, hypothesis) pairs, or ``max_draws`` calls."""
     seen: set[tuple[str, str]] = set()
-    made = 0
-    while made < n:
-        gen = _feature_sample if rng.random() < 0.15 else _sample
-        for kind, p, h, y in gen(lang, rng):
+    made = draws = 0
+    while made < n and (max_draws is None or draws < max_draws):
+        draws += 1
+        for kind, p, h, y in draw():
             if (p, h) in seen:
                 continue
             seen.add((p, h))
             made += 1
-            yield {"premise": p, "hypothesis": h, "label": y, "source": "synth_templates", "lang": lang, "kind": kind}
+            yield {"premise": p, "hypothesis": h, "label": y, "source": source, "lang": lang, "kind": kind}
+
+
+def build(lang: str, n: int, seed: int = 0) -> Iterator[dict]:
+    """About n pairs in `lang`, half supported."""
+    rng = random.Random(f"{seed}-{lang}")
+    return collect(lambda: (_feature_sample if rng.random() < 0.15 else _sample)(lang, rng), n,
+                   "synth_templates", lang)
