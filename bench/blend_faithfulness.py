@@ -139,7 +139,7 @@ def dump(args: argparse.Namespace) -> int:
         if out.exists():
             old = json.loads(out.read_text())
             if (old["model_id"], old["lexical_id"], old.get("settings")) == \
-                    (model_id, lexical_id, settings):
+                    (model_id, lexical_id, settings) and "contexts" in old:
                 print(f"{out}: cached", file=sys.stderr)
                 continue
         rows, labels = load_set(name, Path(args.data))
@@ -174,7 +174,8 @@ class SetData:
 
     def __init__(self, raw: dict[str, Any], cap: int | None = None) -> None:
         if cap is not None and "contexts" not in raw:
-            raise SystemExit(f"{raw['set']}: a dump without context counts: dump it again")
+            raise SystemExit(f"{raw['set']}: a dump without context counts (made before "
+                             "blend_max_contexts): run the dump step again")
         n_ctx = raw.get("contexts") or [1] * len(raw["model"])
         keep = [i for i, (m, lx) in enumerate(zip(raw["model"], raw["lexical"], strict=True))
                 if m and lx and len(m) == len(lx)]

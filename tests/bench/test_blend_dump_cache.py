@@ -47,6 +47,11 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
     assert first["model"][0][0] == first["model"][0][1]
     capsys.readouterr()
     assert dump() == first and "cached" in capsys.readouterr().err
+    assert first["contexts"] == [2, 1]  # non-blank contexts per row, for blend_max_contexts
+    # a dump from before context counts is scored again, not reused
+    (tmp_path / "dev.json").write_text(json.dumps({k: v for k, v in first.items()
+                                                   if k != "contexts"}))
+    assert dump() == first and "cached" not in capsys.readouterr().err
     packed = dump("--nli", "premise=packed")
     assert "cached" not in capsys.readouterr().err
     assert packed["settings"]["premise"] == "packed"
