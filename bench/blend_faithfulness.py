@@ -69,7 +69,7 @@ def dump_settings(settings: Any) -> dict[str, Any]:
 
 def judge_cap() -> int | None:
     """``blend_max_contexts`` of the ``local-model`` judge: samples with more non-blank
-    contexts get the model alone, and the blend is fitted on the others only."""
+    contexts get the model alone (the weights are still fitted on every sample)."""
     from ragpulse.scorer.judges.factory import _local_model_settings
     from ragpulse.scorer.judges.nli import NliJudgeSettings
 
@@ -127,6 +127,8 @@ def _per_statement(judge: Any, lexical: Any, row: dict[str, Any],
 
 
 def dump(args: argparse.Namespace) -> int:
+    from ragpulse.scorer.judges.nli.settings import passages
+
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     overrides = dict(kv.split("=", 1) for kv in args.nli)
@@ -156,8 +158,7 @@ def dump(args: argparse.Namespace) -> int:
         out.write_text(json.dumps({"set": name, "model_id": model_id, "lexical_id": lexical_id,
                                    "settings": settings,
                                    "ids": [r["id"] for r in rows], "labels": labels,
-                                   "contexts": [sum(1 for c in r["contexts"] if c.strip())
-                                                for r in rows],
+                                   "contexts": [passages(r["contexts"]) for r in rows],
                                    "model": [p["model"] for p in per],
                                    "lexical": [p["lexical"] for p in per]}))
         print(f"{name}: {len(rows)} rows in {time.perf_counter() - t0:.0f} s", file=sys.stderr)

@@ -201,6 +201,13 @@ def stats(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """``rows`` as gzipped JSON lines (what ``train.train --train/--valid`` reads)."""
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -218,9 +225,7 @@ def main() -> None:
     valid = [r for r in rows if _is_valid(r["premise"], a.valid_share)]
     a.out.mkdir(parents=True, exist_ok=True)
     for name, part in ((a.name, train), ("valid" if a.name == "train" else f"valid{a.name[5:]}", valid)):
-        with gzip.open(a.out / f"{name}.jsonl.gz", "wt", encoding="utf-8") as f:
-            for r in part:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        write_rows(a.out / f"{name}.jsonl.gz", part)
     suffix = "" if a.name == "train" else a.name[5:]
     (a.out / f"STATS{suffix}.txt").write_text(f"== {a.name}.jsonl.gz\n" + stats(train) + "\n== valid\n" + stats(valid))
     print((a.out / f"STATS{suffix}.txt").read_text())

@@ -19,18 +19,12 @@ from collections import Counter
 from pathlib import Path
 
 from . import polarity
-from .build import dev_shingles, touches_dev
+from .build import dev_shingles, touches_dev, write_rows
 
 
 def _read(path: Path) -> list[dict]:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-def _write(path: Path, rows: list[dict]) -> None:
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
 def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0) -> Counter:
@@ -47,8 +41,8 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0) -> C
     valid = _read(base / "valid.jsonl.gz") + [r for r in new if r["premise"] in held]
     rng.shuffle(train)
     out.mkdir(parents=True, exist_ok=True)
-    _write(out / "train.jsonl.gz", train)
-    _write(out / "valid.jsonl.gz", valid)
+    write_rows(out / "train.jsonl.gz", train)
+    write_rows(out / "valid.jsonl.gz", valid)
     stats = Counter({"train": len(train), "valid": len(valid), "replay": len(rows),
                      "polarity": len(new), "dropped_dev": dropped})
     (out / "STATS.txt").write_text("\n".join(f"{k} {v}" for k, v in stats.items()) + "\n")

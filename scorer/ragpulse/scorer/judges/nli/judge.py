@@ -44,7 +44,7 @@ from ..base import BlockingWorkers, Needs
 from ..local import LocalJudge, LocalJudgeSettings
 from .blend import BLEND_FILE, Blend, BlendError
 from .onnx_model import NliModel, PairsTooMany
-from .settings import NliJudgeSettings
+from .settings import NliJudgeSettings, passages
 
 __all__ = ["NliJudge", "claims", "lexical_identity", "model_identity"]
 
@@ -254,7 +254,7 @@ class NliJudge:
         if self.blend is None:
             return False
         cap = self.settings.blend_max_contexts
-        return cap is None or sum(1 for c in sample.contexts if c.strip()) <= cap
+        return cap is None or passages(sample.contexts) <= cap
 
     def _too_large(self, facts: frozenset[Fact], detail: str) -> dict[Fact, Finding]:
         self._count("too_large")

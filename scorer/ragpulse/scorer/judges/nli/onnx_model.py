@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...segment import split_sentences
-from .settings import NliJudgeSettings
+from .settings import NliJudgeSettings, passages
 
 __all__ = ["POSITIVE_LABELS", "NliModel", "NliModelError", "PairsTooMany"]
 
@@ -354,7 +354,7 @@ class NliModel:
         if s.premise != "chunks":
             mode = s.premise
             if mode == "auto":  # packed across retrieved passages, sentences within one text
-                mode = "packed" if sum(1 for c in contexts if c.strip()) >= 2 else "sentences"
+                mode = "packed" if passages(contexts) >= 2 else "sentences"
             return self._sentence_matrix([h for h, _ in hyps], contexts,
                                          max(_MIN_WINDOW, min(s.premise_tokens, window)), out,
                                          mode)

@@ -6,12 +6,13 @@ import onnxruntime or tokenizers at import time.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["RESOURCE_FIELDS", "NliJudgeSettings", "scoring_settings"]
+__all__ = ["RESOURCE_FIELDS", "NliJudgeSettings", "passages", "scoring_settings"]
 
 # fields that change how fast or where the judge runs, never a score
 RESOURCE_FIELDS = frozenset({"model_dir", "threads", "batch_size", "workers", "max_pending"})
@@ -123,6 +124,12 @@ class NliJudgeSettings(BaseModel):
 
     threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     faithfulness_value: Literal["expected", "verdicts"] = "expected"
+
+
+def passages(contexts: Iterable[str]) -> int:
+    """How many retrieved passages a sample has: its non-blank contexts. What ``premise="auto"``
+    and ``blend_max_contexts`` count."""
+    return sum(1 for c in contexts if c.strip())
 
 
 def scoring_settings(settings: NliJudgeSettings) -> dict[str, Any]:
