@@ -15,4 +15,8 @@ Modules
     ``export``     int8 ONNX model directory for the ``nli`` judge
     ``calibrate``  Platt/temperature calibration folded into the graph
     ``evaluate``   AUROC on the bench sets through ``NliModel``
+    ``from_onnx``  an exported int8 model back to weight shards
+    ``pack``       a run's output packed for the trip back from a GPU machine
+    ``soup``       a uniform soup of several runs (averaged encoders, stacked heads)
+    ``compare``    two judges on the same rows: AUROC differences with bootstrap intervals
 """

@@ -105,6 +105,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             y = [int(r["label"]["faithful"]) for r, _ in keep]
             res = stats(v, y)
             res["missing"] = len(rows) - len(keep)
+            if args.rows:
+                with open(args.rows, "a", encoding="utf-8") as f:
+                    f.writelines(json.dumps({"set": key, "path": str(path), "row": i,
+                                             "id": r.get("id"), "label": yy, "value": x}) + "\n"
+                                 for i, ((r, x), yy) in enumerate(zip(keep, y, strict=True)))
             if key == "dev":
                 res["per_lang"] = {}
                 for lg in sorted({lang_of(r) for r, _ in keep}):
@@ -162,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a context's first sentence of at most this many tokens heads its "
                          "later sentences' premises (0: off)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--rows", help="append each scored row (set, id, label, value) to this JSONL "
+                                   "file (JNLI excepted), for train.compare")
     a = ap.parse_args(argv)
     res = asyncio.run(run(a))
     text = json.dumps(res, indent=1)

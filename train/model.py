@@ -50,7 +50,7 @@ class Layer(nn.Module):
 class FaithModel(nn.Module):
     def __init__(self, vocab: int, hidden: int = 384, layers: int = 12, heads: int = 12,
                  ff: int = 1536, max_pos: int = 512, eps: float = 1e-12, eos_id: int = 2,
-                 dropout: float = 0.1) -> None:
+                 dropout: float = 0.1, head_hidden: int | None = None) -> None:
         super().__init__()
         self.eos_id = eos_id
         self.word = nn.Embedding(vocab, hidden)
@@ -59,12 +59,18 @@ class FaithModel(nn.Module):
         self.eln = nn.LayerNorm(hidden, eps=eps)
         self.layers = nn.ModuleList(Layer(hidden, heads, ff, eps) for _ in range(layers))
         self.drop = nn.Dropout(dropout)
-        self.head = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.Tanh(), nn.Dropout(dropout),
-                                  nn.Linear(hidden, 1))
+        self.head = self.make_head(hidden, head_hidden or hidden, dropout)
         # calibration, folded into the exported logit (buffers: never trained by the optimizer)
         self.register_buffer("cal_a", torch.ones(()))
         self.register_buffer("cal_b", torch.zeros(()))
         self.sdpa = True
+
+    @staticmethod
+    def make_head(hidden: int, width: int, dropout: float = 0.1) -> nn.Sequential:
+        """Linear(2 hidden -> width) - Tanh - Dropout - Linear(width -> 1). A soup of runs
+        (``train.soup``) stacks the runs' heads into one wider head: its logit is their mean."""
+        return nn.Sequential(nn.Linear(2 * hidden, width), nn.Tanh(), nn.Dropout(dropout),
+                             nn.Linear(width, 1))
 
     # ------------------------------------------------------------------ weights
 

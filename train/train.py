@@ -141,6 +141,10 @@ def load_shards(model: FaithModel, folder: Path, prefix: str = "weights") -> Non
     for p in sorted(folder.glob(f"{prefix}-*.npz")):
         z = np.load(p)
         state.update({k: torch.from_numpy(z[k].astype(np.float32)) for k in z.files})
+    width = state["head.0.weight"].shape[0] if "head.0.weight" in state else None
+    if width is not None and width != model.head[0].out_features:  # a soup's stacked heads
+        model.head = FaithModel.make_head(model.head[0].in_features // 2, width,
+                                          model.head[2].p)
     missing, unexpected = model.load_state_dict(state, strict=False)
     bad = [k for k in missing if not k.startswith("word.")]
     if bad or unexpected:

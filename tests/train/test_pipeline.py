@@ -140,3 +140,79 @@ def test_an_exported_model_reads_back_into_trainable_weights(tiny_bundle: Path,
     st = torch.load(cont / "ckpt" / "ckpt.pt", weights_only=False)["model"]
     assert float(st["cal_a"]) == 0.5  # the shipped model's state, one step on
     assert np.abs(st["layers.0.q.weight"].numpy() - state["layers.0.q.weight"]).max() < 0.01
+
+
+def test_a_packed_run_exports_the_int8_weights_of_the_run(tiny_bundle: Path, tiny_data: Path,
+                                                          tmp_path: Path) -> None:
+    """train.pack: what comes back from a GPU machine (int8 per output channel, ~half the fp16
+    size) exports to the same int8 graph as the run's own shards, with the validation scores
+    and metrics carried along."""
+    import onnx
+    from onnx import numpy_helper
+
+    from train.export import export
+    from train.pack import pack, unpack
+
+    out = tmp_path / "out"
+    _train(tiny_bundle, tiny_data, out)
+    parts = pack(out, tmp_path / "trip" / "run", parts=2)
+    assert [p.name for p in parts] == ["run-0.npz", "run-1.npz"]
+    back = unpack(tmp_path / "trip" / "run", tmp_path / "back")
+    assert json.loads((back / "metrics.json").read_text()) == \
+        json.loads((out / "metrics.json").read_text())
+    a, b = np.load(out / "valid_scores.npz"), np.load(back / "valid_scores.npz")
+    assert np.array_equal(a["logit"], b["logit"]) and np.array_equal(a["label"], b["label"])
+
+    def quantized(p: Path) -> dict[str, np.ndarray]:
+        g = onnx.load(str(p / "model.onnx")).graph
+        return {i.name: numpy_helper.to_array(i) for i in g.initializer
+                if i.name.endswith("_quantized")}
+
+    cal = {"a": 0.5, "b": 0.25}
+    direct = quantized(export(tiny_bundle, out, tmp_path / "direct", cal, max_len=48))
+    trip = quantized(export(tiny_bundle, back, tmp_path / "trip_model", cal, max_len=48))
+    assert direct and direct.keys() == trip.keys()
+    assert all(np.array_equal(direct[k], trip[k]) for k in direct)
+
+
+def test_a_soup_averages_encoders_and_stacks_heads(tiny_bundle: Path, tiny_data: Path,
+                                                   tmp_path: Path) -> None:
+    """train.soup: encoder tensors are the runs' mean; the stacked head's logit is the mean of
+    the runs' head logits on that encoder; calibration is reset; the soup exports."""
+    from train.export import export
+    from train.soup import main as soup
+    from train.train import build, load_shards
+
+    runs = [tmp_path / f"run{s}" for s in (0, 1)]
+    for s, r in enumerate(runs):
+        _train(tiny_bundle, tiny_data, r, "--seed", str(s))
+    assert soup(["--runs", *map(str, runs), "--out", str(tmp_path / "soup"), "--bundle",
+                 str(tiny_bundle), "--valid", str(tiny_data / "valid.jsonl.gz")]) == 0
+    z = np.load(tmp_path / "soup" / "weights-0.npz")
+    w = [np.load(r / "weights-0.npz") for r in runs]
+    k = "layers.0.q.weight"
+    assert np.allclose(z[k], (w[0][k].astype(np.float32) + w[1][k]) / 2, atol=1e-3)
+    assert z["head.0.weight"].shape[0] == 2 * w[0]["head.0.weight"].shape[0]
+    assert float(z["cal_a"]) == 1.0 and float(z["cal_b"]) == 0.0
+    assert (tmp_path / "soup" / "valid_scores.npz").is_file()
+
+    soup_m = build(tiny_bundle)
+    load_shards(soup_m, tmp_path / "soup")
+    ids = torch.tensor([[0, 5, 6, 2, 2, 7, 8, 2]])
+    mask = torch.ones_like(ids)
+    soup_m.eval()
+    got = float(soup_m.logit(ids, mask))
+    heads = []
+    for r in runs:  # each run's head on the soup's encoder
+        m = build(tiny_bundle)
+        load_shards(m, tmp_path / "soup")
+        one = {k: torch.from_numpy(v.astype(np.float32)) for k, v in np.load(
+            r / "weights-0.npz").items() if k.startswith("head.")}
+        m.head = m.make_head(m.head[0].in_features // 2, one["head.0.weight"].shape[0])
+        m.head.load_state_dict({k[len("head."):]: v for k, v in one.items()})
+        m.eval()
+        heads.append(float(m.logit(ids, mask)))
+    assert got == pytest.approx(sum(heads) / 2, abs=2e-3)  # fp16 shards
+    export(tiny_bundle, tmp_path / "soup", tmp_path / "soup_model", {"a": 1.0, "b": 0.0},
+           max_len=48)
+    assert (tmp_path / "soup_model" / "model.onnx").is_file()

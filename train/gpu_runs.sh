@@ -1,0 +1,29 @@
+#!/bin/bash
+# Several seeds of the shipped recipe side by side on one GPU, each packed for the trip back
+# (train/pack.py: two files of ~10 MB a run; a device call returns at most 8 files, 64 MiB).
+# Run from the repository root on the GPU machine, with BUNDLE and DATA carried:
+#
+#   OUT=$OUT SEEDS="0 1" BUNDLE=.devrun/faith3/bundle DATA=.devrun/data6 BUDGET=470 bash train/gpu_runs.sh
+#
+# Two runs share an H100 at 39 ms a step each (one alone: 48 ms on an H200), three at about
+# 56 ms (then 2 epochs of data v5 need ~300 s: BUDGET 330 gave 1.87-1.89 epochs).
+# BUDGET is each run's --time-budget in seconds (the schedule shrinks to fit it); EXTRA adds
+# train.train options ("--limit 64 --valid-limit 64 --device cpu BUDGET=0" for a dry run here).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_runs}; mkdir -p "$OUT"
+BUNDLE=${BUNDLE:-.devrun/faith3/bundle}; DATA=${DATA:-.devrun/data6}
+BUDGET=${BUDGET:-470}; SEEDS=${SEEDS:-0 1}
+export PYTHONUNBUFFERED=1
+uptime; nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>&1 | tail -2
+run() {
+  python3 -m train.train --bundle "$BUNDLE" --train "$DATA/train.jsonl.gz" \
+    --valid "$DATA/valid.jsonl.gz" --out /tmp/run-$1 --ckpt /tmp/ck-$1 --max-len 256 \
+    --batch 64 --lr 4e-5 --head-lr 1e-4 --epochs 2 --seed $2 --time-budget "$BUDGET" ${EXTRA:-} \
+    > /tmp/log-$1.txt 2>&1 && python3 -m train.pack --weights /tmp/run-$1 --dest "$OUT/$1" >> /tmp/log-$1.txt 2>&1
+  echo "run $1 rc $?" >> /tmp/log-$1.txt
+}
+for s in $SEEDS; do run s$s $s & done; wait
+for s in $SEEDS; do echo "== s$s"; grep -v 'step [0-9]*00/\|"n":\|"auroc"\|pos_mean_p\|^ *}\|^ *{' /tmp/log-s$s.txt | tail -20; done
+cat /tmp/log-s*.txt > "$OUT/logs.txt"
+ls -la "$OUT"; uptime

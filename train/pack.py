@@ -1,0 +1,121 @@
+"""A training run's output packed small enough to come back from a GPU machine, and unpacked.
+
+    python -m train.pack --weights OUT --dest PACK/run-a          # on the GPU machine
+    python -m train.pack --unpack PACK/run-a --weights W          # here: W as train.train wrote it
+
+A device machine returns at most 16 MiB a file and 64 MiB in all, and one run's fp16 shards are
+43 MB. Packed, the encoder's and the head's 2-D ``Linear`` weights are int8 per output channel
+(scale = max |w| / 127 of the fp16 value, round half to even): the scheme ``train.export``'s
+onnxruntime quantization applies to the same weights (per output channel, symmetric), so the
+exported int8 graph is the one a direct export gives (``tests/train/test_pipeline.py``).
+Everything else (biases, LayerNorms, position and type embeddings, calibration) stays fp16; the
+frozen word embeddings are not in a run's shards anyway. ``valid_scores.npz`` and
+``metrics.json`` travel inside the first part. About 22 MB a run, in ``--parts`` files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+KEEP_FLOAT = ("pos.", "ttype", "word.")  # Gathers, not MatMuls: kept as they are
+Q, S = "__q__", "__scale__"
+
+
+def _quantize(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    w = w.astype(np.float16).astype(np.float32)
+    scale = (np.abs(w).max(axis=1) / np.float32(127.0)).astype(np.float32)
+    safe = np.where(scale > 0, scale, np.float32(1.0))
+    q = np.clip(np.round(w / safe[:, None]), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def pack(weights: Path, dest: Path, parts: int = 2) -> list[Path]:
+    """``weights`` (a ``train.train`` output folder) as ``dest-K.npz``, ``parts`` files."""
+    state: dict[str, np.ndarray] = {}
+    for p in sorted(weights.glob("weights-*.npz")):
+        z = np.load(p)
+        state.update({k: z[k] for k in z.files})
+    if not state:
+        raise SystemExit(f"no weights-*.npz in {weights}")
+    arrays: list[dict[str, np.ndarray]] = [{} for _ in range(parts)]
+    sizes = [0] * parts
+    for k in sorted(state, key=lambda k: -state[k].size):  # biggest first, to the lightest part
+        v = state[k]
+        i = sizes.index(min(sizes))
+        if v.ndim == 2 and k.endswith(".weight") and not k.startswith(KEEP_FLOAT):
+            q, s = _quantize(v)
+            arrays[i][Q + k], arrays[i][S + k] = q, s
+            sizes[i] += q.nbytes
+        else:
+            arrays[i][k] = v.astype(np.float16)
+            sizes[i] += v.size * 2
+    scores = weights / "valid_scores.npz"
+    if scores.is_file():
+        z = np.load(scores)
+        arrays[0].update({f"__valid__{k}": z[k] for k in z.files})
+    metrics = weights / "metrics.json"
+    if metrics.is_file():
+        arrays[0]["__metrics__"] = np.frombuffer(metrics.read_bytes(), dtype=np.uint8)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i, a in enumerate(arrays):
+        p = dest.parent / f"{dest.name}-{i}.npz"
+        np.savez_compressed(p, **a)
+        out.append(p)
+    return out
+
+
+def unpack(src: Path, weights: Path) -> Path:
+    """``src-K.npz`` back into ``weights``: ``weights-0.npz`` (fp16, what ``train.export
+    --weights`` and ``train.train --init`` read), ``valid_scores.npz``, ``metrics.json``."""
+    files = sorted(src.parent.glob(f"{src.name}-*.npz"))
+    if not files:
+        raise SystemExit(f"no {src.name}-*.npz in {src.parent}")
+    state: dict[str, np.ndarray] = {}
+    valid: dict[str, np.ndarray] = {}
+    weights.mkdir(parents=True, exist_ok=True)
+    for p in files:
+        z = np.load(p)
+        for k in z.files:
+            if k.startswith(Q):
+                name = k[len(Q):]
+                w = z[k].astype(np.float32) * z[S + name][:, None]
+                state[name] = w.astype(np.float16)
+            elif k.startswith(S):
+                continue
+            elif k.startswith("__valid__"):
+                valid[k[len("__valid__"):]] = z[k]
+            elif k == "__metrics__":
+                (weights / "metrics.json").write_bytes(z[k].tobytes())
+            else:
+                state[k] = z[k]
+    np.savez(weights / "weights-0.npz", **state)
+    if valid:
+        np.savez(weights / "valid_scores.npz", **valid)
+    return weights
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--weights", required=True, type=Path, help="a train.train output folder")
+    ap.add_argument("--dest", type=Path, help="pack into DEST-K.npz")
+    ap.add_argument("--unpack", type=Path, help="unpack SRC-K.npz into --weights")
+    ap.add_argument("--parts", type=int, default=2)
+    a = ap.parse_args(argv)
+    if (a.dest is None) == (a.unpack is None):
+        ap.error("give --dest (pack) or --unpack")
+    if a.dest is not None:
+        paths = pack(a.weights, a.dest, a.parts)
+        print(json.dumps({str(p): p.stat().st_size for p in paths}))
+    else:
+        print(unpack(a.unpack, a.weights))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
