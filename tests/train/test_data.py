@@ -304,3 +304,56 @@ def test_continuation_mix_replays_the_base_and_guards_the_dev_sets(tmp_path):
     dev = build.dev_shingles()
     assert not any(build.touches_dev(r, dev) for r in train)
     assert build.touches_dev({"premise": dev_row["contexts"][0], "hypothesis": "x"}, dev)
+
+
+def test_exception_pairs_let_no_member_word_decide():
+    """A list and one named exception: the exception said to be included is unsupported though
+    all its words are in the premise; "Yes,"/"No," come with both labels."""
+    for lang in ("en", "ja", "zh"):
+        rows = list(polarity.build_exceptions(lang, 900, seed=2))
+        labels = Counter(r["label"] for r in rows)
+        assert abs(labels[1] - labels[0]) <= 0.1 * len(rows)
+        kinds = {r["kind"]: r["label"] for r in rows}
+        assert kinds == {"exc-in": 1, "exc-notin": 1, "exc-yes": 1, "exc-no": 1, "exc-both": 1,
+                         "exc-in-wrong": 0, "exc-notin-wrong": 0, "exc-along": 0,
+                         "exc-no-wrong": 0, "exc-both-wrong": 0}
+        yes, no = polarity.YES[lang], polarity.NO[lang]
+        assert {r["label"] for r in rows if r["hypothesis"].startswith(yes)} == {0, 1}
+        assert {r["label"] for r in rows if r["hypothesis"].startswith(no)} == {0, 1}
+        assert all(r["hypothesis"] not in r["premise"] for r in rows)
+
+
+def test_value_formats_say_the_same_value():
+    from train.data import rag_shapes as rs
+
+    assert "two weeks" in rs.equivalents("returns", "en", "14 days")
+    assert "3週間" in rs.equivalents("returns", "ja", "21日")
+    assert "两周" in rs.equivalents("returns", "zh", "14天")
+    assert rs.equivalents("returns", "en", "45 days") == []  # no exact other format
+    assert rs.equivalents("dose", "en", "500 mg") == ["0.5 g"]
+    assert rs.equivalents("hours", "ja", "午前9時半") == ["朝9時半", "9:30"]
+    assert rs.equivalents("hours", "en", "7:00 a.m.") == ["7.00 in the morning", "07:00"]
+    assert rs.equivalents("seats", "en", "10") == ["ten"]
+    assert rs.equivalents("price", "ja", "1,200円") == ["1200円"]
+    assert rs.equivalents("founded", "en", "1998") == []
+    assert rs.join("A Plus workspace has 5 users.", "Plus costs $9.", "en") == \
+        "A Plus workspace has 5 users, and Plus costs $9."
+    assert rs.join("The Basic plan costs $9.", "The Pro plan costs $19.", "en") == \
+        "The Basic plan costs $9, and the Pro plan costs $19."
+
+
+def test_rag_shape_pairs_are_balanced_and_keep_the_evidence():
+    from train.data import rag_shapes
+
+    for lang in ("en", "ja", "zh"):
+        rows = list(rag_shapes.build(lang, 1200, seed=4))
+        labels = Counter(r["label"] for r in rows)
+        assert abs(labels[1] - labels[0]) <= 0.1 * len(rows), (lang, labels)
+        kinds = {r["kind"]: r["label"] for r in rows}
+        assert kinds == {"format-reword": 1, "format-terse": 1, "format-swap": 0,
+                         "format-spare": 0, "profile-fuse": 1, "profile-wrong": 0,
+                         "profile-attribution": 0}
+        # a format-changed value is never the context's own writing of it
+        for r in rows:
+            if r["kind"].startswith("format-"):
+                assert r["hypothesis"] not in r["premise"]

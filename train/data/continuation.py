@@ -4,7 +4,10 @@
 
 ``DIR/train.jsonl.gz``: ``--replay`` rows drawn at random from the base data's training file
 (so the model keeps what it learned) plus ``--polarity`` pairs per language from
-``polarity.py``; ``DIR/valid.jsonl.gz``: the base validation file plus 2 % of the polarity pairs,
+``polarity.py`` (and ``--exceptions`` list-with-an-exception pairs, ``--shapes``
+``rag_shapes.py`` pairs per language). With ``--replay`` at least the base's size it is the
+base data plus those pairs: data v5 is ``--base DATA4 --replay 1000000 --polarity 2000
+--exceptions 1000 --shapes 3000``; ``DIR/valid.jsonl.gz``: the base validation file plus 2 % of the polarity pairs,
 split by premise. Rows touching the hand-written dev or confirmation sets are dropped, as in
 ``build``. Deterministic for a given ``--seed``.
 """
@@ -18,7 +21,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from . import polarity
+from . import polarity, rag_shapes
 from .build import dev_shingles, touches_dev, write_rows
 
 
@@ -27,19 +30,26 @@ def _read(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0) -> Counter:
+def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
+          exceptions: int = 0, shapes: int = 0) -> Counter:
     rng = random.Random(seed)
     base_train = _read(base / "train.jsonl.gz")
-    rows = rng.sample(base_train, min(replay, len(base_train)))
+    full = replay >= len(base_train)  # the whole base, in its order (train.train shuffles; the
+    rows = base_train if full else rng.sample(base_train, replay)  # file stays as compressible)
     dev = dev_shingles()
     new = [r for lang in ("en", "ja", "zh") for r in polarity.build(lang, per_lang, seed)]
+    new += [r for lang in ("en", "ja", "zh")
+            for r in polarity.build_exceptions(lang, exceptions, seed)] if exceptions else []
+    new += [r for lang in ("en", "ja", "zh")
+            for r in rag_shapes.build(lang, shapes, seed)] if shapes else []
     dropped = sum(touches_dev(r, dev) for r in new)
     new = [r for r in new if not touches_dev(r, dev)]
     premises = sorted({r["premise"] for r in new})
     held = set(rng.sample(premises, max(1, len(premises) // 50)))
     train = rows + [r for r in new if r["premise"] not in held]
     valid = _read(base / "valid.jsonl.gz") + [r for r in new if r["premise"] in held]
-    rng.shuffle(train)
+    if not full:
+        rng.shuffle(train)
     out.mkdir(parents=True, exist_ok=True)
     write_rows(out / "train.jsonl.gz", train)
     write_rows(out / "valid.jsonl.gz", valid)
@@ -55,9 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--replay", type=int, default=12000)
     ap.add_argument("--polarity", type=int, default=2000, help="polarity pairs per language")
+    ap.add_argument("--exceptions", type=int, default=0,
+                    help="list-with-an-exception pairs per language (polarity.build_exceptions)")
+    ap.add_argument("--shapes", type=int, default=0,
+                    help="value-format and two-passage pairs per language (rag_shapes.build)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    print(dict(build(a.base, a.out, a.replay, a.polarity, a.seed)))
+    print(dict(build(a.base, a.out, a.replay, a.polarity, a.seed, a.exceptions, a.shapes)))
     return 0
 
 

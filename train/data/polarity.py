@@ -177,3 +177,111 @@ def build(lang: str, n: int, seed: int = 0) -> Iterator[dict]:
     """About ``n`` pairs in ``lang``, half supported."""
     rng = random.Random(f"polarity-{seed}-{lang}")
     return collect(lambda: _sample(lang, rng), n, "synth_polarity", lang, max_draws=50 * n)
+
+
+# Exceptions (data v5): a list of members and one named exception, as a roaming zone, a delivery
+# area or accepted payment methods are written. Written after a dev-set failure: @4 scores an
+# answer that puts the named exception in the list (P 0.99) as supported, since every word of it
+# is in the context. The dev guard drops rows sharing 27 characters with the dev sets, the names
+# and wordings here are not the dev case's, and the confirmation set (never read) checks it.
+# {L}: the members as a list, {d}: the exception, {m}: one member.
+COUNTRIES = {"en": ["France", "Spain", "Italy", "Norway", "Iceland", "Austria", "Greece", "Portugal", "Croatia", "Turkey", "Serbia"],
+             "ja": ["フランス", "スペイン", "イタリア", "ノルウェー", "アイスランド", "オーストリア", "ギリシャ", "ポルトガル", "クロアチア", "トルコ", "セルビア"],
+             "zh": ["法国", "西班牙", "意大利", "挪威", "冰岛", "奥地利", "希腊", "葡萄牙", "克罗地亚", "土耳其", "塞尔维亚"]}
+METHODS = {"en": ["Visa", "Mastercard", "PayPal", "bank transfer", "Apple Pay", "American Express", "cash on delivery"],
+           "ja": ["Visa", "Mastercard", "PayPay", "銀行振込", "Apple Pay", "アメリカン・エキスプレス", "代金引換"],
+           "zh": ["Visa", "万事达卡", "支付宝", "银行转账", "微信支付", "美国运通", "现金"]}
+EXCEPTIONS = {
+    "roaming": {
+        "ents": COUNTRIES,
+        "en": {"list": ["Roaming at no extra cost covers {L}.", "Your plan works in {L} at home prices."],
+               "out": ["{D} is outside the free roaming area.", "Calls and data in {D} are charged separately."],
+               "in": ["You can use your plan in {M} without extra charges.", "{M} is inside the free roaming area."],
+               "notin": ["{D} is not covered by the included roaming.", "Using your phone in {D} costs extra."]},
+        "ja": {"list": ["追加料金なしのローミング対象国は{L}です。", "{L}では国内と同じ料金で使えます。"],
+               "out": ["{D}はローミング対象外です。", "{D}での通話とデータ通信は別料金です。"],
+               "in": ["{M}では追加料金なしで使えます。", "{M}はローミングの対象に含まれます。"],
+               "notin": ["{D}は対象に含まれていません。", "{D}で使うと別料金がかかります。"]},
+        "zh": {"list": ["免费漫游覆盖{L}。", "在{L}使用按国内资费计费。"],
+               "out": ["{D}不在免费漫游范围内。", "在{D}的通话和流量另行收费。"],
+               "in": ["在{M}使用不收额外费用。", "{M}属于免费漫游范围。"],
+               "notin": ["{D}不包括在免费漫游内。", "在{D}使用需要额外付费。"]},
+    },
+    "delivery": {
+        "ents": CITIES,
+        "en": {"list": ["Same-day delivery is available in {L}.", "We deliver on the day of the order in {L}."],
+               "out": ["{D} is not served same-day.", "Orders to {D} take two to three days."],
+               "in": ["You can get same-day delivery in {M}.", "Orders in {M} arrive the same day."],
+               "notin": ["Same-day delivery does not reach {D}.", "There is no same-day delivery in {D}."]},
+        "ja": {"list": ["当日配送の対象地域は{L}です。", "{L}では注文当日にお届けします。"],
+               "out": ["{D}は当日配送の対象外です。", "{D}へのお届けには2〜3日かかります。"],
+               "in": ["{M}なら当日に届きます。", "{M}は当日配送を利用できます。"],
+               "notin": ["{D}には当日配送がありません。", "{D}では当日配送は使えません。"]},
+        "zh": {"list": ["当日达服务覆盖{L}。", "在{L}下单当天即可送达。"],
+               "out": ["{D}不支持当日达。", "寄往{D}的订单需要两到三天。"],
+               "in": ["在{M}可以当天送到。", "{M}的订单当天就能送达。"],
+               "notin": ["{D}没有当日达服务。", "在{D}下单不能当天送到。"]},
+    },
+    "payment": {
+        "ents": METHODS,
+        "en": {"list": ["We accept {L}.", "You can pay by {L}."],
+               "out": ["{D} is not accepted.", "We do not take {D}."],
+               "in": ["Paying with {M} is possible.", "{M} is one of the accepted payment methods."],
+               "notin": ["You cannot pay with {D}.", "{D} is not one of the payment options."]},
+        "ja": {"list": ["お支払いには{L}をご利用いただけます。", "利用できる支払い方法は{L}です。"],
+               "out": ["{D}はご利用いただけません。", "{D}には対応していません。"],
+               "in": ["{M}で支払えます。", "{M}は利用できる支払い方法の一つです。"],
+               "notin": ["{D}では支払えません。", "{D}は支払い方法に含まれていません。"]},
+        "zh": {"list": ["支持{L}付款。", "可以使用{L}支付。"],
+               "out": ["不支持{D}。", "{D}暂不可用。"],
+               "in": ["可以用{M}付款。", "{M}是支持的付款方式之一。"],
+               "notin": ["不能用{D}付款。", "{D}不在支持的付款方式中。"]},
+    },
+}
+ALONG = {"en": "Yes, {D} is covered too, just like {L}.", "ja": "はい、{L}と同じく{D}も対象です。",
+         "zh": "是的，{D}和{L}一样都包括在内。"}
+
+
+def _join(items: list[str], lang: str) -> str:
+    if lang == "en":
+        return ", ".join(items[:-1]) + " and " + items[-1]
+    if lang == "ja":
+        return "、".join(items)
+    return "、".join(items[:-1]) + "和" + items[-1]
+
+
+def _cap(s: str) -> str:
+    return s[:1].upper() + s[1:]
+
+
+def _exception_sample(lang: str, rng: random.Random) -> Iterator[tuple[str, str, str, int]]:
+    fr = EXCEPTIONS[rng.choice(list(EXCEPTIONS))]
+    w = fr[lang]
+    names = rng.sample(fr["ents"][lang], rng.randint(4, 6))
+    d, members = names[0], names[1:]
+    m, m2 = rng.sample(members, 2)
+    li, lo = rng.randrange(len(w["list"])), rng.randrange(len(w["out"]))
+    sep = " " if lang == "en" else ""
+    premise = sep.join([w["list"][li].format(L=_join(members, lang)),
+                        _cap(w["out"][lo].format(D=d))])
+    pick = lambda key, **kw: _cap(rng.choice(w[key]).format(**kw))  # noqa: E731
+    some = _join(rng.sample([x for x in members if x != m], min(2, len(members) - 1)), lang)
+    pos = [("exc-in", pick("in", M=m)), ("exc-notin", pick("notin", D=d)),
+           ("exc-yes", YES[lang] + _lower_first(pick("in", M=m), lang)),
+           ("exc-no", NO[lang] + _lower_first(pick("notin", D=d), lang)),
+           ("exc-both", pick("in", M=m) + sep + pick("notin", D=d))]
+    negs = [("exc-in-wrong", pick("in", M=d)), ("exc-notin-wrong", pick("notin", D=m)),
+            ("exc-along", ALONG[lang].format(D=d, L=some)),
+            ("exc-no-wrong", NO[lang] + _lower_first(pick("notin", D=m2), lang)),
+            ("exc-both-wrong", pick("in", M=m) + sep + pick("in", M=d))]
+    for kind, h in rng.sample(pos, 2):
+        yield kind, premise, h, 1
+    for kind, h in rng.sample(negs, 2):
+        yield kind, premise, h, 0
+
+
+def build_exceptions(lang: str, n: int, seed: int = 0) -> Iterator[dict]:
+    """About ``n`` list-with-an-exception pairs in ``lang``, half supported."""
+    rng = random.Random(f"exceptions-{seed}-{lang}")
+    return collect(lambda: _exception_sample(lang, rng), n, "synth_polarity", lang,
+                   max_draws=50 * n)
