@@ -34,12 +34,19 @@ def _quantize(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q, scale
 
 
-def pack(weights: Path, dest: Path, parts: int = 2) -> list[Path]:
-    """``weights`` (a ``train.train`` output folder) as ``dest-K.npz``, ``parts`` files."""
+def read_shards(folder: Path, prefix: str = "weights") -> dict[str, np.ndarray]:
+    """Every tensor of ``folder/PREFIX-K.npz`` (``train.train``'s shards), as stored; empty when
+    there are none."""
     state: dict[str, np.ndarray] = {}
-    for p in sorted(weights.glob("weights-*.npz")):
+    for p in sorted(folder.glob(f"{prefix}-*.npz")):
         z = np.load(p)
         state.update({k: z[k] for k in z.files})
+    return state
+
+
+def pack(weights: Path, dest: Path, parts: int = 2) -> list[Path]:
+    """``weights`` (a ``train.train`` output folder) as ``dest-K.npz``, ``parts`` files."""
+    state = read_shards(weights)
     if not state:
         raise SystemExit(f"no weights-*.npz in {weights}")
     arrays: list[dict[str, np.ndarray]] = [{} for _ in range(parts)]

@@ -26,14 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .pack import read_shards
+
 
 def mean_weights(runs: list[Path]) -> dict[str, np.ndarray]:
     states: list[dict[str, np.ndarray]] = []
     for run in runs:
-        st: dict[str, np.ndarray] = {}
-        for p in sorted(run.glob("weights-*.npz")):
-            z = np.load(p)
-            st.update({k: z[k] for k in z.files})
+        st = read_shards(run)
         if not st:
             raise SystemExit(f"no weights-*.npz in {run}")
         states.append(st)

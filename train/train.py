@@ -30,6 +30,7 @@ import torch
 
 from .bundle import load_base
 from .model import FaithModel
+from .pack import read_shards
 
 SHARD_BYTES = 15 * 1024 * 1024
 
@@ -137,10 +138,8 @@ def save_shards(state: dict[str, torch.Tensor], out: Path, prefix: str = "weight
 
 
 def load_shards(model: FaithModel, folder: Path, prefix: str = "weights") -> None:
-    state = {}
-    for p in sorted(folder.glob(f"{prefix}-*.npz")):
-        z = np.load(p)
-        state.update({k: torch.from_numpy(z[k].astype(np.float32)) for k in z.files})
+    state = {k: torch.from_numpy(v.astype(np.float32))
+             for k, v in read_shards(folder, prefix).items()}
     width = state["head.0.weight"].shape[0] if "head.0.weight" in state else None
     if width is not None and width != model.head[0].out_features:  # a soup's stacked heads
         model.head = FaithModel.make_head(model.head[0].in_features // 2, width,
