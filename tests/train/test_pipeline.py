@@ -216,3 +216,27 @@ def test_a_soup_averages_encoders_and_stacks_heads(tiny_bundle: Path, tiny_data:
     export(tiny_bundle, tmp_path / "soup", tmp_path / "soup_model", {"a": 1.0, "b": 0.0},
            max_len=48)
     assert (tmp_path / "soup_model" / "model.onnx").is_file()
+
+
+def test_a_time_budget_is_used_when_the_first_steps_are_slow() -> None:
+    """train.Budget: runs started side by side take 100 ms a step for their first 300 steps and
+    40 ms after; the schedule must end near the budget, not where the first estimate put it."""
+    from train.train import Budget
+
+    budget, planned = 100.0, 10_000  # the earlier estimate (steps 120, 500, 1500) ended at 71 %
+    b = Budget(budget, 0.0)
+    now, total, k = 0.0, planned, 0
+    while k < total:
+        k += 1
+        now += 0.1 if k <= 300 else 0.04
+        if b.due(k):
+            fit = b.update(k, now)
+            if fit is not None:
+                total = min(planned, fit)
+    assert 0.9 * budget <= now <= budget + 1.0, now
+    # and a run that fits anyway keeps its planned length
+    b, now = Budget(1000.0, 0.0), 0.0
+    for k in range(1, 2001):
+        now += 0.04
+        if b.due(k) and (fit := b.update(k, now)) is not None:
+            assert fit > 2000
