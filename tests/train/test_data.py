@@ -8,6 +8,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from train.data import build, continuation, long_synth, polarity, qa_synth, templates
 
 REPO = Path(__file__).resolve().parents[2]
@@ -357,3 +359,49 @@ def test_rag_shape_pairs_are_balanced_and_keep_the_evidence():
         for r in rows:
             if r["kind"].startswith("format-"):
                 assert r["hypothesis"] not in r["premise"]
+
+
+def _mirror(*repos: str) -> bool:
+    from train.data import sources
+
+    try:
+        for r in repos:
+            next(s for s in sources.ALL.values() if s.repo == r).gitdir()
+    except (FileNotFoundError, StopIteration):
+        return False
+    return True
+
+
+MORE = ("asahi-y/JNLI-Neg", "zejunwang1/CSTS", "google/BEGIN-dataset", "SunYanCN/bert-text",
+        "SkelterLabsInc/JaQuAD", "yahoojapan/JGLUE")
+
+
+@pytest.mark.skipif(not _mirror(*MORE), reason="needs the data v6 snapshots (RAGPULSE_MIRROR)")
+def test_data_v6_sources_read_their_train_sides_only(monkeypatch):
+    """JNLI-Neg is read from its train file only (its valid files derive from JNLI valid, an eval
+    set); PAWS-X drops its "NS" placeholders; BEGIN drops generic responses; JaQuAD skips
+    articles titled as a held-out JSQuAD valid article; CMRC 2018 train is the whole file."""
+    from train.data import nli, qa_synth
+    from train.data.sources import JNLI_NEG
+
+    opened: list[str] = []
+    real = type(JNLI_NEG).read_bytes
+    monkeypatch.setattr(type(JNLI_NEG), "read_bytes",
+                        lambda self, path: opened.append(path) or real(self, path))
+    neg = list(nli.jnli_neg_train())
+    assert len(neg) == 5494 and {r["label"] for r in neg} == {0, 1}
+    assert opened and not any("valid" in p for p in opened)
+    paws = list(nli.pawsx_zh())
+    assert 3900 < len(paws) < 4000 and not any("NS" in (r["premise"], r["hypothesis"]) for r in paws)
+    begin = list(nli.begin_en())
+    assert 4000 < len(begin) < 5000 and {r["lang"] for r in begin} == {"en"}
+    assert sum(len(it["qas"]) for it in qa_synth.cmrc_train_items()) == 10142
+    held = qa_synth.jsquad_held_out_titles()
+    assert len(held) == 30
+    from train.data.sources import JAQUAD, read_json
+
+    first = read_json(JAQUAD, "data/train/jaquad_train_0000.json")["data"][0]
+    theirs = {p["context"] for p in first["paragraphs"]}
+    assert theirs & {it["context"] for it in qa_synth.jaquad_items()}
+    monkeypatch.setattr(qa_synth, "jsquad_held_out_titles", lambda: held | {first["title"]})
+    assert not theirs & {it["context"] for it in qa_synth.jaquad_items()}

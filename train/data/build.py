@@ -28,6 +28,9 @@ TEMPLATE_ROWS = {"en": 16000, "ja": 10000, "zh": 22000}
 # data v2: packed-premise NLI pairs per language (long_synth.build_packed)
 PACKED_ROWS = {"en": 8000, "ja": 3000}
 DROPPED_EVAL = 0
+# data v6: JaQuAD gives 138k question pairs, seven times JSQuAD's; capped so Japanese does not
+# swamp the other languages
+MORE_CAPS = {"synth_jaquad": 20000, "long_jaquad": 8000, "synth_cmrc2018_train": 15000}
 DROPPED_BY: Counter = Counter()  # (dev | eval, source) -> rows dropped
 EVAL_FILES = ("faithfulness_qags_cnndm.jsonl", "faithfulness_halueval.jsonl",
               "faithfulness_faithbench.jsonl", "jnli_ja_valid.jsonl")
@@ -108,10 +111,12 @@ def _clean(r: dict) -> dict | None:
     return r
 
 
-def collect(seed: int, exclude: frozenset[str] = frozenset(), wiki_passes: int = wiki_synth.PASSES) -> list[dict]:
+def collect(seed: int, exclude: frozenset[str] = frozenset(), wiki_passes: int = wiki_synth.PASSES,
+            more_sources: bool = False) -> list[dict]:
     rng = random.Random(seed)
     rows: list[dict] = []
-    for name, fn in nli.BUILDERS.items():
+    builders = {**nli.BUILDERS, **(nli.MORE_BUILDERS if more_sources else {})}
+    for name, fn in builders.items():
         if name in exclude:
             continue
         got = list(fn())
@@ -133,6 +138,14 @@ def collect(seed: int, exclude: frozenset[str] = frozenset(), wiki_passes: int =
             rows += list(long_synth.build_packed(lang, n, seed))
     if "wiki_en" not in exclude:  # data v3
         rows += list(wiki_synth.build(seed, wiki_passes))
+    if more_sources:  # data v6: JaQuAD and CMRC 2018 train passages, capped (MORE_CAPS)
+        for lang in ("ja", "zh"):
+            for key, fn in ((f"qa_more_{lang}", qa_synth.build_more),
+                            (f"long_more_{lang}", long_synth.build_more_qa)):
+                if key not in exclude:
+                    got = list(fn(lang, seed))
+                    cap = MORE_CAPS.get(got[0]["source"]) if got else None
+                    rows += rng.sample(got, cap) if cap and len(got) > cap else got
     out, seen = [], set()
     dev = dev_shingles()
     ev = eval_shingles()
@@ -216,11 +229,15 @@ def main() -> None:
     ap.add_argument("--name", default="train", help="file stem for the training file (train, train2, ...)")
     ap.add_argument("--wiki-passes", type=int, default=wiki_synth.PASSES,
                     help="window tilings per WikiText article (data v3: 3; v4: 6)")
+    ap.add_argument("--more-sources", action="store_true",
+                    help="data v6: add JNLI-Neg train, PAWS-X zh, BEGIN, JaQuAD and CMRC 2018 train "
+                         "(docs/faithfulness-data.md, \"Data v6 sources\")")
     ap.add_argument("--exclude", nargs="*", default=[],
-                    help=f"builders to leave out: {', '.join(nli.BUILDERS)}, qa_ja, qa_zh, qa_en, templates, "
-                         "long_ja, long_zh, long_en, pack_en, pack_ja, wiki_en")
+                    help=f"builders to leave out: {', '.join([*nli.BUILDERS, *nli.MORE_BUILDERS])}, "
+                         "qa_ja, qa_zh, qa_en, templates, long_ja, long_zh, long_en, pack_en, pack_ja, "
+                         "wiki_en, qa_more_ja, qa_more_zh, long_more_ja, long_more_zh")
     a = ap.parse_args()
-    rows = collect(a.seed, frozenset(a.exclude), a.wiki_passes)
+    rows = collect(a.seed, frozenset(a.exclude), a.wiki_passes, a.more_sources)
     train = [r for r in rows if not _is_valid(r["premise"], a.valid_share)]
     valid = [r for r in rows if _is_valid(r["premise"], a.valid_share)]
     a.out.mkdir(parents=True, exist_ok=True)

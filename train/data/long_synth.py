@@ -163,6 +163,14 @@ def generate(items: list[dict], lang: str, source: str, seed: int = 0, per_passa
             yield _row(psg, h, 0, source, lang, kind)
 
 
+def build_more_qa(lang: str, seed: int = 0) -> Iterator[dict]:
+    """Data v6 (``build --more-sources``): long-premise pairs from JaQuAD and CMRC 2018 train."""
+    if lang == "ja":
+        yield from generate(qa_synth.jaquad_items(), "ja", "long_jaquad", seed)
+    elif lang == "zh":
+        yield from generate(qa_synth.cmrc_train_items(), "zh", "long_cmrc2018_train", seed)
+
+
 def build_qa(lang: str, seed: int = 0) -> Iterator[dict]:
     if lang == "ja":
         yield from generate(qa_synth.jsquad_items(), "ja", "long_jsquad", seed)

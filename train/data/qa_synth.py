@@ -31,7 +31,7 @@ import random
 import re
 from collections.abc import Iterator
 
-from .sources import CMRC2018, JGLUE, SQUAD2_SUBSET, read_json
+from .sources import CMRC2018, CMRC2018_TRAIN, JAQUAD, JGLUE, SQUAD2_SUBSET, read_json
 
 # JSQuAD valid articles 0-29 are the shared context/answer-relevance sets: never read them here.
 JSQUAD_VALID_HELD_OUT_ARTICLES = 30
@@ -276,6 +276,40 @@ def cmrc_items() -> list[dict]:
     return out
 
 
+def cmrc_train_items() -> list[dict]:
+    """CMRC 2018 train (data v6): the file the ymcui/cmrc2018 snapshot lacks, from a byte-identical
+    copy inside another repository's tar.gz."""
+    import io
+    import json
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(CMRC2018_TRAIN.read_bytes("data/cmrc2018.tar.gz"))) as t:
+        f = t.extractfile("cmrc2018/cmrc2018_train.json")
+        assert f is not None
+        doc = json.loads(f.read().decode("utf-8"))
+    return squad_items(doc, "zh", "cmrc2018_train")
+
+
+def jsquad_held_out_titles() -> set[str]:
+    """Titles of the JSQuAD valid articles the shared evaluation sets use (0-29)."""
+    doc = read_json(JGLUE, "datasets/jsquad-v1.3/valid-v1.3.json")
+    return {a["title"].replace("_", " ") for a in doc["data"][:JSQUAD_VALID_HELD_OUT_ARTICLES]}
+
+
+def jaquad_items() -> list[dict]:
+    """JaQuAD train (30 files) + dev (4), data v6: Japanese Wikipedia like JSQuAD, so an article
+    with the title of a held-out JSQuAD valid article is skipped (the 27-character guard of the
+    build drops any other overlap)."""
+    held = jsquad_held_out_titles()
+    out: list[dict] = []
+    for split, n in (("train", 30), ("dev", 4)):
+        for k in range(n):
+            doc = read_json(JAQUAD, f"data/{split}/jaquad_{split}_{k:04d}.json")
+            doc = {"data": [a for a in doc["data"] if a["title"].replace("_", " ") not in held]}
+            out += squad_items(doc, "ja", f"jaquad_{split}{k}")
+    return out
+
+
 def squad2_items() -> list[dict]:
     return squad_items(read_json(SQUAD2_SUBSET, "dev-v1.1.json"), "en", "squad2_dev_excerpt")
 
@@ -399,6 +433,15 @@ def generate(items: list[dict], lang: str, source: str, seed: int = 0, per_q: in
                 yield _row(p[2] if len(p) > 2 else prem, p[1], 1, source, lang, p[0])
             for kind, h, pm in chosen_neg:
                 yield _row(pm, h, 0, source, lang, kind)
+
+
+def build_more(lang: str, seed: int = 0) -> Iterator[dict]:
+    """Data v6 (``build --more-sources``): the same pairs from JaQuAD (ja) and CMRC 2018 train
+    (zh); English has no new passages."""
+    if lang == "ja":
+        yield from generate(jaquad_items(), "ja", "synth_jaquad", seed)
+    elif lang == "zh":
+        yield from generate(cmrc_train_items(), "zh", "synth_cmrc2018_train", seed, per_q=3)
 
 
 def build(lang: str, seed: int = 0) -> Iterator[dict]:

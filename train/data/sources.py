@@ -31,10 +31,13 @@ class Source:
                 return cand
         raise FileNotFoundError(f"no git snapshot of {self.repo} under {root}")
 
-    def read(self, path: str) -> str:
+    def read_bytes(self, path: str) -> bytes:
         out = subprocess.run(["git", f"--git-dir={self.gitdir()}", "show", f"{self.commit}:{path}"],
                              check=True, capture_output=True)
-        return out.stdout.decode("utf-8")
+        return out.stdout
+
+    def read(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8")
 
 
 JGLUE = Source("yahoojapan/JGLUE", "6f071c09316baae89c3d083a90985b4b1cb9968c",
@@ -52,8 +55,29 @@ WIKITEXT2 = Source("pytorch/examples", "77f55b912142e11fcfdf5b530231fb9c52f181e8
                    "repository BSD-3-Clause; WikiText text CC BY-SA 3.0 (Merity et al. 2016, from Wikipedia)",
                    "word_language_model/data/wikitext-2/{valid,test}.txt (train.txt is not in the snapshot)")
 
+# data v6 (--more-sources): found reachable after data v5 (docs/faithfulness-data.md, "Data v6 sources")
+CMRC2018_TRAIN = Source("SunYanCN/bert-text", "4b97af7e32e8220195fd0d7151ad869f192c78b0",
+                        "CC BY-SA 4.0 (ymcui/cmrc2018's LICENCE; this repository redistributes it)",
+                        "data/cmrc2018.tar.gz: cmrc2018/cmrc2018_train.json is byte-identical to the "
+                        "train file missing from the ymcui/cmrc2018 snapshot (git blob cd56f7d3)")
+JAQUAD = Source("SkelterLabsInc/JaQuAD", "23f5d72cc273c49b35e2d9efe0f51757aa1770bd", "CC BY-SA 3.0",
+                "data/train/jaquad_train_00NN.json (30 files) and data/dev/ (4): Japanese Wikipedia, "
+                "SQuAD format; articles titled as a held-out JSQuAD valid article are skipped")
+JNLI_NEG = Source("asahi-y/JNLI-Neg", "cbd89b97da4981c2c64eef65747a87130787b343", "CC BY-SA 4.0",
+                  "data/jnli-neg-v1.1/jnli-neg-train-v1.1.jsonl only: JNLI train pairs and their "
+                  "negated variants. Its valid files are built from JNLI valid (an eval set): never read")
+PAWSX_ZH = Source("zejunwang1/CSTS", "2e7eeedf505c78bf39d34f836773081cfc98af0c",
+                  "PAWS-X: \"may be freely used for any purpose\" (google-research-datasets/paws LICENSE); "
+                  "this repository redistributes it",
+                  "PAWS-X/{dev,test}_2k.tsv: human-translated Chinese paraphrase pairs")
+BEGIN = Source("google/BEGIN-dataset", "6e65f0d5a1ed1b9574643a7640ff1678d4e979b5",
+               "CC BY 4.0 (wow/, cmu-dog/), CDLA-Sharing-1.0 (topicalchat/), per folder LICENSE",
+               "wow/begin_{dev,test}_wow.tsv, cmu-dog/begin_dev_cmu.tsv, topicalchat/begin_dev_tc.tsv "
+               "(the other test files are not in the snapshot)")
+
 ALL = {"jglue": JGLUE, "janli": JANLI, "esnli": ESNLI, "cmrc2018": CMRC2018, "squad2": SQUAD2_SUBSET,
-       "wikitext2": WIKITEXT2}
+       "wikitext2": WIKITEXT2, "cmrc2018_train": CMRC2018_TRAIN, "jaquad": JAQUAD,
+       "jnli_neg": JNLI_NEG, "pawsx_zh": PAWSX_ZH, "begin": BEGIN}
 
 
 def read_jsonl(src: Source, path: str) -> list[dict]:
