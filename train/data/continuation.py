@@ -34,14 +34,18 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
           exceptions: int = 0, shapes: int = 0) -> Counter:
     rng = random.Random(seed)
     base_train = _read(base / "train.jsonl.gz")
-    full = replay >= len(base_train)  # the whole base, in its order (train.train shuffles; the
-    rows = base_train if full else rng.sample(base_train, replay)  # file stays as compressible)
+    # the whole base kept in its order (train.train shuffles; the file stays as compressible)
+    full = replay >= len(base_train)
+    rows = base_train if full else rng.sample(base_train, replay)
     dev = dev_shingles()
-    new = [r for lang in ("en", "ja", "zh") for r in polarity.build(lang, per_lang, seed)]
-    new += [r for lang in ("en", "ja", "zh")
-            for r in polarity.build_exceptions(lang, exceptions, seed)] if exceptions else []
-    new += [r for lang in ("en", "ja", "zh")
-            for r in rag_shapes.build(lang, shapes, seed)] if shapes else []
+    made: Counter = Counter()
+    new: list[dict] = []
+    for name, fn, n in (("polarity", polarity.build, per_lang),
+                        ("exceptions", polarity.build_exceptions, exceptions),
+                        ("shapes", rag_shapes.build, shapes)):
+        got = [r for lang in ("en", "ja", "zh") for r in fn(lang, n, seed)]
+        made[name] = len(got)
+        new += got
     dropped = sum(touches_dev(r, dev) for r in new)
     new = [r for r in new if not touches_dev(r, dev)]
     premises = sorted({r["premise"] for r in new})
@@ -53,8 +57,8 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
     out.mkdir(parents=True, exist_ok=True)
     write_rows(out / "train.jsonl.gz", train)
     write_rows(out / "valid.jsonl.gz", valid)
-    stats = Counter({"train": len(train), "valid": len(valid), "replay": len(rows),
-                     "polarity": len(new), "dropped_dev": dropped})
+    stats = Counter({"train": len(train), "valid": len(valid), "replay": len(rows), **made,
+                     "dropped_dev": dropped})
     (out / "STATS.txt").write_text("\n".join(f"{k} {v}" for k, v in stats.items()) + "\n")
     return stats
 

@@ -134,9 +134,12 @@ YES = {"en": "Yes, ", "ja": "はい、", "zh": "是的，"}
 NO = {"en": "No, ", "ja": "いいえ、", "zh": "不，"}
 
 
-def _fill(t: str, e: str, x: str, y: str) -> str:
-    s = t.format(e=e, x=x, X=x[:1].upper() + x[1:], y=y)
+def _cap(s: str) -> str:
     return s[:1].upper() + s[1:]
+
+
+def _fill(t: str, e: str, x: str, y: str) -> str:
+    return _cap(t.format(e=e, x=x, X=_cap(x), y=y))
 
 
 def _lower_first(s: str, lang: str) -> str:
@@ -248,10 +251,6 @@ def _join(items: list[str], lang: str) -> str:
     if lang == "ja":
         return "、".join(items)
     return "、".join(items[:-1]) + "和" + items[-1]
-
-
-def _cap(s: str) -> str:
-    return s[:1].upper() + s[1:]
 
 
 def _exception_sample(lang: str, rng: random.Random) -> Iterator[tuple[str, str, str, int]]:

@@ -32,7 +32,7 @@ import random
 import re
 from collections.abc import Iterator
 
-from .templates import FRAMES, FUSE, collect
+from .templates import FRAMES, FUSE, collect, distinct_values
 
 EN_NUM = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
           "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
@@ -112,15 +112,6 @@ def join(a: str, b: str, lang: str) -> str:
     return f"{a}, and {b[:1].lower() + b[1:] if first in STARTERS else b}"
 
 
-def _values(fr: dict, lang: str, rng: random.Random, k: int) -> list[str]:
-    vals: list[str] = []
-    while len(vals) < k:
-        v = fr["val"](lang, rng)
-        if v not in vals:
-            vals.append(v)
-    return vals
-
-
 def _overlap(a: str, b: str, lang: str) -> float:
     if lang == "en":
         wa, wb = set(re.findall(r"\w+", a.lower())), set(re.findall(r"\w+", b.lower()))
@@ -140,15 +131,14 @@ def _premise(passages: list[list[str]], need: set[str], hyp: str, lang: str,
     flat = [s for p in passages for s in p]
     rest = sorted((s for s in flat if s not in need), key=lambda s: -_overlap(hyp, s, lang))
     keep = need | set(rest[: max(0, rng.randint(3, 4) - len(need))])
-    return " ".join(s for s in flat if s in keep) if lang == "en" else "".join(
-        s for s in flat if s in keep)
+    return sep.join(s for s in flat if s in keep)
 
 
 def _format_sample(lang: str, rng: random.Random) -> Iterator[tuple[str, str, str, int]]:
     name = rng.choice(FORMAT_FRAMES)
     fr = FRAMES[name]
     ents = rng.sample(fr["ents"][lang], k=rng.randint(2, 4))
-    vals = _values(fr, lang, rng, len(ents) + 1)
+    vals = distinct_values(fr, lang, rng, len(ents) + 1)
     spare = vals.pop()
     eq = {v: equivalents(name, lang, v) for v in [*vals, spare]}
     if not eq[vals[0]] or not (eq[vals[1]] or eq[spare]):
@@ -173,7 +163,7 @@ def _profile_sample(lang: str, rng: random.Random) -> Iterator[tuple[str, str, s
     n1, n2 = rng.choice(PROFILES)
     f1, f2 = FRAMES[n1], FRAMES[n2]
     ents = rng.sample(f1["ents"][lang], k=rng.randint(2, 4))
-    va, vb = _values(f1, lang, rng, len(ents)), _values(f2, lang, rng, len(ents))
+    va, vb = distinct_values(f1, lang, rng, len(ents)), distinct_values(f2, lang, rng, len(ents))
     p1 = [rng.choice(f1["ctx"][lang]).format(e=e, v=v) for e, v in zip(ents, va, strict=True)]
     p2 = [rng.choice(f2["ctx"][lang]).format(e=e, v=v) for e, v in zip(ents, vb, strict=True)]
     other = FRAMES[rng.choice([k for k in FRAMES if k not in (n1, n2)])]

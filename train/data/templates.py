@@ -208,16 +208,22 @@ def _fuse(a: str, b: str, lang: str) -> str:
     return FUSE[lang].format(a=a, b=b)
 
 
+def distinct_values(fr: dict, lang: str, rng: random.Random, k: int) -> list[str]:
+    """``k`` different values of frame ``fr`` (its ``val`` drawn until ``k`` distinct)."""
+    vals: list[str] = []
+    while len(vals) < k:
+        v = fr["val"](lang, rng)
+        if v not in vals:
+            vals.append(v)
+    return vals
+
+
 def _sample(lang: str, rng: random.Random) -> Iterator[tuple[str, str, str, int]]:
     """One context and several (kind, premise, hypothesis, label) for it."""
     name = rng.choice(list(FRAMES))
     fr = FRAMES[name]
     ents = rng.sample(fr["ents"][lang], k=rng.randint(2, 4))
-    vals: list[str] = []
-    while len(vals) < len(ents) + 1:
-        v = fr["val"](lang, rng)
-        if v not in vals:
-            vals.append(v)
+    vals = distinct_values(fr, lang, rng, len(ents) + 1)
     spare = vals.pop()          # a value that is nowhere in the context
     facts = list(zip(ents, vals, strict=True))
     sents = [rng.choice(fr["ctx"][lang]).format(e=e, v=v) for e, v in facts]
