@@ -308,6 +308,43 @@ def test_continuation_mix_replays_the_base_and_guards_the_dev_sets(tmp_path):
     assert build.touches_dev({"premise": dev_row["contexts"][0], "hypothesis": "x"}, dev)
 
 
+def test_continuation_adds_whole_sources_of_another_build(tmp_path):
+    import gzip
+
+    def write(d, name, rows):
+        d.mkdir(exist_ok=True)
+        with gzip.open(d / f"{name}.jsonl.gz", "wt", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+
+    def read(path):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return [json.loads(x) for x in f]
+
+    row = lambda src, i: {"premise": f"{src} premise {i}.", "hypothesis": f"Claim {i}.",  # noqa: E731
+                          "label": i % 2, "source": src, "lang": "en"}
+    base, extra = tmp_path / "base", tmp_path / "extra"
+    write(base, "train", [row("t", i) for i in range(30)])
+    write(base, "valid", [row("t", 100)])
+    dev_premise = json.loads(DEV.read_text(encoding="utf-8").splitlines()[0])["contexts"][0]
+    write(extra, "train", [row("a", i) for i in range(7)] + [row("b", i) for i in range(5)]
+          + [row("t", i) for i in range(50, 60)]
+          + [{**row("a", 99), "premise": dev_premise}])  # touches the dev set: dropped
+    write(extra, "valid", [row("a", 200), row("b", 201), row("t", 202)])
+    out = tmp_path / "out"
+    stats = continuation.build(base, out, replay=10, per_lang=0, seed=3, extra=extra,
+                               extra_sources=("a", "b"))
+    train, valid = read(out / "train.jsonl.gz"), read(out / "valid.jsonl.gz")
+    assert Counter(r["source"] for r in train) == {"t": 10, "a": 7, "b": 5}
+    assert stats["extra"] == 12 and stats["dropped_dev"] == 1 and stats["polarity"] == 0
+    assert Counter(r["source"] for r in valid) == {"t": 1, "a": 1, "b": 1}
+    with pytest.raises(ValueError, match="no training rows"):
+        continuation.build(base, out, replay=10, per_lang=0, extra=extra, extra_sources=("zz",))
+    with pytest.raises(ValueError, match="already holds"):
+        continuation.build(base, out, replay=30, per_lang=0, extra=extra, extra_sources=("t",))
+    with pytest.raises(ValueError, match="go together"):
+        continuation.build(base, out, replay=10, per_lang=0, extra=extra)
+
+
 def test_exception_pairs_let_no_member_word_decide():
     """A list and one named exception: the exception said to be included is unsupported though
     all its words are in the premise; "Yes,"/"No," come with both labels."""

@@ -8,7 +8,10 @@
 ``rag_shapes.py`` pairs per language). With ``--replay`` at least the base's size it is the
 base data plus those pairs: data v5 is ``--base DATA4 --replay 1000000 --polarity 2000
 --exceptions 1000 --shapes 3000``; ``DIR/valid.jsonl.gz``: the base validation file plus 2 % of the polarity pairs,
-split by premise. Rows touching the hand-written dev or confirmation sets are dropped, as in
+split by premise. ``--extra DATA6 --extra-sources begin pawsx_zh ...`` adds every training and
+validation row of those sources from another build (human-labelled sets that the base lacks,
+for a continuation on CPU: docs/faithfulness-data.md, "A CPU continuation on the data v6
+sources"). Rows touching the hand-written dev or confirmation sets are dropped, as in
 ``build``. Deterministic for a given ``--seed``.
 """
 
@@ -30,8 +33,15 @@ def _read(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def _of_sources(path: Path, sources: set[str]) -> list[dict]:
+    return [r for r in _read(path) if r.get("source") in sources]
+
+
 def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
-          exceptions: int = 0, shapes: int = 0) -> Counter:
+          exceptions: int = 0, shapes: int = 0, extra: Path | None = None,
+          extra_sources: tuple[str, ...] = ()) -> Counter:
+    if bool(extra) != bool(extra_sources):
+        raise ValueError("--extra and --extra-sources go together")
     rng = random.Random(seed)
     base_train = _read(base / "train.jsonl.gz")
     # the whole base kept in its order (train.train shuffles; the file stays as compressible)
@@ -49,9 +59,22 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
     dropped = sum(touches_dev(r, dev) for r in new)
     new = [r for r in new if not touches_dev(r, dev)]
     premises = sorted({r["premise"] for r in new})
-    held = set(rng.sample(premises, max(1, len(premises) // 50)))
+    held = set(rng.sample(premises, max(1, len(premises) // 50))) if premises else set()
     train = rows + [r for r in new if r["premise"] not in held]
     valid = _read(base / "valid.jsonl.gz") + [r for r in new if r["premise"] in held]
+    if extra is not None:
+        wanted = set(extra_sources)
+        more = _of_sources(extra / "train.jsonl.gz", wanted)
+        found = {r["source"] for r in more}
+        if found != wanted:
+            raise ValueError(f"{extra} has no training rows of {sorted(wanted - found)}")
+        if any(r["source"] in wanted for r in rows):
+            raise ValueError(f"the base already holds rows of {sorted(wanted)}")
+        kept = [r for r in more if not touches_dev(r, dev)]
+        dropped += len(more) - len(kept)
+        made["extra"] = len(kept)
+        train += kept
+        valid += _of_sources(extra / "valid.jsonl.gz", wanted)
     if not full:
         rng.shuffle(train)
     out.mkdir(parents=True, exist_ok=True)
@@ -73,9 +96,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="list-with-an-exception pairs per language (polarity.build_exceptions)")
     ap.add_argument("--shapes", type=int, default=0,
                     help="value-format and two-passage pairs per language (rag_shapes.build)")
+    ap.add_argument("--extra", type=Path, default=None,
+                    help="another train.data.build output folder (with --extra-sources)")
+    ap.add_argument("--extra-sources", nargs="+", default=(),
+                    help="its sources whose rows are added whole (e.g. begin pawsx_zh)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    print(dict(build(a.base, a.out, a.replay, a.polarity, a.seed, a.exceptions, a.shapes)))
+    print(dict(build(a.base, a.out, a.replay, a.polarity, a.seed, a.exceptions, a.shapes,
+                     a.extra, tuple(a.extra_sources))))
     return 0
 
 
