@@ -84,7 +84,10 @@ def judge_version(name: str) -> str:
         h.update(p.read_bytes())
     if name == "local-model":
         from ragpulse.scorer.judges.factory import _local_model_settings
+        from ragpulse.scorer.judges.nli.onnx_model import _VERSION
         from ragpulse.scorer.judges.nli.settings import scoring_settings
+
+        h.update(_VERSION.encode())  # how the model's pairs run (nli-support@2: one at a time)
 
         own = scoring_settings(_local_model_settings(None))
         h.update(json.dumps(own, sort_keys=True).encode())

@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--premise", choices=("chunks", "sentences", "packed", "auto"),
+    ap.add_argument("--premise", choices=("chunks", "sentences", "packed", "auto", "views"),
                     help="the judge's premise selection (default: the judge's own)")
     ap.add_argument("--premise-sentences", type=int)
     ap.add_argument("--premise-neighbours", type=int)

@@ -18,12 +18,12 @@ import math
 __all__ = ["JUDGE_HEADROOM", "JUDGE_SAMPLES_PER_S", "REFERENCE_TRACES_PER_S",
            "default_sampling_rate"]
 
-JUDGE_SAMPLES_PER_S: dict[str, float] = {"local": 16.7, "local-model": 5.9}
+JUDGE_SAMPLES_PER_S: dict[str, float] = {"local": 16.1, "local-model": 6.9}
 """Samples/s on 2 free cores for a typical trace (3 answer statements, 5 contexts of about 900
 characters, the five default metrics), each judge as ``build_judge`` makes it: twice its samples
 per CPU-second. Source: ``bench/judge_speed.py`` (docs/benchmarks.md, "Speed of the local judges
-on a typical trace", 2026-11-26 11:42 UTC, load average 1.6 before, local-model with sentence
-premises; earlier runs at load 4-9 gave local 3.5-5.3 and local-model, then on 256-token
+on a typical trace", 2026-11-26 20:36 UTC, load average 0.36 before, local-model with sentence
+premises and its pairs run one at a time; earlier runs at load 4-9 gave local 3.5-5.3 and local-model, then on 256-token
 chunks, 2.2-2.3: a busy machine starves the local judge's embedder more than the model). ``make judge-figures`` re-measures and rewrites them
 (``--write-constants``)."""
 

@@ -64,3 +64,43 @@ def test_given_premise_settings_win() -> None:
     assert own.premise == "chunks" and own.candidates == 2
     own = _local_model_settings(NliJudgeSettings(premise="packed", premise_neighbours=1))
     assert own.premise == "packed" and own.premise_neighbours == 1
+
+
+@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
+                    reason="no bundled model in this checkout")
+def test_a_statement_scores_the_same_whatever_it_is_batched_with() -> None:
+    """The bundled graph is quantized dynamically (each activation tensor scaled by its maximum
+    over the padded batch), so batched pairs moved each other's P: a warranty statement scored
+    0.817 alone and 0.712 in its sample's batch. The model finds that out at load and runs its
+    pairs one at a time; a statement's P is then its pair's alone."""
+    import numpy as np
+
+    from ragpulse.scorer.judges.nli import NliJudgeSettings
+    from ragpulse.scorer.judges.nli.onnx_model import NliModel
+
+    model = build_judge("local-model", threads=1).nli
+    assert model.batch_invariant is False and model.effective_batch_size == 1
+    ctx = ["Brevia 3 warranty. In the EU and the UK the Brevia 3 comes with a two-year warranty, "
+           "extended to three years when the machine is registered within 30 days of purchase.",
+           "To make a claim, contact support with the serial number printed under the drip "
+           "tray and the receipt. Repairs take 10 working days."]
+    sts = ["In the EU and the UK the Brevia 3 has a 2-year warranty, or 3 years if you "
+           "register it within 30 days.",
+           "To claim, contact support with the serial number from under the drip tray and your "
+           "receipt."]
+    pairs = [(c, st) for c in ctx for st in sts] + [("Nothing related at all.", "Short.")]
+    alone = np.array([model.pair_probabilities([p])[0] for p in pairs])
+    assert np.array_equal(model.pair_probabilities(pairs), alone)
+    assert np.array_equal(model.pair_probabilities(pairs[::-1]), alone[::-1])
+    # one statement's support does not depend on the other statements of its answer, nor on
+    # batch_size (a resource setting)
+    full, _ = model.support_matrix(sts, ctx)
+    first, _ = model.support_matrix(sts[:1], ctx)
+    assert np.array_equal(full[0], first[0])
+    wide = NliModel(NliJudgeSettings(**{**model.settings.model_dump(), "batch_size": 64}))
+    assert np.array_equal(wide.support_matrix(sts, ctx)[0], full)
+    # what batching a dynamically quantized graph did: the same pairs in one padded batch of
+    # the raw session differ from the pairs run alone
+    raw = wide._run(pairs)
+    z_alone = np.concatenate([wide._run([p]) for p in pairs])
+    assert np.abs(raw - z_alone).max() > 0.05

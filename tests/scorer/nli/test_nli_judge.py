@@ -45,7 +45,7 @@ async def test_statement_support_and_context_used(judge: NliJudge) -> None:
     probs = support.extra["probabilities"]
     assert probs[0] > 0.99 and probs[1] < 0.01
     assert support.extra["best_context"][0] == 1 and support.extra["expected_share"] is True
-    assert support.prompt_version == "nli-support@1/expected"
+    assert support.prompt_version == "nli-support@2/expected"
     used = out[Fact.CONTEXT_USED]
     assert used.value == [0, 1] and used.extra["entailment"][1] > 0.99
     assert judge.samples == 1 and judge.pairs == 4  # 2 statements x 2 contexts, one run
@@ -74,7 +74,7 @@ async def test_verdicts_mode_and_threshold(tiny_dir: Path, use_embedder) -> None
     finally:
         await j.aclose()
     f = out[Fact.STATEMENT_SUPPORT]
-    assert "expected_share" not in f.extra and f.prompt_version == "nli-support@1"
+    assert "expected_share" not in f.extra and f.prompt_version == "nli-support@2"
     assert f.value == [1, 0]  # the second statement is ~1e-12, under any sane threshold
 
 
@@ -82,7 +82,7 @@ async def test_reference_facts_run_on_the_nli_model(judge: NliJudge) -> None:
     s = SAMPLE.model_copy(update={"reference": "Paris is the capital. The evidence holds."})
     out = await judge.gather(s, Needs(frozenset({Fact.REFERENCE_ATTRIBUTION})))
     f = out[Fact.REFERENCE_ATTRIBUTION]
-    assert f.model == "tests/tiny-nli" and f.prompt_version == "nli-support@1"
+    assert f.model == "tests/tiny-nli" and f.prompt_version == "nli-support@2"
     assert f.value["verdicts"] == [1, 1]  # the second context has "evidence" for both
 
 

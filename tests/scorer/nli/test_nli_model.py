@@ -135,6 +135,8 @@ def test_batch_size_does_not_change_scores(tiny_dir: Path) -> None:
     eight = model(tiny_dir, batch_size=8).pair_probabilities(pairs)
     assert np.allclose(one, eight, atol=1e-6)
     assert (one > 0.99).sum() == 4  # the pairs with "evidence" only, padding or not
+    # a float graph: padded batches give the same logits, so pairs run batched
+    assert model(tiny_dir, batch_size=8).batch_invariant
 
 
 def test_too_many_pairs_raise_before_running(tiny_dir: Path) -> None:

@@ -30,7 +30,7 @@ POSITIVE_LABELS = frozenset({
 })
 """Label names (lower case, ``-``/space read as ``_``) taken to mean "supported"."""
 
-_VERSION = "nli-support@1"
+_VERSION = "nli-support@2"  # @2: pairs of a batch-dependent (dynamically quantized) graph run alone
 _MIN_WINDOW = 8  # premise tokens a chunk must keep; below it the settings cannot work
 
 
@@ -156,7 +156,31 @@ class NliModel:
             raise NliModelError(f"nli model {onnx_path}: one logit, positive index must be 0")
         self.positive_label = self.labels[self.positive_index] if self.labels else "score"
 
+        # --- whether a pair's logits depend on the other pairs of its batch. A graph quantized
+        # dynamically (onnxruntime's DynamicQuantizeLinear, as the bundled model) scales each
+        # activation tensor by its maximum over the whole padded batch, so one pair's P moved by
+        # up to 0.1 with the statements and contexts it happened to be batched with. Such a
+        # model runs its pairs one at a time: a score then depends on its pair alone, never on
+        # the sample around it or on ``batch_size`` (a resource setting).
+        self.batch_invariant: bool = self._probe_batching(logits)
+        self.effective_batch_size: int = s.batch_size if self.batch_invariant else 1
+
     # ------------------------------------------------------------------ construction helpers
+
+    _PROBE_OTHER = ("Completely different premise text that runs on for a while, with numbers "
+                    "such as 1,234,567 and 89.5 %, names like Zürich and 東京都, and more words "
+                    "so that its padded row is much longer than the first pair's row.",
+                    "ANOTHER STATEMENT, IN CAPITALS, WITH 42 AND 3.14159.")
+
+    def _probe_batching(self, alone: np.ndarray) -> bool:
+        """True when the test pair's logits are the same alone (``alone``) and batched with a
+        longer, different pair (within 1e-4, float noise of padded matmuls)."""
+        try:
+            both = self._run([("a premise.", "a statement."), self._PROBE_OTHER])
+        except Exception as e:
+            raise NliModelError(f"nli model {self.onnx_path}: a batch of two test pairs failed "
+                                f"({e})") from None
+        return bool(np.allclose(both[0], alone[0], rtol=0.0, atol=1e-4))
 
     @staticmethod
     def _model_files(d: Path) -> tuple[Path, Path, Path]:
@@ -288,13 +312,14 @@ class NliModel:
 
     def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """P(supported) for each (premise, hypothesis) pair, in input order. Pairs are run in
-        batches of ``batch_size``, shortest first (less padding); each pair is truncated to
+        batches of ``batch_size`` (one at a time for a model whose outputs depend on the batch:
+        ``batch_invariant``), shortest first (less padding); each pair is truncated to
         ``max_length`` tokens (longest side first). Blocking, thread-safe."""
         if not pairs:
             return np.zeros(0)
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         out = np.empty(len(pairs))
-        bs = self.settings.batch_size
+        bs = self.effective_batch_size
         for k in range(0, len(order), bs):
             idx = order[k : k + bs]
             logits = self._run([pairs[i] for i in idx])
@@ -352,12 +377,15 @@ class NliModel:
         hyps = [self._hypothesis(st, cap) for st in statements]
         window = room - max(n for _, n in hyps)
         if s.premise != "chunks":
-            mode = s.premise
-            if mode == "auto":  # packed across retrieved passages, sentences within one text
-                mode = "packed" if passages(contexts) >= 2 else "sentences"
+            multi = passages(contexts) >= 2
+            modes: tuple[str, ...] = (s.premise,)
+            if s.premise == "auto":  # packed across retrieved passages, sentences within one text
+                modes = ("packed",) if multi else ("sentences",)
+            elif s.premise == "views":  # both, averaged, across retrieved passages
+                modes = ("sentences", "packed") if multi else ("sentences",)
             return self._sentence_matrix([h for h, _ in hyps], contexts,
                                          max(_MIN_WINDOW, min(s.premise_tokens, window)), out,
-                                         mode)
+                                         modes)
         owners: list[int] = []
         pieces: list[str] = []
         for j, c in enumerate(contexts):
@@ -421,9 +449,10 @@ class NliModel:
         return units
 
     def _sentence_matrix(self, hyps: list[str], contexts: Sequence[str], cap: int,
-                         out: np.ndarray, mode: str) -> tuple[np.ndarray, int]:
-        """``support_matrix`` for ``premise="sentences"``/``"packed"`` (``mode``; see the
-        settings)."""
+                         out: np.ndarray, modes: tuple[str, ...]) -> tuple[np.ndarray, int]:
+        """``support_matrix`` for ``premise="sentences"``/``"packed"`` (``modes``: one of them,
+        or both, whose matrices are averaged; see the settings). The sentences are split and
+        ranked once, and the pairs of every mode run in one call."""
         s = self.settings
         units = self.sentence_units(contexts, cap)
         if not units:
@@ -431,10 +460,28 @@ class NliModel:
         hsets = [set(e.ids) for e in self._tok.encode_batch(hyps, add_special_tokens=False)]
         k = min(s.premise_sentences, len(units))
         heads = self._headings(units, s.premise_heading)
+        picked = [_top_by_share(hs, [u.ids for u in units], k) for hs in hsets]
         pairs: list[tuple[str, str]] = []
-        credit: list[tuple[int, tuple[int, ...]]] = []  # per pair: (statement, its contexts)
-        for i, (h, hs) in enumerate(zip(hyps, hsets, strict=True)):
-            picks = _top_by_share(hs, [u.ids for u in units], k)
+        credit: list[tuple[int, int, tuple[int, ...]]] = []  # per pair: mode, statement, contexts
+        for m, mode in enumerate(modes):
+            self._mode_pairs(mode, m, hyps, picked, units, heads, contexts, cap, pairs, credit)
+        if len(pairs) > s.max_pairs:
+            raise PairsTooMany(f"{len(hyps)} statements x their top-{k} sentence windows = "
+                               f"{len(pairs)} pairs; max_pairs {s.max_pairs}")
+        probs = self.pair_probabilities(pairs)
+        views = [out.copy() for _ in modes]
+        for (m, i, ctxs), p in zip(credit, probs, strict=True):
+            for j in ctxs:
+                views[m][i, j] = max(views[m][i, j], p)
+        return sum(views) / len(views), len(pairs)
+
+    def _mode_pairs(self, mode: str, m: int, hyps: list[str], picked: list[list[int]],
+                    units: list[_Unit], heads: dict[int, int], contexts: Sequence[str], cap: int,
+                    pairs: list[tuple[str, str]],
+                    credit: list[tuple[int, int, tuple[int, ...]]]) -> None:
+        """Append one premise mode's (premise, statement) pairs and whom each credits."""
+        s = self.settings
+        for i, (h, picks) in enumerate(zip(hyps, picked, strict=True)):
             wins = [self._window(units, u, s.premise_neighbours, cap) for u in picks]
             if mode == "sentences":
                 for lo, hi in dict.fromkeys(wins):  # identical windows run once
@@ -446,7 +493,7 @@ class NliModel:
                             units[x].tokens for x in range(lo, hi + 1)) <= cap:
                         text = f"{c[units[head].start : units[head].end]} {text}"
                     pairs.append((text, h))
-                    credit.append((i, (j,)))
+                    credit.append((m, i, (j,)))
                 continue
             chosen: set[int] = set()
             used = 0
@@ -466,15 +513,7 @@ class NliModel:
                     chosen.add(head)
                     used += units[head].tokens
             pairs.append((self._packed_text(units, sorted(chosen), contexts), h))
-            credit.append((i, tuple(sorted({units[x].context for x in chosen}))))
-        if len(pairs) > s.max_pairs:
-            raise PairsTooMany(f"{len(hyps)} statements x their top-{k} sentence windows = "
-                               f"{len(pairs)} pairs; max_pairs {s.max_pairs}")
-        probs = self.pair_probabilities(pairs)
-        for (i, ctxs), p in zip(credit, probs, strict=True):
-            for j in ctxs:
-                out[i, j] = max(out[i, j], p)
-        return out, len(pairs)
+            credit.append((m, i, tuple(sorted({units[x].context for x in chosen}))))
 
     @staticmethod
     def _headings(units: list[_Unit], limit: int) -> dict[int, int]:

@@ -55,7 +55,11 @@ class NliJudgeSettings(BaseModel):
         supported by both; its P counts for every context that gave the premise a sentence
         (context utilization: each of them was used together). ``auto``: ``packed`` for a
         sample with two or more non-blank contexts (retrieved passages an answer may fuse),
-        ``sentences`` for one (a single document). ``premise_heading``: when a
+        ``sentences`` for one (a single document). ``views``: for a sample with two or more
+        non-blank contexts, both ``sentences`` and ``packed``, ``P`` the mean of their two
+        matrices (a statement's P: the mean of its best single sentence's and its packed
+        premise's, which holds those sentences; about 2x the model's work on such samples);
+        ``sentences`` for one. ``premise_heading``: when a
         context's first sentence has at most this many tokens and the context goes on (a title:
         "12-month Fixed Deposit.", "Results 2023."), it heads every premise taken from a later
         sentence of that context, within ``premise_tokens``, so a sentence that leaves its
@@ -105,7 +109,7 @@ class NliJudgeSettings(BaseModel):
     chunk_overlap: int = Field(default=64, ge=0, le=65_536)
     candidates: int | None = Field(default=None, ge=1, le=65_536)
 
-    premise: Literal["chunks", "sentences", "packed", "auto"] = "chunks"
+    premise: Literal["chunks", "sentences", "packed", "auto", "views"] = "chunks"
     premise_sentences: int = Field(default=2, ge=1, le=1024)
     premise_neighbours: int = Field(default=1, ge=0, le=64)
     premise_tokens: int = Field(default=128, ge=8, le=65_536)
