@@ -6,7 +6,9 @@ faithfulness and context utilization (both from the same statement x chunk pairs
     .venv/bin/python bench/local_model_speed.py [--seconds 20] [--threads 2] [--model-dir DIR]
 
 Prints samples/s per configuration (onnxruntime threads x judge workers x batch size) with the
-load average before and after: the machine may be shared, read each figure with it.
+load average before and after: the machine may be shared, read each figure with it. The batch
+size counts for a float graph only: the bundled int8 graph's outputs depend on their batch, so
+the judge runs its pairs one at a time (``NliModel.batch_invariant``) whatever ``batch`` says.
 """
 
 from __future__ import annotations

@@ -176,6 +176,10 @@ def measure(model_dir: Path, configs: Sequence[tuple[int, int, int]], seconds: f
         m = NliModel.__new__(NliModel)
         m.__dict__.update(models[threads].__dict__)  # the same session, another batch size
         m.settings = models[threads].settings.model_copy(update={"batch_size": batch})
+        # the session's throughput at this batch size, whatever the judge does with it (a
+        # batch-dependent graph, such as the bundled int8 one, runs its pairs alone there:
+        # NliModel.batch_invariant)
+        m.effective_batch_size = batch
         m.pair_probabilities(_pairs(rng, batch, tokens))  # warm-up: allocations, caches
         load_before = os.getloadavg()
         done, t0, c0 = 0, time.perf_counter(), time.process_time()
