@@ -464,7 +464,9 @@ class NliModel:
         pairs: list[tuple[str, str]] = []
         credit: list[tuple[int, int, tuple[int, ...]]] = []  # per pair: mode, statement, contexts
         for m, mode in enumerate(modes):
-            self._mode_pairs(mode, m, hyps, picked, units, heads, contexts, cap, pairs, credit)
+            for text, i, ctxs in self._mode_premises(mode, picked, units, heads, contexts, cap):
+                pairs.append((text, hyps[i]))
+                credit.append((m, i, ctxs))
         if len(pairs) > s.max_pairs:
             raise PairsTooMany(f"{len(hyps)} statements x their top-{k} sentence windows = "
                                f"{len(pairs)} pairs; max_pairs {s.max_pairs}")
@@ -475,13 +477,13 @@ class NliModel:
                 views[m][i, j] = max(views[m][i, j], p)
         return sum(views) / len(views), len(pairs)
 
-    def _mode_pairs(self, mode: str, m: int, hyps: list[str], picked: list[list[int]],
-                    units: list[_Unit], heads: dict[int, int], contexts: Sequence[str], cap: int,
-                    pairs: list[tuple[str, str]],
-                    credit: list[tuple[int, int, tuple[int, ...]]]) -> None:
-        """Append one premise mode's (premise, statement) pairs and whom each credits."""
+    def _mode_premises(self, mode: str, picked: list[list[int]], units: list[_Unit],
+                       heads: dict[int, int], contexts: Sequence[str], cap: int
+                       ) -> list[tuple[str, int, tuple[int, ...]]]:
+        """One premise mode's premises: (text, statement index, the contexts it credits)."""
         s = self.settings
-        for i, (h, picks) in enumerate(zip(hyps, picked, strict=True)):
+        found: list[tuple[str, int, tuple[int, ...]]] = []
+        for i, picks in enumerate(picked):
             wins = [self._window(units, u, s.premise_neighbours, cap) for u in picks]
             if mode == "sentences":
                 for lo, hi in dict.fromkeys(wins):  # identical windows run once
@@ -492,8 +494,7 @@ class NliModel:
                     if head is not None and head < lo and units[head].tokens + sum(
                             units[x].tokens for x in range(lo, hi + 1)) <= cap:
                         text = f"{c[units[head].start : units[head].end]} {text}"
-                    pairs.append((text, h))
-                    credit.append((m, i, (j,)))
+                    found.append((text, i, (j,)))
                 continue
             chosen: set[int] = set()
             used = 0
@@ -512,8 +513,9 @@ class NliModel:
                 if head is not None and head not in chosen and used + units[head].tokens <= cap:
                     chosen.add(head)
                     used += units[head].tokens
-            pairs.append((self._packed_text(units, sorted(chosen), contexts), h))
-            credit.append((m, i, tuple(sorted({units[x].context for x in chosen}))))
+            found.append((self._packed_text(units, sorted(chosen), contexts), i,
+                          tuple(sorted({units[x].context for x in chosen}))))
+        return found
 
     @staticmethod
     def _headings(units: list[_Unit], limit: int) -> dict[int, int]:
