@@ -339,8 +339,10 @@ def test_continuation_adds_whole_sources_of_another_build(tmp_path):
     assert Counter(r["source"] for r in valid) == {"t": 1, "a": 1, "b": 1}
     with pytest.raises(ValueError, match="no training rows"):
         continuation.build(base, out, replay=10, per_lang=0, extra=extra, extra_sources=("zz",))
-    with pytest.raises(ValueError, match="already holds"):
-        continuation.build(base, out, replay=30, per_lang=0, extra=extra, extra_sources=("t",))
+    for replay in (30, 5):  # the whole base is checked, not only the rows replayed
+        with pytest.raises(ValueError, match="already holds"):
+            continuation.build(base, out, replay=replay, per_lang=0, extra=extra,
+                               extra_sources=("t",))
     with pytest.raises(ValueError, match="go together"):
         continuation.build(base, out, replay=10, per_lang=0, extra=extra)
 

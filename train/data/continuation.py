@@ -68,7 +68,7 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
         found = {r["source"] for r in more}
         if found != wanted:
             raise ValueError(f"{extra} has no training rows of {sorted(wanted - found)}")
-        if any(r["source"] in wanted for r in rows):
+        if any(r.get("source") in wanted for r in base_train):
             raise ValueError(f"the base already holds rows of {sorted(wanted)}")
         kept = [r for r in more if not touches_dev(r, dev)]
         dropped += len(more) - len(kept)
