@@ -339,10 +339,15 @@ def test_continuation_adds_whole_sources_of_another_build(tmp_path):
     assert Counter(r["source"] for r in valid) == {"t": 1, "a": 1, "b": 1}
     with pytest.raises(ValueError, match="no training rows"):
         continuation.build(base, out, replay=10, per_lang=0, extra=extra, extra_sources=("zz",))
-    for replay in (30, 5):  # the whole base is checked, not only the rows replayed
-        with pytest.raises(ValueError, match="already holds"):
-            continuation.build(base, out, replay=replay, per_lang=0, extra=extra,
-                               extra_sources=("t",))
+    with pytest.raises(ValueError, match="already holds"):
+        continuation.build(base, out, replay=30, per_lang=0, extra=extra, extra_sources=("t",))
+    # the whole base is checked, not only the rows a partial replay draws from it
+    mixed = tmp_path / "mixed"
+    write(mixed, "train", [row("t", i) for i in range(30)] + [row("b", 0)])
+    write(mixed, "valid", [row("t", 100)])
+    with pytest.raises(ValueError, match="already holds"):
+        continuation.build(mixed, out, replay=1, per_lang=0, seed=3, extra=extra,
+                           extra_sources=("b",))
     with pytest.raises(ValueError, match="go together"):
         continuation.build(base, out, replay=10, per_lang=0, extra=extra)
 
