@@ -2,6 +2,7 @@
 soups"), one model at the cost of one.
 
     python -m train.soup --runs W0 W1 W2 W3 W4 --out SOUP [--bundle B --valid VALID]
+    python -m train.soup --runs A B0 B1 --weights 0.5 0.25 0.25 --out SOUP ...   # weighted
 
 Every run must start from the same base weights (they differ in seed, so in the head's
 initialisation and the batch order) and have the same tensors. ``SOUP/weights-0.npz`` holds the
@@ -29,7 +30,16 @@ import numpy as np
 from .pack import read_shards
 
 
-def mean_weights(runs: list[Path]) -> dict[str, np.ndarray]:
+def mean_weights(runs: list[Path], weights: list[float] | None = None) -> dict[str, np.ndarray]:
+    """The runs' soup; ``weights`` (one per run, positive, normalised to sum 1) weight both the
+    encoders' mean and the heads' share of the logit; uniform without."""
+    if weights is None:
+        weights = [1.0] * len(runs)
+    if len(weights) != len(runs):
+        raise SystemExit(f"{len(weights)} weights for {len(runs)} runs")
+    if any(not np.isfinite(x) or x <= 0 for x in weights):
+        raise SystemExit(f"soup weights must be positive numbers, got {weights}")
+    w = [x / sum(weights) for x in weights]
     states: list[dict[str, np.ndarray]] = []
     for run in runs:
         st = read_shards(run)
@@ -40,18 +50,20 @@ def mean_weights(runs: list[Path]) -> dict[str, np.ndarray]:
     for run, st in zip(runs[1:], states[1:], strict=True):
         if set(st) != keys or any(st[k].shape != states[0][k].shape for k in keys):
             raise SystemExit(f"{run} does not have the tensors of {runs[0]}")
-    n = len(states)
-    out = {k: (sum(st[k].astype(np.float64) for st in states) / n).astype(np.float16)
+    out = {k: sum(wi * st[k].astype(np.float64) for wi, st in zip(w, states, strict=True)
+                  ).astype(np.float16)
            for k in sorted(keys) if not k.startswith("head.")}
     # the heads start from different random initialisations (the seed), so their hidden units do
     # not correspond and are not averaged: they are stacked into one head n times as wide whose
-    # output layer takes 1/n of each, so its logit is the mean of the runs' head logits on the
-    # souped encoder (one encoder pass; the head is 1.5 M parameters for five runs)
+    # output layer takes w_i of each, so its logit is the weighted mean of the runs' head logits
+    # on the souped encoder (one encoder pass; the head is 1.5 M parameters for five runs)
     f = lambda k: [st[k].astype(np.float64) for st in states]  # noqa: E731
     out["head.0.weight"] = np.concatenate(f("head.0.weight"), axis=0).astype(np.float16)
     out["head.0.bias"] = np.concatenate(f("head.0.bias"), axis=0).astype(np.float16)
-    out["head.3.weight"] = (np.concatenate(f("head.3.weight"), axis=1) / n).astype(np.float16)
-    out["head.3.bias"] = (sum(f("head.3.bias")) / n).astype(np.float16)
+    out["head.3.weight"] = np.concatenate(
+        [wi * x for wi, x in zip(w, f("head.3.weight"), strict=True)], axis=1).astype(np.float16)
+    out["head.3.bias"] = sum(wi * x for wi, x in zip(w, f("head.3.bias"), strict=True)
+                             ).astype(np.float16)
     out["cal_a"] = np.array(1.0, dtype=np.float16)
     out["cal_b"] = np.array(0.0, dtype=np.float16)
     return out
@@ -76,6 +88,8 @@ def valid_scores(bundle: Path, weights: Path, valid: Path, max_len: int = 256) -
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", nargs="+", type=Path, required=True, help="train.train outputs")
+    ap.add_argument("--weights", nargs="+", type=float,
+                    help="one positive weight per run (normalised); uniform without")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--bundle", type=Path, help="with --valid: score the validation split")
     ap.add_argument("--valid", type=Path)
@@ -84,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     if (a.bundle is None) != (a.valid is None):
         ap.error("--bundle and --valid go together")
     a.out.mkdir(parents=True, exist_ok=True)
-    np.savez(a.out / "weights-0.npz", **mean_weights(a.runs))
+    np.savez(a.out / "weights-0.npz", **mean_weights(a.runs, a.weights))
     res: dict = {"runs": [str(r) for r in a.runs], "out": str(a.out)}
+    if a.weights is not None:
+        res["weights"] = [x / sum(a.weights) for x in a.weights]
     if a.valid is not None:
         res["valid"] = valid_scores(a.bundle, a.out, a.valid, a.max_len)
     (a.out / "soup.json").write_text(json.dumps(res, indent=1) + "\n")
