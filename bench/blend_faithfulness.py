@@ -7,6 +7,7 @@ numpy on the cache:
 
     .venv/bin/python bench/blend_faithfulness.py dump --data ../shared/data --cache /tmp/blend
     .venv/bin/python bench/blend_faithfulness.py fit --cache /tmp/blend [--write] [--write-docs]
+    .venv/bin/python bench/blend_faithfulness.py compare /tmp/blend-a /tmp/blend-b
 
 ``dump`` runs the bundled model (the ``local-model`` judge's settings, blend off; ``--nli
 FIELD=VALUE`` overrides one, e.g. ``premise=packed``) and ``support-lr@5`` on the statements of
@@ -181,6 +182,7 @@ class SetData:
         keep = [i for i, (m, lx) in enumerate(zip(raw["model"], raw["lexical"], strict=True))
                 if m and lx and len(m) == len(lx)]
         self.name = raw["set"]
+        self.ids = [raw["ids"][i] for i in keep] if raw.get("ids") else None
         self.blended = np.array([cap is None or n_ctx[i] <= cap for i in keep], dtype=bool)
         self.y = np.array([raw["labels"][i] for i in keep], dtype=float)
         lens = [len(raw["model"][i]) for i in keep]
@@ -351,6 +353,36 @@ def fit_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def compare(a: list[SetData], b: list[SetData], reps: int = 1000) -> list[dict[str, Any]]:
+    """Per set, the judge's LODO scores of two dumps of the same samples (two models, or two
+    premise settings) side by side: AUROC of each and the 90 % paired-bootstrap interval of
+    b - a. Both dumps must hold the same samples with the same labels."""
+    rows = []
+    for held_a, held_b in zip(a, b, strict=True):
+        if (held_a.name != held_b.name or held_a.ids != held_b.ids
+                or not np.array_equal(held_a.y, held_b.y)):
+            raise SystemExit(f"{held_a.name}: the two dumps do not hold the same samples "
+                             f"({len(held_a.y)} and {len(held_b.y)} rows)")
+        sa = held_a.scores(fit([d for d in a if d is not held_a]))
+        sb = held_b.scores(fit([d for d in b if d is not held_b]))
+        lo, hi = paired_bootstrap(sb, sa, held_a.y, reps=reps)
+        rows.append({"set": held_a.name, "n": len(held_a.y), "a": q.auroc(sa, held_a.y),
+                     "b": q.auroc(sb, held_a.y), "diff_ci": (lo, hi)})
+    return rows
+
+
+def compare_main(args: argparse.Namespace) -> int:
+    cap = judge_cap()
+    a, b = load(Path(args.a), cap), load(Path(args.b), cap)
+    print(f"LODO AUROC as the judge reports it, a = {args.a}, b = {args.b}; 90 % paired "
+          "bootstrap of b - a\n")
+    print("| set | n | a | b | b - a | 90 % interval |\n|---|---|---|---|---|---|")
+    for r in compare(a, b):
+        print(f"| {r['set']} | {r['n']} | {r['a']:.3f} | {r['b']:.3f} | {r['b'] - r['a']:+.3f} "
+              f"| {r['diff_ci'][0]:+.3f} .. {r['diff_ci'][1]:+.3f} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -370,8 +402,11 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--write", action="store_true")
     f.add_argument("--model-dir", help="write blend.json here instead of the bundled model's")
     f.add_argument("--write-docs", action="store_true")
+    c = sub.add_parser("compare", help="two dumps' LODO figures, paired, per set")
+    c.add_argument("a", help="a dump's cache (the baseline)")
+    c.add_argument("b", help="another dump's cache of the same sets")
     args = ap.parse_args(argv)
-    return dump(args) if args.cmd == "dump" else fit_main(args)
+    return {"dump": dump, "fit": fit_main, "compare": compare_main}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -96,3 +96,42 @@ def test_fit_reports_multi_passage_samples_as_the_model_alone(
     with pytest.raises(SystemExit, match="context counts"):
         bf.SetData({k: v for k, v in raw.items() if k != "contexts"}, cap=1)
     assert bf.judge_cap() == 1  # what the local-model judge does
+
+
+def test_compare_pairs_two_dumps_lodo_per_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``compare A B``: per set, both dumps' judge scores with LODO weights, paired on the same
+    samples; a model that separates the labels better gains on every set; dumps of different
+    samples are refused."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    from bench import blend_faithfulness as bf
+
+    rng = bf.np.random.default_rng(0)
+
+    def cache(name: str, sharp: float, ids_of=lambda s, i: f"{s}-{i}") -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        for s in bf.SETS:
+            y = [int(i % 2) for i in range(120)]
+            noise = rng.normal(size=(120, 2))
+            model = [[float(bf._sigmoid(sharp * (2 * yi - 1) + n[0]))] for yi, n in zip(y, noise)]
+            lexical = [[float(bf._sigmoid(0.3 * (2 * yi - 1) + n[1]))] for yi, n in zip(y, noise)]
+            ctx = [3 if s == "dev" else 1] * 120
+            (d / f"{s}.json").write_text(json.dumps({
+                "set": s, "model_id": f"m-{name}", "lexical_id": "lx", "settings": {},
+                "ids": [ids_of(s, i) for i in range(120)], "labels": y, "contexts": ctx,
+                "model": model, "lexical": lexical}))
+        return d
+
+    weak, strong = cache("weak", 0.2), cache("strong", 2.0)
+    rows = bf.compare(bf.load(weak, 1), bf.load(strong, 1), reps=200)
+    assert [r["set"] for r in rows] == list(bf.SETS)
+    for r in rows:
+        assert r["b"] > r["a"] + 0.1 and r["diff_ci"][0] > 0, r
+    assert bf.main(["compare", str(weak), str(strong)]) == 0
+    out = capsys.readouterr().out
+    assert "| faithbench | 120 |" in out and "90 % interval" in out
+    # a dump of other samples (same labels, other ids) is not paired with it
+    other = cache("other", 2.0, ids_of=lambda s, i: f"{s}-x{i}")
+    with pytest.raises(SystemExit, match="same samples"):
+        bf.compare(bf.load(weak, 1), bf.load(other, 1), reps=10)
