@@ -33,6 +33,7 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -182,6 +183,7 @@ class SetData:
         keep = [i for i, (m, lx) in enumerate(zip(raw["model"], raw["lexical"], strict=True))
                 if m and lx and len(m) == len(lx)]
         self.name = raw["set"]
+        self.keep = keep  # the dumped samples' row numbers in the set
         self.ids = [raw["ids"][i] for i in keep] if raw.get("ids") else None
         self.blended = np.array([cap is None or n_ctx[i] <= cap for i in keep], dtype=bool)
         self.y = np.array([raw["labels"][i] for i in keep], dtype=float)
@@ -246,14 +248,19 @@ def ece(scores: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
 
 
 def paired_bootstrap(a: np.ndarray, b: np.ndarray, y: np.ndarray, reps: int = 1000,
-                     seed: int = 0) -> tuple[float, float]:
+                     seed: int = 0, groups: list[Any] | None = None) -> tuple[float, float]:
     """5th and 95th percentile of AUROC(a) - AUROC(b) over rows resampled with replacement
-    (the same rows for both scores). Rows of one document are not grouped, so the true spread
-    is somewhat wider."""
+    (the same rows for both scores). With ``groups`` (a document key per row) whole documents
+    are drawn, all of their rows together; without, rows of one document are not grouped, so
+    the true spread is somewhat wider."""
     rng = np.random.default_rng(seed)
+    by_doc: dict[Any, list[int]] = {}
+    for k, g in enumerate(groups if groups is not None else range(len(y))):
+        by_doc.setdefault(g, []).append(k)
+    docs = [np.array(v) for v in by_doc.values()]
     diffs = []
     for _ in range(reps):
-        ix = rng.integers(0, len(y), len(y))
+        ix = np.concatenate([docs[g] for g in rng.integers(0, len(docs), len(docs))])
         if 0 < y[ix].sum() < len(ix):
             diffs.append(q.auroc(a[ix], y[ix]) - q.auroc(b[ix], y[ix]))
     lo, hi = np.percentile(diffs, [5, 95])
@@ -353,10 +360,13 @@ def fit_main(args: argparse.Namespace) -> int:
     return 0
 
 
-def compare(a: list[SetData], b: list[SetData], reps: int = 1000) -> list[dict[str, Any]]:
+def compare(a: list[SetData], b: list[SetData], reps: int = 1000,
+            groups: dict[str, list[Any]] | None = None) -> list[dict[str, Any]]:
     """Per set, the judge's LODO scores of two dumps of the same samples (two models, or two
     premise settings) side by side: AUROC of each and the 90 % paired-bootstrap interval of
-    b - a. Both dumps must hold the same samples with the same labels."""
+    b - a, drawing whole documents where ``groups`` gives each sample's (else each sample's
+    id: FaithBench's ids name its articles; unique ids leave rows alone). Both dumps must hold
+    the same samples with the same labels."""
     rows = []
     for held_a, held_b in zip(a, b, strict=True):
         if (held_a.name != held_b.name or held_a.ids != held_b.ids
@@ -365,21 +375,37 @@ def compare(a: list[SetData], b: list[SetData], reps: int = 1000) -> list[dict[s
                              f"({len(held_a.y)} and {len(held_b.y)} rows)")
         sa = held_a.scores(fit([d for d in a if d is not held_a]))
         sb = held_b.scores(fit([d for d in b if d is not held_b]))
-        lo, hi = paired_bootstrap(sb, sa, held_a.y, reps=reps)
+        docs = (groups or {}).get(held_a.name, held_a.ids)
+        lo, hi = paired_bootstrap(sb, sa, held_a.y, reps=reps, groups=docs)
         rows.append({"set": held_a.name, "n": len(held_a.y), "a": q.auroc(sa, held_a.y),
-                     "b": q.auroc(sb, held_a.y), "diff_ci": (lo, hi)})
+                     "b": q.auroc(sb, held_a.y), "diff_ci": (lo, hi),
+                     "documents": len(set(docs)) if docs is not None else len(held_a.y)})
     return rows
+
+
+def document_groups(sets: list[SetData], data: Path) -> dict[str, list[str]]:
+    """Each dumped sample's document (a hash of its contexts), read from the sets' files."""
+    groups = {}
+    for d in sets:
+        rows, _ = load_set(d.name, data)
+        groups[d.name] = [hashlib.sha1(json.dumps(rows[i].get("contexts") or [],
+                                                  ensure_ascii=False).encode()).hexdigest()
+                          for i in d.keep]
+    return groups
 
 
 def compare_main(args: argparse.Namespace) -> int:
     cap = judge_cap()
     a, b = load(Path(args.a), cap), load(Path(args.b), cap)
+    groups = document_groups(a, Path(args.data)) if args.data else None
     print(f"LODO AUROC as the judge reports it, a = {args.a}, b = {args.b}; 90 % paired "
-          "bootstrap of b - a\n")
-    print("| set | n | a | b | b - a | 90 % interval |\n|---|---|---|---|---|---|")
-    for r in compare(a, b):
-        print(f"| {r['set']} | {r['n']} | {r['a']:.3f} | {r['b']:.3f} | {r['b'] - r['a']:+.3f} "
-              f"| {r['diff_ci'][0]:+.3f} .. {r['diff_ci'][1]:+.3f} |")
+          "bootstrap of b - a, documents drawn whole "
+          f"({'rows sharing contexts' if groups else 'rows sharing an id'})\n")
+    print("| set | n | documents | a | b | b - a | 90 % interval |\n"
+          "|---|---|---|---|---|---|---|")
+    for r in compare(a, b, groups=groups):
+        print(f"| {r['set']} | {r['n']} | {r['documents']} | {r['a']:.3f} | {r['b']:.3f} | "
+              f"{r['b'] - r['a']:+.3f} | {r['diff_ci'][0]:+.3f} .. {r['diff_ci'][1]:+.3f} |")
     return 0
 
 
@@ -405,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("compare", help="two dumps' LODO figures, paired, per set")
     c.add_argument("a", help="a dump's cache (the baseline)")
     c.add_argument("b", help="another dump's cache of the same sets")
+    c.add_argument("--data", help="the sets' directory (as for dump): draw documents, the "
+                                  "samples sharing contexts, together (else samples sharing "
+                                  "an id)")
     args = ap.parse_args(argv)
     return {"dump": dump, "fit": fit_main, "compare": compare_main}[args.cmd](args)
 

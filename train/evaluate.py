@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import re
 import sys
@@ -39,6 +40,13 @@ SETS = ("dev", "jnli", "qags_cnndm", "halueval", "faithbench")
 FILES = {"qags_cnndm": "faithfulness_qags_cnndm.jsonl", "halueval": "faithfulness_halueval.jsonl",
          "faithbench": "faithfulness_faithbench.jsonl", "jnli": "jnli_ja_valid.jsonl"}
 
+
+def context_group(row: dict) -> str:
+    """The document a row belongs to: a hash of its contexts. Rows of one document (FaithBench's
+    15 summaries of an article, a hand-written scenario's faithful and unfaithful answer) are
+    resampled together by train.compare's bootstrap."""
+    blob = json.dumps(row.get("contexts") or [], ensure_ascii=False, sort_keys=True)
+    return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:12]
 
 def lang_of(row: dict[str, Any]) -> str:
     if row.get("lang"):
@@ -108,7 +116,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             if args.rows:
                 with open(args.rows, "a", encoding="utf-8") as f:
                     f.writelines(json.dumps({"set": key, "path": str(path), "row": i,
-                                             "id": r.get("id"), "label": yy, "value": x}) + "\n"
+                                             "id": r.get("id"), "group": context_group(r),
+                                             "label": yy, "value": x}) + "\n"
                                  for i, ((r, x), yy) in enumerate(zip(keep, y, strict=True)))
             if key == "dev":
                 res["per_lang"] = {}

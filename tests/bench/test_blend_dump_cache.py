@@ -128,6 +128,29 @@ def test_compare_pairs_two_dumps_lodo_per_set(monkeypatch: pytest.MonkeyPatch, t
     assert [r["set"] for r in rows] == list(bf.SETS)
     for r in rows:
         assert r["b"] > r["a"] + 0.1 and r["diff_ci"][0] > 0, r
+    assert all(r["documents"] == 120 for r in rows)  # unique ids: every sample its own
+    # documents drawn whole: 12 documents of 10 samples whose gain is all-or-nothing per
+    # document give a wider interval than the 120 samples drawn one by one
+    flip = bf.np.repeat(rng.integers(0, 2, 12), 10).astype(bool)
+    for s in bf.SETS:
+        raw = json.loads((strong / f"{s}.json").read_text())
+        weak_raw = json.loads((weak / f"{s}.json").read_text())
+        raw["model"] = [w if f else m for w, m, f in zip(weak_raw["model"], raw["model"], flip)]
+        (strong / f"{s}.json").write_text(json.dumps(raw))
+    docs = {s: [i // 10 for i in range(120)] for s in bf.SETS}
+    flat = bf.compare(bf.load(weak, 1), bf.load(strong, 1), reps=300)
+    whole = bf.compare(bf.load(weak, 1), bf.load(strong, 1), reps=300, groups=docs)
+    assert all(r["documents"] == 12 for r in whole)
+    width = lambda r: r["diff_ci"][1] - r["diff_ci"][0]  # noqa: E731
+    assert sum(map(width, whole)) > 1.3 * sum(map(width, flat))
+    # --data: the documents are the samples sharing their contexts in the sets' files
+    monkeypatch.setattr(bf, "load_set", lambda name, data: (
+        [{"contexts": [f"{name} article {i // 10}"]} for i in range(120)], None))
+    assert bf.document_groups(bf.load(weak, 1), tmp_path) == {
+        s: [bf.hashlib.sha1(json.dumps([f"{s} article {i // 10}"]).encode()).hexdigest()
+            for i in range(120)] for s in bf.SETS}
+    assert bf.main(["compare", str(weak), str(strong), "--data", str(tmp_path)]) == 0
+    assert "| dev | 120 | 12 |" in capsys.readouterr().out
     assert bf.main(["compare", str(weak), str(strong)]) == 0
     out = capsys.readouterr().out
     assert "| faithbench | 120 |" in out and "90 % interval" in out
