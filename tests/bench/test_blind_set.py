@@ -5,11 +5,11 @@ No model here, and none may be run on it to tune anything: the set is read as da
 
 from __future__ import annotations
 
-import json
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
-from statistics import mean
+
+from tests.bench import handwritten as hw
 
 REPO = Path(__file__).resolve().parents[2]
 BLIND = REPO / "bench" / "data" / "faithfulness_rag_blind.jsonl"
@@ -19,19 +19,8 @@ FAITHFUL_KINDS = {"reword", "restate", "fuse", "no-answer", "terse", "list", "he
 UNFAITHFUL_KINDS = {"swap-distractor", "swap-value", "negation", "attribution", "overgeneralize", "addition",
                     "unit", "temporal"}
 ID = re.compile(r"rag-bl-(en|ja|zh)-(\d{2})([ab])")
-WINDOW = 27  # the stretch train/data/build.py decontaminates with
 
-
-def _rows(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-
-
-def _scenarios(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    out = defaultdict(list)
-    for r in rows:
-        lang, n, _ = ID.fullmatch(r["id"]).groups()
-        out[lang, n].append(r)
-    return out
+_rows = hw.rows_of
 
 
 def test_blind_set_shape():
@@ -42,29 +31,17 @@ def test_blind_set_shape():
     for lang in ("en", "ja", "zh"):
         assert Counter(r["label"]["faithful"] for r in rows if r["lang"] == lang) == {1: 30, 0: 30}, lang
     for r in rows:
-        assert set(r) == {"id", "question", "contexts", "answer", "label", "lang", "kind"}
-        m = ID.fullmatch(r["id"])
-        assert m and m.group(1) == r["lang"], r["id"]
-        assert r["question"].strip() and r["answer"].strip()
-        assert 3 <= len(r["contexts"]) <= 5, r["id"]
-        assert all(isinstance(c, str) and c.strip() and 150 <= len(c) <= 900 for c in r["contexts"]), r["id"]
+        hw.assert_row_shape(r, ID, FAITHFUL_KINDS, UNFAITHFUL_KINDS)
         assert len(set(r["contexts"])) == len(r["contexts"]), r["id"]
-        kinds = FAITHFUL_KINDS if r["label"]["faithful"] == 1 else UNFAITHFUL_KINDS
-        assert r["label"]["faithful"] in (0, 1) and r["kind"] in kinds, r["id"]
 
 
 def test_each_scenario_has_one_faithful_and_one_unfaithful_answer():
-    scenarios = _scenarios(_rows(BLIND))
+    scenarios = hw.by_scenario(_rows(BLIND), ID)
     assert len(scenarios) == 90
     assert Counter(lang for lang, _ in scenarios) == {"en": 30, "ja": 30, "zh": 30}
     for lang in ("en", "ja", "zh"):
         assert sorted(int(n) for la, n in scenarios if la == lang) == list(range(1, 31)), lang
-    for key, pair in scenarios.items():
-        assert sorted(r["id"][-1] for r in pair) == ["a", "b"], key
-        assert sorted(r["label"]["faithful"] for r in pair) == [0, 1], key
-        a, b = pair
-        assert a["question"] == b["question"] and a["contexts"] == b["contexts"], key
-        assert a["answer"] != b["answer"], key
+    hw.assert_pairs(scenarios)
     # which of a/b is the faithful one varies, in every language
     for lang in ("en", "ja", "zh"):
         first = Counter(r["label"]["faithful"] for (la, _), pair in scenarios.items() if la == lang
@@ -81,12 +58,7 @@ def test_retrieval_shape_varies():
 
 
 def test_answer_lengths_do_not_give_the_label_away():
-    rows = _rows(BLIND)
-    for lang in (None, "en", "ja", "zh"):
-        sub = [r for r in rows if lang is None or r["lang"] == lang]
-        f = mean(len(r["answer"]) for r in sub if r["label"]["faithful"] == 1)
-        u = mean(len(r["answer"]) for r in sub if r["label"]["faithful"] == 0)
-        assert abs(f - u) <= 0.25 * max(f, u), (lang, f, u)
+    hw.assert_lengths_balanced(_rows(BLIND))
 
 
 def test_every_kind_is_used_and_fuse_answers_are_common():
@@ -100,16 +72,8 @@ def test_every_kind_is_used_and_fuse_answers_are_common():
 
 
 def test_no_text_shared_with_the_older_sets():
-    # the project keeps its sets disjoint: no 27-character stretch of a dev or confirmation context or
-    # answer appears in a blind context, answer or question
-    windows = set()
-    for path in OLDER:
-        for r in _rows(path):
-            for text in (*r["contexts"], r["answer"]):
-                windows.update(text[i:i + WINDOW] for i in range(len(text) - WINDOW + 1))
-    for r in _rows(BLIND):
-        for text in (*r["contexts"], r["answer"], r["question"]):
-            assert not any(text[i:i + WINDOW] in windows for i in range(len(text) - WINDOW + 1)), r["id"]
+    # the project keeps its sets disjoint
+    hw.assert_no_shared_text(_rows(BLIND), OLDER)
 
 
 def test_training_data_builders_drop_rows_that_touch_it():
