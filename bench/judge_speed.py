@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -81,10 +82,32 @@ def make_samples(data: Path, n: int) -> list[Sample]:
     return out
 
 
+def nli_settings(pairs: Sequence[str]) -> Any:
+    """``NliJudgeSettings`` from ``FIELD=VALUE`` pairs (``--nli premise=views``), for the nli
+    and local-model judges; None without pairs (each judge's defaults)."""
+    if not pairs:
+        return None
+    from pydantic import ValidationError
+
+    from ragpulse.scorer.judges.nli import NliJudgeSettings
+
+    bad = [kv for kv in pairs if "=" not in kv]
+    if bad:
+        raise SystemExit(f"--nli takes FIELD=VALUE, got {bad[0]!r}")
+    fields = dict(kv.split("=", 1) for kv in pairs)
+    unknown = sorted(set(fields) - set(NliJudgeSettings.model_fields))
+    if unknown:
+        raise SystemExit(f"--nli: NliJudgeSettings has no field {unknown[0]!r}")
+    try:
+        return NliJudgeSettings(**fields)
+    except ValidationError as e:
+        raise SystemExit(f"--nli: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}") from None
+
+
 async def measure(name: str, samples: Sequence[Sample], warm: Sequence[Sample], threads: int,
-                  concurrency: int) -> dict:
+                  concurrency: int, nli: Any = None) -> dict:
     t0 = time.perf_counter()
-    judge = build_judge(name, threads=threads)
+    judge = build_judge(name, threads=threads, **({"nli": nli} if nli is not None else {}))
     ev = Evaluator(judge, list(DEFAULT_METRICS), max_concurrency=concurrency)
     statuses: Counter = Counter()
     try:
@@ -161,12 +184,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--write-constants", action="store_true",
                    help="also set ragpulse.deploy.sampling.JUDGE_SAMPLES_PER_S to this run's "
                    "2-core estimates (up's default sampling rate)")
+    p.add_argument("--nli", action="append", default=[], metavar="FIELD=VALUE",
+                   help="an nli/local-model setting (NliJudgeSettings), e.g. premise=views; "
+                   "not with --write-docs/--write-constants, which describe the defaults")
     args = p.parse_args(argv)
+    nli = nli_settings(args.nli)
+    if nli is not None and (args.write_docs or args.write_constants):
+        p.error("--nli measures a non-default setting: not with --write-docs or --write-constants")
     pool = make_samples(Path(args.data), args.samples + 4)
     warm, samples = pool[:4], pool[4:]
     results = []
     for name in args.judge:
-        r = asyncio.run(measure(name, samples, warm, args.threads, args.concurrency))
+        r = asyncio.run(measure(name, samples, warm, args.threads, args.concurrency,
+                                nli if name in ("nli", "local-model") else None))
         print(json.dumps(r), file=sys.stderr, flush=True)
         results.append(r)
     argv_s = " ".join(a for a in (argv if argv is not None else sys.argv[1:])
