@@ -33,7 +33,6 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -254,13 +253,10 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, y: np.ndarray, reps: int = 10
     are drawn, all of their rows together; without, rows of one document are not grouped, so
     the true spread is somewhat wider."""
     rng = np.random.default_rng(seed)
-    by_doc: dict[Any, list[int]] = {}
-    for k, g in enumerate(groups if groups is not None else range(len(y))):
-        by_doc.setdefault(g, []).append(k)
-    docs = [np.array(v) for v in by_doc.values()]
+    docs = q.document_rows(groups if groups is not None else range(len(y)))
     diffs = []
     for _ in range(reps):
-        ix = np.concatenate([docs[g] for g in rng.integers(0, len(docs), len(docs))])
+        ix = q.draw_documents(docs, rng)
         if 0 < y[ix].sum() < len(ix):
             diffs.append(q.auroc(a[ix], y[ix]) - q.auroc(b[ix], y[ix]))
     lo, hi = np.percentile(diffs, [5, 95])
@@ -388,9 +384,7 @@ def document_groups(sets: list[SetData], data: Path) -> dict[str, list[str]]:
     groups = {}
     for d in sets:
         rows, _ = load_set(d.name, data)
-        groups[d.name] = [hashlib.sha1(json.dumps(rows[i].get("contexts") or [],
-                                                  ensure_ascii=False).encode()).hexdigest()
-                          for i in d.keep]
+        groups[d.name] = [q.context_group(rows[i]) for i in d.keep]
     return groups
 
 

@@ -94,6 +94,28 @@ def auroc(scores: Sequence[float], labels: Sequence[int]) -> float:
     return float((ranks[y == 1].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
+def context_group(row: dict[str, Any]) -> str:
+    """The document a labelled row belongs to: a hash of its contexts. Rows of one document
+    (FaithBench's summaries of one article, a hand-written scenario's faithful and unfaithful
+    answer) are not independent, so a bootstrap draws them together (:func:`draw_documents`)."""
+    blob = json.dumps(row.get("contexts") or [], ensure_ascii=False, sort_keys=True)
+    return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:12]
+
+
+def document_rows(groups: Sequence[Any]) -> list[np.ndarray]:
+    """Row indices of each document, given a document key per row (first-seen order)."""
+    by_doc: dict[Any, list[int]] = {}
+    for k, g in enumerate(groups):
+        by_doc.setdefault(g, []).append(k)
+    return [np.array(v) for v in by_doc.values()]
+
+
+def draw_documents(docs: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    """Row indices of one bootstrap draw of whole documents (as many as there are, with
+    replacement, each with all of its rows)."""
+    return np.concatenate([docs[g] for g in rng.integers(0, len(docs), len(docs))])
+
+
 def balanced_accuracy(pred: Sequence[int], labels: Sequence[int]) -> float:
     p = np.asarray(pred, dtype=bool)
     y = np.asarray(labels, dtype=bool)

@@ -4,7 +4,7 @@ interval by a paired bootstrap that resamples each set's documents (the same row
 Rows that share their contexts (FaithBench's summaries of one article, QAGS's of one story,
 HaluEval's right and hallucinated answer to one passage, a hand-written scenario's faithful and
 unfaithful answer) are not independent, so the bootstrap draws documents and takes all of their
-rows: resampling rows alone gave intervals too narrow (FaithBench: 750 rows, 62 articles). The
+rows: resampling rows alone gave intervals too narrow (FaithBench: 750 rows, 75 articles). The
 document is the row's ``group`` (``train.evaluate --rows`` writes a hash of its contexts); rows
 files written before that are grouped from the set's file at ``path`` when it holds exactly the
 rows scored, else resampled by row (``"grouped": false`` in the output).
@@ -26,7 +26,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from .evaluate import auroc, context_group
+from bench.quality import context_group, document_rows, draw_documents
+
+from .evaluate import auroc
 
 Rows = dict[str, dict[str, tuple[int, float, str | None]]]
 
@@ -66,12 +68,6 @@ def _groups_from_file(set_path: str, rows: dict[str, tuple[int, float, str | Non
     return out
 
 
-def _draw(groups: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
-    """Row indices of a bootstrap draw of whole documents."""
-    pick = rng.integers(0, len(groups), len(groups))
-    return np.concatenate([groups[g] for g in pick])
-
-
 def compare(a: dict, b: dict, reps: int = 2000, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     sets = sorted(set(a) & set(b))
@@ -86,14 +82,11 @@ def compare(a: dict, b: dict, reps: int = 2000, seed: int = 0) -> dict:
         vb = np.array([b[s][i][1] for i in ids])
         doc = [a[s][i][2] or b[s][i][2] for i in ids]
         grouped = all(g is not None for g in doc)
-        by_doc: dict[str, list[int]] = defaultdict(list)
-        for k, g in enumerate(doc):
-            by_doc[g if grouped else str(k)].append(k)
-        groups = [np.array(v) for v in by_doc.values()]
+        groups = document_rows(doc if grouped else range(len(ids)))
         d = auroc(va, y) - auroc(vb, y)
         ds = np.empty(reps)
         for k in range(reps):
-            ix = _draw(groups, rng)
+            ix = draw_documents(groups, rng)
             ds[k] = auroc(va[ix], y[ix]) - auroc(vb[ix], y[ix])
         res["sets"][s] = {"n": len(ids), "documents": len(groups), "grouped": grouped,
                           "a": auroc(va, y), "b": auroc(vb, y), "diff": d,

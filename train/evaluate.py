@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import re
 import sys
@@ -32,6 +31,7 @@ from bench.quality import (  # noqa: E402
     auroc,
     binned_auroc,
     build,
+    context_group,
     read_jsonl,
     score_set,
 )
@@ -40,13 +40,6 @@ SETS = ("dev", "jnli", "qags_cnndm", "halueval", "faithbench")
 FILES = {"qags_cnndm": "faithfulness_qags_cnndm.jsonl", "halueval": "faithfulness_halueval.jsonl",
          "faithbench": "faithfulness_faithbench.jsonl", "jnli": "jnli_ja_valid.jsonl"}
 
-
-def context_group(row: dict) -> str:
-    """The document a row belongs to: a hash of its contexts. Rows of one document (FaithBench's
-    15 summaries of an article, a hand-written scenario's faithful and unfaithful answer) are
-    resampled together by train.compare's bootstrap."""
-    blob = json.dumps(row.get("contexts") or [], ensure_ascii=False, sort_keys=True)
-    return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:12]
 
 def lang_of(row: dict[str, Any]) -> str:
     if row.get("lang"):
