@@ -132,7 +132,7 @@ def dump(args: argparse.Namespace) -> int:
 
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
-    overrides = dict(kv.split("=", 1) for kv in args.nli)
+    overrides = q.nli_overrides(args.nli)
     judge, lexical, model_id, lexical_id = detectors(args.threads, args.model_dir, overrides)
     # what else decides the probabilities: premises for the model, claims for both halves
     settings = dump_settings(judge.settings)

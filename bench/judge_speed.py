@@ -88,16 +88,11 @@ def nli_settings(pairs: Sequence[str]) -> Any:
     if not pairs:
         return None
     from pydantic import ValidationError
+    from quality import nli_overrides  # bench/quality.py
 
     from ragpulse.scorer.judges.nli import NliJudgeSettings
 
-    bad = [kv for kv in pairs if "=" not in kv]
-    if bad:
-        raise SystemExit(f"--nli takes FIELD=VALUE, got {bad[0]!r}")
-    fields = dict(kv.split("=", 1) for kv in pairs)
-    unknown = sorted(set(fields) - set(NliJudgeSettings.model_fields))
-    if unknown:
-        raise SystemExit(f"--nli: NliJudgeSettings has no field {unknown[0]!r}")
+    fields = nli_overrides(pairs)
     try:
         return NliJudgeSettings(**fields)
     except ValidationError as e:

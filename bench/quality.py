@@ -116,6 +116,21 @@ def draw_documents(docs: list[np.ndarray], rng: np.random.Generator) -> np.ndarr
     return np.concatenate([docs[g] for g in rng.integers(0, len(docs), len(docs))])
 
 
+def nli_overrides(pairs: Sequence[str]) -> dict[str, str]:
+    """``NliJudgeSettings`` fields from a script's ``--nli FIELD=VALUE`` pairs; a pair without
+    ``=`` or a field the settings do not have stops the script with a clear message."""
+    from ragpulse.scorer.judges.nli import NliJudgeSettings
+
+    bad = [kv for kv in pairs if "=" not in kv]
+    if bad:
+        raise SystemExit(f"--nli takes FIELD=VALUE, got {bad[0]!r}")
+    fields = dict(kv.split("=", 1) for kv in pairs)
+    unknown = sorted(set(fields) - set(NliJudgeSettings.model_fields))
+    if unknown:
+        raise SystemExit(f"--nli: NliJudgeSettings has no field {unknown[0]!r}")
+    return fields
+
+
 def balanced_accuracy(pred: Sequence[int], labels: Sequence[int]) -> float:
     p = np.asarray(pred, dtype=bool)
     y = np.asarray(labels, dtype=bool)

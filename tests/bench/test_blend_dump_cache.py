@@ -159,3 +159,14 @@ def test_compare_pairs_two_dumps_lodo_per_set(monkeypatch: pytest.MonkeyPatch, t
     other = cache("other", 2.0, ids_of=lambda s, i: f"{s}-x{i}")
     with pytest.raises(SystemExit, match="same samples"):
         bf.compare(bf.load(weak, 1), bf.load(other, 1), reps=10)
+
+
+def test_dump_refuses_a_bad_nli_override_before_loading_models(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    from bench import blend_faithfulness as bf
+
+    monkeypatch.setattr(bf, "detectors", lambda *a: pytest.fail("must stop before the models"))
+    for bad, msg in (("premise", "FIELD=VALUE"), ("nosuch=1", "no field 'nosuch'")):
+        with pytest.raises(SystemExit, match=msg):
+            bf.main(["dump", "--cache", str(tmp_path), "--nli", bad])
