@@ -58,7 +58,8 @@ class NliJudgeSettings(BaseModel):
         ``sentences`` for one (a single document). ``views``: for a sample with two or more
         non-blank contexts, both ``sentences`` and ``packed``, ``P`` the mean of their two
         matrices (a statement's P: the mean of its best single sentence's and its packed
-        premise's, which holds those sentences; about 2x the model's work on such samples);
+        premise's, which holds those sentences; one more pair per statement on such samples: with
+        ``premise_sentences`` 2, three pairs where ``sentences`` runs two);
         ``sentences`` for one. ``premise_heading``: when a
         context's first sentence has at most this many tokens and the context goes on (a title:
         "12-month Fixed Deposit.", "Results 2023."), it heads every premise taken from a later
