@@ -142,7 +142,8 @@ def build_judge(args: argparse.Namespace) -> Any:
     from ragpulse.scorer.judges.nli import NliJudgeSettings
 
     given = {k: getattr(args, k) for k in ("premise", "premise_sentences", "premise_neighbours",
-                                           "premise_tokens", "premise_heading")
+                                           "premise_tokens", "premise_heading",
+                                           "premise_view_sentences")
              if getattr(args, k) is not None}
     return bj(args.judge, threads=args.threads, model_dir=args.model_dir,
               batch_size=args.batch_size, nli=NliJudgeSettings(**given) if given else None)
@@ -165,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--premise-sentences", type=int)
     ap.add_argument("--premise-neighbours", type=int)
     ap.add_argument("--premise-tokens", type=int)
+    ap.add_argument("--premise-view-sentences", type=int,
+                    help="under --premise views: sentences the sentence view runs alone")
     ap.add_argument("--premise-heading", type=int,
                     help="a context's first sentence of at most this many tokens heads its "
                          "later sentences' premises (0: off)")

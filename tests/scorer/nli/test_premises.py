@@ -286,3 +286,48 @@ def test_auto_packs_across_passages_and_judges_one_document_by_sentence(
     seen = spy(auto, monkeypatch)
     auto.support_matrix(stmt, one + ["  "])
     assert len(seen) == 2
+
+
+# ---------------------------------------------------------------------- views
+
+
+TWO = ["The amazon evidence . Rain fell hard .", "Rain fell hard . Paris is the capital ."]
+STMT = ["paris is the capital of the amazon .", "rain fell hard in paris ."]
+
+
+def test_views_averages_the_sentence_and_packed_matrices_across_passages(
+        tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kw = {"premise_sentences": 2, "premise_neighbours": 0}
+    views = model(tiny_dir, premise="views", **kw)
+    sent = model(tiny_dir, premise="sentences", **kw)
+    packed = model(tiny_dir, premise="packed", **kw)
+    seen = spy(views, monkeypatch)
+    p, n = views.support_matrix(STMT, TWO)
+    p_s, n_s = sent.support_matrix(STMT, TWO)
+    p_p, n_p = packed.support_matrix(STMT, TWO)
+    assert n == n_s + n_p == len(seen) == 3 * len(STMT)
+    np.testing.assert_allclose(p, (p_s + p_p) / 2, atol=1e-6)
+    # one document: sentences alone
+    one = [" ".join(TWO)]
+    p1, n1 = views.support_matrix(STMT, one)
+    q1, m1 = sent.support_matrix(STMT, one)
+    assert n1 == m1 and np.allclose(p1, q1, atol=1e-6)
+
+
+def test_views_sentence_view_can_run_the_best_sentence_alone(
+        tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kw = {"premise_sentences": 2, "premise_neighbours": 0}
+    v1 = model(tiny_dir, premise="views", premise_view_sentences=1, **kw)
+    best = model(tiny_dir, premise="sentences", premise_sentences=1, premise_neighbours=0)
+    packed = model(tiny_dir, premise="packed", **kw)
+    seen = spy(v1, monkeypatch)
+    p, n = v1.support_matrix(STMT, TWO)
+    # two pairs a statement, as sentences: its best sentence alone, both packed
+    assert n == len(seen) == 2 * len(STMT)
+    assert sum(1 for prem, _ in seen if prem.count(".") == 2) == len(STMT)
+    p_b, _ = best.support_matrix(STMT, TWO)
+    p_p, _ = packed.support_matrix(STMT, TWO)
+    np.testing.assert_allclose(p, (p_b + p_p) / 2, atol=1e-6)
+    # the knob belongs to views: sentences alone still runs every best sentence
+    sent = model(tiny_dir, premise="sentences", premise_view_sentences=1, **kw)
+    assert sent.support_matrix(STMT, TWO)[1] == 2 * len(STMT)

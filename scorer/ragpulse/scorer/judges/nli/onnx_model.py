@@ -464,7 +464,8 @@ class NliModel:
         pairs: list[tuple[str, str]] = []
         credit: list[tuple[int, int, tuple[int, ...]]] = []  # per pair: mode, statement, contexts
         for m, mode in enumerate(modes):
-            for text, i, ctxs in self._mode_premises(mode, picked, units, heads, contexts, cap):
+            for text, i, ctxs in self._mode_premises(mode, picked, units, heads, contexts, cap,
+                                                     modes):
                 pairs.append((text, hyps[i]))
                 credit.append((m, i, ctxs))
         if len(pairs) > s.max_pairs:
@@ -478,15 +479,18 @@ class NliModel:
         return sum(views) / len(views), len(pairs)
 
     def _mode_premises(self, mode: str, picked: list[list[int]], units: list[_Unit],
-                       heads: dict[int, int], contexts: Sequence[str], cap: int
-                       ) -> list[tuple[str, int, tuple[int, ...]]]:
-        """One premise mode's premises: (text, statement index, the contexts it credits)."""
+                       heads: dict[int, int], contexts: Sequence[str], cap: int,
+                       modes: tuple[str, ...]) -> list[tuple[str, int, tuple[int, ...]]]:
+        """One premise mode's premises: (text, statement index, the contexts it credits).
+        ``modes``: every mode this sample runs (beside ``packed`` the sentence view keeps
+        ``premise_view_sentences`` sentences)."""
         s = self.settings
         found: list[tuple[str, int, tuple[int, ...]]] = []
+        alone = s.premise_view_sentences if mode == "sentences" and len(modes) > 1 else None
         for i, picks in enumerate(picked):
             wins = [self._window(units, u, s.premise_neighbours, cap) for u in picks]
             if mode == "sentences":
-                for lo, hi in dict.fromkeys(wins):  # identical windows run once
+                for lo, hi in dict.fromkeys(wins[:alone]):  # identical windows run once
                     j = units[lo].context
                     c = contexts[j]
                     text = c[units[lo].start : units[hi].end]

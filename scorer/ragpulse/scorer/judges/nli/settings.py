@@ -60,7 +60,10 @@ class NliJudgeSettings(BaseModel):
         matrices (a statement's P: the mean of its best single sentence's and its packed
         premise's, which holds those sentences; one more pair per statement on such samples: with
         ``premise_sentences`` 2, three pairs where ``sentences`` runs two);
-        ``sentences`` for one. ``premise_heading``: when a
+        ``sentences`` for one. ``premise_view_sentences``: under ``views`` with two or more
+        contexts, how many of those best sentences the sentence view runs alone (``None``: all
+        ``premise_sentences``; 1: only the best one, so two pairs per statement, as
+        ``sentences``); the packed premise still holds all of them. ``premise_heading``: when a
         context's first sentence has at most this many tokens and the context goes on (a title:
         "12-month Fixed Deposit.", "Results 2023."), it heads every premise taken from a later
         sentence of that context, within ``premise_tokens``, so a sentence that leaves its
@@ -115,6 +118,7 @@ class NliJudgeSettings(BaseModel):
     premise_neighbours: int = Field(default=1, ge=0, le=64)
     premise_tokens: int = Field(default=128, ge=8, le=65_536)
     premise_heading: int = Field(default=0, ge=0, le=512)
+    premise_view_sentences: int | None = Field(default=None, ge=1, le=1024)
 
     threads: int = Field(default=1, ge=1, le=64)
     batch_size: int = Field(default=8, ge=1, le=1024)
