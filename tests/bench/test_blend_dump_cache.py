@@ -41,13 +41,18 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
         return json.loads((tmp_path / "dev.json").read_text())
 
     first = dump()
-    assert first["settings"]["premise"] == "sentences"
+    assert first["settings"]["premise"] == "views"
+    assert first["settings"]["premise_view_sentences"] == 1
     assert len(first["model"][0]) == len(first["lexical"][0]) == 2  # "Yes." + its statement
     # the model reads "Yes." with the statement after it: one claim, one probability for both
     assert first["model"][0][0] == first["model"][0][1]
     capsys.readouterr()
     assert dump() == first and "cached" in capsys.readouterr().err
     assert first["contexts"] == [2, 1]  # non-blank contexts per row, for blend_max_contexts
+    # the two-passage row is never blended: the fit reads it with a blended sample's premises
+    assert first["fit_settings"]["premise"] == "sentences"
+    assert first["fit_settings"]["premise_view_sentences"] is None
+    assert len(first["model_fit"][0]) == 2 and first["model_fit"][1] is None
     # a dump from before context counts is scored again, not reused
     (tmp_path / "dev.json").write_text(json.dumps({k: v for k, v in first.items()
                                                    if k != "contexts"}))
@@ -96,6 +101,43 @@ def test_fit_reports_multi_passage_samples_as_the_model_alone(
     with pytest.raises(SystemExit, match="context counts"):
         bf.SetData({k: v for k, v in raw.items() if k != "contexts"}, cap=1)
     assert bf.judge_cap() == 1  # what the local-model judge does
+
+
+def test_fit_learns_from_the_premises_the_blend_meets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``views``/``auto`` the judge never blends a multi-passage sample, and a blended one
+    (one context) gets sentence premises: the fit reads the dev set's statements with those
+    (``model_fit``), so its weights are the ones a dump made with ``sentences`` gives, while
+    the table scores the dev set with the judge's own P."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    from bench import blend_faithfulness as bf
+    from ragpulse.scorer.judges.nli import NliJudgeSettings
+
+    rng = bf.np.random.default_rng(1)
+
+    def raw(name: str, n: int, ctx: int) -> dict:
+        y = [int(i % 2) for i in range(n)]
+        sharp = rng.normal(1.0, 0.3)
+        return {"set": name, "labels": y, "contexts": [ctx] * n,
+                "model": [[float(bf._sigmoid(sharp * (2 * v - 1) + rng.normal()))] for v in y],
+                "lexical": [[float(bf._sigmoid(0.5 * (2 * v - 1) + rng.normal()))] for v in y]}
+
+    sets = {s: raw(s, 80, 3 if s == "dev" else 1) for s in bf.SETS}
+    sentences = [bf.SetData(r, cap=1) for r in sets.values()]
+    views_dev = dict(sets["dev"], model=[[min(0.99, p[0] + 0.3)] for p in sets["dev"]["model"]],
+                     model_fit=sets["dev"]["model"])
+    views = [bf.SetData(views_dev, cap=1), *sentences[1:]]
+    assert bf.np.allclose(bf.fit(views, steps=300), bf.fit(sentences, steps=300))
+    assert not bf.np.allclose(views[0].scores(bf.np.zeros(3)), sentences[0].scores(bf.np.zeros(3)))
+    # without model_fit the views' P would move the weights
+    plain = [bf.SetData({k: v for k, v in views_dev.items() if k != "model_fit"}, cap=1),
+             *sentences[1:]]
+    assert not bf.np.allclose(bf.fit(plain, steps=300), bf.fit(sentences, steps=300))
+    # which premises the fit uses
+    own = NliJudgeSettings(premise="views", premise_view_sentences=1)
+    assert bf.blended_premises(own, 1).premise == "sentences"
+    assert bf.blended_premises(own, 2) is own and bf.blended_premises(own, None) is own
+    packed = NliJudgeSettings(premise="packed")
+    assert bf.blended_premises(packed, 1) is packed
 
 
 def test_compare_pairs_two_dumps_lodo_per_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

@@ -22,7 +22,9 @@ def test_bundled_model_scores_each_statement() -> None:
     assert judge.blend is not None and judge.settings.blend == "auto"
     assert judge.settings.terse_claims == "with-question" and judge.settings.candidates == 2
     assert judge.settings.workers == 2 and judge.settings.threads == 1
-    assert judge.settings.premise == "sentences" and judge.settings.premise_sentences == 2
+    # several passages: the best sentence alone and the best two packed, P their mean
+    assert judge.settings.premise == "views" and judge.settings.premise_sentences == 2
+    assert judge.settings.premise_view_sentences == 1
     assert judge.settings.premise_neighbours == 0 and judge.settings.premise_tokens == 128
     # the blend for one-passage samples only; several passages get the model alone
     assert judge.settings.blend_max_contexts == 1
@@ -64,6 +66,8 @@ def test_given_premise_settings_win() -> None:
     assert own.premise == "chunks" and own.candidates == 2
     own = _local_model_settings(NliJudgeSettings(premise="packed", premise_neighbours=1))
     assert own.premise == "packed" and own.premise_neighbours == 1
+    own = _local_model_settings(NliJudgeSettings(premise_view_sentences=2))
+    assert own.premise == "views" and own.premise_view_sentences == 2
 
 
 @pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
