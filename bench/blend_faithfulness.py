@@ -173,7 +173,8 @@ def dump(args: argparse.Namespace) -> int:
             old = json.loads(out.read_text())
             if (old["model_id"], old["lexical_id"], old.get("settings")) == \
                     (model_id, lexical_id, settings) and "contexts" in old \
-                    and (fit_judge is None or "model_fit" in old):
+                    and old.get("fit_settings") == (dump_settings(fit_settings)
+                                                    if fit_judge is not None else None):
                 print(f"{out}: cached", file=sys.stderr)
                 continue
         rows, labels = load_set(name, Path(args.data))
@@ -229,7 +230,8 @@ class SetData:
         self.x = np.c_[ens._logit(np.concatenate([raw["lexical"][i] for i in keep])),
                        ens._logit(np.concatenate([raw["model"][i] for i in keep]))]
         # what the fit learns from: a sample the judge does not blend read with the premises of
-        # one it does (``model_fit``, where the dump has it)
+        # one it does (``model_fit``, where the dump has it: a multi-passage row); a row without
+        # it (one context, or no P under those premises) keeps the judge's own P
         fit_p = raw.get("model_fit") or [None] * len(raw["model"])
         self.x_fit = np.c_[self.x[:, 0], ens._logit(np.concatenate([
             fit_p[i] if fit_p[i] and len(fit_p[i]) == len(raw["model"][i])

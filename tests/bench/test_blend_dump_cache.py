@@ -53,6 +53,16 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
     assert first["fit_settings"]["premise"] == "sentences"
     assert first["fit_settings"]["premise_view_sentences"] is None
     assert len(first["model_fit"][0]) == 2 and first["model_fit"][1] is None
+    capsys.readouterr()
+    # another cache reusing this one's lexical half still records model_fit
+    other = tmp_path / "reuse"
+    assert bf.main(["dump", "--cache", str(other), "--sets", "dev", "--workers", "1",
+                    "--lexical-from", str(tmp_path)]) == 0
+    assert json.loads((other / "dev.json").read_text()) == first
+    # a dump without it (made before) is scored again
+    (tmp_path / "dev.json").write_text(json.dumps({k: v for k, v in first.items()
+                                                   if k not in ("model_fit", "fit_settings")}))
+    assert dump() == first and "cached" not in capsys.readouterr().err
     # a dump from before context counts is scored again, not reused
     (tmp_path / "dev.json").write_text(json.dumps({k: v for k, v in first.items()
                                                    if k != "contexts"}))
@@ -61,6 +71,11 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
     assert "cached" not in capsys.readouterr().err
     assert packed["settings"]["premise"] == "packed"
     assert packed["lexical"] == first["lexical"]  # the lexical half has no premises
+    assert "model_fit" not in packed  # the blend meets packed premises as the judge runs them
+    # model_fit is the model's P with sentence premises: what a sentences dump records
+    sentences = dump("--nli", "premise=sentences")
+    assert first["model_fit"][0] == sentences["model"][0] != first["model"][0]
+    assert first["model"][1] == sentences["model"][1]  # one context: the same premises
 
     # fit reads one set of settings: a cache mixing two is refused
     other = dict(packed, set="jnli", settings=first["settings"])

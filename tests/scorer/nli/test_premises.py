@@ -306,7 +306,14 @@ def test_views_averages_the_sentence_and_packed_matrices_across_passages(
     p_s, n_s = sent.support_matrix(STMT, TWO)
     p_p, n_p = packed.support_matrix(STMT, TWO)
     assert n == n_s + n_p == len(seen) == 3 * len(STMT)
-    np.testing.assert_allclose(p, (p_s + p_p) / 2, atol=1e-6)
+    # a statement's P: the mean of the two views' matrices, its best context's
+    mean = (p_s + p_p) / 2
+    np.testing.assert_allclose(p.max(axis=1), mean.max(axis=1), atol=1e-6)
+    # each context of its packed premise was used together: it gets the statement's P
+    for i in range(len(STMT)):
+        credited = p_p[i] > 0
+        np.testing.assert_allclose(p[i, credited], mean[i].max(), atol=1e-6)
+        np.testing.assert_allclose(p[i, ~credited], mean[i, ~credited], atol=1e-6)
     # one document: sentences alone
     one = [" ".join(TWO)]
     p1, n1 = views.support_matrix(STMT, one)
@@ -327,7 +334,31 @@ def test_views_sentence_view_can_run_the_best_sentence_alone(
     assert sum(1 for prem, _ in seen if prem.count(".") == 2) == len(STMT)
     p_b, _ = best.support_matrix(STMT, TWO)
     p_p, _ = packed.support_matrix(STMT, TWO)
-    np.testing.assert_allclose(p, (p_b + p_p) / 2, atol=1e-6)
+    np.testing.assert_allclose(p.max(axis=1), ((p_b + p_p) / 2).max(axis=1), atol=1e-6)
     # the knob belongs to views: sentences alone still runs every best sentence
     sent = model(tiny_dir, premise="sentences", premise_view_sentences=1, **kw)
     assert sent.support_matrix(STMT, TWO)[1] == 2 * len(STMT)
+
+
+
+async def test_views_counts_both_passages_of_a_fused_statement_as_used(
+        tiny_dir: Path, use_embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sentence view runs the best sentence (one passage) alone, the packed premise both
+    passages. The other passage's cell was at most half the packed P, so a fused answer's second
+    passage could never count as used: it gets the statement's P, as under packed."""
+    sample = Sample(id="fuse", question="", answer="Paris is the capital of the amazon.",
+                    contexts=("The amazon evidence .", "Paris is the capital .", FILLER))
+    facts = frozenset({Fact.STATEMENT_SUPPORT, Fact.CONTEXT_USED})
+    judge = NliJudge(NliJudgeSettings(model_dir=tiny_dir, premise="views",
+                                      premise_view_sentences=1, premise_sentences=2,
+                                      premise_neighbours=0), embedder=use_embedder)
+    seen = spy(judge.nli, monkeypatch)
+    try:
+        got = judge.judge(sample, facts)
+    finally:
+        await judge.aclose()
+    assert len(seen) == 2  # the best sentence alone, both packed
+    assert got[Fact.CONTEXT_USED].value == [1, 1, 0]
+    assert got[Fact.STATEMENT_SUPPORT].value == [1]
+    used = got[Fact.CONTEXT_USED].extra["entailment"]
+    assert used[0] == used[1] == pytest.approx(got[Fact.STATEMENT_SUPPORT].extra["probabilities"][0], abs=1e-3)

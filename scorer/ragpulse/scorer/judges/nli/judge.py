@@ -7,8 +7,9 @@ STATEMENT_SUPPORT        per answer statement (``segment.split_statements``, as 
                          judge's STATEMENTS): the model's P(supported) with hypothesis = the
                          statement and premise = a context chunk (``premise="chunks"``, best
                          over the candidate chunks of every context) or its best sentences,
-                         each alone or packed (``sentences``/``packed``/``auto``, see the
-                         settings); verdict at ``threshold``. Probabilities in ``Finding.extra``,
+                         each alone or packed, or the mean of both views
+                         (``sentences``/``packed``/``auto``/``views``, see the settings);
+                         verdict at ``threshold``. Probabilities in ``Finding.extra``,
                          flagged ``expected_share`` by default (faithfulness = their mean, the
                          Wilson interval at sum(P) of n, see ``metrics.EXPECTED_SHARE``).
                          With a blend (``blend.json`` beside the model, settings ``blend``),
@@ -16,8 +17,8 @@ STATEMENT_SUPPORT        per answer statement (``segment.split_statements``, as 
                          detector's (``support-lr@5``) P; both are kept in ``Finding.extra``
                          (only for samples with at most ``blend_max_contexts`` contexts)
 CONTEXT_USED             per context: the best P(supported) of any answer statement (the answer
-                         itself when it has no statement) against that context's chunks
-                         >= ``threshold``. The same pairs as STATEMENT_SUPPORT: asking for both
+                         itself when it has no statement) against that context (its chunks, or
+                         the premises it gave a sentence to) >= ``threshold``. The same pairs as STATEMENT_SUPPORT: asking for both
                          runs the model once
 REFERENCE_ATTRIBUTION,   the local judge's computation with this model as its support detector
 CORRECTNESS

@@ -476,7 +476,19 @@ class NliModel:
         for (m, i, ctxs), p in zip(credit, probs, strict=True):
             for j in ctxs:
                 views[m][i, j] = max(views[m][i, j], p)
-        return sum(views) / len(views), len(pairs)
+        mean = sum(views) / len(views)
+        if len(modes) > 1:
+            # every context of a statement's packed premise was used together: it gets the
+            # statement's P (the row's best, so each statement's P is unchanged), as under
+            # "packed"; else a second passage the sentence view did not run could never reach
+            # the threshold (its cell at most half the packed P)
+            best = mean.max(axis=1)
+            packed = modes.index("packed")
+            for (m, i, ctxs) in credit:
+                if m == packed:
+                    for j in ctxs:
+                        mean[i, j] = max(mean[i, j], best[i])
+        return mean, len(pairs)
 
     def _mode_premises(self, mode: str, picked: list[list[int]], units: list[_Unit],
                        heads: dict[int, int], contexts: Sequence[str], cap: int,
@@ -486,11 +498,11 @@ class NliModel:
         ``premise_view_sentences`` sentences)."""
         s = self.settings
         found: list[tuple[str, int, tuple[int, ...]]] = []
-        alone = s.premise_view_sentences if mode == "sentences" and len(modes) > 1 else None
+        best_n = s.premise_view_sentences if mode == "sentences" and len(modes) > 1 else None
         for i, picks in enumerate(picked):
             wins = [self._window(units, u, s.premise_neighbours, cap) for u in picks]
             if mode == "sentences":
-                for lo, hi in dict.fromkeys(wins[:alone]):  # identical windows run once
+                for lo, hi in dict.fromkeys(wins[:best_n]):  # identical windows run once
                     j = units[lo].context
                     c = contexts[j]
                     text = c[units[lo].start : units[hi].end]

@@ -59,11 +59,13 @@ class NliJudgeSettings(BaseModel):
         non-blank contexts, both ``sentences`` and ``packed``, ``P`` the mean of their two
         matrices (a statement's P: the mean of its best single sentence's and its packed
         premise's, which holds those sentences; one more pair per statement on such samples: with
-        ``premise_sentences`` 2, three pairs where ``sentences`` runs two);
+        ``premise_sentences`` 2, three pairs where ``sentences`` runs two; context utilization:
+        every context of the packed premise gets the statement's P, as under ``packed``);
         ``sentences`` for one. ``premise_view_sentences``: under ``views`` with two or more
-        contexts, how many of those best sentences the sentence view runs alone (``None``: all
-        ``premise_sentences``; 1: only the best one, so two pairs per statement, as
-        ``sentences``); the packed premise still holds all of them. ``premise_heading``: when a
+        contexts, how many of those best sentences (at most ``premise_sentences``) the sentence
+        view runs alone (``None``: all of them; 1: only the best one, so one pair beside the
+        packed one: with ``premise_sentences`` 2 as many pairs as ``sentences``); the packed
+        premise still holds all of them. ``premise_heading``: when a
         context's first sentence has at most this many tokens and the context goes on (a title:
         "12-month Fixed Deposit.", "Results 2023."), it heads every premise taken from a later
         sentence of that context, within ``premise_tokens``, so a sentence that leaves its
