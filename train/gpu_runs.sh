@@ -9,6 +9,8 @@
 # 56 ms (then 2 epochs of data v5 need ~300 s: BUDGET 330 gave 1.87-1.89 epochs).
 # BUDGET is each run's --time-budget in seconds (the schedule shrinks to fit it); EXTRA adds
 # train.train options ("--limit 64 --valid-limit 64 --device cpu BUDGET=0" for a dry run here).
+# DATAS="name=DIR name2=DIR2 ..." runs one run per training folder instead, each with the first
+# of SEEDS, named after it (train/ablate_v5.sh).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_runs}; mkdir -p "$OUT"
@@ -16,14 +18,21 @@ BUNDLE=${BUNDLE:-.devrun/faith3/bundle}; DATA=${DATA:-.devrun/data6}
 BUDGET=${BUDGET:-470}; SEEDS=${SEEDS:-0 1}
 export PYTHONUNBUFFERED=1
 uptime; nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>&1 | tail -2
-run() {
-  python3 -m train.train --bundle "$BUNDLE" --train "$DATA/train.jsonl.gz" \
-    --valid "$DATA/valid.jsonl.gz" --out /tmp/run-$1 --ckpt /tmp/ck-$1 --max-len 256 \
+run() {  # name seed data-folder
+  python3 -m train.train --bundle "$BUNDLE" --train "$3/train.jsonl.gz" \
+    --valid "$3/valid.jsonl.gz" --out /tmp/run-$1 --ckpt /tmp/ck-$1 --max-len 256 \
     --batch 64 --lr 4e-5 --head-lr 1e-4 --epochs 2 --seed $2 --time-budget "$BUDGET" ${EXTRA:-} \
     > /tmp/log-$1.txt 2>&1 && python3 -m train.pack --weights /tmp/run-$1 --dest "$OUT/$1" >> /tmp/log-$1.txt 2>&1
   echo "run $1 rc $?" >> /tmp/log-$1.txt
 }
-for s in $SEEDS; do run s$s $s & done; wait
-for s in $SEEDS; do echo "== s$s"; grep -v 'step [0-9]*00/\|"n":\|"auroc"\|pos_mean_p\|^ *}\|^ *{' /tmp/log-s$s.txt | tail -20; done
-cat /tmp/log-s*.txt > "$OUT/logs.txt"
+NAMES=""
+if [ -n "${DATAS:-}" ]; then
+  set -- $SEEDS
+  for nd in $DATAS; do NAMES="$NAMES ${nd%%=*}"; run "${nd%%=*}" "$1" "${nd#*=}" & done
+else
+  for s in $SEEDS; do NAMES="$NAMES s$s"; run s$s $s "$DATA" & done
+fi
+wait
+for n in $NAMES; do echo "== $n"; grep -v 'step [0-9]*00/\|"n":\|"auroc"\|pos_mean_p\|^ *}\|^ *{' /tmp/log-$n.txt | tail -20; done
+for n in $NAMES; do cat /tmp/log-$n.txt; done > "$OUT/logs.txt"
 ls -la "$OUT"; uptime

@@ -86,7 +86,8 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
     return stats
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (train/ablate_v5.sh's variants are checked against it)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", type=Path, required=True, help="a train.data.build output folder")
     ap.add_argument("--out", type=Path, required=True)
@@ -101,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extra-sources", nargs="+", default=(),
                     help="its sources whose rows are added whole (e.g. begin pawsx_zh)")
     ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     print(dict(build(a.base, a.out, a.replay, a.polarity, a.seed, a.exceptions, a.shapes,
                      a.extra, tuple(a.extra_sources))))
     return 0
