@@ -74,12 +74,18 @@ def dump_settings(settings: Any) -> dict[str, Any]:
 
 def blended_premises(settings: Any, cap: int | None) -> Any:
     """``settings`` as a blended sample sees them: with ``blend_max_contexts`` (``cap``) at most 1
-    a blended sample has one context, where ``auto`` and ``views`` are ``sentences``. The fit
-    scores the multi-passage samples it learns from (the dev set's) with those premises, so
-    that the weights are fitted on the kind of P they will be applied to."""
-    if cap is None or cap > 1 or settings.premise not in ("auto", "views"):
+    a blended sample has one context, where ``auto`` and ``views`` are ``sentences``
+    (``premise_modes``). The fit scores the multi-passage samples it learns from (the dev
+    set's) with those premises, so that the weights are fitted on the kind of P they will be
+    applied to."""
+    from ragpulse.scorer.judges.nli.settings import premise_modes
+
+    if cap is None or cap > 1 or settings.premise == "chunks":
         return settings
-    return settings.model_copy(update={"premise": "sentences", "premise_view_sentences": None})
+    (one,) = premise_modes(settings.premise, 1)
+    if one == settings.premise:
+        return settings
+    return settings.model_copy(update={"premise": one, "premise_view_sentences": None})
 
 
 def judge_cap() -> int | None:
@@ -161,11 +167,17 @@ def dump(args: argparse.Namespace) -> int:
     settings = dump_settings(judge.settings)
     cap = judge_cap()
     fit_settings = blended_premises(judge.settings, cap)
-    fit_judge = None
+    fit_judge, fit_id = None, None
     if fit_settings != judge.settings:  # the fit reads multi-passage samples as blended ones
         from ragpulse.scorer.judges.nli import NliJudge
 
-        fit_judge = NliJudge(fit_settings, embedder=judge.local.embedder)
+        fit_judge, fit_id = (NliJudge(fit_settings, embedder=judge.local.embedder),
+                             dump_settings(fit_settings))
+
+    def one(row: dict[str, Any], lex: Any) -> dict[str, Any]:
+        several = cap is not None and passages(row["contexts"]) > cap
+        return _per_statement(judge, lexical, row, lex, fit_judge if several else None)
+
     print(f"model {model_id}, lexical {lexical_id}, {settings}", file=sys.stderr)
     for name in args.sets:
         out = cache / f"{name}.json"
@@ -173,8 +185,7 @@ def dump(args: argparse.Namespace) -> int:
             old = json.loads(out.read_text())
             if (old["model_id"], old["lexical_id"], old.get("settings")) == \
                     (model_id, lexical_id, settings) and "contexts" in old \
-                    and old.get("fit_settings") == (dump_settings(fit_settings)
-                                                    if fit_judge is not None else None):
+                    and old.get("fit_settings") == fit_id:
                 print(f"{out}: cached", file=sys.stderr)
                 continue
         rows, labels = load_set(name, Path(args.data))
@@ -185,10 +196,6 @@ def dump(args: argparse.Namespace) -> int:
             if old["lexical_id"] == lexical_id and old["ids"] == [r["id"] for r in rows]:
                 known = old["lexical"]
         t0 = time.perf_counter()
-        def one(row: dict[str, Any], lex: Any) -> dict[str, Any]:
-            several = cap is not None and passages(row["contexts"]) > cap
-            return _per_statement(judge, lexical, row, lex, fit_judge if several else None)
-
         with ThreadPoolExecutor(args.workers) as pool:
             per = list(pool.map(lambda rk: one(*rk), zip(rows, known, strict=True)))
         out.write_text(json.dumps({"set": name, "model_id": model_id, "lexical_id": lexical_id,
@@ -197,7 +204,7 @@ def dump(args: argparse.Namespace) -> int:
                                    "contexts": [passages(r["contexts"]) for r in rows],
                                    "model": [p["model"] for p in per],
                                    "lexical": [p["lexical"] for p in per],
-                                   **({"fit_settings": dump_settings(fit_settings),
+                                   **({"fit_settings": fit_id,
                                        "model_fit": [p["model_fit"] for p in per]}
                                       if fit_judge is not None else {})}))
         print(f"{name}: {len(rows)} rows in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
@@ -327,7 +334,10 @@ def lodo(sets: list[SetData]) -> list[dict[str, Any]]:
 
 
 def table(rows: list[dict[str, Any]], beta: np.ndarray, ids: tuple[str, str],
-          settings: dict[str, Any] | None = None, cap: int | None = None) -> str:
+          settings: dict[str, Any] | None = None, cap: int | None = None,
+          fit_premise: str | None = None) -> str:
+    """The LODO table; ``fit_premise``: the premises the dump read multi-passage samples with
+    for the fit (its ``fit_settings``), when not the judge's."""
     from ragpulse.scorer.judges.nli import NliJudgeSettings
 
     default = dump_settings(NliJudgeSettings())  # name only the settings that differ
@@ -341,9 +351,8 @@ def table(rows: list[dict[str, Any]], beta: np.ndarray, ids: tuple[str, str],
              f"blend for {scope}. The blend's weights for a held-out set are fitted on the "
              "statements of the other four sets (LODO), multi-passage ones included" +
              (" (the model's P on them read with the premises of a one-context sample, "
-              "`sentences`, the only kind the blend meets)"
-              if (settings or {}).get("premise") in ("auto", "views") and cap is not None
-              and cap <= 1 else "") + ".", "",
+              f"`{fit_premise}`, the only kind the blend meets)" if fit_premise else "") +
+             ".", "",
              "| held-out set | n (faithful) | blended | support-lr@5 | model | judge (LODO) | "
              "judge - lr@5, 90 % paired bootstrap | judge faithful mean | "
              "ECE lexical / model / judge | weights b0, b1 (lexical), b2 (model) of the fold |",
@@ -381,7 +390,7 @@ def fit_main(args: argparse.Namespace) -> int:
                              f"{judged}: dump again without --nli to write blend.json")
     rows = lodo(sets)
     beta = fit(sets)
-    text = table(rows, beta, ids, settings, cap)
+    text = table(rows, beta, ids, settings, cap, (raw.get("fit_settings") or {}).get("premise"))
     print(text)
     if args.write:
         from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...segment import split_sentences
-from .settings import NliJudgeSettings, passages
+from .settings import NliJudgeSettings, passages, premise_modes
 
 __all__ = ["POSITIVE_LABELS", "NliModel", "NliModelError", "PairsTooMany"]
 
@@ -377,12 +377,7 @@ class NliModel:
         hyps = [self._hypothesis(st, cap) for st in statements]
         window = room - max(n for _, n in hyps)
         if s.premise != "chunks":
-            multi = passages(contexts) >= 2
-            modes: tuple[str, ...] = (s.premise,)
-            if s.premise == "auto":  # packed across retrieved passages, sentences within one text
-                modes = ("packed",) if multi else ("sentences",)
-            elif s.premise == "views":  # both, averaged, across retrieved passages
-                modes = ("sentences", "packed") if multi else ("sentences",)
+            modes = premise_modes(s.premise, passages(contexts))
             return self._sentence_matrix([h for h, _ in hyps], contexts,
                                          max(_MIN_WINDOW, min(s.premise_tokens, window)), out,
                                          modes)
@@ -463,9 +458,11 @@ class NliModel:
         picked = [_top_by_share(hs, [u.ids for u in units], k) for hs in hsets]
         pairs: list[tuple[str, str]] = []
         credit: list[tuple[int, int, tuple[int, ...]]] = []  # per pair: mode, statement, contexts
+        # beside the packed premise, the sentence view runs the best premise_view_sentences
+        keep = s.premise_view_sentences if len(modes) > 1 else None
         for m, mode in enumerate(modes):
             for text, i, ctxs in self._mode_premises(mode, picked, units, heads, contexts, cap,
-                                                     modes):
+                                                     keep):
                 pairs.append((text, hyps[i]))
                 credit.append((m, i, ctxs))
         if len(pairs) > s.max_pairs:
@@ -492,17 +489,15 @@ class NliModel:
 
     def _mode_premises(self, mode: str, picked: list[list[int]], units: list[_Unit],
                        heads: dict[int, int], contexts: Sequence[str], cap: int,
-                       modes: tuple[str, ...]) -> list[tuple[str, int, tuple[int, ...]]]:
+                       keep: int | None = None) -> list[tuple[str, int, tuple[int, ...]]]:
         """One premise mode's premises: (text, statement index, the contexts it credits).
-        ``modes``: every mode this sample runs (beside ``packed`` the sentence view keeps
-        ``premise_view_sentences`` sentences)."""
+        ``keep``: under ``sentences``, run only each statement's best ``keep`` (``None``: all)."""
         s = self.settings
         found: list[tuple[str, int, tuple[int, ...]]] = []
-        best_n = s.premise_view_sentences if mode == "sentences" and len(modes) > 1 else None
         for i, picks in enumerate(picked):
             wins = [self._window(units, u, s.premise_neighbours, cap) for u in picks]
             if mode == "sentences":
-                for lo, hi in dict.fromkeys(wins[:best_n]):  # identical windows run once
+                for lo, hi in dict.fromkeys(wins[:keep]):  # identical windows run once
                     j = units[lo].context
                     c = contexts[j]
                     text = c[units[lo].start : units[hi].end]

@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["RESOURCE_FIELDS", "NliJudgeSettings", "passages", "scoring_settings"]
+__all__ = ["RESOURCE_FIELDS", "NliJudgeSettings", "passages", "premise_modes",
+           "scoring_settings"]
 
 # fields that change how fast or where the judge runs, never a score
 RESOURCE_FIELDS = frozenset({"model_dir", "threads", "batch_size", "workers", "max_pending"})
@@ -141,6 +142,18 @@ def passages(contexts: Iterable[str]) -> int:
     """How many retrieved passages a sample has: its non-blank contexts. What ``premise="auto"``
     and ``blend_max_contexts`` count."""
     return sum(1 for c in contexts if c.strip())
+
+
+def premise_modes(premise: str, n_passages: int) -> tuple[str, ...]:
+    """The premise modes a sample of ``n_passages`` (:func:`passages`) runs under ``premise``
+    (not ``chunks``): ``auto`` packs across retrieved passages and judges one text by sentence,
+    ``views`` runs both across passages and averages them."""
+    multi = n_passages >= 2
+    if premise == "auto":
+        return ("packed",) if multi else ("sentences",)
+    if premise == "views":
+        return ("sentences", "packed") if multi else ("sentences",)
+    return (premise,)
 
 
 def scoring_settings(settings: NliJudgeSettings) -> dict[str, Any]:
