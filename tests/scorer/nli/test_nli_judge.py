@@ -16,6 +16,7 @@ from ragpulse.scorer import Evaluator, Fact, Reason, Sample
 from ragpulse.scorer.judges.base import Judge, Needs
 from ragpulse.scorer.judges.factory import build_judge
 from ragpulse.scorer.judges.nli import NliJudge, NliJudgeSettings
+from ragpulse.scorer.judges.nli.settings import settings_tag
 from ragpulse.scorer.metrics import DEFAULT_METRICS
 
 SAMPLE = Sample(
@@ -45,8 +46,11 @@ async def test_statement_support_and_context_used(judge: NliJudge) -> None:
     probs = support.extra["probabilities"]
     assert probs[0] > 0.99 and probs[1] < 0.01
     assert support.extra["best_context"][0] == 1 and support.extra["expected_share"] is True
-    assert support.prompt_version == "nli-support@2/expected"
+    tag = settings_tag(NliJudgeSettings(model_dir=Path("elsewhere")))  # the default settings'
+    assert tag.startswith("chunks#") and len(tag) == len("chunks#") + 8
+    assert support.prompt_version == f"nli-support@2/{tag}/expected"
     used = out[Fact.CONTEXT_USED]
+    assert used.prompt_version == f"nli-support@2/{tag}/context-used"
     assert used.value == [0, 1] and used.extra["entailment"][1] > 0.99
     assert judge.samples == 1 and judge.pairs == 4  # 2 statements x 2 contexts, one run
 
@@ -74,7 +78,8 @@ async def test_verdicts_mode_and_threshold(tiny_dir: Path, use_embedder) -> None
     finally:
         await j.aclose()
     f = out[Fact.STATEMENT_SUPPORT]
-    assert "expected_share" not in f.extra and f.prompt_version == "nli-support@2"
+    assert "expected_share" not in f.extra
+    assert f.prompt_version == f"nli-support@2/{settings_tag(j.settings)}"
     assert f.value == [1, 0]  # the second statement is ~1e-12, under any sane threshold
 
 
@@ -82,8 +87,41 @@ async def test_reference_facts_run_on_the_nli_model(judge: NliJudge) -> None:
     s = SAMPLE.model_copy(update={"reference": "Paris is the capital. The evidence holds."})
     out = await judge.gather(s, Needs(frozenset({Fact.REFERENCE_ATTRIBUTION})))
     f = out[Fact.REFERENCE_ATTRIBUTION]
-    assert f.model == "tests/tiny-nli" and f.prompt_version == "nli-support@2"
+    assert f.model == "tests/tiny-nli"
+    assert f.prompt_version == f"nli-support@2/{settings_tag(judge.settings)}"  # as the model's
     assert f.value["verdicts"] == [1, 1]  # the second context has "evidence" for both
+
+
+def test_the_stored_version_names_what_decides_the_scores() -> None:
+    """Scores made under other premises, windows or claims are stored under another version;
+    resources, the model's display name and the blend (tagged on the samples it blends) leave
+    it as it is."""
+    base = NliJudgeSettings(premise="views", premise_view_sentences=1, candidates=2)
+    tag = settings_tag(base)
+    for same in ({"threads": 4, "batch_size": 32, "workers": 3, "max_pending": 9},
+                 {"model_dir": Path("/m")}, {"model_name": "other"}, {"blend": "off"},
+                 {"blend_max_contexts": 5}):
+        assert settings_tag(base.model_copy(update=same)) == tag, same
+    tags = {tag}
+    for moved in ({"premise": "sentences"}, {"premise_view_sentences": 2}, {"candidates": 3},
+                  {"premise_tokens": 64}, {"terse_claims": "with-question"},
+                  {"chunk_overlap": 32}, {"max_length": 128}, {"threshold": 0.6}):
+        tags.add(settings_tag(base.model_copy(update=moved)))
+        assert settings_tag(base.model_copy(update=moved)) != tag, moved
+    assert len(tags) == 9  # each change its own version
+    assert settings_tag(base.model_copy(update={"premise": "sentences"})).startswith("sentences#")
+
+
+async def test_other_premises_store_another_version(tiny_dir: Path, use_embedder) -> None:
+    versions = []
+    for premise in ("chunks", "sentences"):
+        j = NliJudge(NliJudgeSettings(model_dir=tiny_dir, premise=premise), embedder=use_embedder)
+        try:
+            out = await j.gather(SAMPLE, Needs(frozenset({Fact.STATEMENT_SUPPORT})))
+        finally:
+            await j.aclose()
+        versions.append(out[Fact.STATEMENT_SUPPORT].prompt_version)
+    assert versions[0] != versions[1] and versions[1].startswith("nli-support@2/sentences#")
 
 
 async def test_too_many_pairs_skip_the_sample_not_the_judge(tiny_dir: Path, use_embedder) -> None:

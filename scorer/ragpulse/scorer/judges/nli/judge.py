@@ -62,7 +62,7 @@ def _terse(statement: str) -> bool:
 def model_identity(nli: NliModel) -> str:
     """The model's name and a fingerprint of its graph file, after the scoring version (how its
     pairs are run): what blend weights are fitted for."""
-    return f"{nli.version}:{nli.name}#{_digest(Path(nli.onnx_path))}"
+    return f"{nli.pair_version}:{nli.name}#{_digest(Path(nli.onnx_path))}"
 
 
 def lexical_identity(detector: Any) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...segment import split_sentences
-from .settings import NliJudgeSettings, passages, premise_modes
+from .settings import NliJudgeSettings, passages, premise_modes, settings_tag
 
 __all__ = ["POSITIVE_LABELS", "NliModel", "NliModelError", "PairsTooMany"]
 
@@ -140,7 +140,10 @@ class NliModel:
         # --- identity
         self.name = s.model_name or self._name(cfg, d)
         self.threshold: float = s.threshold
-        self.version: str = _VERSION
+        # how its pairs run (what a blend was fitted with), and what the scores it makes are
+        # stored under: that plus its premises, windows and claims (settings_tag)
+        self.pair_version: str = _VERSION
+        self.version: str = f"{_VERSION}/{settings_tag(s)}"
 
         # --- one pair now, so a wrong graph fails here and not on the first sample
         try:

@@ -6,6 +6,8 @@ import onnxruntime or tokenizers at import time.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -13,10 +15,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["RESOURCE_FIELDS", "NliJudgeSettings", "passages", "premise_modes",
-           "scoring_settings"]
+           "scoring_settings", "settings_tag"]
 
 # fields that change how fast or where the judge runs, never a score
 RESOURCE_FIELDS = frozenset({"model_dir", "threads", "batch_size", "workers", "max_pending"})
+# scoring settings the stored version names otherwise (the blend: its own tag on the samples it
+# blends) or that only name a score (``model_name``): left out of :func:`settings_tag`
+_TAGGED_ELSEWHERE = frozenset({"model_name", "blend", "blend_max_contexts"})
 
 
 class NliJudgeSettings(BaseModel):
@@ -161,3 +166,14 @@ def scoring_settings(settings: NliJudgeSettings) -> dict[str, Any]:
     weights, decides the scores (premises, windows, claims, blend, decision). Caches of scores
     key on it, so a new setting counts unless it is declared a resource."""
     return settings.model_dump(mode="json", exclude=set(RESOURCE_FIELDS))
+
+
+def settings_tag(settings: NliJudgeSettings) -> str:
+    """What the stored scoring version says of ``settings``: the premise mode and a digest of
+    every other setting that decides a model P (:func:`scoring_settings` less the blend, which
+    tags the samples it blends, and ``model_name``), e.g. ``views#1f0c9a2e``. Scores made under
+    other premises, windows or claims get another version, so they never mix unmarked on a
+    dashboard; resources (threads, batch size ...) leave it as it is."""
+    body = {k: v for k, v in scoring_settings(settings).items() if k not in _TAGGED_ELSEWHERE}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{settings.premise}#{digest}"
