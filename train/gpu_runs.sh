@@ -9,6 +9,7 @@
 # 56 ms (then 2 epochs of data v5 need ~300 s: BUDGET 330 gave 1.87-1.89 epochs).
 # BUDGET is each run's --time-budget in seconds (the schedule shrinks to fit it); EXTRA adds
 # train.train options ("--limit 64 --valid-limit 64 --device cpu BUDGET=0" for a dry run here).
+# TRAIN_FILE: the training file in each folder (train.jsonl.gz; train/round_v6.sh: train.jsonl).
 # DATAS="name=DIR name2=DIR2 ..." runs one run per training folder instead, each with the first
 # of SEEDS, named after it (train/ablate_v5.sh).
 set -u
@@ -19,7 +20,7 @@ BUDGET=${BUDGET:-470}; SEEDS=${SEEDS:-0 1}
 export PYTHONUNBUFFERED=1
 uptime; nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>&1 | tail -2
 run() {  # name seed data-folder
-  python3 -m train.train --bundle "$BUNDLE" --train "$3/train.jsonl.gz" \
+  python3 -m train.train --bundle "$BUNDLE" --train "$3/${TRAIN_FILE:-train.jsonl.gz}" \
     --valid "$3/valid.jsonl.gz" --out /tmp/run-$1 --ckpt /tmp/ck-$1 --max-len 256 \
     --batch 64 --lr 4e-5 --head-lr 1e-4 --epochs 2 --seed $2 --time-budget "$BUDGET" ${EXTRA:-} \
     > /tmp/log-$1.txt 2>&1 && python3 -m train.pack --weights /tmp/run-$1 --dest "$OUT/$1" >> /tmp/log-$1.txt 2>&1

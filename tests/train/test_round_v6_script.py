@@ -1,0 +1,70 @@
+"""train/round_v6.sh: the xz'd data v6 is unpacked and each seed trains on it (the recipe of
+train/gpu_runs.sh, TRAIN_FILE naming the unpacked file); missing data stops the script before any
+training starts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import lzma
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "train" / "round_v6.sh"
+
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+
+def _fake_python(tmp_path: Path) -> tuple[Path, Path]:
+    """A python3 that runs the script's own inline Python (stdin) and records every module run
+    (training, packing) instead of running it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "modules.txt"
+    fake = bin_dir / "python3"
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = \"-m\" ]; then echo \"$@\" >> {log}; exit 0; fi\n"
+                    f"exec {sys.executable} \"$@\"\n")
+    fake.chmod(0o755)
+    return bin_dir, log
+
+
+def _run(tmp_path: Path, data: Path) -> subprocess.CompletedProcess[str]:
+    bin_dir, _ = _fake_python(tmp_path)
+    return subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, cwd=REPO,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path / "out"),
+                               "DATA": str(data), "WORK": str(tmp_path / "work"),
+                               "BUDGET": "0"})
+
+
+def test_each_seed_trains_on_the_unpacked_data(tmp_path: Path) -> None:
+    data = tmp_path / "data8x"
+    data.mkdir()
+    rows = [{"premise": f"p{i}", "hypothesis": f"h{i}", "label": i % 2} for i in range(5)]
+    with lzma.open(data / "train.jsonl.xz", "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    with gzip.open(data / "valid.jsonl.gz", "wt") as f:
+        f.write(json.dumps(rows[0]) + "\n")
+    run = _run(tmp_path, data)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "data v6: 5 training pairs" in run.stdout
+    work = tmp_path / "work"
+    assert [json.loads(x) for x in (work / "train.jsonl").read_text().splitlines()] == rows
+    calls = (tmp_path / "modules.txt").read_text().splitlines()
+    trains = [c.split() for c in calls if c.startswith("-m train.train")]
+    assert sorted(c[c.index("--seed") + 1] for c in trains) == ["0", "1", "2"]
+    for c in trains:
+        assert c[c.index("--train") + 1] == f"{work}/train.jsonl"
+        assert c[c.index("--valid") + 1] == f"{work}/valid.jsonl.gz"
+    assert sum(c.startswith("-m train.pack") for c in calls) == 3
+
+
+def test_missing_data_stops_before_training(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    run = _run(tmp_path, tmp_path / "empty")
+    assert run.returncode != 0 and "needs train.jsonl.xz and valid.jsonl.gz" in run.stderr
+    assert not (tmp_path / "modules.txt").exists()
