@@ -48,6 +48,14 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
     assert first["model"][0][0] == first["model"][0][1]
     capsys.readouterr()
     assert dump() == first and "cached" in capsys.readouterr().err
+    # the set's rows changed (an edited file, another derivation): scored again
+    monkeypatch.setattr(bf, "load_set", lambda name, data: ([dict(ROWS[0], id="t-9"), ROWS[1]],
+                                                            [0, 0]))
+    assert dump()["ids"] == ["t-9", "t-2"] and "cached" not in capsys.readouterr().err
+    monkeypatch.setattr(bf, "load_set", lambda name, data: (ROWS, [1, 0]))  # labels too
+    assert dump()["labels"] == [1, 0] and "cached" not in capsys.readouterr().err
+    monkeypatch.setattr(bf, "load_set", lambda name, data: (ROWS, [0, 0]))
+    assert dump() == first and "cached" not in capsys.readouterr().err
     assert first["contexts"] == [2, 1]  # non-blank contexts per row, for blend_max_contexts
     # the two-passage row is never blended: the fit reads it with a blended sample's premises
     assert first["fit_settings"]["premise"] == "sentences"
@@ -168,7 +176,7 @@ def test_compare_pairs_two_dumps_lodo_per_set(monkeypatch: pytest.MonkeyPatch, t
     def cache(name: str, sharp: float, ids_of=lambda s, i: f"{s}-{i}") -> Path:
         d = tmp_path / name
         d.mkdir()
-        for s in bf.SETS:
+        for s in bf.ALL_SETS:  # compare fits every fold on dev_one too
             y = [int(i % 2) for i in range(120)]
             noise = rng.normal(size=(120, 2))
             model = [[float(bf._sigmoid(sharp * (2 * yi - 1) + n[0]))] for yi, n in zip(y, noise)]
