@@ -44,6 +44,7 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -140,6 +141,14 @@ def one_context(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def rows_digest(rows: list[dict[str, Any]], labels: list[int]) -> str:
+    """A fingerprint of what a set's dump scored: each row's id, question, contexts and answer,
+    and the labels. A cached dump of other rows (an edited file, another derivation) is scored
+    again, and its lexical half is not reused."""
+    body = [[r.get("id"), r.get("question"), r.get("contexts"), r.get("answer")] for r in rows]
+    return hashlib.sha256(json.dumps([body, labels], ensure_ascii=False).encode()).hexdigest()[:16]
+
+
 def load_set(name: str, data: Path) -> tuple[list[dict[str, Any]], list[int]]:
     """Rows (``question``, ``contexts``, ``answer``) and labels (1 = faithful) of one set, all
     of its rows (:data:`ONE_CONTEXT`: the derivation of a hand-written set)."""
@@ -228,25 +237,25 @@ def dump(args: argparse.Namespace) -> int:
     for name in args.sets:
         out = cache / f"{name}.json"
         rows, labels = load_set(name, Path(args.data))
+        digest = rows_digest(rows, labels)
         if out.exists():
             old = json.loads(out.read_text())
             if (old["model_id"], old["lexical_id"], old.get("settings")) == \
                     (model_id, lexical_id, settings) and "contexts" in old \
-                    and old.get("fit_settings") == fit_id \
-                    and (old.get("ids"), old.get("labels")) == ([r["id"] for r in rows], labels):
+                    and old.get("fit_settings") == fit_id and old.get("rows") == digest:
                 print(f"{out}: cached", file=sys.stderr)
                 continue
         known: list[Any] = [None] * len(rows)
         reuse = Path(args.lexical_from) / f"{name}.json" if args.lexical_from else None
         if reuse is not None and reuse.is_file():  # the lexical half of another model's dump
             old = json.loads(reuse.read_text())
-            if old["lexical_id"] == lexical_id and old["ids"] == [r["id"] for r in rows]:
+            if old["lexical_id"] == lexical_id and old.get("rows") == digest:
                 known = old["lexical"]
         t0 = time.perf_counter()
         with ThreadPoolExecutor(args.workers) as pool:
             per = list(pool.map(lambda rk: one(*rk), zip(rows, known, strict=True)))
         out.write_text(json.dumps({"set": name, "model_id": model_id, "lexical_id": lexical_id,
-                                   "settings": settings,
+                                   "settings": settings, "rows": digest,
                                    "ids": [r["id"] for r in rows], "labels": labels,
                                    "contexts": [passages(r["contexts"]) for r in rows],
                                    "model": [p["model"] for p in per],
@@ -388,6 +397,7 @@ def check_rows(checks: list[SetData], beta: np.ndarray) -> list[dict[str, Any]]:
     for d in checks:
         judge = d.scores(beta)
         out.append({"set": d.name, "n": len(d.y), "pos": int(d.y.sum()),
+                    "blended": int(d.blended.sum()),
                     "lexical": q.auroc(d.lexical_mean, d.y), "model": q.auroc(d.model_mean, d.y),
                     "blend": q.auroc(judge, d.y),
                     "diff_ci": paired_bootstrap(judge, d.model_mean, d.y),
@@ -442,7 +452,10 @@ def table(rows: list[dict[str, Any]], beta: np.ndarray, ids: tuple[str, str],
                   "scenarios with their evidence passage alone (`one_context`: the passage "
                   "sharing most character 4-grams with the faithful answers; answers that fuse "
                   "passages left out), scored with the shipped weights. "
-                  "Every one of them is blended.", "",
+                  + ("Every one of them is blended." if all(c["blended"] == c["n"] for c in checks)
+                     else "Samples with several contexts get the model alone.") + " The "
+                  "derivation is approximate (docs/judges.md, \"How much to read into it\").",
+                  "",
                   "| set | n (faithful) | support-lr@5 | model | judge | judge - model, 90 % "
                   "paired bootstrap | judge / model faithful mean |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {c['set']} | {c['n']} ({c['pos']}) | {c['lexical']:.3f} | "
@@ -537,15 +550,17 @@ def document_groups(sets: list[SetData], data: Path) -> dict[str, list[str]]:
 
 def compare_main(args: argparse.Namespace) -> int:
     cap = judge_cap()
-    a, b = load(Path(args.a), cap), load(Path(args.b), cap)
+    # one identity per dump across its held-out and fit-only sets
+    a_all = load(Path(args.a), cap, SETS + FIT_ONLY)
+    b_all = load(Path(args.b), cap, SETS + FIT_ONLY)
+    a, b = a_all[:len(SETS)], b_all[:len(SETS)]
     groups = document_groups(a, Path(args.data)) if args.data else None
     print(f"LODO AUROC as the judge reports it, a = {args.a}, b = {args.b}; 90 % paired "
           "bootstrap of b - a, documents drawn whole "
           f"({'rows sharing contexts' if groups else 'rows sharing an id'})\n")
     print("| set | n | documents | a | b | b - a | 90 % interval |\n"
           "|---|---|---|---|---|---|---|")
-    always = (load(Path(args.a), cap, FIT_ONLY), load(Path(args.b), cap, FIT_ONLY))
-    for r in compare(a, b, groups=groups, always=always):
+    for r in compare(a, b, groups=groups, always=(a_all[len(SETS):], b_all[len(SETS):])):
         print(f"| {r['set']} | {r['n']} | {r['documents']} | {r['a']:.3f} | {r['b']:.3f} | "
               f"{r['b'] - r['a']:+.3f} | {r['diff_ci'][0]:+.3f} .. {r['diff_ci'][1]:+.3f} |")
     return 0

@@ -11,20 +11,23 @@
 # train.train options ("--limit 64 --valid-limit 64 --device cpu BUDGET=0" for a dry run here).
 # TRAIN_FILE: the training file in each folder (train.jsonl.gz; train/round_v6.sh: train.jsonl).
 # DATAS="name=DIR name2=DIR2 ..." runs one run per training folder instead, each with the first
-# of SEEDS, named after it (train/ablate_v5.sh).
+# of SEEDS, named after it (train/ablate_v5.sh). RUNS: where runs, checkpoints and logs go (/tmp).
+# Exits non-zero when a run failed (its log in $OUT/logs.txt says where).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu_runs}; mkdir -p "$OUT"
 BUNDLE=${BUNDLE:-.devrun/faith3/bundle}; DATA=${DATA:-.devrun/data6}
-BUDGET=${BUDGET:-470}; SEEDS=${SEEDS:-0 1}
+BUDGET=${BUDGET:-470}; SEEDS=${SEEDS:-0 1}; RUNS=${RUNS:-/tmp}
+[ -f "$BUNDLE/base.npz" ] || { echo "no bundle at $BUNDLE (base.npz): carry it"; exit 1; }
 export PYTHONUNBUFFERED=1
 uptime; nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>&1 | tail -2
 run() {  # name seed data-folder
   python3 -m train.train --bundle "$BUNDLE" --train "$3/${TRAIN_FILE:-train.jsonl.gz}" \
-    --valid "$3/valid.jsonl.gz" --out /tmp/run-$1 --ckpt /tmp/ck-$1 --max-len 256 \
+    --valid "$3/valid.jsonl.gz" --out "$RUNS/run-$1" --ckpt "$RUNS/ck-$1" --max-len 256 \
     --batch 64 --lr 4e-5 --head-lr 1e-4 --epochs 2 --seed $2 --time-budget "$BUDGET" ${EXTRA:-} \
-    > /tmp/log-$1.txt 2>&1 && python3 -m train.pack --weights /tmp/run-$1 --dest "$OUT/$1" >> /tmp/log-$1.txt 2>&1
-  echo "run $1 rc $?" >> /tmp/log-$1.txt
+    > "$RUNS/log-$1.txt" 2>&1 && python3 -m train.pack --weights "$RUNS/run-$1" --dest "$OUT/$1" \
+    >> "$RUNS/log-$1.txt" 2>&1
+  echo "run $1 rc $?" >> "$RUNS/log-$1.txt"
 }
 NAMES=""
 if [ -n "${DATAS:-}" ]; then
@@ -34,6 +37,9 @@ else
   for s in $SEEDS; do NAMES="$NAMES s$s"; run s$s $s "$DATA" & done
 fi
 wait
-for n in $NAMES; do echo "== $n"; grep -v 'step [0-9]*00/\|"n":\|"auroc"\|pos_mean_p\|^ *}\|^ *{' /tmp/log-$n.txt | tail -20; done
-for n in $NAMES; do cat /tmp/log-$n.txt; done > "$OUT/logs.txt"
+for n in $NAMES; do echo "== $n"; grep -v 'step [0-9]*00/\|"n":\|"auroc"\|pos_mean_p\|^ *}\|^ *{' "$RUNS/log-$n.txt" | tail -20; done
+for n in $NAMES; do cat "$RUNS/log-$n.txt"; done > "$OUT/logs.txt"
 ls -la "$OUT"; uptime
+failed=""
+for n in $NAMES; do grep -qx "run $n rc 0" "$RUNS/log-$n.txt" || failed="$failed $n"; done
+[ -z "$failed" ] || { echo "failed:$failed"; exit 1; }

@@ -54,6 +54,11 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
     assert dump()["ids"] == ["t-9", "t-2"] and "cached" not in capsys.readouterr().err
     monkeypatch.setattr(bf, "load_set", lambda name, data: (ROWS, [1, 0]))  # labels too
     assert dump()["labels"] == [1, 0] and "cached" not in capsys.readouterr().err
+    edited = [ROWS[0], dict(ROWS[1], contexts=["Billing FAQ. Invoices are issued on the 15th."])]
+    monkeypatch.setattr(bf, "load_set", lambda name, data: (edited, [0, 0]))  # same ids
+    again = dump()
+    assert "cached" not in capsys.readouterr().err and again["rows"] != first["rows"]
+    assert again["model"][1] != first["model"][1]  # the edited row was scored, not read back
     monkeypatch.setattr(bf, "load_set", lambda name, data: (ROWS, [0, 0]))
     assert dump() == first and "cached" not in capsys.readouterr().err
     assert first["contexts"] == [2, 1]  # non-blank contexts per row, for blend_max_contexts

@@ -3,6 +3,8 @@ statements judged as claims about the question."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR, build_judge
@@ -51,6 +53,13 @@ def test_bundled_model_scores_each_statement() -> None:
     # the stored version names the shipped premises; the blend still loads (fitted for how pairs
     # run, not for the premises)
     assert found.prompt_version.startswith("nli-support@2/views#")
+    # the version docs/judges.md shows is the one this judge stores
+    from ragpulse.scorer.judges.nli.settings import settings_tag
+
+    tag = settings_tag(judge.settings)
+    assert found.prompt_version.startswith(f"nli-support@2/{tag}+support-lr@5/blend(")
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "judges.md").read_text()
+    assert f"nli-support@2/{tag}+support-lr@5/{judge.blend.tag}/expected" in docs
     # (this pair is one the model still gets wrong: docs/judges.md, "what it misses")
 
 

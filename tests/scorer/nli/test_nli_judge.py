@@ -100,7 +100,7 @@ def test_the_stored_version_names_what_decides_the_scores() -> None:
     tag = settings_tag(base)
     for same in ({"threads": 4, "batch_size": 32, "workers": 3, "max_pending": 9},
                  {"model_dir": Path("/m")}, {"model_name": "other"}, {"blend": "off"},
-                 {"blend_max_contexts": 5}):
+                 {"blend_max_contexts": 5}, {"max_pairs": 4096}):
         assert settings_tag(base.model_copy(update=same)) == tag, same
     tags = {tag}
     for moved in ({"premise": "sentences"}, {"premise_view_sentences": 2}, {"candidates": 3},

@@ -20,8 +20,10 @@ __all__ = ["RESOURCE_FIELDS", "NliJudgeSettings", "passages", "premise_modes",
 # fields that change how fast or where the judge runs, never a score
 RESOURCE_FIELDS = frozenset({"model_dir", "threads", "batch_size", "workers", "max_pending"})
 # scoring settings the stored version names otherwise (the blend: its own tag on the samples it
-# blends) or that only name a score (``model_name``): left out of :func:`settings_tag`
-_TAGGED_ELSEWHERE = frozenset({"model_name", "blend", "blend_max_contexts"})
+# blends), that only name a score (``model_name``) or that decide whether a sample is judged at
+# all, never its P (``max_pairs``: too many pairs is ``input_too_large``): left out of
+# :func:`settings_tag`
+_TAGGED_ELSEWHERE = frozenset({"model_name", "blend", "blend_max_contexts", "max_pairs"})
 
 
 class NliJudgeSettings(BaseModel):
@@ -171,7 +173,7 @@ def scoring_settings(settings: NliJudgeSettings) -> dict[str, Any]:
 def settings_tag(settings: NliJudgeSettings) -> str:
     """What the stored scoring version says of ``settings``: the premise mode and a digest of
     every other setting that decides a model P (:func:`scoring_settings` less the blend, which
-    tags the samples it blends, and ``model_name``), e.g. ``views#1f0c9a2e``. Scores made under
+    tags the samples it blends, ``model_name`` and ``max_pairs``), e.g. ``views#de9f2c8b``. Scores made under
     other premises, windows or claims get another version, so they never mix unmarked on a
     dashboard; resources (threads, batch size ...) leave it as it is."""
     body = {k: v for k, v in scoring_settings(settings).items() if k not in _TAGGED_ELSEWHERE}
