@@ -20,35 +20,70 @@ def bf(monkeypatch: pytest.MonkeyPatch):
     return blend_faithfulness
 
 
+def test_the_evidence_marks_every_faithful_unfused_answer(bf) -> None:
+    marks = bf.read_evidence()
+    want = {}
+    for path in bf.ONE_CONTEXT.values():
+        for line in (REPO / "bench" / "data" / path).read_text().splitlines():
+            r = json.loads(line)
+            if r["label"]["faithful"] and r["kind"] != "fuse":
+                want[r["id"]] = len(r["contexts"])
+    assert set(marks) == set(want)
+    for rid, passages in marks.items():
+        assert passages and sorted(set(passages)) == passages, rid
+        assert all(0 <= i < want[rid] for i in passages), rid
+
+
 def test_each_scenario_keeps_its_evidence_passage(bf) -> None:
+    marks = bf.read_evidence()
     sizes = {}
     for name, path in bf.ONE_CONTEXT.items():
         full = [json.loads(x) for x in (REPO / "bench" / "data" / path).read_text().splitlines()
                 if x.strip()]
         by_id = {r["id"]: r for r in full}
         rows, labels = bf.load_set(name, Path("unused"))
-        sizes[name] = len(rows)
+        sizes[name] = (len(rows), sum(labels))
         assert labels == [r["label"]["faithful"] for r in rows] and 0 < sum(labels) < len(rows)
-        chosen: dict[str, str] = {}
+        kept: dict[str, int] = {}
         for r in rows:
             orig = by_id[r["id"]]
-            assert len(r["contexts"]) == 1 and r["contexts"][0] in orig["contexts"]
+            assert len(r["contexts"]) == 1
             assert {k: v for k, v in r.items() if k != "contexts"} == \
                 {k: v for k, v in orig.items() if k != "contexts"}
+            passage = orig["contexts"].index(r["contexts"][0])
             key = json.dumps(orig["contexts"])
-            assert chosen.setdefault(key, r["contexts"][0]) == r["contexts"][0]  # one a scenario
-        kept = {r["id"] for r in rows}
-        for r in full:  # left out: an answer fusing passages, a scenario with no other faithful
+            assert kept.setdefault(key, passage) == passage  # one passage a scenario
+            if r["label"]["faithful"]:
+                assert marks[r["id"]] == [passage]  # a kept faithful answer: that passage alone
+        ids = {r["id"] for r in rows}
+        for r in full:
             key = json.dumps(r["contexts"])
-            others = [x for x in full if json.dumps(x["contexts"]) == key
-                      and x["label"]["faithful"] and x["kind"] != "fuse"]
-            fused = r["label"]["faithful"] and r["kind"] == "fuse"
-            assert (r["id"] in kept) == (not fused and bool(others)), r["id"]
-    assert sizes == {"dev_one": 122, "confirm_one": 70, "blind_one": 142}
-    # the first example: its evidence is the support passage, not the billing FAQ
-    rows, _ = bf.load_set("dev_one", Path("unused"))
-    first = next(r for r in rows if r["id"] == "rag-hw-en-01a")
-    assert first["contexts"][0].startswith("Support options.")
+            if key not in kept:  # a dropped scenario had no faithful answer one passage holds
+                assert not any(len(marks.get(x["id"], [0, 1])) == 1 for x in full
+                               if json.dumps(x["contexts"]) == key and x["kind"] != "fuse"
+                               and x["label"]["faithful"])
+            elif not r["label"]["faithful"]:
+                assert r["id"] in ids  # every unfaithful answer of a kept scenario stays
+    assert sizes == {"dev_one": (112, 52), "confirm_one": (64, 32), "blind_one": (118, 59)}
+
+
+def test_the_passage_most_faithful_answers_name_wins(bf) -> None:
+    ctx = ["p0", "p1", "p2"]
+
+    def row(rid: str, faithful: int, kind: str = "reword") -> dict:
+        return {"id": rid, "question": "q", "contexts": ctx, "answer": rid,
+                "label": {"faithful": faithful}, "kind": kind}
+
+    rows = [row("a", 1), row("b", 1), row("c", 1), row("d", 1, "fuse"), row("e", 0), row("f", 1)]
+    marks = {"a": [2], "b": [1], "c": [2], "e": [0], "f": [0, 1]}  # f needs two passages
+    got = bf.one_context(rows, marks)
+    assert [(r["id"], r["contexts"]) for r in got] == [("a", ["p2"]), ("c", ["p2"]),
+                                                       ("e", ["p2"])]
+    tie = bf.one_context(rows[:2] + [rows[4]], {"a": [2], "b": [1]})
+    assert [r["contexts"] for r in tie] == [["p1"]] * 2  # a tie: the first passage
+    assert bf.one_context([rows[5], rows[4]], marks) == []  # no answer one passage holds
+    with pytest.raises(KeyError):
+        bf.one_context(rows, {"a": [2]})  # an unmarked faithful answer
 
 
 def _cache(bf, d: Path, settings: dict, names) -> None:
