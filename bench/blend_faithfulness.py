@@ -481,7 +481,7 @@ def table(rows: list[dict[str, Any]], beta: np.ndarray, ids: tuple[str, str],
 def fit_main(args: argparse.Namespace) -> int:
     cache = Path(args.cache)
     cap = judge_cap()
-    load(cache, cap)  # the held-out sets are there, dumped with one identity
+    every = load(cache, cap, ALL_SETS)  # one identity across them all, or a SystemExit
     raw = json.loads((cache / f"{SETS[0]}.json").read_text())
     ids = (raw["model_id"], raw["lexical_id"])
     settings = raw.get("settings")
@@ -493,7 +493,6 @@ def fit_main(args: argparse.Namespace) -> int:
         if settings != judged:  # weights for other premises than the judge will use
             raise SystemExit(f"{cache}: dumped with {settings}, but local-model judges with "
                              f"{judged}: dump again without --nli to write blend.json")
-    every = load(cache, cap, ALL_SETS)  # one identity across them all, or a SystemExit
     sets, always, checked = (every[:len(SETS)], every[len(SETS):len(SETS) + len(FIT_ONLY)],
                              every[len(SETS) + len(FIT_ONLY):])
     rows = lodo(sets, always)

@@ -13,7 +13,7 @@
 #
 # The builds take about 6 s each (stdlib and numpy only); the runs are data v5 seed 2's
 # conditions (seed 2, three side by side, BUDGET 330: 1.87-1.89 epochs), so each pairs with that
-# seed's run. $OUT gets two packed files a run (about 22 MB) and logs.txt: 7 files.
+# seed's run. $OUT gets two packed files a run (about 18 MB) and logs.txt: 7 files.
 # Here: python -m train.pack --unpack FILES/no-pol --weights W/no-pol, then calibrate, export
 # and evaluate as in train/README.md ("Data v5: five seeds and a soup").
 # A dry run here: PATH=/work/trainenv/bin:$PATH EXTRA="--limit 64 --valid-limit 64 --device cpu"

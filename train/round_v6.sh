@@ -19,8 +19,9 @@
 # epochs of data v6's 215k pairs are 6,720 steps, about 380 s). $OUT gets two packed files a run
 # (about 18 MB: 9.5 + 8.9 in the dry run) and logs.txt: 7 files. Exits non-zero when a seed
 # failed (train/gpu_runs.sh). Back here: python -m train.pack --unpack FILES/s0
-# --weights W/s0 for each seed, python -m train.soup W/s0 W/s1 W/s2 --out W/soup, then calibrate,
-# export and evaluate as in train/README.md ("Data v5: five seeds and a soup").
+# --weights W/s0 for each seed, python -m train.soup --runs W/s0 W/s1 W/s2 --out W/soup
+# --bundle .devrun/faith3/bundle --valid .devrun/data8x/valid.jsonl.gz, then calibrate, export
+# and evaluate as in train/README.md ("Data v5: five seeds and a soup").
 # A dry run here: PATH=/work/trainenv/bin:$PATH SEEDS=0 EXTRA="--limit 64 --valid-limit 64
 # --device cpu" BUDGET=0 OUT=/tmp/v6dry bash train/round_v6.sh
 set -u

@@ -99,7 +99,7 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
         bf.load(tmp_path)
 
     # weights fitted under other premises than local-model's are never written as its blend
-    for name in bf.SETS:
+    for name in bf.ALL_SETS:
         (tmp_path / f"{name}.json").write_text(json.dumps(dict(packed, set=name)))
     out = tmp_path / "model"
     out.mkdir()

@@ -340,7 +340,6 @@ def test_views_sentence_view_can_run_the_best_sentence_alone(
     assert sent.support_matrix(STMT, TWO)[1] == 2 * len(STMT)
 
 
-
 async def test_views_counts_both_passages_of_a_fused_statement_as_used(
         tiny_dir: Path, use_embedder, monkeypatch: pytest.MonkeyPatch) -> None:
     """The sentence view runs the best sentence (one passage) alone, the packed premise both
@@ -361,4 +360,5 @@ async def test_views_counts_both_passages_of_a_fused_statement_as_used(
     assert got[Fact.CONTEXT_USED].value == [1, 1, 0]
     assert got[Fact.STATEMENT_SUPPORT].value == [1]
     used = got[Fact.CONTEXT_USED].extra["entailment"]
-    assert used[0] == used[1] == pytest.approx(got[Fact.STATEMENT_SUPPORT].extra["probabilities"][0], abs=1e-3)
+    best = got[Fact.STATEMENT_SUPPORT].extra["probabilities"][0]
+    assert used[0] == used[1] == pytest.approx(best, abs=1e-3)

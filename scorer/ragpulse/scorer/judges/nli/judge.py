@@ -18,8 +18,8 @@ STATEMENT_SUPPORT        per answer statement (``segment.split_statements``, as 
                          (only for samples with at most ``blend_max_contexts`` contexts)
 CONTEXT_USED             per context: the best P(supported) of any answer statement (the answer
                          itself when it has no statement) against that context (its chunks, or
-                         the premises it gave a sentence to) >= ``threshold``. The same pairs as STATEMENT_SUPPORT: asking for both
-                         runs the model once
+                         the premises it gave a sentence to) >= ``threshold``. The same pairs
+                         as STATEMENT_SUPPORT: asking for both runs the model once
 REFERENCE_ATTRIBUTION,   the local judge's computation with this model as its support detector
 CORRECTNESS
 everything else          the local judge (USE embeddings, lexical views), unchanged

@@ -173,9 +173,9 @@ def scoring_settings(settings: NliJudgeSettings) -> dict[str, Any]:
 def settings_tag(settings: NliJudgeSettings) -> str:
     """What the stored scoring version says of ``settings``: the premise mode and a digest of
     every other setting that decides a model P (:func:`scoring_settings` less the blend, which
-    tags the samples it blends, ``model_name`` and ``max_pairs``), e.g. ``views#de9f2c8b``. Scores made under
-    other premises, windows or claims get another version, so they never mix unmarked on a
-    dashboard; resources (threads, batch size ...) leave it as it is."""
+    tags the samples it blends, ``model_name`` and ``max_pairs``), e.g. ``views#de9f2c8b``.
+    Scores made under other premises, windows or claims get another version, so they never mix
+    unmarked on a dashboard; resources (threads, batch size ...) leave it as it is."""
     body = {k: v for k, v in scoring_settings(settings).items() if k not in _TAGGED_ELSEWHERE}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8]
     return f"{settings.premise}#{digest}"
