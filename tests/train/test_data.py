@@ -51,6 +51,13 @@ def test_rows_overlapping_the_dev_set_are_caught():
     row = json.loads(DEV.read_text(encoding="utf-8").splitlines()[0])
     assert build.touches_dev({"premise": row["contexts"][0], "hypothesis": "x"}, dev)
     assert not build.touches_dev({"premise": "The museum opens at 9:00 a.m. on weekdays.", "hypothesis": "x"}, dev)
+    # the paraphrase probe (bench/paraphrase_probe.py) is guarded too: statements and premises
+    probe = [json.loads(line) for line in (DEV.parent / "paraphrase_probe.jsonl").read_text(
+        encoding="utf-8").splitlines()]
+    for it in probe:
+        for k in build.PROBE_FIELDS:
+            if len(it[k]) >= 28:
+                assert build.touches_dev({"premise": "x", "hypothesis": it[k]}, dev), (it["id"], k)
 
 
 def test_handwritten_dev_set_shape():

@@ -40,16 +40,23 @@ REPO = Path(__file__).resolve().parents[2]
 SHINGLE = 20
 
 
+PROBE_FIELDS = ("premise", "copy", "paraphrase", "wrong")
+
+
 def dev_shingles() -> set[str]:
     """Every 20-character substring of the hand-written dev sets' contexts and answers
-    (bench/data/faithfulness_*.jsonl): a training row sharing 27+ characters with one is dropped."""
+    (bench/data/faithfulness_*.jsonl) and of the paraphrase probe's statements
+    (bench/data/paraphrase_probe.jsonl): a training row sharing 27+ characters with one is
+    dropped."""
     out: set[str] = set()
-    for path in sorted((REPO / "bench" / "data").glob("faithfulness_*.jsonl")):
+    data = REPO / "bench" / "data"
+    for path in [*sorted(data.glob("faithfulness_*.jsonl")), data / "paraphrase_probe.jsonl"]:
         for line in path.read_text(encoding="utf-8").splitlines():
             if not line.strip():
                 continue
             r = json.loads(line)
-            for t in [*r["contexts"], r["answer"]]:
+            texts = [r[k] for k in PROBE_FIELDS] if "premise" in r else [*r["contexts"], r["answer"]]
+            for t in texts:
                 out.update(t[i: i + SHINGLE] for i in range(len(t) - SHINGLE + 1))
     return out
 
