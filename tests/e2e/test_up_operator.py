@@ -31,7 +31,7 @@ class Up:
     """`ragpulse up --in-memory` writing stdout and stderr into a pipe this test reads (and can
     close, as a dying `tee` does)."""
 
-    def __init__(self, data: Path, closed_stderr: bool = False) -> None:
+    def __init__(self, data: Path, closed_stderr: bool = False, extra: tuple[str, ...] = ()) -> None:
         self.ports = {k: free_port() for k in ("http", "grpc", "ch")}
         self.read_fd, write_fd = os.pipe()
         # closed_stderr: started as `ragpulse up ... 2>&-` (descriptor 2 closed), output on stdout
@@ -39,7 +39,7 @@ class Up:
         cmd = [*shell, sys.executable, "-m", "ragpulse.deploy.cli", "up", "--in-memory", "--data-dir", str(data),
                "--http-port", str(self.ports["http"]), "--grpc-port", str(self.ports["grpc"]),
                "--clickhouse-port", str(self.ports["ch"]), "--grace", "0.5",
-               "--status-interval", "0.5", "--drain-timeout", "60"]
+               "--status-interval", "0.5", "--drain-timeout", "60", *extra]
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
         self.proc = subprocess.Popen(cmd, stdout=write_fd,
                                      stderr=subprocess.DEVNULL if closed_stderr else write_fd,
@@ -60,6 +60,12 @@ class Up:
             ready, _, _ = select.select([self.read_fd], [], [], 0.5)
             if ready:
                 self.text += os.read(self.read_fd, 65536).decode(errors="replace")
+
+    def read_rest(self) -> str:
+        """Everything the exited process still had in the pipe."""
+        while chunk := os.read(self.read_fd, 65536):
+            self.text += chunk.decode(errors="replace")
+        return self.text
 
     def kill_pipe(self) -> None:
         os.close(self.read_fd)
@@ -151,3 +157,31 @@ def test_up_with_a_closed_stderr_runs_and_drains(tmp_path: Path) -> None:
     ((n,),) = query_chdb_dir(tmp_path / "data" / "chdb",
                              "SELECT uniqExact(trace_id) FROM rag.scores FINAL WHERE status = 'ok'")
     assert n == 4
+
+
+def test_a_second_ctrl_c_abandons_the_drain_and_still_closes_the_store(tmp_path: Path) -> None:
+    """Regression: the second Ctrl-C raised out of the drain, which left the chDB store open,
+    and chDB crashed the process at exit (segmentation fault, exit -11). Now it stops waiting,
+    stops every part in order and exits 130; the store opens again."""
+    u = Up(tmp_path / "data", extra=("--grace", "20"))  # traces stay held: a long drain
+    try:
+        u.read_until(r"Ctrl-C drains", 120)
+        _send(u, *(rag_spans(trace_id(f"abandon-{i}"), start=BASE_NS + i * 10**9)
+                   for i in range(3)))
+        u.read_until(r"spans received [1-9]", 60)
+        u.proc.send_signal(signal.SIGINT)
+        u.read_until(r"draining: scoring what was accepted", 60)
+        time.sleep(0.5)
+        assert u.proc.poll() is None, "the drain did not wait for the held traces"
+        u.proc.send_signal(signal.SIGINT)
+        code = u.proc.wait(timeout=60)
+        u.read_rest()
+        assert code == 130, (code, u.text[-3000:])
+        assert "stopped without the whole drain" in u.text
+        assert "global_context->shutdown" not in u.text  # chDB's complaint before the crash
+        flat = " ".join(u.text.split())  # rich wraps at the console width
+        assert "not waiting for the drain" in flat and "is lost (--in-memory)" in flat, u.text[-1500:]
+    finally:
+        u.close()
+    ((n,),) = query_chdb_dir(tmp_path / "data" / "chdb", "SELECT count() FROM rag.scores")
+    assert n == 0  # held, never scored: the in-memory broker lost them, as the line said

@@ -178,6 +178,7 @@ class Embedded:
     _chdb_path: str = ""
     _stopped: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _abandon: threading.Event = field(default_factory=threading.Event)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -369,8 +370,22 @@ class Embedded:
             out["disk.data_dir"] = str(self.settings.data_dir)
         return out
 
+    def abandon_drain(self) -> None:
+        """From any thread (the second Ctrl-C's handler): stop waiting for the drain, then stop
+        every part as :meth:`shutdown` does (the chDB store is still closed properly). What was
+        not scored stays uncommitted in Kafka: the durable broker keeps it for the next start,
+        the in-memory one loses it."""
+        self._abandon.set()
+        if self.scorer is not None:
+            self.scorer.abandon_drain()
+
+    @property
+    def drain_abandoned(self) -> bool:
+        return self._abandon.is_set()
+
     def shutdown(self) -> None:
-        """Stop upstream first and drain. Idempotent."""
+        """Stop upstream first and drain (up to ``drain_timeout_s``, or until
+        :meth:`abandon_drain`). Idempotent."""
         with self._lock:
             if self._stopped:
                 return
@@ -383,12 +398,13 @@ class Embedded:
             deadline = time.monotonic() + self.settings.drain_timeout_s
             produced_stats = self.collector.stats() if self.collector is not None else {}
             produced = produced_stats.get("records_acked", produced_stats.get("records_produced", 0))
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not self._abandon.is_set():
                 st = self.scorer.stats()
                 if st.get("records_consumed", 0) >= produced:
                     break
-                time.sleep(0.2)
-            self.scorer.shutdown(max(1.0, deadline - time.monotonic()))
+                self._abandon.wait(0.2)
+            self.scorer.shutdown(1.0 if self._abandon.is_set()
+                                 else max(1.0, deadline - time.monotonic()))
         if self.broker is not None:
             self.broker.shutdown()
         if self.s3 is not None:  # after the broker: it flushes into S3 on SIGTERM
@@ -411,12 +427,25 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
     Returns the exit code."""
     from rich.table import Table
 
-    def abandon_drain(_name: str) -> None:  # a second Ctrl-C: stop waiting for the drain
-        raise KeyboardInterrupt
+    running: list[Embedded] = []
+
+    def abandon_drain(_name: str) -> None:
+        """A second Ctrl-C: stop waiting for the drain, but still stop every part in order.
+        Raising out of the drain instead left the chDB store open, and chDB crashed the
+        process at exit (segmentation fault)."""
+        if not running:  # still starting: Embedded.start stops what it started
+            raise KeyboardInterrupt
+        if not running[0].drain_abandoned:
+            kept = ("stays in Kafka and is scored after the next start" if settings.durable
+                    else "is lost (--in-memory)")
+            console.print("second Ctrl-C: not waiting for the drain; what was not scored "
+                          f"{kept} ...")
+        running[0].abandon_drain()
 
     with StopSignals(on_second=abandon_drain) as signals:
         console.print("[bold]ragpulse up[/bold]: starting the embedded stack ...")
         stack = Embedded.start(settings)
+        running.append(stack)
         from ragpulse.scorer.pipeline import freeze_startup_heap
 
         freeze_startup_heap()  # `up` owns this process: its start-up heap lives as long as it
@@ -434,6 +463,9 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
         console.print("draining: scoring what was accepted ...")
         stack.shutdown()
         console.print(status_line(stack.stats(), time.monotonic() - t0), highlight=False, soft_wrap=True)
+        if stack.drain_abandoned:
+            console.print("stopped without the whole drain.")
+            return 130
         console.print("stopped.")
         return 0
 

@@ -80,6 +80,9 @@ def up(
         raise typer.Exit(2) from exc
     try:
         code = run_embedded(settings, console)
+    except KeyboardInterrupt:  # a second Ctrl-C while starting: what had started is stopped
+        console.print("ragpulse up: interrupted while starting; stopped.")
+        raise typer.Exit(130) from None
     except Exception as exc:  # start-up failures: one clear line, not a traceback
         console.print(f"[red]ragpulse up failed:[/red] {type(exc).__name__}: {exc}")
         if verbose:

@@ -129,6 +129,7 @@ class StreamProcessor:
         self._consumer: Any = None
         self._resume: dict[tuple[str, int], int] = {}  # revoked partition -> offset to resume at
         self._paused = False
+        self._abandon = threading.Event()  # abandon_drain(): join stops waiting for held work
         self._last_gauges = 0.0
         self._gauges: dict[str, int] = dict.fromkeys(
             ("consumer_lag", "commit_lag", "partitions_assigned", "records_pending"), 0
@@ -276,9 +277,15 @@ class StreamProcessor:
 
     # -- draining ------------------------------------------------------------------------------
 
+    def abandon_drain(self) -> None:
+        """From any thread: :meth:`join` (running or to come) stops waiting for the work the
+        steps hold, as if its budget had run out; what finished is still committed."""
+        self._abandon.set()
+
     def join(self, budget_s: float) -> None:
         """Drain: no new records; every step hands on what it holds, and the inbox is applied
-        until no step holds work or ``budget_s`` passed; then the final commit."""
+        until no step holds work, ``budget_s`` passed or :meth:`abandon_drain` was called; then
+        the final commit."""
         deadline = self._clock() + budget_s
         parts = list(self._consumer.assignment())
         if parts:
@@ -289,7 +296,8 @@ class StreamProcessor:
         self._paused = True
         for step in self._steps:
             step.join()
-        while any(step.pending for step in self._steps) and self._clock() < deadline:
+        while (any(step.pending for step in self._steps) and self._clock() < deadline
+               and not self._abandon.is_set()):
             self._inbox.drain(block_s=0.05)
             self._poll_steps()
             self._consumer.poll(timeout_ms=0)  # returns nothing (all paused)

@@ -250,6 +250,12 @@ class Scorer:
             self.health.shutdown(10.0)  # its last sample holds the drained counts
         self._run_on_close()
 
+    def abandon_drain(self) -> None:
+        """From any thread (a signal handler too): stop waiting for held work in a drain that
+        :meth:`shutdown` started or will start. What finished is committed; the rest stays
+        uncommitted in Kafka and is consumed again after a restart."""
+        self._processor.abandon_drain()
+
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until the consumer thread stopped (shutdown or a fatal error). ``True`` if so."""
         return self._stopped.wait(timeout_s)
