@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from typer.testing import CliRunner
@@ -47,3 +48,42 @@ def test_commands_show_a_dsn_without_its_password() -> None:
 
     shown = _describe("http://reader:s3cret@127.0.0.1:9/")
     assert "s3cret" not in shown and "reader:***@127.0.0.1:9" in shown
+
+
+def test_every_command_defaults_to_the_store_of_ragpulse_up(monkeypatch, tmp_path) -> None:
+    """`up`, `status`, `report`, `db` and the standalone scorer default to one store
+    (.ragpulse/chdb): `db init` used to create ./ragpulse-data/chdb, where `status` never looks."""
+    import inspect
+
+    from ragpulse.deploy.commands import report
+    from ragpulse.deploy.commands import status as ragpulse_status
+    from ragpulse.deploy.commands.db import init, status
+    from ragpulse.deploy.embedded import EmbeddedSettings
+    from ragpulse.scorer.pipeline.settings import ScorerSettings
+    from ragpulse.scorer.store import DEFAULT_DSN, StoreSettings, chdb_path
+
+    monkeypatch.chdir(tmp_path)
+    want = chdb_path(DEFAULT_DSN)
+    assert want == str((EmbeddedSettings().data_dir / "chdb").resolve())
+    for command in (ragpulse_status, report):
+        assert inspect.signature(command).parameters["data_dir"].default.resolve() / "chdb" == \
+            Path(want)
+    for command in (init, status):
+        assert chdb_path(inspect.signature(command).parameters["clickhouse"].default.default) == want
+    assert chdb_path(StoreSettings().dsn) == want
+    assert chdb_path(ScorerSettings.model_fields["clickhouse"].default) == want
+
+
+def test_read_only_commands_create_no_store(monkeypatch, tmp_path) -> None:
+    from ragpulse.deploy import cli
+
+    if not cli.app.registered_commands:
+        cli._register()
+    app = cli.app
+    monkeypatch.chdir(tmp_path)
+    for args in (["db", "status"], ["status"], ["report", "--out", str(tmp_path / "r.html")]):
+        r = runner.invoke(app, args)
+        assert r.exit_code == 1, (args, r.output)
+        flat = " ".join(r.output.split())
+        assert "no ragpulse store at" in flat and "`ragpulse up` creates one there" in flat, flat
+    assert list(tmp_path.iterdir()) == []  # no .ragpulse/, no ragpulse-data/, no report

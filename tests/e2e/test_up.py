@@ -138,6 +138,16 @@ def test_otlp_http_and_grpc_to_scores_in_chdb(up):
 
     with pytest.raises(StoreLockedError, match=str(ports["ch"])):
         open_store(f"chdb://{tmp_path / 'data' / 'chdb'}")
+    # A second `up` on the same data directory says so, and what to do (not --clickhouse,
+    # which `up` does not take).
+    second = subprocess.run(
+        [sys.executable, "-m", "ragpulse.deploy.cli", "up", "--data-dir", str(tmp_path / "data"),
+         "--http-port", "0", "--grpc-port", "0", "--clickhouse-port", "0"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300"})
+    said = " ".join((second.stdout + second.stderr).split())
+    assert second.returncode == 1, said
+    assert f"another `ragpulse up` (pid {proc.pid}) already runs on" in said, said
+    assert "another --data-dir" in said and "--clickhouse" not in said, said
 
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=90) == 0, (tmp_path / "up.log").read_text()

@@ -215,8 +215,18 @@ class Embedded:
         s = self.settings
         path = (s.data_dir / "chdb").resolve()
         path.mkdir(parents=True, exist_ok=True)
+        from ragpulse.scorer.store import StoreLockedError
+
+        try:
+            self.client = open_store(f"chdb://{path}")
+        except StoreLockedError as exc:
+            who = f"another `ragpulse up` (pid {exc.owner_pid})" if exc.owner_pid else \
+                "another process"
+            raise StoreLockedError(
+                f"{who} already runs on {s.data_dir} ({path}): stop it, or start this one with "
+                "another --data-dir (and other ports); `ragpulse status` reads the running "
+                "one", owner_pid=exc.owner_pid) from exc
         self._chdb_path = str(path)
-        self.client = open_store(f"chdb://{path}")
         init_schema(self.client, SchemaSettings(database=s.database))
         self.facade = build_facade(str(path), self.facade_settings())
         self.facade.start()

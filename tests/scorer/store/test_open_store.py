@@ -64,7 +64,7 @@ def test_advertised_owner_is_named_or_followed(tmp_path: Path, foreign_pid: int,
         with pytest.raises(StoreLockedError) as ei:
             open_store(f"chdb://{other}")
         msg = str(ei.value)
-        assert f"pid {foreign_pid}" in msg and f"use --clickhouse {facade.url}" in msg
+        assert f"pid {foreign_pid}" in msg and f"--clickhouse {facade.url}" in msg
         via_settings = open_store(StoreSettings(dsn=facade.url, connect_timeout_s=5))
         assert via_settings.command("SELECT 8") == 8
         via_settings.close()
@@ -119,7 +119,7 @@ def test_status_reaches_data_through_the_owning_process(tmp_path: Path) -> None:
         url = owner.stdout.readline().strip()  # type: ignore[union-attr]
         assert url.startswith("http://127.0.0.1:"), url
         assert lock_holder(str(data)) == owner.pid
-        with pytest.raises(StoreLockedError, match=f"use --clickhouse {url}"):
+        with pytest.raises(StoreLockedError, match=f"--clickhouse {url}"):
             open_store(f"chdb://{data}")
         via = open_store(f"chdb://{data}", follow_owner=True)
         assert via.command("SELECT count() FROM rag_h6_owned.schema_migrations FINAL") == latest_version()

@@ -116,7 +116,7 @@ def _client(clickhouse: str | None, data_dir: Path, database: str) -> tuple[Any,
 
     dsn = clickhouse or f"chdb://{(data_dir / 'chdb').resolve()}"
     try:
-        client = open_store(dsn, follow_owner=True, **credentials_from_env())
+        client = open_store(dsn, follow_owner=True, must_exist=True, **credentials_from_env())
     except (StoreError, ValueError) as exc:
         raise _fail(str(exc)) from None
     try:

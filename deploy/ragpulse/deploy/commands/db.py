@@ -6,6 +6,7 @@ import typer
 from pydantic import ValidationError
 
 from ragpulse.scorer.store import (
+    DEFAULT_DSN,
     MIGRATIONS,
     SchemaError,
     SchemaSettings,
@@ -43,7 +44,7 @@ def _settings(database: str, ttl_days: int, rollup_ttl_days: int, health_ttl_day
 
 @db.command("init")
 def init(
-    clickhouse: str = typer.Option("chdb://./ragpulse-data/chdb", "--clickhouse",
+    clickhouse: str = typer.Option(DEFAULT_DSN, "--clickhouse",
                                    envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP),
     database: str = typer.Option("rag", envvar="RAGPULSE_CLICKHOUSE__DATABASE"),
     ttl_days: int = typer.Option(90, help="delete raw score rows older than this"),
@@ -77,14 +78,15 @@ def init(
 
 @db.command("status")
 def status(
-    clickhouse: str = typer.Option("chdb://./ragpulse-data/chdb", "--clickhouse",
+    clickhouse: str = typer.Option(DEFAULT_DSN, "--clickhouse",
                                    envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP),
     database: str = typer.Option("rag", envvar="RAGPULSE_CLICKHOUSE__DATABASE"),
 ) -> None:
     """Show the applied schema version and row counts. Exit code 3 when migrations are pending."""
     settings = _settings(database, 90, 400, 30)
     try:
-        client = open_store(clickhouse, follow_owner=True, **credentials_from_env())
+        client = open_store(clickhouse, follow_owner=True, must_exist=True,
+                            **credentials_from_env())
         applied = applied_versions(client, settings.database)
         counts = {}
         if applied:

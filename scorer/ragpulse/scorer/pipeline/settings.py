@@ -154,7 +154,7 @@ class ScorerSettings(BaseSettings):
         description="PII redaction before judging and storing; store_text=false stores no trace text",
     )
     clickhouse: str = Field(
-        "chdb://ragpulse-data/chdb",
+        "chdb://.ragpulse/chdb",
         description="chdb:///abs/dir or chdb://rel/dir (this process owns the directory), or http(s)://host:8123",
     )
     database: DatabaseName = "rag"

@@ -22,6 +22,7 @@ from ragpulse.common.schema import (
 )
 
 from .client import (
+    DEFAULT_DSN,
     OwnerInfo,
     StoreSettings,
     chdb_path,
@@ -61,6 +62,7 @@ from .writer import (
 )
 
 __all__ = [
+    "DEFAULT_DSN",
     "MIGRATIONS",
     "BatchWriter",
     "ClusterName",

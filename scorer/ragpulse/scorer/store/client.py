@@ -29,12 +29,16 @@ __all__ = ["OWNER_FILE", "OwnerInfo", "StoreSettings", "chdb_path", "credentials
 OWNER_FILE = "ragpulse-owner.json"
 
 
+DEFAULT_DSN = "chdb://.ragpulse/chdb"
+"""Where every command looks by default: ``ragpulse up``'s store (``--data-dir .ragpulse``)."""
+
+
 class StoreSettings(BaseModel):
     """Where scores are stored. Nest it in a component's settings (``RAGPULSE_CLICKHOUSE__DSN``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    dsn: str = "chdb://./ragpulse-data/chdb"
+    dsn: str = DEFAULT_DSN
     """``chdb:///abs/path`` / ``chdb://rel/path`` (in-process engine) or
     ``http(s)://[user:password@]host:port`` (a ClickHouse server or a ragpulse facade)."""
     database: DatabaseName = "rag"
@@ -171,6 +175,7 @@ def open_store(
     password: str | None = None,
     token: str | None = None,
     follow_owner: bool = False,
+    must_exist: bool = False,
     **client_kw: Any,
 ) -> Any:
     """A clickhouse-connect client for ``dsn`` (a DSN string or :class:`StoreSettings`).
@@ -180,7 +185,9 @@ def open_store(
     :class:`StoreLockedError` naming its facade URL, or (``follow_owner=True``) returns a client
     for that URL. A directory locked by a process that did not advertise itself also raises
     :class:`StoreLockedError`. Other failures raise :class:`StoreError` with the DSN in the message
-    (credentials removed). Extra keyword arguments go to ``clickhouse_connect.get_client``.
+    (credentials removed). ``must_exist`` (read-only commands): a ``chdb://`` directory that
+    does not exist raises :class:`StoreError` instead of being created. Extra keyword arguments
+    go to ``clickhouse_connect.get_client``.
     """
     import clickhouse_connect
 
@@ -206,7 +213,12 @@ def open_store(
                                   **client_kw)
             raise StoreLockedError(
                 f"the chDB directory {path} is owned by a running `ragpulse up` (pid {owner.pid}); "
-                f"use --clickhouse {owner.url}")
+                f"read it through its ClickHouse facade: --clickhouse {owner.url}",
+                owner_pid=owner.pid)
+        if must_exist and not os.path.isdir(path):
+            raise StoreError(f"no ragpulse store at {path}: `ragpulse up` creates one there "
+                             "(--data-dir DIR: DIR/chdb), or `ragpulse db init --clickhouse "
+                             f"chdb://{path}`; for a ClickHouse server pass --clickhouse URL")
         holder = lock_holder(path)
         if holder is not None and holder != os.getpid():
             raise StoreLockedError(

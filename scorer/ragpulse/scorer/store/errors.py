@@ -37,7 +37,12 @@ class WriterClosed(StoreError):
 
 
 class StoreLockedError(StoreError):
-    """The chDB directory is owned by another process (a running ``ragpulse up``)."""
+    """The chDB directory is owned by another process (a running ``ragpulse up``, whose pid is
+    ``owner_pid`` when it advertises itself)."""
+
+    def __init__(self, message: str, *, owner_pid: int | None = None) -> None:
+        super().__init__(message)
+        self.owner_pid = owner_pid
 
 
 # ClickHouse error codes (src/Common/ErrorCodes.cpp) worth retrying: the server or the network
