@@ -110,7 +110,8 @@ def test_up_refuses_a_facade_off_loopback_without_a_login(
     app.command()(up)
     result = CliRunner().invoke(app, ["--host", "0.0.0.0", "--data-dir", str(tmp_path)])
     assert result.exit_code == 2
-    assert "without a login" in result.output and "--clickhouse-user" in result.output
+    flat = " ".join(result.output.split())  # rich wraps at the console width
+    assert "without a login" in flat and "--clickhouse-user" in flat
     # With a login from the environment (RAGPULSE_UP__CLICKHOUSE_PASSWORD_FILE resolves to it).
     monkeypatch.setenv("RAGPULSE_OTLP__AUTH_TOKEN", "ingest-token")  # the receivers' own login
     monkeypatch.setenv("RAGPULSE_UP__CLICKHOUSE_USER", "grafana")
@@ -226,3 +227,30 @@ def test_the_redaction_line_says_bare_names_are_stored_as_written(
     assert "common EN/JA/ZH patterns" in on and "UNMARKED_NAMES=true" not in on
     monkeypatch.setenv("RAGPULSE_PRIVACY__REDACT", "false")
     assert redaction_line(stack.scorer_settings().privacy).startswith("off:")
+
+
+def test_errors_reach_the_user_as_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A start-up error or a settings error is printed as written: rich markup swallowed the
+    `[nli]` of `pip install 'ragpulse[nli]'`, and a model-level validation error printed as
+    `invalid setting : Value error, ...`."""
+    from ragpulse.deploy import embedded
+
+    monkeypatch.delenv("RAGPULSE_NLI__MODEL_DIR", raising=False)
+    r = _invoke_up(monkeypatch, "--judge", "nli", "--data-dir", str(tmp_path))
+    flat = " ".join(r.output.split())
+    assert r.exit_code == 2 and "invalid settings: judge nli needs a model directory" in flat, flat
+    assert "Value error" not in flat and "setting :" not in flat
+
+    def fail(settings: EmbeddedSettings, console: object) -> int:
+        raise ValueError("the nli judge needs onnxruntime: pip install 'ragpulse[nli]'")
+
+    monkeypatch.setattr(embedded, "run_embedded", fail)
+    import typer
+    from typer.testing import CliRunner
+
+    from ragpulse.deploy.commands import up
+
+    app = typer.Typer()
+    app.command()(up)
+    r = CliRunner().invoke(app, ["--data-dir", str(tmp_path)])
+    assert r.exit_code == 1 and "pip install 'ragpulse[nli]'" in " ".join(r.output.split()), r.output

@@ -164,6 +164,7 @@ def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[R
            since: str = "range") -> None:
     """Print the summary with rich (tables; colours only on a terminal). Every column header
     names the window it covers: ``since`` (the whole range, e.g. ``24h``) or the last interval."""
+    from rich.markup import escape
     from rich.table import Table
 
     iv = duration(lines[0].interval_s) if lines and lines[0].interval_s else "interval"
@@ -210,4 +211,4 @@ def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[R
             a.add_row("[green]ok[/]", r.rule.title, "")
     console.print(a)
     for e in errors:
-        console.print(f"[yellow]query error[/] {e}")
+        console.print(f"[yellow]query error[/] {escape(str(e))}", highlight=False)

@@ -25,6 +25,7 @@ from typing import Annotated, Any, BinaryIO, TextIO
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -170,7 +171,8 @@ class _Summary:
 
     def table(self) -> Table:
         t = Table(title=f"ragpulse score: {self.samples} samples"
-                  + (f", {self.bad_lines} malformed lines" if self.bad_lines else ""))
+                  + (f", {self.bad_lines} malformed line{'' if self.bad_lines == 1 else 's'}"
+                     if self.bad_lines else ""))
         for col in ("metric", "mean", "ok", "null", "error", "skipped"):
             t.add_column(col, justify="left" if col == "metric" else "right")
         for metric, st in self.statuses.items():
@@ -251,7 +253,7 @@ async def _run(
         order.append(n)
         if isinstance(item, BadLine):
             summary.bad_lines += 1
-            err.print(f"[red]line {item.line}[/red]: {item.error}", highlight=False)
+            err.print(f"[red]line {item.line}[/red]: {escape(str(item.error))}", highlight=False)
             rec: dict[str, Any] = {"line": item.line, "error": item.error}
             if item.id is not None:
                 rec["id"] = item.id
@@ -302,7 +304,7 @@ def score(
                         request_timeout_s=request_timeout, deadline_s=deadline,
                         model_dir=model_dir, positive_label=positive_label, batch_size=batch_size)
     except ValueError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from exc
     evaluator = Evaluator(j, resolved, max_concurrency=concurrency)
     total = _count_lines(input)

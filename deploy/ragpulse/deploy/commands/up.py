@@ -9,8 +9,19 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 __all__ = ["up"]
+
+
+def _setting_error(e: Any) -> str:
+    """One pydantic error as a line: the setting named (as its flag's long name where one has
+    it), pydantic's "Value error, " prefix dropped, the text escaped for rich (a hint such as
+    ``pip install 'ragpulse[nli]'`` is not markup)."""
+    msg = str(e["msg"]).removeprefix("Value error, ")
+    name = ".".join(map(str, e["loc"]))
+    where = f" {name}" if name else "s"
+    return f"[red]invalid setting{where}[/red]: {escape(msg)}"
 
 
 def _given(ctx: typer.Context, param: str) -> bool:
@@ -76,7 +87,7 @@ def up(
         settings = EmbeddedSettings(**overrides)
     except ValidationError as exc:
         for e in exc.errors():
-            console.print(f"[red]invalid setting[/red] {'.'.join(map(str, e['loc']))}: {e['msg']}")
+            console.print(_setting_error(e), highlight=False)
         raise typer.Exit(2) from exc
     try:
         code = run_embedded(settings, console)
@@ -84,7 +95,7 @@ def up(
         console.print("ragpulse up: interrupted while starting; stopped.")
         raise typer.Exit(130) from None
     except Exception as exc:  # start-up failures: one clear line, not a traceback
-        console.print(f"[red]ragpulse up failed:[/red] {type(exc).__name__}: {exc}")
+        console.print(f"[red]ragpulse up failed:[/red] {type(exc).__name__}: {escape(str(exc))}")
         if verbose:
             console.print_exception()
         raise typer.Exit(1) from exc
