@@ -1,4 +1,4 @@
-"""`ragpulse up` on a disk without room: it refuses before creating anything, with one line that
+"""`ragpulse up` on a disk without room (or with a taken port): it refuses before creating anything, with one line that
 says how much is free and what it needs, instead of the broker's opaque ``KafkaProtocolError:
 Unable to decode response`` (SeaweedFS with no volume to write to; docs/reliability.md, "Disk
 space"); and its status line warns once free space falls below the minimum while it runs."""
@@ -96,3 +96,27 @@ def test_human_bytes() -> None:
     assert human_bytes(DURABLE_MIN_FREE) == "1.25 GiB"
     assert human_bytes(699.29 * (1 << 20)) == "699.29 MiB"
     assert human_bytes(1 << 30) == "1 GiB" and human_bytes(3000) == "3 KiB"
+
+
+@pytest.mark.parametrize("flag,what", [("--http-port", "OTLP/HTTP"), ("--grpc-port", "OTLP/gRPC"),
+                                       ("--clickhouse-port", "ClickHouse facade")])
+def test_a_taken_port_is_named_before_anything_starts(tmp_path: Path, flag: str, what: str) -> None:
+    """`Address already in use` named no port (the helper's walkthrough): now the listener,
+    the port and the flag, and nothing is created."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = {"--http-port": "0", "--grpc-port": "0", "--clickhouse-port": "0", flag: str(port)}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+        proc = subprocess.run(
+            [sys.executable, "-m", "ragpulse.deploy.cli", "up", "--data-dir", str(tmp_path / "d"),
+             *(x for kv in ports.items() for x in kv)],
+            env={**env, "COLUMNS": "400"}, capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert (f"PortInUseError: cannot listen on 127.0.0.1:{port} ({what}): address in use; "
+            f"choose another with {flag} (0 picks a free one)") in out
+    assert not (tmp_path / "d").exists()

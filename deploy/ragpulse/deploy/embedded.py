@@ -31,8 +31,9 @@ from .diskspace import low_disk_note
 from .sampling import default_sampling_rate
 from .signals import StopSignals
 
-__all__ = ["Embedded", "EmbeddedSettings", "judge_line", "otlp_token_configured", "redaction_line",
-           "run_embedded", "seaweed_line", "status_line"]
+__all__ = ["Embedded", "EmbeddedSettings", "PortInUseError", "check_ports", "judge_line",
+           "otlp_token_configured", "redaction_line", "run_embedded", "seaweed_line",
+           "status_line"]
 
 log = logging.getLogger(__name__)
 
@@ -189,8 +190,9 @@ class Embedded:
         from .diskspace import check_free_space
 
         # Before anything is created: on a full disk the broker fails with an opaque protocol
-        # error (diskspace's docstring).
+        # error (diskspace's docstring), and a taken port with a bare "Address already in use".
         check_free_space(settings.data_dir, settings.required_free_bytes, durable=settings.durable)
+        check_ports(settings)
         self = cls(settings)
         try:
             self._start_store()
@@ -430,6 +432,41 @@ class Embedded:
                 self.client.close()
             except Exception:  # closing a chDB handle at exit is best effort
                 log.debug("closing the chDB client failed", exc_info=True)
+
+
+class PortInUseError(RuntimeError):
+    """A port ``up`` was told to listen on is taken (or not ours to take)."""
+
+
+_PORT_FLAGS = (("http_port", "OTLP/HTTP", "--http-port"), ("grpc_port", "OTLP/gRPC", "--grpc-port"),
+               ("clickhouse_port", "ClickHouse facade", "--clickhouse-port"),
+               ("kafka_port", "Kafka broker", "--kafka-port"))
+
+
+def check_ports(settings: EmbeddedSettings) -> None:
+    """Raise :class:`PortInUseError` naming the listener and its flag when one of ``up``'s fixed
+    ports (not 0) cannot be bound on ``settings.host``: checked before anything starts, so a
+    taken port leaves nothing behind. (A port taken between this check and the bind still
+    fails, with the system's message.)"""
+    import errno
+    import socket
+
+    for attr, what, flag in _PORT_FLAGS:
+        port = getattr(settings, attr)
+        if not port:
+            continue
+        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+            try:
+                sock.bind((settings.host, port))
+            except OSError as exc:
+                if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
+                    raise
+                why = "address in use" if exc.errno == errno.EADDRINUSE else "permission denied"
+                raise PortInUseError(
+                    f"cannot listen on {settings.host}:{port} ({what}): {why}; "
+                    f"choose another with {flag} (0 picks a free one)") from None
 
 
 def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
