@@ -159,3 +159,21 @@ def test_missing_schema_is_a_clear_error(chdb_dir: Path, tmp_path: Path) -> None
                                        "--database", "rag_does_not_exist"])
         assert res.exit_code == 1 and "has no ragpulse schema" in res.output, res.output
     assert not (tmp_path / "r.html").exists()
+
+
+def test_report_into_a_directory_and_no_stray_temp_file(chdb_dir: Path, filled_db: str,
+                                                         tmp_path: Path) -> None:
+    """`--out DIR` wrote DIR.tmp, failed to rename it onto the directory and left it behind."""
+    base = ["report", "--since", "24h", "--until", UNTIL, "--clickhouse", f"chdb://{chdb_dir}",
+            "--database", filled_db]
+    into = tmp_path / "reports"
+    into.mkdir()
+    res = CliRunner().invoke(app, [*base, "--out", str(into)])
+    assert res.exit_code == 0, res.output
+    assert [p.name for p in into.iterdir()] == ["report.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reports"]  # no reports.tmp
+    # A write that fails (the parent is a file: even root cannot) says so and leaves nothing.
+    (tmp_path / "afile").write_text("x")
+    res = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "afile" / "r.html")])
+    assert res.exit_code == 1 and "cannot write" in res.output, res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "reports"]

@@ -8,6 +8,7 @@ test under ``drift:``), overridden by the few flags below. ``report``/``status``
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -170,7 +171,8 @@ _DATA_DIR = typer.Option("--data-dir", help="Where `ragpulse up` keeps chDB (DAT
 
 def report(
     since: Annotated[str, typer.Option("--since", help="Range ending now (or --until): 30m, 24h, 7d.")] = "24h",
-    out: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
+    out: Annotated[Path, typer.Option(
+        "--out", help="HTML file to write (an existing directory: DIR/report.html).")] = Path("report.html"),
     clickhouse: Annotated[str | None, typer.Option(
         "--clickhouse", envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP)] = None,
     data_dir: Annotated[Path, _DATA_DIR] = Path(".ragpulse"),
@@ -191,18 +193,22 @@ def report(
 
     s = load_settings(settings, database=database, trace_url_template=trace_url)
     t0, t1 = _range(since, until)
+    if out.is_dir():
+        out = out / "report.html"
     client, dsn = _client(clickhouse, data_dir, s.database)
     try:
         text = build_report(client, s, t0, t1, selection={"service": service} if service else None,
                             source=dsn)
     finally:
         client.close()
+    tmp = out.with_suffix(out.suffix + ".tmp")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(out.suffix + ".tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(out)
     except OSError as exc:
+        with contextlib.suppress(OSError):  # never leave the half-way file behind
+            tmp.unlink()
         raise _fail(f"cannot write {out}: {exc}") from None
     typer.echo(f"wrote {out} ({len(text) // 1024} KiB, {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC)")
 
