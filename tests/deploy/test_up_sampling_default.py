@@ -51,3 +51,25 @@ def test_flag_and_environment_win(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert _rate(tmp_path, judge="local-model", sampling_rate=0.3) == 0.3
     monkeypatch.setenv("RAGPULSE_SAMPLING__DEFAULT_RATE", "0.25")
     assert _rate(tmp_path, judge="local-model") == 0.25
+
+
+def test_the_banner_says_the_sampling_rate_and_where_it_comes_from(monkeypatch, tmp_path) -> None:
+    """`up --demo --demo-rate 20` sampled out 40 % of the traces without saying so."""
+    from types import SimpleNamespace
+
+    from ragpulse.deploy.embedded import Embedded, EmbeddedSettings
+
+    monkeypatch.delenv("RAGPULSE_SAMPLING__DEFAULT_RATE", raising=False)
+
+    def line(**kw) -> str:
+        e = Embedded(EmbeddedSettings(data_dir=tmp_path, **kw))
+        e.broker = SimpleNamespace(bootstrap="127.0.0.1:39092")
+        return e.sampling_line()
+
+    assert line() == ("100% of traces judged, by trace id (the default for the local judge at "
+                      "2 traces/s; --sampling-rate sets another)")
+    fast = line(demo=True, demo_rate=20.0, judge="local-model")
+    assert fast.startswith("20% of traces judged") and "at 20 traces/s (--demo-rate)" in fast
+    assert line(sampling_rate=0.15) == "15% of traces judged, by trace id (--sampling-rate)"
+    monkeypatch.setenv("RAGPULSE_SAMPLING__DEFAULT_RATE", "0.5")
+    assert line() == "50% of traces judged, by trace id (RAGPULSE_SAMPLING__DEFAULT_RATE)"

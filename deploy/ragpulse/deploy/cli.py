@@ -5,6 +5,9 @@ fails only its command."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
 app = typer.Typer(
@@ -52,7 +55,8 @@ def _register() -> None:
 
     app.add_typer(dashboards, name="dashboards")
     app.command("report", help="Render the dashboards from ClickHouse into one self-contained HTML file.")(report)
-    app.command("status", help="Terminal summary per metric: last value, interval, trend, alerts firing.")(status)
+    app.command("status", help="Terminal summary per metric: last value, interval, trend, alerts "
+                "firing. Exit code 3 when an alert fires (for scripts and cron), 1 on errors.")(status)
 
 
 def main() -> None:
@@ -65,6 +69,11 @@ def main() -> None:
     except SecretFileError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise SystemExit(2) from None
+    if ("--help" in sys.argv or "-h" in sys.argv) and not sys.stdout.isatty() \
+            and "COLUMNS" not in os.environ:
+        # Piped help (`ragpulse up --help | less`) is 80 columns wide by default, where rich cut
+        # long option and variable names (--allow-anonymous-inge…, RAGPULSE_UP__CLICKHOUS…).
+        os.environ["COLUMNS"] = "130"
     _register()
     app()
 

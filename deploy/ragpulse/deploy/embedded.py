@@ -343,8 +343,24 @@ class Embedded:
             "ClickHouse (HTTP facade over chDB)": self.facade.url,
             "chDB directory": self._chdb_path,
             "Judge": judge_line(self.settings),
+            "Sampling": self.sampling_line(),
             "Redaction": redaction_line(self.scorer_settings().privacy),
         }
+
+    def sampling_line(self) -> str:
+        """The share of traces judged and where it comes from: a default picked from the judge's
+        measured speed is said, so that "sampled out" in the status line is no surprise."""
+        s = self.settings
+        rate = self.scorer_settings().sampling.default_rate
+        if s.sampling_rate is not None:
+            why = "--sampling-rate"
+        elif "RAGPULSE_SAMPLING__DEFAULT_RATE" in os.environ:
+            why = "RAGPULSE_SAMPLING__DEFAULT_RATE"
+        else:
+            traffic = f"{s.demo_rate:g} traces/s (--demo-rate)" if s.demo else "2 traces/s"
+            why = (f"the default for the {s.judge} judge at {traffic}; --sampling-rate sets "
+                   "another")
+        return f"{rate:.0%} of traces judged, by trace id ({why})"
 
     def ingest_auth_line(self) -> str:
         """Who may send spans: said at start-up, so an open receiver is never a surprise."""

@@ -185,7 +185,7 @@ def report(
     settings: Annotated[Path | None, typer.Option("--settings", help=_SETTINGS_HELP)] = None,
     trace_url: Annotated[str | None, typer.Option(
         "--trace-url", envvar="RAGPULSE_TRACE_URL",
-        help="Tracing-UI link template with {trace_id} (Jaeger, Tempo/Grafana Explore…); "
+        help="Tracing-UI link template with {trace_id} (Jaeger, Tempo, Grafana Explore); "
              "unset: trace ids are not linked.")] = None,
 ) -> None:
     """Render the dashboard's panels and the alert rules into one self-contained HTML file."""
