@@ -10,6 +10,7 @@ The real command in a subprocess, with the local judge.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +45,32 @@ def test_a_lone_surrogate_is_a_per_line_input_error(tmp_path: Path) -> None:
     assert "contexts.0: lone surrogate" in rows[1]["error"]
     for r in (rows[0], rows[2]):
         assert {s["status"] for s in r["scores"].values()} == {"ok"}, r
+
+
+def test_an_unreachable_llm_endpoint_is_named_and_fails_the_run(tmp_path: Path) -> None:
+    """Every score came out `judge_error` with no cause anywhere and exit 0 (a new user's
+    walkthrough). Now each error score carries the cause, stderr names the endpoint, and a run
+    where every score failed exits 1. The real openai client against a closed local port."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"id": "a", "question": "How long is the refund window?",
+                               "contexts": ["Refunds are accepted within 30 days."],
+                               "answer": "30 days."}) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.run(
+        [*CLI, "--input", str(inp), "--output", str(out), "--quiet", "--judge", "llm",
+         "--model", "gpt-4o-mini", "--base-url", f"http://127.0.0.1:{port}/v1",
+         "--metrics", "faithfulness", "--request-timeout", "1", "--deadline", "2"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OPENAI_API_KEY": "sk-test", "COLUMNS": "300"})
+    err = " ".join(proc.stderr.split())
+    assert proc.returncode == 1, err
+    assert f"APIConnectionError: Connection error. (http://127.0.0.1:{port}/v1/chat/completions)" in err
+    assert "every score failed" in err
+    (row,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    faith = row["scores"]["faithfulness"]
+    assert faith["status"] == "error" and "APIConnectionError" in faith["explanation"], faith

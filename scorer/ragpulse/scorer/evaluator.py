@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .judges.base import Judge, Needs
 from .metrics import Metric, resolve_metrics, to_score
@@ -148,6 +148,14 @@ class Evaluator:
                     versions.append(fd.prompt_version)
                 model = fd.model or model
             result = m.compute(sample, findings)
+            if result.value is None and result.explanation is None:
+                # Why the judge failed (an API error, a timeout, garbage), from the finding:
+                # without it an error score says only "judge_error".
+                why = next((fd.detail for fact in m.facts
+                            if (fd := findings.get(fact)) is not None and fd.value is None
+                            and fd.detail), None)
+                if why:
+                    result = replace(result, explanation=why[:1000])
             scores.append(
                 to_score(m, result, judge=judge_name, model=model,
                          prompt_version="+".join(versions) or None, cost=cost)

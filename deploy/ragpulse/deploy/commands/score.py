@@ -6,8 +6,11 @@ unknown keys are ignored. Output: one JSON line per input line, in input order:
 prompt_version, cost}}, "latency_ms"}`` (values to 4 decimals; ``latency_ms`` is the judge's own
 time for the line, the sum of its scores' ``cost.latency_ms``, not the wait behind other
 samples), or ``{"line", "id"?, "error"}`` for a line that could not be
-read. Progress goes to stderr; a summary table follows. Exit status 0, or 1 when any input line was
-malformed (every other line is still scored).
+read. A score that is not ``ok`` also carries ``explanation`` when the judge said why (an API
+error, a timeout). Progress goes to stderr; a summary table follows, then the most frequent
+causes of error scores. Exit status 0; 1 when any input line was malformed (every other line is
+still scored) or when every score failed (the judge never worked: an unreachable endpoint, a bad
+key).
 """
 
 from __future__ import annotations
@@ -145,6 +148,8 @@ def score_to_json(score: Score) -> dict[str, Any]:
         "prompt_version": score.prompt_version,
         "cost": {"llm_calls": _r(c.llm_calls), "prompt_tokens": _r(c.prompt_tokens),
                  "completion_tokens": _r(c.completion_tokens), "latency_ms": _r(c.latency_ms, 2)},
+        **({"explanation": score.explanation}
+           if score.status != "ok" and score.explanation else {}),
     }
 
 
@@ -157,12 +162,16 @@ class _Summary:
     completion_tokens: float = 0.0
     samples: int = 0
     bad_lines: int = 0
+    errors: dict[str, int] = field(default_factory=dict)  # "reason: explanation" -> scores
 
     def add(self, result: SampleResult) -> None:
         self.samples += 1
         for s in result.scores:
             self.statuses.setdefault(s.metric, {}).setdefault(s.status, 0)
             self.statuses[s.metric][s.status] += 1
+            if s.status == "error":
+                key = f"{s.reason}: {s.explanation}" if s.explanation else str(s.reason)
+                self.errors[key[:300]] = self.errors.get(key[:300], 0) + 1
             if s.value is not None:
                 self.values.setdefault(s.metric, []).append(s.value)
             self.calls += s.cost.llm_calls
@@ -183,6 +192,20 @@ class _Summary:
             t.caption = (f"LLM calls {self.calls:.0f}, prompt tokens {self.prompt_tokens:.0f}, "
                          f"completion tokens {self.completion_tokens:.0f}")
         return t
+
+    def error_lines(self, top: int = 3) -> list[str]:
+        """The most frequent causes of error scores, most frequent first."""
+        worst = sorted(self.errors.items(), key=lambda kv: -kv[1])
+        lines = [f"{n} error score{'' if n == 1 else 's'}: {why}" for why, n in worst[:top]]
+        if len(worst) > top:
+            lines.append(f"... and {len(worst) - top} other causes")
+        return lines
+
+    @property
+    def all_failed(self) -> bool:
+        """Scores were attempted and every one of them is an error (the judge never worked)."""
+        total = sum(sum(st.values()) for st in self.statuses.values())
+        return total > 0 and total == sum(st.get("error", 0) for st in self.statuses.values())
 
 
 def _count_lines(path: Path) -> int | None:
@@ -325,6 +348,11 @@ def score(
             out_f.close()
     if not quiet:
         err.print(summary.table())
+    for line in summary.error_lines():
+        err.print(f"[red]{escape(line)}[/red]", highlight=False)
+    if summary.all_failed:
+        err.print("[red]error:[/red] every score failed: the judge did not work (see above)")
+        raise typer.Exit(1)
     if summary.bad_lines:
         raise typer.Exit(1)
 

@@ -324,7 +324,11 @@ class ChatTransport:
             self.budget.release(reservation)
         else:
             self.budget.settle(reservation, None)
-        last = (reason, f"{type(exc).__name__}: {str(exc)[:300]}")
+        where = ""
+        if isinstance(exc, openai.APIConnectionError) and getattr(exc, "request", None) is not None:
+            url = exc.request.url  # which endpoint could not be reached (no credentials in it)
+            where = f" ({url.scheme}://{url.host}{f':{url.port}' if url.port else ''}{url.path})"
+        last = (reason, f"{type(exc).__name__}: {str(exc)[:300]}{where}")
         if not retryable:
             log.debug("%s failed permanently: %s", prompt.ref, last[1])
             raise CallError(*last) from None
