@@ -254,3 +254,24 @@ def test_errors_reach_the_user_as_written(monkeypatch: pytest.MonkeyPatch, tmp_p
     app.command()(up)
     r = CliRunner().invoke(app, ["--data-dir", str(tmp_path)])
     assert r.exit_code == 1 and "pip install 'ragpulse[nli]'" in " ".join(r.output.split()), r.output
+
+
+def test_a_part_settings_error_is_one_line_per_setting(tmp_path: Path) -> None:
+    """`up --grace 60` printed pydantic's whole ValidationError, with its documentation link,
+    after "ragpulse up failed". The real command in a child process (the scorer's settings are
+    built while starting)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragpulse.deploy.cli", "up", "--in-memory", "--grace", "60",
+         "--data-dir", str(tmp_path), "--http-port", "0", "--grpc-port", "0",
+         "--clickhouse-port", "0"], env={**env, "COLUMNS": "300"}, capture_output=True,
+        text=True, timeout=120, stdin=subprocess.DEVNULL)
+    out = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 2, out
+    assert ("invalid setting assembly: grace_s (60; `up --grace`, RAGPULSE_ASSEMBLY__GRACE_S) "
+            "must be less than max_wait_s (30; RAGPULSE_ASSEMBLY__MAX_WAIT_S)") in out, out
+    assert "errors.pydantic.dev" not in out and "failed" not in out

@@ -81,3 +81,26 @@ def test_acknowledged_records_and_offsets_survive_killing_every_process(tmp_path
     finally:
         broker.shutdown()
         s3.shutdown()
+
+
+def test_seaweedfs_leaves_nothing_in_tmp(tmp_path) -> None:
+    """Every `ragpulse up` left SeaweedFS's Unix sockets (`/tmp/seaweedfs-s3-<port>.sock`, all of
+    them after a SIGKILL) and its log files (`/tmp/weed.*`) in /tmp. Now the logs go to
+    DATA_DIR/s3/tmp and the sockets of this server's ports are removed when it stops."""
+    from pathlib import Path
+
+    def ours(ports: set[str]) -> list[str]:
+        return sorted(p.name for p in Path("/tmp").glob("seaweedfs-*.sock")
+                      if p.stem.rsplit("-", 1)[-1] in ports)
+
+    logs_before = set(Path("/tmp").glob("weed.*"))
+    for stop in ("shutdown", "kill"):
+        s3 = SeaweedS3(tmp_path / stop).start()
+        ports = {str(p) for p in s3.ports.values()}
+        try:
+            assert ours(ports), "weed mini made no socket in /tmp: this test checks nothing"
+        finally:
+            getattr(s3, stop)()
+        assert ours(ports) == [], stop
+        assert any((tmp_path / stop / "tmp").glob("weed.*")), stop  # its logs, in the data dir
+    assert set(Path("/tmp").glob("weed.*")) <= logs_before

@@ -97,7 +97,12 @@ class SeaweedS3(ChildOwner):
                 "-ip.bind=127.0.0.1", "-master.telemetry=false", "-admin.ui=false",
                 f"-bucket={S3_BUCKET}", f"-s3.port={self.s3_port}", *_OFF]
         args += [f"-{k}={v}" for k, v in self._ports.items()]
-        env = {**os.environ, "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY}
+        # TMPDIR: weed's own log files (weed.INFO, weed.<host>.<user>.log.*) go to the data
+        # directory, not to /tmp, where every run left a new set.
+        tmp = self.data_dir / "tmp"
+        tmp.mkdir(exist_ok=True)
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY,
+               "TMPDIR": str(tmp)}
         self._child = ChildProcess("weed mini (SeaweedFS)", args, env=env, cwd=self.data_dir,
                                    log_path=self.data_dir / "weed.log",
                                    die_with_parent=self._die_with_parent)
@@ -123,11 +128,29 @@ class SeaweedS3(ChildOwner):
         """SIGKILL the whole process group: a crash, nothing flushed. Idempotent."""
         if self._child is not None:
             self._child.kill()
+            self._remove_sockets()
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout_s``. Idempotent; safe without ``start()``."""
         if self._child is not None:
             self._child.stop(timeout_s)
+            self._remove_sockets()
+
+    def _remove_sockets(self) -> None:
+        """The Unix sockets ``weed mini`` made in /tmp (a fixed place, whatever TMPDIR says) for
+        this server's ports: it removes most of them on SIGTERM but not the S3 one, and none on
+        SIGKILL. Only sockets named after one of this server's ports are touched."""
+        import stat
+
+        ports = {str(p) for p in self.ports.values()}
+        for path in Path("/tmp").glob("seaweedfs-*.sock"):
+            if path.stem.rsplit("-", 1)[-1] not in ports:
+                continue
+            try:
+                if stat.S_ISSOCK(path.lstat().st_mode):
+                    path.unlink()
+            except OSError:  # gone meanwhile, or not ours to remove
+                pass
 
     def broker_env(self) -> dict[str, str]:
         """What tansu's S3 client (``AmazonS3Builder::from_env``) needs to reach this server."""

@@ -94,6 +94,10 @@ def up(
     except KeyboardInterrupt:  # a second Ctrl-C while starting: what had started is stopped
         console.print("ragpulse up: interrupted while starting; stopped.")
         raise typer.Exit(130) from None
+    except ValidationError as exc:  # a part's settings (RAGPULSE_*, or up's flags through them)
+        for e in exc.errors():
+            console.print(_setting_error(e), highlight=False)
+        raise typer.Exit(2) from exc
     except Exception as exc:  # start-up failures: one clear line, not a traceback
         console.print(f"[red]ragpulse up failed:[/red] {type(exc).__name__}: {escape(str(exc))}")
         if verbose:

@@ -105,7 +105,9 @@ class AssemblySettings(BaseModel):
     def _check(self) -> AssemblySettings:
         if self.grace_s >= self.max_wait_s:
             raise ValueError(
-                f"grace_s ({self.grace_s}) must be less than max_wait_s ({self.max_wait_s})"
+                f"grace_s ({self.grace_s:g}; `up --grace`, RAGPULSE_ASSEMBLY__GRACE_S) must be "
+                f"less than max_wait_s ({self.max_wait_s:g}; RAGPULSE_ASSEMBLY__MAX_WAIT_S), the "
+                "longest a trace is held"
             )
         return self
 
