@@ -74,3 +74,20 @@ def test_an_unreachable_llm_endpoint_is_named_and_fails_the_run(tmp_path: Path) 
     (row,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     faith = row["scores"]["faithfulness"]
     assert faith["status"] == "error" and "APIConnectionError" in faith["explanation"], faith
+
+
+def test_the_llm_judge_without_a_key_says_what_to_set(tmp_path: Path) -> None:
+    """It said `set OPENAI_API_KEY or LLMJudgeSettings.api_key`: a class attribute, not
+    something a user of the command can set."""
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"id": "a", "question": "q?", "contexts": ["c."],
+                               "answer": "a."}) + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RAGPULSE_"))}
+    proc = subprocess.run([*CLI, "--input", str(inp), "--quiet", "--judge", "llm"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**env, "COLUMNS": "300"})
+    err = " ".join(proc.stderr.split())
+    assert proc.returncode == 2, err
+    assert ("the llm judge has no API key: set OPENAI_API_KEY (or OPENAI_API_KEY_FILE, a file "
+            "holding it), or pass --base-url") in err, err
+    assert "LLMJudgeSettings" not in err

@@ -156,8 +156,9 @@ def build_client(settings: LLMJudgeSettings) -> openai.AsyncOpenAI:
     key = settings.api_key.get_secret_value()
     if not key:
         if settings.base_url is None and not settings.is_azure:
-            raise ValueError("no API key: set OPENAI_API_KEY or LLMJudgeSettings.api_key "
-                             "(or base_url for a local server that needs none)")
+            raise ValueError("the llm judge has no API key: set OPENAI_API_KEY (or "
+                             "OPENAI_API_KEY_FILE, a file holding it), or pass --base-url for "
+                             "a local OpenAI-compatible server that needs none")
         key = "unused"  # local servers ignore it; the client insists on one
     common: dict[str, Any] = {"api_key": key, "max_retries": 0,
                               "timeout": settings.request_timeout_s}
