@@ -8,15 +8,18 @@ logged them.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
 import re
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["SafeStream", "SecretFilter", "configure_logging", "mask_secrets", "protect_std_streams"]
+__all__ = ["SafeStream", "SecretFilter", "configure_logging", "describe_error", "mask_secrets",
+           "protect_std_streams", "quiet_logger"]
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -73,6 +76,31 @@ def configure_logging(level: str | int = "INFO") -> None:
     for handler in root.handlers:
         if not any(isinstance(f, SecretFilter) for f in handler.filters):
             handler.addFilter(SecretFilter())
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Class: message`` for one line of user output, without the class named twice (kafka's
+    errors start their message with their own class name)."""
+    name, text = type(exc).__name__, str(exc)
+    return text if text.startswith(name) else f"{name}: {text}" if text else name
+
+
+@contextlib.contextmanager
+def quiet_logger(name: str, level: int = logging.CRITICAL) -> Iterator[None]:
+    """Hold logger ``name`` at ``level`` inside the block: a client's retry chatter while a
+    command starts (kafka-python logs an ERROR per failed connection attempt, some 40 before a
+    bootstrap times out) is replaced by the command's own one-line verdict. Left alone when
+    the root logger is at DEBUG (the user asked for the detail)."""
+    logger = logging.getLogger(name)
+    if logging.getLogger().getEffectiveLevel() <= logging.DEBUG:
+        yield
+        return
+    before = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 def _devnull_onto(fd: int) -> None:

@@ -204,14 +204,17 @@ def _settings_or_exit(overrides: dict[str, Any]) -> Any:
 
 def _start_scorer(settings: Any) -> Any:
     """Build and start the scorer (exit status 1 if it cannot start), then freeze the heap."""
+    from ragpulse.deploy.logs import describe_error, quiet_logger
     from ragpulse.scorer.pipeline import build_scorer, freeze_startup_heap
 
     try:
-        svc = build_scorer(settings)
-        svc.start()
+        with quiet_logger("kafka"):
+            svc = build_scorer(settings)
+            svc.start()
         freeze_startup_heap()  # this process is the service: its start-up heap lives forever
     except Exception as exc:
-        typer.echo(f"error: cannot start the scorer: {type(exc).__name__}: {exc}", err=True)
+        typer.echo(f"error: cannot start the scorer: {describe_error(exc)} "
+                   "(--log-level DEBUG shows each attempt)", err=True)
         raise typer.Exit(1) from None
     typer.echo(
         f"ragpulse scorer: {settings.kafka.bootstrap_servers} topic {settings.kafka.topic} "

@@ -10,6 +10,7 @@ second process gets a precise error naming the URL to use, or follows it (``foll
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -251,7 +252,27 @@ def open_store(
         kw.pop("username", None)
         kw.pop("password", None)
         kw["access_token"] = token
+    driver_log = logging.getLogger("clickhouse_connect")
+    level = driver_log.level
+    # The driver logs "Unexpected Http Driver Exception" before raising: one stray line ahead of
+    # the message below, which says it all.
+    driver_log.setLevel(logging.CRITICAL)
     try:
         return clickhouse_connect.get_client(dsn=dsn, **kw)
     except Exception as exc:
-        raise StoreError(f"cannot connect to ClickHouse at {safe}: {exc}") from exc
+        raise StoreError(f"cannot connect to ClickHouse at {safe}: {_connect_error(exc)}") from exc
+    finally:
+        driver_log.setLevel(level)
+
+
+def _connect_error(exc: BaseException) -> str:
+    """The cause of a failed connection in a few words (the driver's text holds a urllib3 repr
+    and the query id); the whole text when it is none of the usual ones."""
+    text = str(exc)
+    for needle, say in (("Connection refused", "connection refused (nothing listens there)"),
+                        ("Name or service not known", "unknown host"),
+                        ("timed out", "timed out"),
+                        ("certificate verify failed", "TLS certificate not trusted")):
+        if needle in text:
+            return say
+    return text
