@@ -63,6 +63,16 @@ def test_report_is_self_contained_with_drawn_charts(report_html: Path, settings)
     assert re.search(r'<tr class="firing"><td>firing</td><td>Faithfulness 10% below its baseline</td>'
                      r'<td>service=drop', html)
     assert '<tr class="ok"><td>ok</td><td>No scores for 15 minutes' in html
+    # The faithfulness chart's red line is the level of the judge that scored the range (the
+    # local judge's, from its measured distributions), not the general 0.7 no rule applies to.
+    from ragpulse.dashboards.levels import FAITHFULNESS_LEVELS
+
+    level = FAITHFULNESS_LEVELS["local"]
+    assert ("In this report the red line is the level of the judge that scored it: "
+            f"local {level:g}.") in html
+    faith = html[html.index('data-panel="quality_faithfulness"'):]
+    faith = faith[:faith.index("</section>")]
+    assert faith.count('class="threshold"') == 1
 
 
 def test_report_renders_in_headless_chromium(report_html: Path, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from ragpulse.dashboards.levels import FAITHFULNESS_LEVELS
 from ragpulse.deploy.cli import _register, app
 from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
@@ -32,6 +33,7 @@ from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings, build_pipe
 from .data import NOW, fixed_date_schema
 
 _register()
+LOCAL_LEVEL = FAITHFULNESS_LEVELS["local"]
 CHROMIUM = Path("/usr/bin/chromium")
 UNTIL = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
 # The 3-minute set: 20 demo traces from 11:56:30 to 11:59:20, crossing three minute boundaries.
@@ -147,8 +149,9 @@ def test_legends_name_what_is_drawn(demo_html: Path) -> None:
     assert "95% band (shaded, per service)" in q and "scored samples (bars under the chart)" in q
     # The caption matches the drawing: no dashed band, no right axis.
     assert "dashed" not in q and "right axis" not in q
-    # The faithfulness chart draws the alert level and its legend says so; other metrics do not.
-    assert q.count('class="threshold"') == 1 and "alert level 0.70" in q
+    # The faithfulness chart draws the alert level of the judge that scored the range (the
+    # demo's: local) and its legend says so; other metrics draw none.
+    assert q.count('class="threshold"') == 1 and f"alert level {LOCAL_LEVEL:.2f}" in q
     assert 'class="threshold"' not in _panel(html, "quality_answer_relevancy")
     # Null share: every series is 0, so one grey key instead of fifteen coloured ones, and the
     # value axis reads 0..100 %, not five ticks of 0.
@@ -198,7 +201,7 @@ def test_a_day_of_data_spans_the_day(tmp_path: Path, chdb_dir: Path, filled_db: 
     assert ticks == ["11-19 12:00", "18:00", "11-20", "06:00", "12:00"], ticks
     xs = _series_x(q)
     assert min(xs) < 70 and max(xs) > 600
-    assert "alert level 0.70" in q
+    assert f"alert level {LOCAL_LEVEL:.2f}" in q
 
 
 def _screenshot(html: Path, png: Path, profile: Path) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -470,6 +470,35 @@ def _axis(data: tuple[datetime, datetime], t0: datetime, t1: datetime) -> tuple[
     return d0, d1
 
 
+def judge_levels(client: Any, settings: DashboardsSettings, t0: datetime,
+                 t1: datetime) -> dict[str, float]:
+    """The faithfulness alert level of each judge that scored faithfulness in ``[t0, t1]``: its
+    own (``faithfulness_min_by_judge``) or the general one. Empty when the query fails or no
+    judge did. Blocks on one query."""
+    a = settings.alerts
+    sql = (f"SELECT DISTINCT judge FROM `{settings.database}`.`scores_dedup` "
+           f"WHERE metric = %(metric)s AND status = 'ok' AND ts >= %(t0)s AND ts < %(t1)s")
+    try:
+        rows = client.query(sql, parameters={"metric": a.faithfulness_metric, "t0": t0,
+                                             "t1": t1}).result_rows
+    except Exception:
+        return {}
+    return {str(j): a.faithfulness_min_by_judge.get(str(j), a.faithfulness_min)
+            for (j,) in rows}
+
+
+def _with_levels(p: PanelSpec, settings: DashboardsSettings, levels: Mapping[str, float]) -> PanelSpec:
+    """The faithfulness panel with the alert levels that apply to the judges in the range (the
+    dashboard's panel draws the general level, 0.7, which no rule applies to local-judge
+    scores: their own levels are lower)."""
+    if not levels or p.key != f"quality_{settings.alerts.faithfulness_metric}":
+        return p
+    said = ", ".join(f"{j} {v:g}" for j, v in sorted(levels.items()))
+    return replace(p, thresholds=tuple(sorted(set(levels.values()))),
+                   description=f"{p.description} In this report the red line is the level of "
+                               f"the judge{'s' if len(levels) > 1 else ''} that scored it: {said}.")
+
+
 def build_report(client: Any, settings: DashboardsSettings, t0: datetime, t1: datetime, *,
                  selection: Mapping[str, Sequence[str]] | None = None,
                  source: str = "") -> str:
@@ -482,7 +511,9 @@ def build_report(client: Any, settings: DashboardsSettings, t0: datetime, t1: da
     data = data_range(client, settings, t0, t1)
     axis = _axis(data, t0, t1) if data else (t0, t1)
     ctx = context(*axis, selection=selection)
-    frames = [(sec.title, [run_panel(client, p, ctx) for p in sec.panels]) for sec in sections(settings)]
+    levels = judge_levels(client, settings, *axis)
+    frames = [(sec.title, [run_panel(client, _with_levels(p, settings, levels), ctx)
+                           for p in sec.panels]) for sec in sections(settings)]
     alerts = evaluate_all(client, settings, t1)
     return render_html(frames, alerts, settings, axis[0], axis[1], ctx.interval_s, source,
                        requested=(t0, t1), data=data)
