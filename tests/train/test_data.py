@@ -456,3 +456,13 @@ def test_data_v6_sources_read_their_train_sides_only(monkeypatch):
     assert theirs & {it["context"] for it in qa_synth.jaquad_items()}
     monkeypatch.setattr(qa_synth, "jsquad_held_out_titles", lambda: held | {first["title"]})
     assert not theirs & {it["context"] for it in qa_synth.jaquad_items()}
+
+
+def test_sources_lists_what_a_fresh_machine_must_fetch(monkeypatch, tmp_path, capsys) -> None:
+    from train.data import sources
+
+    monkeypatch.setenv("RAGPULSE_MIRROR", str(tmp_path))
+    assert sources.main([]) == 1
+    out = capsys.readouterr().out
+    assert out.count("MISSING") == len(sources.ALL) == 11
+    assert "github:yahoojapan/JGLUE" in out and f"11 source(s) to fetch first (RAGPULSE_MIRROR={tmp_path})" in out

@@ -86,3 +86,33 @@ def read_jsonl(src: Source, path: str) -> list[dict]:
 
 def read_json(src: Source, path: str) -> dict:
     return json.loads(src.read(path))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m train.data.sources``: every source's snapshot, pinned commit and whether it
+    is here (a fresh machine needs each one fetched before ``train.data.build`` runs: the
+    library's ``fetch github:OWNER/NAME``, or ``git clone --bare`` into
+    ``$RAGPULSE_MIRROR/OWNER+NAME/repo``). Exit status 1 when one is missing."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__.split("\n\n")[0])
+    ap.parse_args(argv)
+    missing = 0
+    for name, src in ALL.items():
+        try:
+            src.gitdir()
+            ok = subprocess.run(["git", f"--git-dir={src.gitdir()}", "cat-file", "-e",
+                                 f"{src.commit}^{{commit}}"], capture_output=True).returncode == 0
+            state = "ok" if ok else f"snapshot lacks commit {src.commit[:12]}"
+        except FileNotFoundError:
+            state = "MISSING"
+        missing += state != "ok"
+        print(f"{name:<15} github:{src.repo:<32} {src.commit[:12]}  {state}")
+    if missing:
+        print(f"{missing} source(s) to fetch first (RAGPULSE_MIRROR="
+              f"{os.environ.get('RAGPULSE_MIRROR', '/work/.mirror')})")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
