@@ -110,7 +110,10 @@ def test_ragpulse_score_finishes_with_a_line_per_input(tmp_path: Path) -> None:
                  "--deadline", "2", "--quiet"],
                 capture_output=True, text=True, timeout=120,
                 env={"OPENAI_API_KEY": "sk-test", "PATH": "/usr/bin:/bin"})
-        assert res.returncode == 0, res.stderr[-2000:]
+        # Every score failed: exit 1, with the causes on stderr (a run that scored nothing
+        # must not look like a success to the script that started it).
+        assert res.returncode == 1, res.stderr[-2000:]
+        assert "every score failed" in res.stderr and "error score" in res.stderr
         assert "Traceback" not in res.stderr
         lines = [json.loads(x) for x in out.read_text().splitlines()]
         assert [x["id"] for x in lines] == ["q0", "q1", "q2"]

@@ -41,11 +41,12 @@ def free_bytes(path: Path) -> int:
     return shutil.disk_usage(_existing(path)).free
 
 
-def human_bytes(n: float) -> str:
+def human_bytes(count: float) -> str:
+    """``count`` bytes in GiB, MiB or KiB, at most two decimals ("1.25 GiB", "700 MiB")."""
     for unit, size in (("GiB", GiB), ("MiB", MiB)):
-        if abs(n) >= size:
-            return f"{n / size:.2f}".rstrip("0").rstrip(".") + f" {unit}"
-    return f"{n / 1024:.0f} KiB"
+        if abs(count) >= size:
+            return f"{count / size:.2f}".rstrip("0").rstrip(".") + f" {unit}"
+    return f"{count / 1024:.0f} KiB"
 
 
 def check_free_space(data_dir: Path, need: int, *, durable: bool) -> int:

@@ -220,27 +220,7 @@ def open_store(
             raise StoreError(f"no ragpulse store at {path}: `ragpulse up` creates one there "
                              "(--data-dir DIR: DIR/chdb), or `ragpulse db init --clickhouse "
                              f"chdb://{path}`; for a ClickHouse server pass --clickhouse URL")
-        holder = lock_holder(path)
-        if holder is not None and holder != os.getpid():
-            raise StoreLockedError(
-                f"the chDB directory {path} is locked by another process (pid {holder}); chDB "
-                "allows one process per directory and that process advertises no facade URL: "
-                "stop it, or query through it")
-        try:
-            return clickhouse_connect.get_client(dsn=f"chdb://{path}", **client_kw)
-        except Exception as exc:
-            text = str(exc)
-            if "Cannot lock file" in text or "Another server instance" in text or (
-                    "Error initializing EmbeddedServer" in text and lock_holder(path) is not None):
-                raise StoreLockedError(
-                    f"the chDB directory {path} is locked by another process (chDB allows one "
-                    "process per directory) that does not advertise a facade URL; stop it, or "
-                    "query through the process that owns it") from exc
-            if "already initialized with path" in text:
-                raise StoreError(
-                    f"this process already runs chDB on another directory; chDB allows one "
-                    f"directory per process, so {path} cannot be opened here: {text}") from exc
-            raise StoreError(f"cannot open chDB at {path}: {text}") from exc
+        return _open_chdb(path, client_kw)
     # http or https
     safe = f"{scheme}://{parts.hostname}:{parts.port or (8443 if scheme == 'https' else 8123)}"
     kw = dict(client_kw)
@@ -263,6 +243,34 @@ def open_store(
         raise StoreError(f"cannot connect to ClickHouse at {safe}: {_connect_error(exc)}") from exc
     finally:
         driver_log.setLevel(level)
+
+
+def _open_chdb(path: str, client_kw: dict[str, Any]) -> Any:
+    """The in-process engine on ``path``, owned by no live ``ragpulse up``: chDB's own lock
+    failures become :class:`StoreLockedError`, the rest :class:`StoreError`."""
+    import clickhouse_connect
+
+    holder = lock_holder(path)
+    if holder is not None and holder != os.getpid():
+        raise StoreLockedError(
+            f"the chDB directory {path} is locked by another process (pid {holder}); chDB "
+            "allows one process per directory and that process advertises no facade URL: "
+            "stop it, or query through it")
+    try:
+        return clickhouse_connect.get_client(dsn=f"chdb://{path}", **client_kw)
+    except Exception as exc:
+        text = str(exc)
+        if "Cannot lock file" in text or "Another server instance" in text or (
+                "Error initializing EmbeddedServer" in text and lock_holder(path) is not None):
+            raise StoreLockedError(
+                f"the chDB directory {path} is locked by another process (chDB allows one "
+                "process per directory) that does not advertise a facade URL; stop it, or "
+                "query through the process that owns it") from exc
+        if "already initialized with path" in text:
+            raise StoreError(
+                f"this process already runs chDB on another directory; chDB allows one "
+                f"directory per process, so {path} cannot be opened here: {text}") from exc
+        raise StoreError(f"cannot open chDB at {path}: {text}") from exc
 
 
 def _connect_error(exc: BaseException) -> str:
