@@ -68,8 +68,8 @@ def test_report_is_self_contained_with_drawn_charts(report_html: Path, settings)
     from ragpulse.dashboards.levels import FAITHFULNESS_LEVELS
 
     level = FAITHFULNESS_LEVELS["local"]
-    assert ("In this report the red line is the level of the judge that scored it: "
-            f"local {level:g}.") in html
+    assert ("In this report the red line is instead the level of the judge that scored this "
+            f"range: local {level:g}.") in html
     faith = html[html.index('data-panel="quality_faithfulness"'):]
     faith = faith[:faith.index("</section>")]
     assert faith.count('class="threshold"') == 1

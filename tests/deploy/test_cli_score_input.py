@@ -69,11 +69,38 @@ def test_an_unreachable_llm_endpoint_is_named_and_fails_the_run(tmp_path: Path) 
         env={**os.environ, "OPENAI_API_KEY": "sk-test", "COLUMNS": "300"})
     err = " ".join(proc.stderr.split())
     assert proc.returncode == 1, err
-    assert f"APIConnectionError: Connection error. (http://127.0.0.1:{port}/v1/chat/completions)" in err
+    assert f"error score: judge_timeout: APIConnectionError: http://127.0.0.1:{port}/v1/chat/completions" in err \
+        or f"error score: judge_error: APIConnectionError: http://127.0.0.1:{port}/v1/chat/completions" in err, err
     assert "every score failed" in err
     (row,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     faith = row["scores"]["faithfulness"]
-    assert faith["status"] == "error" and "APIConnectionError" in faith["explanation"], faith
+    assert faith["status"] == "error", faith
+    assert (f"APIConnectionError: Connection error. (http://127.0.0.1:{port}/v1/chat/completions)"
+            in faith["explanation"]), faith
+
+
+def test_the_summary_tallies_causes_and_knows_when_nothing_worked() -> None:
+    """One cause is one line whatever its attempt count; `null` scores (a sample without
+    contexts) do not make a run whose judge never worked look like a success."""
+    from ragpulse.deploy.commands.score import _Summary
+    from ragpulse.scorer import Score
+    from ragpulse.scorer.evaluator import SampleResult
+
+    url = "(http://127.0.0.1:9/v1/chat/completions)"
+
+    def err(text: str) -> Score:
+        return Score.missing("faithfulness", "judge_error", explanation=text)
+
+    s = _Summary()
+    s.add(SampleResult("a", (err(f"5 attempts; APIConnectionError: Connection error. {url}"),), 1.0))
+    s.add(SampleResult("b", (err(f"deadline 2.0s reached after 3 attempts; APIConnectionError: "
+                                 f"Connection error. {url}"),), 1.0))
+    s.add(SampleResult("c", (Score.missing("faithfulness", "no_contexts"),), 1.0))
+    assert s.error_lines() == ["2 error scores: judge_error: APIConnectionError: "
+                               "http://127.0.0.1:9/v1/chat/completions"]
+    assert s.all_failed
+    s.add(SampleResult("d", (Score(metric="faithfulness", value=0.9),), 1.0))
+    assert not s.all_failed
 
 
 def test_the_llm_judge_without_a_key_says_what_to_set(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from .alerts import RuleResult, evaluate_all
 from .frames import Frame, Series, context, run_panel
 from .macros import expand
-from .queries import PanelSpec, data_range_sql, sections
+from .queries import PanelSpec, _q, data_range_sql, filters, sections
 from .settings import DashboardsSettings
 
 __all__ = ["build_report", "render_html"]
@@ -470,17 +470,17 @@ def _axis(data: tuple[datetime, datetime], t0: datetime, t1: datetime) -> tuple[
     return d0, d1
 
 
-def judge_levels(client: Any, settings: DashboardsSettings, t0: datetime,
-                 t1: datetime) -> dict[str, float]:
-    """The faithfulness alert level of each judge that scored faithfulness in ``[t0, t1]``: its
-    own (``faithfulness_min_by_judge``) or the general one. Empty when the query fails or no
-    judge did. Blocks on one query."""
+def judge_levels(client: Any, settings: DashboardsSettings, ctx: Any) -> dict[str, float]:
+    """The faithfulness alert level of each judge that scored faithfulness in the range and
+    selection of ``ctx`` (the panels' own): its own (``faithfulness_min_by_judge``) or the
+    general one. Empty when the query fails or no judge did. Blocks on one query over the
+    per-minute rollup, with the panels' time macros (epoch seconds: no time zone involved)."""
     a = settings.alerts
-    sql = (f"SELECT DISTINCT judge FROM `{settings.database}`.`scores_dedup` "
-           f"WHERE metric = %(metric)s AND status = 'ok' AND ts >= %(t0)s AND ts < %(t1)s")
+    sql = (f"SELECT judge FROM `{settings.database}`.`scores_1m` "
+           f"WHERE $__timeFilter(minute) AND metric = {_q(a.faithfulness_metric)} "
+           f"AND {filters()} GROUP BY judge HAVING sum(n_ok) > 0 ORDER BY judge")
     try:
-        rows = client.query(sql, parameters={"metric": a.faithfulness_metric, "t0": t0,
-                                             "t1": t1}).result_rows
+        rows = client.query(expand(sql, ctx)).result_rows
     except Exception:
         return {}
     return {str(j): a.faithfulness_min_by_judge.get(str(j), a.faithfulness_min)
@@ -495,8 +495,9 @@ def _with_levels(p: PanelSpec, settings: DashboardsSettings, levels: Mapping[str
         return p
     said = ", ".join(f"{j} {v:g}" for j, v in sorted(levels.items()))
     return replace(p, thresholds=tuple(sorted(set(levels.values()))),
-                   description=f"{p.description} In this report the red line is the level of "
-                               f"the judge{'s' if len(levels) > 1 else ''} that scored it: {said}.")
+                   description=f"{p.description} In this report the red line is instead the "
+                               f"level of the judge{'s' if len(levels) > 1 else ''} that scored "
+                               f"this range: {said}.")
 
 
 def build_report(client: Any, settings: DashboardsSettings, t0: datetime, t1: datetime, *,
@@ -511,7 +512,7 @@ def build_report(client: Any, settings: DashboardsSettings, t0: datetime, t1: da
     data = data_range(client, settings, t0, t1)
     axis = _axis(data, t0, t1) if data else (t0, t1)
     ctx = context(*axis, selection=selection)
-    levels = judge_levels(client, settings, *axis)
+    levels = judge_levels(client, settings, ctx)
     frames = [(sec.title, [run_panel(client, _with_levels(p, settings, levels), ctx)
                            for p in sec.panels]) for sec in sections(settings)]
     alerts = evaluate_all(client, settings, t1)

@@ -170,8 +170,9 @@ class _Summary:
             self.statuses.setdefault(s.metric, {}).setdefault(s.status, 0)
             self.statuses[s.metric][s.status] += 1
             if s.status == "error":
-                key = f"{s.reason}: {s.explanation}" if s.explanation else str(s.reason)
-                self.errors[key[:300]] = self.errors.get(key[:300], 0) + 1
+                key = _error_cause(s)
+                if key in self.errors or len(self.errors) < 50:  # a bounded tally
+                    self.errors[key] = self.errors.get(key, 0) + 1
             if s.value is not None:
                 self.values.setdefault(s.metric, []).append(s.value)
             self.calls += s.cost.llm_calls
@@ -203,9 +204,29 @@ class _Summary:
 
     @property
     def all_failed(self) -> bool:
-        """Scores were attempted and every one of them is an error (the judge never worked)."""
-        total = sum(sum(st.values()) for st in self.statuses.values())
-        return total > 0 and total == sum(st.get("error", 0) for st in self.statuses.values())
+        """Scores failed and none came out ``ok``: the judge never worked (``null`` scores of
+        samples without contexts or an answer do not count as working)."""
+        ok = sum(st.get("ok", 0) for st in self.statuses.values())
+        return ok == 0 and any(st.get("error", 0) for st in self.statuses.values())
+
+
+_ERROR_CLASS = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Timeout))\b")
+_ERROR_URL = re.compile(r"\((https?://[^)\s]+)\)")
+
+
+def _error_cause(score: Score) -> str:
+    """What an error score's cause is, for the summary's tally: its reason, the exception class
+    and the endpoint its explanation names, without the parts that vary per call (attempt
+    counts, seconds left, request ids), so one cause is one line."""
+    text = score.explanation or ""
+    parts = [str(score.reason)]
+    if m := _ERROR_CLASS.search(text):
+        parts.append(m.group(1))
+    if m := _ERROR_URL.search(text):
+        parts.append(m.group(1))
+    if len(parts) == 1 and text:
+        parts.append(text[:120])
+    return ": ".join(parts)
 
 
 def _count_lines(path: Path) -> int | None:
