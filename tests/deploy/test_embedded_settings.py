@@ -275,3 +275,20 @@ def test_a_part_settings_error_is_one_line_per_setting(tmp_path: Path) -> None:
     assert ("invalid setting assembly: grace_s (60; `up --grace`, RAGPULSE_ASSEMBLY__GRACE_S) "
             "must be less than max_wait_s (30; RAGPULSE_ASSEMBLY__MAX_WAIT_S)") in out, out
     assert "errors.pydantic.dev" not in out and "failed" not in out
+
+
+def test_a_second_ctrl_c_after_the_drain_or_while_starting(tmp_path: Path) -> None:
+    """After the drain, a second Ctrl-C changes nothing (it said "not waiting for the drain" and
+    exited 130 though everything was scored); while starting, it stops at the next part without
+    raising from the signal handler (which could leave a part half-started)."""
+    done = Embedded(EmbeddedSettings(data_dir=tmp_path / "a", min_free_bytes=0))
+    done._drained = True
+    assert done.abandon_drain() is False and not done.drain_abandoned
+    draining = Embedded(EmbeddedSettings(data_dir=tmp_path / "b", min_free_bytes=0))
+    assert draining.abandon_drain() is True and draining.drain_abandoned
+    starting = Embedded(EmbeddedSettings(data_dir=tmp_path / "c", min_free_bytes=0, http_port=0,
+                                         grpc_port=0, clickhouse_port=0))
+    starting.interrupt_start()
+    with pytest.raises(KeyboardInterrupt):
+        starting.launch()
+    assert not starting.started and not (tmp_path / "c").exists()  # stopped before the store

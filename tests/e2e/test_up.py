@@ -138,11 +138,13 @@ def test_otlp_http_and_grpc_to_scores_in_chdb(up):
 
     with pytest.raises(StoreLockedError, match=str(ports["ch"])):
         open_store(f"chdb://{tmp_path / 'data' / 'chdb'}")
-    # A second `up` on the same data directory says so, and what to do (not --clickhouse,
-    # which `up` does not take).
+    # A second `up` on the same data directory (and the same ports, as a user repeats the same
+    # command) says so, and what to do: not that its first port is taken, not --clickhouse,
+    # which `up` does not take.
     second = subprocess.run(
         [sys.executable, "-m", "ragpulse.deploy.cli", "up", "--data-dir", str(tmp_path / "data"),
-         "--http-port", "0", "--grpc-port", "0", "--clickhouse-port", "0"],
+         "--http-port", str(ports["http"]), "--grpc-port", str(ports["grpc"]),
+         "--clickhouse-port", str(ports["ch"])],
         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300"})
     said = " ".join((second.stdout + second.stderr).split())
     assert second.returncode == 1, said

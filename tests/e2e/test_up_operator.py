@@ -159,29 +159,39 @@ def test_up_with_a_closed_stderr_runs_and_drains(tmp_path: Path) -> None:
     assert n == 4
 
 
-def test_a_second_ctrl_c_abandons_the_drain_and_still_closes_the_store(tmp_path: Path) -> None:
+def test_a_second_ctrl_c_abandons_the_drain_and_still_closes_the_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression: the second Ctrl-C raised out of the drain, which left the chDB store open,
     and chDB crashed the process at exit (segmentation fault, exit -11). Now it stops waiting,
-    stops every part in order and exits 130; the store opens again."""
-    u = Up(tmp_path / "data", extra=("--grace", "20"))  # traces stay held: a long drain
-    try:
-        u.read_until(r"Ctrl-C drains", 120)
-        _send(u, *(rag_spans(trace_id(f"abandon-{i}"), start=BASE_NS + i * 10**9)
-                   for i in range(3)))
-        u.read_until(r"spans received [1-9]", 60)
-        u.proc.send_signal(signal.SIGINT)
-        u.read_until(r"draining: scoring what was accepted", 60)
-        time.sleep(0.5)
-        assert u.proc.poll() is None, "the drain did not wait for the held traces"
-        u.proc.send_signal(signal.SIGINT)
-        code = u.proc.wait(timeout=60)
-        u.read_rest()
-        assert code == 130, (code, u.text[-3000:])
-        assert "stopped without the whole drain" in u.text
-        assert "global_context->shutdown" not in u.text  # chDB's complaint before the crash
-        flat = " ".join(u.text.split())  # rich wraps at the console width
-        assert "not waiting for the drain" in flat and "is lost (--in-memory)" in flat, u.text[-1500:]
-    finally:
-        u.close()
-    ((n,),) = query_chdb_dir(tmp_path / "data" / "chdb", "SELECT count() FROM rag.scores")
-    assert n == 0  # held, never scored: the in-memory broker lost them, as the line said
+    stops every part in order and exits 130; the store opens again. The drain is made to wait
+    for certain: the LLM judge's endpoint (a local OpenAI-compatible server) never answers."""
+    from tests.fakes.openai_server import FakeOpenAIServer, Reply
+
+    with FakeOpenAIServer() as srv:
+        srv.script("*", *[Reply.json({}, delay_s=3600)] * 200)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # the local server ignores it
+        u = Up(tmp_path / "data", extra=("--judge", "llm", "--model", "m", "--base-url",
+                                         srv.base_url))
+        try:
+            u.read_until(r"Ctrl-C drains", 120)
+            _send(u, *(rag_spans(trace_id(f"abandon-{i}"), start=BASE_NS + i * 10**9)
+                       for i in range(3)))
+            u.read_until(r"in progress [1-9]", 60)  # traces in the judge, which never answers
+            u.proc.send_signal(signal.SIGINT)
+            u.read_until(r"draining: scoring what was accepted", 60)
+            time.sleep(1.0)
+            assert u.proc.poll() is None, "the drain did not wait for the judge"
+            u.proc.send_signal(signal.SIGINT)
+            code = u.proc.wait(timeout=60)
+            u.read_rest()
+            assert code == 130, (code, u.text[-3000:])
+            assert "stopped without the whole drain" in u.text
+            assert "global_context->shutdown" not in u.text  # chDB's complaint before the crash
+            flat = " ".join(u.text.split())  # rich wraps at the console width
+            assert "not waiting for the drain" in flat and "is lost (--in-memory)" in flat, \
+                u.text[-1500:]
+        finally:
+            u.close()
+    ((n,),) = query_chdb_dir(tmp_path / "data" / "chdb",
+                             "SELECT count() FROM rag.scores WHERE status = 'ok'")
+    assert n == 0  # never judged: the in-memory broker lost them, as the line said

@@ -31,7 +31,8 @@ from .diskspace import low_disk_note
 from .sampling import default_sampling_rate
 from .signals import StopSignals
 
-__all__ = ["Embedded", "EmbeddedSettings", "PortInUseError", "check_ports", "judge_line",
+__all__ = ["Embedded", "EmbeddedSettings", "PortInUseError", "check_not_running", "check_ports",
+           "judge_line",
            "otlp_token_configured", "redaction_line", "run_embedded", "seaweed_line",
            "status_line"]
 
@@ -180,34 +181,56 @@ class Embedded:
     _stopped: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _abandon: threading.Event = field(default_factory=threading.Event)
+    _interrupted: bool = False
+    _drained: bool = False
+    started: bool = False
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     @classmethod
     def start(cls, settings: EmbeddedSettings) -> Embedded:
-        """Start every part, downstream first. Raises with a user-facing message (and stops what
-        it started) when a part cannot start: a taken port, an owned data directory, no broker."""
+        """``Embedded(settings).launch()``."""
+        return cls(settings).launch()
+
+    def launch(self) -> Embedded:
+        """Start every part, downstream first. Returns ``self``. Raises with a user-facing
+        message (and stops what it started) when a part cannot start: an owned data directory,
+        a full disk, a taken port, no broker; raises ``KeyboardInterrupt`` (after stopping what
+        started) when :meth:`interrupt_start` was called, at the next part."""
         from .diskspace import check_free_space
 
-        # Before anything is created: on a full disk the broker fails with an opaque protocol
-        # error (diskspace's docstring), and a taken port with a bare "Address already in use".
+        settings = self.settings
+        # Before anything is created: another `up` on this directory (said as such, not as one
+        # of its ports being taken), a full disk (the broker fails with an opaque protocol
+        # error: diskspace's docstring), a taken port (a bare "Address already in use").
+        check_not_running(settings)
         check_free_space(settings.data_dir, settings.required_free_bytes, durable=settings.durable)
         check_ports(settings)
-        self = cls(settings)
         try:
-            self._start_store()
-            self._start_broker()
-            self._start_scorer()
-            self._start_collector()
-            if settings.demo:
-                from .demo import DemoTraffic
-
-                self.demo = DemoTraffic(self.collector.http_endpoint, rate=settings.demo_rate,
-                                        limit=settings.demo_limit).start()
+            for part in (self._start_store, self._start_broker, self._start_scorer,
+                         self._start_collector, self._start_demo):
+                if self._interrupted:
+                    raise KeyboardInterrupt
+                part()
+            self.started = True
         except BaseException:
             self.shutdown()
             raise
         return self
+
+    def interrupt_start(self) -> None:
+        """From a signal handler: stop starting at the next part (:meth:`launch` then stops what
+        started and raises ``KeyboardInterrupt``), without waiting for a drain. Never raises, so
+        the handler cannot interrupt a part half-way (a SeaweedFS or chDB left open)."""
+        self._interrupted = True
+        self._abandon.set()
+
+    def _start_demo(self) -> None:
+        if self.settings.demo:
+            from .demo import DemoTraffic
+
+            self.demo = DemoTraffic(self.collector.http_endpoint, rate=self.settings.demo_rate,
+                                    limit=self.settings.demo_limit).start()
 
     def _start_store(self) -> None:
         from ragpulse.scorer.store import SchemaSettings, init_schema, open_store, write_owner
@@ -398,14 +421,18 @@ class Embedded:
             out["disk.data_dir"] = str(self.settings.data_dir)
         return out
 
-    def abandon_drain(self) -> None:
+    def abandon_drain(self) -> bool:
         """From any thread (the second Ctrl-C's handler): stop waiting for the drain, then stop
         every part as :meth:`shutdown` does (the chDB store is still closed properly). What was
         not scored stays uncommitted in Kafka: the durable broker keeps it for the next start,
-        the in-memory one loses it."""
+        the in-memory one loses it. Returns False (and changes nothing) once the drain is over:
+        the rest of the stop is quick and loses nothing."""
+        if self._drained:
+            return False
         self._abandon.set()
         if self.scorer is not None:
             self.scorer.abandon_drain()
+        return True
 
     @property
     def drain_abandoned(self) -> bool:
@@ -430,9 +457,10 @@ class Embedded:
                 st = self.scorer.stats()
                 if st.get("records_consumed", 0) >= produced:
                     break
-                self._abandon.wait(0.2)
+                time.sleep(0.2)  # not Event.wait: the signal handler sets that Event
             self.scorer.shutdown(1.0 if self._abandon.is_set()
                                  else max(1.0, deadline - time.monotonic()))
+        self._drained = True
         if self.broker is not None:
             self.broker.shutdown()
         if self.s3 is not None:  # after the broker: it flushes into S3 on SIGTERM
@@ -457,6 +485,28 @@ class PortInUseError(RuntimeError):
 _PORT_FLAGS = (("http_port", "OTLP/HTTP", "--http-port"), ("grpc_port", "OTLP/gRPC", "--grpc-port"),
                ("clickhouse_port", "ClickHouse facade", "--clickhouse-port"),
                ("kafka_port", "Kafka broker", "--kafka-port"))
+
+
+def check_not_running(settings: EmbeddedSettings) -> None:
+    """Raise :class:`StoreLockedError` when a live ``ragpulse up`` (or another process) owns
+    ``DATA_DIR/chdb``: checked first, so a second ``up`` with the same ports hears that, not
+    that its first port is taken."""
+    from ragpulse.scorer.store import StoreLockedError, read_owner
+    from ragpulse.scorer.store.client import lock_holder
+
+    path = (settings.data_dir / "chdb").resolve()
+    if not path.is_dir():
+        return
+    owner = read_owner(str(path))
+    pid = owner.pid if owner is not None and owner.pid != os.getpid() and owner.alive() else None
+    holder = lock_holder(str(path))
+    if pid is None and holder is not None and holder != os.getpid():
+        pid = holder
+    if pid is not None:
+        raise StoreLockedError(
+            f"another `ragpulse up` (pid {pid}) already runs on {settings.data_dir} ({path}): "
+            "stop it, or start this one with another --data-dir (and other ports); `ragpulse "
+            "status` reads the running one", owner_pid=pid)
 
 
 def check_ports(settings: EmbeddedSettings) -> None:
@@ -490,25 +540,26 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
     Returns the exit code."""
     from rich.table import Table
 
-    running: list[Embedded] = []
+    stack = Embedded(settings)
+    said: list[str] = []
 
-    def abandon_drain(_name: str) -> None:
-        """A second Ctrl-C: stop waiting for the drain, but still stop every part in order.
-        Raising out of the drain instead left the chDB store open, and chDB crashed the
-        process at exit (segmentation fault)."""
-        if not running:  # still starting: Embedded.start stops what it started
-            raise KeyboardInterrupt
-        if not running[0].drain_abandoned:
+    def second_signal(_name: str) -> None:
+        """A second Ctrl-C: stop waiting for the drain (or stop starting), but still stop every
+        part in order. It never raises: raising out of the drain left the chDB store open, and
+        chDB crashed the process at exit (segmentation fault)."""
+        if not stack.started:
+            stack.interrupt_start()
+            return
+        if stack.abandon_drain() and not said:
             kept = ("stays in Kafka and is scored after the next start" if settings.durable
                     else "is lost (--in-memory)")
+            said.append(kept)
             console.print("second Ctrl-C: not waiting for the drain; what was not scored "
                           f"{kept} ...")
-        running[0].abandon_drain()
 
-    with StopSignals(on_second=abandon_drain) as signals:
+    with StopSignals(on_second=second_signal) as signals:
         console.print("[bold]ragpulse up[/bold]: starting the embedded stack ...")
-        stack = Embedded.start(settings)
-        running.append(stack)
+        stack.launch()
         from ragpulse.scorer.pipeline import freeze_startup_heap
 
         freeze_startup_heap()  # `up` owns this process: its start-up heap lives as long as it
