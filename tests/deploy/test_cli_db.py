@@ -87,3 +87,16 @@ def test_read_only_commands_create_no_store(monkeypatch, tmp_path) -> None:
         flat = " ".join(r.output.split())
         assert "no ragpulse store at" in flat and "`ragpulse up` creates one there" in flat, flat
     assert list(tmp_path.iterdir()) == []  # no .ragpulse/, no ragpulse-data/, no report
+
+
+def test_a_store_at_the_old_default_is_pointed_out(monkeypatch, tmp_path) -> None:
+    """`db` used to default to ./ragpulse-data/chdb: a user with scores there is told where the
+    command now looks and how to reach the old store."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ragpulse-data" / "chdb").mkdir(parents=True)
+    r = runner.invoke(db, ["status"])
+    flat = " ".join(r.output.split())
+    assert r.exit_code == 1 and "note: ./ragpulse-data/chdb exists" in flat, flat
+    assert "--clickhouse chdb://ragpulse-data/chdb" in flat
+    r = runner.invoke(db, ["status", "--clickhouse", "chdb://elsewhere/chdb"])
+    assert "note:" not in r.output  # only for the default

@@ -66,7 +66,8 @@ def test_an_unreachable_llm_endpoint_is_named_and_fails_the_run(tmp_path: Path) 
          "--model", "gpt-4o-mini", "--base-url", f"http://127.0.0.1:{port}/v1",
          "--metrics", "faithfulness", "--request-timeout", "1", "--deadline", "2"],
         capture_output=True, text=True, timeout=120,
-        env={**os.environ, "OPENAI_API_KEY": "sk-test", "COLUMNS": "300"})
+        env={**os.environ, "OPENAI_API_KEY": "sk-test", "COLUMNS": "300",
+             "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})  # a proxy would answer instead
     err = " ".join(proc.stderr.split())
     assert proc.returncode == 1, err
     assert f"error score: judge_timeout: APIConnectionError: http://127.0.0.1:{port}/v1/chat/completions" in err \

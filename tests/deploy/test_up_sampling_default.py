@@ -73,3 +73,5 @@ def test_the_banner_says_the_sampling_rate_and_where_it_comes_from(monkeypatch, 
     assert line(sampling_rate=0.15) == "15% of traces judged, by trace id (--sampling-rate)"
     monkeypatch.setenv("RAGPULSE_SAMPLING__DEFAULT_RATE", "0.5")
     assert line() == "50% of traces judged, by trace id (RAGPULSE_SAMPLING__DEFAULT_RATE)"
+    monkeypatch.setenv("RAGPULSE_SAMPLING__SERVICE_RATES", '{"checkout-*": 0.1}')
+    assert line().endswith("; per service: checkout-* 10% (RAGPULSE_SAMPLING__SERVICE_RATES)")

@@ -104,3 +104,33 @@ def test_seaweedfs_leaves_nothing_in_tmp(tmp_path) -> None:
         assert ours(ports) == [], stop
         assert any((tmp_path / stop / "tmp").glob("weed.*")), stop  # its logs, in the data dir
     assert set(Path("/tmp").glob("weed.*")) <= logs_before
+
+
+def test_a_start_removes_sockets_of_dead_servers_and_old_logs(tmp_path) -> None:
+    """SIGKILL of `up` (its weed dies with it) leaves the sockets; the next start removes those
+    nothing listens on, keeps live ones, and prunes weed's logs older than a week."""
+    import socket
+    import time
+    from pathlib import Path
+
+    from ragpulse.deploy.broker import free_port
+
+    stale = Path(f"/tmp/seaweedfs-s3-{free_port()}.sock")
+    live = Path(f"/tmp/seaweedfs-s3-{free_port()}.sock")
+    with socket.socket(socket.AF_UNIX) as dead:
+        dead.bind(str(stale))  # bound, never listening, closed: a dead server's socket
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(live))
+    listener.listen()
+    old_log = tmp_path / "s3" / "tmp" / "weed.vm.root.log.INFO.20260101-000000.1"
+    old_log.parent.mkdir(parents=True)
+    old_log.write_text("old")
+    week_ago = time.time() - 8 * 86400
+    os.utime(old_log, (week_ago, week_ago))
+    s3 = SeaweedS3(tmp_path / "s3").start()
+    try:
+        assert not stale.exists() and live.exists() and not old_log.exists()
+    finally:
+        s3.shutdown()
+        listener.close()
+        live.unlink(missing_ok=True)

@@ -101,6 +101,8 @@ class SeaweedS3(ChildOwner):
         # directory, not to /tmp, where every run left a new set.
         tmp = self.data_dir / "tmp"
         tmp.mkdir(exist_ok=True)
+        _prune_logs(tmp)
+        _remove_stale_sockets()
         env = {**os.environ, "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY,
                "TMPDIR": str(tmp)}
         self._child = ChildProcess("weed mini (SeaweedFS)", args, env=env, cwd=self.data_dir,
@@ -157,6 +159,43 @@ class SeaweedS3(ChildOwner):
         return {"AWS_ENDPOINT": self.endpoint, "AWS_ALLOW_HTTP": "true",
                 "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY,
                 "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def _prune_logs(tmp: Path, keep_days: float = 7.0) -> None:
+    """Delete weed's own log files older than ``keep_days`` from ``tmp`` (two small files per
+    start would pile up otherwise); the ``weed.INFO``-style links to the newest stay."""
+    import time
+
+    cutoff = time.time() - keep_days * 86400
+    for path in tmp.glob("weed.*"):
+        try:
+            if not path.is_symlink() and path.is_file() and path.stat().st_mtime < cutoff:
+                path.unlink()
+        except OSError:
+            pass
+
+
+def _remove_stale_sockets() -> None:
+    """Remove ``/tmp/seaweedfs-*.sock`` sockets that nothing listens on any more: those of a
+    ``weed mini`` that died with its ``ragpulse up`` (SIGKILL leaves them). A live server's
+    socket accepts the connection and is kept."""
+    import socket
+    import stat
+
+    for path in Path("/tmp").glob("seaweedfs-*.sock"):
+        try:
+            if not stat.S_ISSOCK(path.lstat().st_mode):
+                continue
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(0.2)
+                probe.connect(str(path))
+        except ConnectionRefusedError:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+        except OSError:  # not ours to probe, or gone: leave it
+            pass
 
 
 def durable_broker(s3: SeaweedS3, port: int = 0, *, die_with_parent: bool = False) -> TansuBroker:

@@ -374,7 +374,10 @@ class Embedded:
         """The share of traces judged and where it comes from: a default picked from the judge's
         measured speed is said, so that "sampled out" in the status line is no surprise."""
         s = self.settings
-        rate = self.scorer_settings().sampling.default_rate
+        sampling = self.scorer_settings().sampling
+        rate = sampling.default_rate
+        per = ("; per service: " + ", ".join(f"{k} {v:.0%}" for k, v in sampling.service_rates.items())
+               + " (RAGPULSE_SAMPLING__SERVICE_RATES)") if sampling.service_rates else ""
         if s.sampling_rate is not None:
             why = "--sampling-rate"
         elif "RAGPULSE_SAMPLING__DEFAULT_RATE" in os.environ:
@@ -383,7 +386,7 @@ class Embedded:
             traffic = f"{s.demo_rate:g} traces/s (--demo-rate)" if s.demo else "2 traces/s"
             why = (f"the default for the {s.judge} judge at {traffic}; --sampling-rate sets "
                    "another")
-        return f"{rate:.0%} of traces judged, by trace id ({why})"
+        return f"{rate:.0%} of traces judged, by trace id ({why}){per}"
 
     def ingest_auth_line(self) -> str:
         """Who may send spans: said at start-up, so an open receiver is never a surprise."""

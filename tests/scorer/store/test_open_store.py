@@ -47,9 +47,12 @@ def test_dsn_parsing_and_validation(tmp_path: Path) -> None:
     assert StoreSettings().dsn.startswith("chdb://")
 
 
-def test_unreachable_server_is_a_clear_error_without_credentials() -> None:
-    with pytest.raises(StoreError, match=r"cannot connect to ClickHouse at http://127\.0\.0\.1:1\b") as ei:
+def test_unreachable_server_is_a_clear_error_without_credentials(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(StoreError, match=r"cannot connect to ClickHouse at http://127\.0\.0\.1:1\b") as ei, \
+            caplog.at_level("WARNING"):
         open_store("http://ops:hunter2@127.0.0.1:1", connect_timeout=2)
+    assert "Unexpected Http Driver Exception" not in caplog.text  # the driver's bare line
     assert "hunter2" not in str(ei.value).split(":", 2)[-1].split("Error")[0]
     assert "hunter2" not in str(ei.value)
     # the cause in a few words, not the driver's urllib3 repr

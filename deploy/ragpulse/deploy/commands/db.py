@@ -15,6 +15,7 @@ from ragpulse.scorer.store import (
     credentials_from_env,
     init_schema,
     latest_version,
+    legacy_store_note,
     open_store,
 )
 
@@ -66,6 +67,8 @@ def init(
             for stmt in m.render(settings):
                 typer.echo(stmt.rstrip() + ";\n")
         return
+    if note := legacy_store_note(clickhouse):
+        typer.echo(note, err=True)
     try:
         client = open_store(clickhouse)
         report = init_schema(client, settings, target=target)
@@ -84,6 +87,8 @@ def status(
 ) -> None:
     """Show the applied schema version and row counts. Exit code 3 when migrations are pending."""
     settings = _settings(database, 90, 400, 30)
+    if note := legacy_store_note(clickhouse):
+        typer.echo(note, err=True)
     try:
         client = open_store(clickhouse, follow_owner=True, must_exist=True,
                             **credentials_from_env())

@@ -206,6 +206,10 @@ def _start_scorer(settings: Any) -> Any:
     """Build and start the scorer (exit status 1 if it cannot start), then freeze the heap."""
     from ragpulse.deploy.logs import describe_error, quiet_logger
     from ragpulse.scorer.pipeline import build_scorer, freeze_startup_heap
+    from ragpulse.scorer.store import legacy_store_note
+
+    if note := legacy_store_note(settings.clickhouse):
+        typer.echo(note, err=True)
 
     try:
         with quiet_logger("kafka"):
@@ -213,8 +217,10 @@ def _start_scorer(settings: Any) -> Any:
             svc.start()
         freeze_startup_heap()  # this process is the service: its start-up heap lives forever
     except Exception as exc:
-        typer.echo(f"error: cannot start the scorer: {describe_error(exc)} "
-                   "(--log-level DEBUG shows each attempt)", err=True)
+        from kafka.errors import KafkaError
+
+        hint = " (--log-level DEBUG shows each attempt)" if isinstance(exc, KafkaError) else ""
+        typer.echo(f"error: cannot start the scorer: {describe_error(exc)}{hint}", err=True)
         raise typer.Exit(1) from None
     typer.echo(
         f"ragpulse scorer: {settings.kafka.bootstrap_servers} topic {settings.kafka.topic} "

@@ -304,9 +304,10 @@ class StreamProcessor:
         held = {type(s).__name__: s.pending for s in self._steps if s.pending}
         if held:
             log.warning(
-                "drain: work still held after %.1fs (%s); its records stay uncommitted and "
-                "will be replayed",
-                budget_s,
+                "drain: work still held %s (%s); its records stay uncommitted and will be "
+                "replayed",
+                "when the drain was abandoned" if self._abandon.is_set()
+                else f"after {budget_s:.1f}s",
                 ", ".join(f"{name} {n}" for name, n in held.items()),
             )
         for step in self._steps:

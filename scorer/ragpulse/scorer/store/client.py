@@ -34,6 +34,20 @@ DEFAULT_DSN = "chdb://.ragpulse/chdb"
 """Where every command looks by default: ``ragpulse up``'s store (``--data-dir .ragpulse``)."""
 
 
+LEGACY_DIR = "ragpulse-data/chdb"
+"""Where ``db`` and the standalone scorer kept their store before the default became
+:data:`DEFAULT_DSN`."""
+
+
+def legacy_store_note(dsn: str) -> str | None:
+    """A note when ``dsn`` is the default and ``./ragpulse-data/chdb``, the earlier default of
+    ``ragpulse db`` and ``ragpulse scorer``, exists: its scores are not where the command looks."""
+    if dsn != DEFAULT_DSN or not os.path.isdir(LEGACY_DIR):
+        return None
+    return (f"note: ./{LEGACY_DIR} exists, the store of an earlier ragpulse; the default is now "
+            f"./.ragpulse/chdb (move it there, or pass --clickhouse chdb://{LEGACY_DIR})")
+
+
 class StoreSettings(BaseModel):
     """Where scores are stored. Nest it in a component's settings (``RAGPULSE_CLICKHOUSE__DSN``)."""
 
@@ -214,7 +228,8 @@ def open_store(
                                   **client_kw)
             raise StoreLockedError(
                 f"the chDB directory {path} is owned by a running `ragpulse up` (pid {owner.pid}); "
-                f"read it through its ClickHouse facade: --clickhouse {owner.url}",
+                f"read it through its ClickHouse facade (read-only): --clickhouse {owner.url}; "
+                "to write to it, stop that `up` or use another directory",
                 owner_pid=owner.pid)
         if must_exist and not os.path.isdir(path):
             raise StoreError(f"no ragpulse store at {path}: `ragpulse up` creates one there "
@@ -232,17 +247,25 @@ def open_store(
         kw.pop("username", None)
         kw.pop("password", None)
         kw["access_token"] = token
-    driver_log = logging.getLogger("clickhouse_connect")
-    level = driver_log.level
-    # The driver logs "Unexpected Http Driver Exception" before raising: one stray line ahead of
-    # the message below, which says it all.
-    driver_log.setLevel(logging.CRITICAL)
     try:
         return clickhouse_connect.get_client(dsn=dsn, **kw)
     except Exception as exc:
         raise StoreError(f"cannot connect to ClickHouse at {safe}: {_connect_error(exc)}") from exc
-    finally:
-        driver_log.setLevel(level)
+
+
+class _BareDriverWarning(logging.Filter):
+    """Drops the HTTP driver's "Unexpected Http Driver Exception" warning when it carries no
+    traceback: the driver raises right after it with the cause in the exception, which every
+    caller here reports (a stray line ahead of the message that says it all). Thread-safe and
+    scoped to that one message, unlike muting the driver's logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == "Unexpected Http Driver Exception" and not record.exc_info)
+
+
+_driver_log = logging.getLogger("clickhouse_connect.driver._backend.http_sync")
+if not any(isinstance(f, _BareDriverWarning) for f in _driver_log.filters):
+    _driver_log.addFilter(_BareDriverWarning())
 
 
 def _open_chdb(path: str, client_kw: dict[str, Any]) -> Any:
