@@ -32,6 +32,7 @@ __all__ = [
     "Section",
     "data_range_sql",
     "drift_sql",
+    "judges_sql",
     "panels",
     "sections",
 ]
@@ -120,6 +121,15 @@ FROM (
   UNION ALL
   SELECT minute AS t FROM `{db}`.`pipeline_health` WHERE $__timeFilter(minute)
 )"""
+
+
+def judges_sql(settings: DashboardsSettings) -> str:
+    """The judges that scored the faithfulness metric in ``$__timeFilter`` and the selection,
+    one row each (the report draws each one's alert level)."""
+    metric = _q(settings.alerts.faithfulness_metric)
+    return f"""SELECT judge FROM `{settings.database}`.`scores_1m`
+WHERE $__timeFilter(minute) AND metric = {metric} AND {filters()}
+GROUP BY judge HAVING sum(n_ok) > 0 ORDER BY judge"""
 
 
 def _quality(s: DashboardsSettings, metric: str) -> PanelSpec:

@@ -19,7 +19,7 @@ from typing import Any
 from .alerts import RuleResult, evaluate_all
 from .frames import Frame, Series, context, run_panel
 from .macros import expand
-from .queries import PanelSpec, _q, data_range_sql, filters, sections
+from .queries import PanelSpec, data_range_sql, judges_sql, sections
 from .settings import DashboardsSettings
 
 __all__ = ["build_report", "render_html"]
@@ -476,11 +476,8 @@ def judge_levels(client: Any, settings: DashboardsSettings, ctx: Any) -> dict[st
     general one. Empty when the query fails or no judge did. Blocks on one query over the
     per-minute rollup, with the panels' time macros (epoch seconds: no time zone involved)."""
     a = settings.alerts
-    sql = (f"SELECT judge FROM `{settings.database}`.`scores_1m` "
-           f"WHERE $__timeFilter(minute) AND metric = {_q(a.faithfulness_metric)} "
-           f"AND {filters()} GROUP BY judge HAVING sum(n_ok) > 0 ORDER BY judge")
     try:
-        rows = client.query(expand(sql, ctx)).result_rows
+        rows = client.query(expand(judges_sql(settings), ctx)).result_rows
     except Exception:
         return {}
     return {str(j): a.faithfulness_min_by_judge.get(str(j), a.faithfulness_min)

@@ -494,8 +494,7 @@ def check_not_running(settings: EmbeddedSettings) -> None:
     """Raise :class:`StoreLockedError` when a live ``ragpulse up`` (or another process) owns
     ``DATA_DIR/chdb``: checked first, so a second ``up`` with the same ports hears that, not
     that its first port is taken."""
-    from ragpulse.scorer.store import StoreLockedError, read_owner
-    from ragpulse.scorer.store.client import lock_holder
+    from ragpulse.scorer.store import StoreLockedError, lock_holder, read_owner
 
     path = (settings.data_dir / "chdb").resolve()
     if not path.is_dir():
