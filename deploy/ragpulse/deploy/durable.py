@@ -130,29 +130,13 @@ class SeaweedS3(ChildOwner):
         """SIGKILL the whole process group: a crash, nothing flushed. Idempotent."""
         if self._child is not None:
             self._child.kill()
-            self._remove_sockets()
+            _remove_stale_sockets()  # its own, now that nothing listens on them
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         """SIGTERM, then SIGKILL after ``timeout_s``. Idempotent; safe without ``start()``."""
         if self._child is not None:
             self._child.stop(timeout_s)
-            self._remove_sockets()
-
-    def _remove_sockets(self) -> None:
-        """The Unix sockets ``weed mini`` made in /tmp (a fixed place, whatever TMPDIR says) for
-        this server's ports: it removes most of them on SIGTERM but not the S3 one, and none on
-        SIGKILL. Only sockets named after one of this server's ports are touched."""
-        import stat
-
-        ports = {str(p) for p in self.ports.values()}
-        for path in Path("/tmp").glob("seaweedfs-*.sock"):
-            if path.stem.rsplit("-", 1)[-1] not in ports:
-                continue
-            try:
-                if stat.S_ISSOCK(path.lstat().st_mode):
-                    path.unlink()
-            except OSError:  # gone meanwhile, or not ours to remove
-                pass
+            _remove_stale_sockets()  # its own, now that nothing listens on them
 
     def broker_env(self) -> dict[str, str]:
         """What tansu's S3 client (``AmazonS3Builder::from_env``) needs to reach this server."""
@@ -176,9 +160,10 @@ def _prune_logs(tmp: Path, keep_days: float = 7.0) -> None:
 
 
 def _remove_stale_sockets() -> None:
-    """Remove ``/tmp/seaweedfs-*.sock`` sockets that nothing listens on any more: those of a
-    ``weed mini`` that died with its ``ragpulse up`` (SIGKILL leaves them). A live server's
-    socket accepts the connection and is kept."""
+    """Remove ``/tmp/seaweedfs-*.sock`` sockets that nothing listens on any more (a fixed place,
+    whatever TMPDIR says): a stopped ``weed mini`` leaves its S3 one, a killed one all of them,
+    and one that died with its ``ragpulse up`` too. A live server's socket accepts the
+    connection and is kept."""
     import socket
     import stat
 

@@ -32,9 +32,8 @@ from .sampling import default_sampling_rate
 from .signals import StopSignals
 
 __all__ = ["Embedded", "EmbeddedSettings", "PortInUseError", "check_not_running", "check_ports",
-           "judge_line",
-           "otlp_token_configured", "redaction_line", "run_embedded", "seaweed_line",
-           "status_line"]
+           "judge_line", "otlp_token_configured", "redaction_line", "run_embedded",
+           "seaweed_line", "status_line"]
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +180,6 @@ class Embedded:
     _stopped: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _abandon: threading.Event = field(default_factory=threading.Event)
-    _interrupted: bool = False
     _drained: bool = False
     started: bool = False
 
@@ -209,7 +207,7 @@ class Embedded:
         try:
             for part in (self._start_store, self._start_broker, self._start_scorer,
                          self._start_collector, self._start_demo):
-                if self._interrupted:
+                if self._abandon.is_set():  # interrupt_start
                     raise KeyboardInterrupt
                 part()
             self.started = True
@@ -222,7 +220,6 @@ class Embedded:
         """From a signal handler: stop starting at the next part (:meth:`launch` then stops what
         started and raises ``KeyboardInterrupt``), without waiting for a drain. Never raises, so
         the handler cannot interrupt a part half-way (a SeaweedFS or chDB left open)."""
-        self._interrupted = True
         self._abandon.set()
 
     def _start_demo(self) -> None:
@@ -244,13 +241,9 @@ class Embedded:
 
         try:
             self.client = open_store(f"chdb://{path}")
-        except StoreLockedError as exc:
-            who = f"another `ragpulse up` (pid {exc.owner_pid})" if exc.owner_pid else \
-                "another process"
-            raise StoreLockedError(
-                f"{who} already runs on {s.data_dir} ({path}): stop it, or start this one with "
-                "another --data-dir (and other ports); `ragpulse status` reads the running "
-                "one", owner_pid=exc.owner_pid) from exc
+        except StoreLockedError:
+            check_not_running(s)  # one that started since launch's check: named as an `up`
+            raise
         self._chdb_path = str(path)
         init_schema(self.client, SchemaSettings(database=s.database))
         self.facade = build_facade(str(path), self.facade_settings())

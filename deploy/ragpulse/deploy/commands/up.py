@@ -84,17 +84,11 @@ def up(
         if _given(ctx, param_of.get(name, name))
     }
     try:
-        settings = EmbeddedSettings(**overrides)
-    except ValidationError as exc:
-        for e in exc.errors():
-            console.print(_setting_error(e), highlight=False)
-        raise typer.Exit(2) from exc
-    try:
-        code = run_embedded(settings, console)
+        code = run_embedded(EmbeddedSettings(**overrides), console)
     except KeyboardInterrupt:  # a second Ctrl-C while starting: what had started is stopped
         console.print("ragpulse up: interrupted while starting; stopped.")
         raise typer.Exit(130) from None
-    except ValidationError as exc:  # a part's settings (RAGPULSE_*, or up's flags through them)
+    except ValidationError as exc:  # up's settings, or a part's (RAGPULSE_*, up's flags in them)
         for e in exc.errors():
             console.print(_setting_error(e), highlight=False)
         raise typer.Exit(2) from exc

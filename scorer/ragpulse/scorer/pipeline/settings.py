@@ -20,7 +20,7 @@ from ragpulse.common.schema import DatabaseName
 from ..judges.nli.settings import NliJudgeSettings
 from ..metrics import DEFAULT_METRICS, METRICS
 from ..privacy import PrivacySettings
-from ..store.client import dsn_scheme
+from ..store.client import DEFAULT_DSN, dsn_scheme
 from ..store.writer import WriterSettings
 from ..traces.extract import ExtractionSettings
 from ..traces.sampling import SamplingSettings
@@ -154,7 +154,7 @@ class ScorerSettings(BaseSettings):
         description="PII redaction before judging and storing; store_text=false stores no trace text",
     )
     clickhouse: str = Field(
-        "chdb://.ragpulse/chdb",
+        DEFAULT_DSN,
         description="chdb:///abs/dir or chdb://rel/dir (this process owns the directory), or http(s)://host:8123",
     )
     database: DatabaseName = "rag"
