@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import docs_section
+from bench.quality import auroc
 
 DATA = REPO / "bench" / "data" / "paraphrase_probe.jsonl"
 KINDS = ("copy", "paraphrase", "wrong")
@@ -70,8 +71,7 @@ def scorer(judge: str, model_dir: Path | None, threads: int):
     from ragpulse.scorer.judges.nli.onnx_model import NliModel
 
     if judge == "local-model":
-        settings = _local_model_settings(NliJudgeSettings(threads=threads, model_dir=model_dir)
-                                         if model_dir else NliJudgeSettings(threads=threads))
+        settings = _local_model_settings(NliJudgeSettings(threads=threads, model_dir=model_dir))
     else:
         if model_dir is None:
             raise SystemExit("--judge nli needs --model-dir")
@@ -79,12 +79,6 @@ def scorer(judge: str, model_dir: Path | None, threads: int):
     model = NliModel(settings)
     return lambda premise, statements: [float(p) for p in
                                         model.pair_probabilities([(premise, s) for s in statements])]
-
-
-def auroc(pos: list[float], neg: list[float]) -> float:
-    """P(a positive scores above a negative), ties counted half."""
-    p, n = np.asarray(pos)[:, None], np.asarray(neg)[None, :]
-    return float(((p > n).sum() + 0.5 * (p == n).sum()) / (p.size * n.size))
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -97,8 +91,9 @@ def summarize(rows: list[dict]) -> dict:
             "n": len(sel),
             **{f"{k}_mean": round(float(np.mean([r[k] for r in sel])), 3) for k in KINDS},
             "paraphrase_above_wrong": round(sum(r["paraphrase"] > r["wrong"] for r in sel) / len(sel), 3),
-            "auroc_paraphrase_vs_wrong": round(auroc([r["paraphrase"] for r in sel],
-                                                     [r["wrong"] for r in sel]), 3),
+            "auroc_paraphrase_vs_wrong": round(auroc(
+                [r["paraphrase"] for r in sel] + [r["wrong"] for r in sel],
+                [1] * len(sel) + [0] * len(sel)), 3),
         }
     return out
 

@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = 0
     for name, src in ALL.items():
         try:
-            src.gitdir()
-            ok = subprocess.run(["git", f"--git-dir={src.gitdir()}", "cat-file", "-e",
+            gitdir = src.gitdir()
+            ok = subprocess.run(["git", f"--git-dir={gitdir}", "cat-file", "-e",
                                  f"{src.commit}^{{commit}}"], capture_output=True).returncode == 0
             state = "ok" if ok else f"snapshot lacks commit {src.commit[:12]}"
         except FileNotFoundError:
