@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from ragpulse.scorer.evaluator import Evaluator
 from ragpulse.scorer.pipeline import ScorerError, build_scorer
 from ragpulse.scorer.store import RetrySettings, ScoreWriter, WriterSettings
 
+from ..doubles import TableJudge
 from .conftest import METRICS, GatedJudge, committed, end_offsets, produce, table_judge, wait_for
 from .traffic import RagTrace, encode, make_traces, otelcol_records, rotel_records
 
@@ -264,6 +266,60 @@ def test_shutdown_drains_buffered_traces_and_commits(
     assert st["traces_drained"] == 1 and st["traces_done"] == 1
     assert sum(committed(kafka_broker_module.bootstrap, settings.consumer.group_id).values()) == 1
     assert {r[0] for r in rows(chdb_client, rag_schema.database)} == {t.trace_id}
+
+
+class ClosingGatedJudge(GatedJudge):
+    """As the local and LLM judges do: a call still waiting when the judge is closed fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+
+    async def gather(self, sample, needs):
+        self.waiting += 1
+        while not self._gate.is_set():
+            if self.closed:
+                raise RuntimeError("gather after aclose")
+            await asyncio.sleep(0.01)
+        return await TableJudge.gather(self, sample, needs)
+
+    async def aclose(self) -> None:
+        self.closed = True
+        await asyncio.sleep(0.3)  # closing its clients and threads takes a while; the loop runs on
+
+
+def test_an_abandoned_drain_cancels_running_evaluations_instead_of_failing_them(
+    kafka_broker_module, topic, make_settings, writer, chdb_client, rag_schema, monkeypatch
+):
+    # A second Ctrl-C during `up`'s drain: the judge is closed with evaluations still waiting on
+    # it. They must not become error rows or evaluate_errors (the traces did not fail: they stay
+    # uncommitted in Kafka and are scored after a restart).
+    traces = make_traces(6, seed=11)
+    produce(kafka_broker_module.bootstrap, topic, otelcol_records(traces))
+    settings = make_settings(evaluate={"metrics": list(METRICS), "max_in_flight": 6,
+                                       "max_concurrency": 6})
+    judge = ClosingGatedJudge()
+    import ragpulse.scorer.judges.factory as judges_factory
+
+    # the scorer builds (and so owns and closes) its judge, as under `ragpulse up`
+    monkeypatch.setattr(judges_factory, "build_judge", lambda *a, **k: judge)
+    svc = build_scorer(settings, writer=writer).start()
+    wait_for(lambda: judge.waiting == 6, what="six judge calls waiting")
+    svc.abandon_drain()
+    svc.shutdown(1.0)
+    assert judge.closed
+    st = svc.stats()
+    assert st["evaluate_errors"] == 0 and st["traces_scored"] == 0
+    assert committed(kafka_broker_module.bootstrap, settings.consumer.group_id) == {}
+    assert rows(chdb_client, rag_schema.database) == []
+    # the restart scores every one of them
+    again = build_scorer(settings, judge=table_judge(), writer=writer).start()
+    try:
+        wait_for(lambda: again.stats()["traces_done"] == 6, what="all six after the restart")
+    finally:
+        again.shutdown()
+    assert {r[0] for r in rows(chdb_client, rag_schema.database)} == {t.trace_id for t in traces}
+    assert all(r[3] == "ok" for r in rows(chdb_client, rag_schema.database))
 
 
 def test_start_then_shutdown_twice_and_shutdown_without_start(make_settings, writer):

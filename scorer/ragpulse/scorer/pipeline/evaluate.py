@@ -113,12 +113,23 @@ class EvaluateStep(Step[KeptTrace]):
         self._thread.start()
 
     def close(self) -> None:
-        """Close the judge if this step owns it (on its own loop: clients such as httpx's are
-        bound to the loop that made them), then stop the loop. Blocks up to about 20 s; call it
-        once the consumer thread stopped. Idempotent."""
+        """Cancel the evaluations still running (the consumer thread stopped, so nothing would
+        write or commit their rows: their traces stay uncommitted in Kafka and are scored after
+        a restart, and a judge closed under them must not count them as errors), close the judge
+        if this step owns it (on its own loop: clients such as httpx's are bound to the loop that
+        made them), then stop the loop. Blocks up to about 30 s; call it once the consumer
+        thread stopped. Idempotent."""
         loop, self._loop = self._loop, None
         if loop is None:
             return
+        try:
+            cancelled = asyncio.run_coroutine_threadsafe(self._cancel_running(), loop).result(10.0)
+        except Exception as exc:
+            log.warning("scorer: cancelling the running evaluations failed: %s", exc)
+        else:
+            if cancelled:
+                log.info("scorer: %d evaluations still running at shutdown were cancelled; their "
+                         "traces stay uncommitted in Kafka and are scored after a restart", cancelled)
         if self._owns_judge:
             try:
                 asyncio.run_coroutine_threadsafe(self._evaluator.judge.aclose(), loop).result(10.0)
@@ -204,6 +215,13 @@ class EvaluateStep(Step[KeptTrace]):
             if pending:
                 loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
+
+    async def _cancel_running(self) -> int:
+        running = [t for t in self._tasks if not t.done()]
+        for t in running:
+            t.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        return len(running)
 
     def _spawn(self, batch: list[KeptTrace]) -> None:
         """On the loop thread: one task per trace; ``_evaluate`` bounds judge concurrency."""
