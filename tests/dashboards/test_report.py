@@ -187,3 +187,39 @@ def test_report_into_a_directory_and_no_stray_temp_file(chdb_dir: Path, filled_d
     res = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "afile" / "r.html")])
     assert res.exit_code == 1 and "cannot write" in res.output, res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "reports"]
+
+
+def test_report_never_writes_through_a_planted_temp_symlink(chdb_dir: Path, filled_db: str,
+                                                            tmp_path: Path) -> None:
+    """The temp file had a fixed name (report.html.tmp) and was opened following symlinks: in a
+    shared directory another user's `report.html.tmp -> victim` made `report` overwrite the
+    victim. A path ending in / wrote a file of that name instead of DIR/report.html."""
+    import os
+    import stat
+
+    base = ["report", "--since", "24h", "--until", UNTIL, "--clickhouse", f"chdb://{chdb_dir}",
+            "--database", filled_db]
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (shared / "report.html.tmp").symlink_to(victim)
+    res = CliRunner().invoke(app, [*base, "--out", str(shared / "report.html")])
+    assert res.exit_code == 0, res.output
+    assert victim.read_text() == "keep me"
+    out = shared / "report.html"
+    assert not out.is_symlink() and "<html" in out.read_text(encoding="utf-8").lower()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~_umask()
+    assert sorted(p.name for p in shared.iterdir()) == ["report.html", "report.html.tmp"]
+    # a directory named with a trailing slash that does not exist yet
+    res = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "new") + os.sep])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "new").is_dir() and [p.name for p in (tmp_path / "new").iterdir()] == ["report.html"]
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -120,3 +120,44 @@ def test_a_taken_port_is_named_before_anything_starts(tmp_path: Path, flag: str,
     assert (f"PortInUseError: cannot listen on 127.0.0.1:{port} ({what}): address in use; "
             f"choose another with {flag} (0 picks a free one)") in out
     assert not (tmp_path / "d").exists()
+
+
+def test_the_kafka_port_is_checked_on_loopback_where_the_broker_listens() -> None:
+    """The broker always binds 127.0.0.1; checking its port on --host let a taken loopback port
+    through to a bind failure after the other parts had started."""
+    import socket
+
+    from ragpulse.deploy.embedded import PortInUseError, check_ports
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # (constructed without validation: serving on 0.0.0.0 also needs tokens, beside the point)
+        settings = EmbeddedSettings.model_construct(host="0.0.0.0", kafka_port=port, http_port=0,
+                                                    grpc_port=0, clickhouse_port=0)
+        with pytest.raises(PortInUseError, match=f"127.0.0.1:{port} \\(Kafka broker\\).*--kafka-port"):
+            check_ports(settings)
+
+
+def test_a_store_held_by_another_command_is_not_called_another_up(tmp_path: Path) -> None:
+    """A `report`, `db status` or a notebook holding DATA_DIR/chdb was named "another `ragpulse
+    up`" with advice to read it through `ragpulse status`, which it does not serve."""
+    from ragpulse.deploy.embedded import check_not_running
+    from ragpulse.scorer.store import StoreLockedError
+
+    store = tmp_path / "d" / "chdb"
+    code = ("import sys; from ragpulse.scorer.store import open_store; "
+            f"c = open_store('chdb://{store}'); print('ready', flush=True); sys.stdin.readline()")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
+        with pytest.raises(StoreLockedError) as err:
+            check_not_running(EmbeddedSettings(data_dir=tmp_path / "d"))
+        said = str(err.value)
+        assert f"another process (pid {holder.pid}) holds the store" in said, said
+        assert "ragpulse up" in said and "already runs" not in said and err.value.owner_pid == holder.pid
+    finally:
+        holder.stdin.close()  # type: ignore[union-attr]
+        holder.wait(60)

@@ -181,10 +181,11 @@ def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[R
     for m in lines:
         colour = "green" if m.last >= 0.7 else "yellow" if m.last >= 0.5 else "red"
         at = f" @{m.last_at:%H:%M}" if m.last_at else ""
-        t.add_row(m.metric, m.service, f"{m.range_mean:.3f}", str(m.range_samples),
+        # data cells are escaped: a service name such as "[/]x" or "[link=...]" is text, not markup
+        t.add_row(escape(m.metric), escape(m.service), f"{m.range_mean:.3f}", str(m.range_samples),
                   f"[{colour}]{m.last:.3f}[/]{at}", f"{m.low:.2f}–{m.high:.2f}",
                   str(m.samples), sparkline(m.trend),
-                  "[bold red]" + ", ".join(m.alerts) + "[/]" if m.alerts else "[green]ok[/]")
+                  "[bold red]" + escape(", ".join(m.alerts)) + "[/]" if m.alerts else "[green]ok[/]")
     if not lines:
         t.add_row("(no scores in range)", "", "", "", "", "", "", "", "")
     console.print(t)
@@ -194,7 +195,7 @@ def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[R
         u.add_column("traces", justify="right")
         u.add_column("what to do")
         for r in reasons:
-            u.add_row(r.reason, str(r.traces), r.advice)
+            u.add_row(escape(r.reason), str(r.traces), escape(r.advice))
         console.print(u)
     a = Table(title="alert rules", title_justify="left", header_style="bold")
     a.add_column("state")
@@ -202,13 +203,13 @@ def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[R
     a.add_column("firing for")
     for r in results:
         if r.error:
-            a.add_row("[yellow]error[/]", r.rule.title, r.error[:100])
+            a.add_row("[yellow]error[/]", escape(r.rule.title), escape(r.error[:100]))
         elif r.firing:
             who = "; ".join(", ".join(f"{k}={v}" for k, v in i.labels.items()) or "pipeline"
                             for i in r.firing)
-            a.add_row("[bold red]FIRING[/]", r.rule.title, who)
+            a.add_row("[bold red]FIRING[/]", escape(r.rule.title), escape(who))
         else:
-            a.add_row("[green]ok[/]", r.rule.title, "")
+            a.add_row("[green]ok[/]", escape(r.rule.title), "")
     console.print(a)
     for e in errors:
         console.print(f"[yellow]query error[/] {escape(str(e))}", highlight=False)

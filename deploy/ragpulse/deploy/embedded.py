@@ -497,16 +497,21 @@ def check_not_running(settings: EmbeddedSettings) -> None:
     holder = lock_holder(str(path))
     if pid is None and holder is not None and holder != os.getpid():
         pid = holder
-    if pid is not None:
+    if pid is not None and pid == (owner.pid if owner is not None else None):
         raise StoreLockedError(
             f"another `ragpulse up` (pid {pid}) already runs on {settings.data_dir} ({path}): "
             "stop it, or start this one with another --data-dir (and other ports); `ragpulse "
             "status` reads the running one", owner_pid=pid)
+    if pid is not None:  # a lock without an owner file: report, db, a notebook, a scorer
+        raise StoreLockedError(
+            f"another process (pid {pid}) holds the store {path}: wait for it to finish or stop "
+            "it, or start `ragpulse up` with another --data-dir", owner_pid=pid)
 
 
 def check_ports(settings: EmbeddedSettings) -> None:
     """Raise :class:`PortInUseError` naming the listener and its flag when one of ``up``'s fixed
-    ports (not 0) cannot be bound on ``settings.host``: checked before anything starts, so a
+    ports (not 0) cannot be bound on ``settings.host`` (the Kafka broker's on 127.0.0.1, where
+    it always listens): checked before anything starts, so a
     taken port leaves nothing behind. (A port taken between this check and the bind still
     fails, with the system's message.)"""
     import errno
@@ -516,23 +521,25 @@ def check_ports(settings: EmbeddedSettings) -> None:
         port = getattr(settings, attr)
         if not port:
             continue
-        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+        host = "127.0.0.1" if attr == "kafka_port" else settings.host  # the broker: loopback only
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
             try:
-                sock.bind((settings.host, port))
+                sock.bind((host, port))
             except OSError as exc:
                 if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
                     raise
                 why = "address in use" if exc.errno == errno.EADDRINUSE else "permission denied"
                 raise PortInUseError(
-                    f"cannot listen on {settings.host}:{port} ({what}): {why}; "
+                    f"cannot listen on {host}:{port} ({what}): {why}; "
                     f"choose another with {flag} (0 picks a free one)") from None
 
 
 def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
     """Start, print endpoints, print a status line every few seconds until SIGINT/SIGTERM, drain.
     Returns the exit code."""
+    from rich.markup import escape
     from rich.table import Table
 
     stack = Embedded(settings)
@@ -560,7 +567,7 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
         freeze_startup_heap()  # `up` owns this process: its start-up heap lives as long as it
         table = Table(show_header=False, box=None)
         for k, v in stack.endpoints().items():
-            table.add_row(f"[cyan]{k}[/cyan]", v)
+            table.add_row(f"[cyan]{k}[/cyan]", escape(v))  # paths and URLs are text
         console.print(table)
         if settings.demo:
             console.print(f"demo traffic: {settings.demo_rate:g} traces/s through the "
@@ -568,10 +575,12 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
         console.print("Ctrl-C drains (scores what was accepted) and stops.")
         t0 = time.monotonic()
         signals.every(settings.status_interval_s, lambda: console.print(
-            status_line(stack.stats(), time.monotonic() - t0), highlight=False, soft_wrap=True))
+            status_line(stack.stats(), time.monotonic() - t0), markup=False, highlight=False,
+            soft_wrap=True))
         console.print("draining: scoring what was accepted ...")
         stack.shutdown()
-        console.print(status_line(stack.stats(), time.monotonic() - t0), highlight=False, soft_wrap=True)
+        console.print(status_line(stack.stats(), time.monotonic() - t0), markup=False, highlight=False,
+                      soft_wrap=True)
         if stack.drain_abandoned:
             console.print("stopped without the whole drain.")
             return 130

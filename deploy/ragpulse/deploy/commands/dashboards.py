@@ -9,6 +9,8 @@ test under ``drift:``), overridden by the few flags below. ``report``/``status``
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -169,10 +171,30 @@ def _range(since: str, until: str | None) -> tuple[datetime, datetime]:
 _DATA_DIR = typer.Option("--data-dir", help="Where `ragpulse up` keeps chDB (DATA_DIR/chdb).")
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    """``text`` into ``path`` through a new, uniquely named file beside it (created exclusively:
+    never a planted symlink or another run's file) renamed over ``path``; the mode a plain
+    write would give (0666 less the umask). Nothing half-written stays behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(f.fileno(), 0o666 & ~umask)
+            f.write(text)
+        os.replace(name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+
+
 def report(
     since: Annotated[str, typer.Option("--since", help="Range ending now (or --until): 30m, 24h, 7d.")] = "24h",
-    out: Annotated[Path, typer.Option(
-        "--out", help="HTML file to write (an existing directory: DIR/report.html).")] = Path("report.html"),
+    out: Annotated[str, typer.Option(
+        "--out", help="HTML file to write (an existing directory, or a path ending in /: "
+                      "DIR/report.html).")] = "report.html",
     clickhouse: Annotated[str | None, typer.Option(
         "--clickhouse", envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP)] = None,
     data_dir: Annotated[Path, _DATA_DIR] = Path(".ragpulse"),
@@ -193,24 +215,20 @@ def report(
 
     s = load_settings(settings, database=database, trace_url_template=trace_url)
     t0, t1 = _range(since, until)
-    if out.is_dir():
-        out = out / "report.html"
+    target = Path(out)
+    if out.endswith(("/", os.sep)) or target.is_dir():
+        target = target / "report.html"
     client, dsn = _client(clickhouse, data_dir, s.database)
     try:
         text = build_report(client, s, t0, t1, selection={"service": service} if service else None,
                             source=dsn)
     finally:
         client.close()
-    tmp = out.with_suffix(out.suffix + ".tmp")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        _write_atomic(target, text)
     except OSError as exc:
-        with contextlib.suppress(OSError):  # never leave the half-way file behind
-            tmp.unlink()
-        raise _fail(f"cannot write {out}: {exc}") from None
-    typer.echo(f"wrote {out} ({len(text) // 1024} KiB, {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC)")
+        raise _fail(f"cannot write {target}: {exc}") from None
+    typer.echo(f"wrote {target} ({len(text) // 1024} KiB, {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC)")
 
 
 def status(

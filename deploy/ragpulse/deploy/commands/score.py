@@ -9,8 +9,8 @@ samples), or ``{"line", "id"?, "error"}`` for a line that could not be
 read. A score that is not ``ok`` also carries ``explanation`` when the judge said why (an API
 error, a timeout). Progress goes to stderr; a summary table follows, then the most frequent
 causes of error scores. Exit status 0; 1 when any input line was malformed (every other line is
-still scored) or when every score failed (the judge never worked: an unreachable endpoint, a bad
-key).
+still scored) or when no score came out ok and some failed (the judge never worked: an
+unreachable endpoint, a bad key).
 """
 
 from __future__ import annotations
@@ -372,7 +372,10 @@ def score(
     for line in summary.error_lines():
         err.print(f"[red]{escape(line)}[/red]", highlight=False)
     if summary.all_failed:
-        err.print("[red]error:[/red] every score failed: the judge did not work (see above)")
+        counts = {k: sum(st.get(k, 0) for st in summary.statuses.values()) for k in ("error", "null")}
+        err.print(f"[red]error:[/red] no score came out ok ({counts['error']} error, "
+                  f"{counts['null']} null): the judge failed on every sample it could score "
+                  "(see above)")
         raise typer.Exit(1)
     if summary.bad_lines:
         raise typer.Exit(1)

@@ -1,0 +1,58 @@
+"""`ragpulse status` prints service names from spans: text, never rich markup.
+
+A span's ``service.name`` reaches the ``service`` column unchanged (``safe_text`` keeps
+brackets). As markup, ``[/]x`` crashed the command (MarkupError, exit 1 instead of 3 while an
+alert fires) and ``[link=...]`` hid a terminal hyperlink in an innocent-looking name."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from rich.console import Console
+
+from ragpulse.dashboards.settings import DashboardsSettings
+from ragpulse.dashboards.status import collect_status, render_status
+from ragpulse.scorer.model import Score
+from ragpulse.scorer.store import SchemaSettings, ScoredTraceMeta, init_schema, rows_from_scores
+
+from .data import write_score_rows
+
+HOSTILE = ["[/]evil", "shop[link=https://evil.example]login[/link]", "[bold red]FIRING[/]"]
+
+
+@pytest.fixture
+def hostile_db(chdb_client):
+    name = f"rag_hostile_{uuid.uuid4().hex[:8]}"
+    init_schema(chdb_client, SchemaSettings(database=name))
+    now = datetime.now(UTC)
+    rows = []
+    for i in range(240):  # 80 a service in the last 80 minutes: enough rows for the rules
+        service = HOSTILE[i % len(HOSTILE)]
+        meta = ScoredTraceMeta(trace_id=f"{i:032x}", ts=now - timedelta(seconds=20 * i), service=service,
+                               environment="prod", model="m", prompt_version="p",
+                               retriever_version="r", sampling_rate=1.0, span_id=f"{i:016x}")
+        rows += rows_from_scores([Score(metric="faithfulness", value=0.1, judge="local")], meta)
+    write_score_rows(chdb_client, name, rows)
+    yield name
+    chdb_client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
+
+
+def test_hostile_service_names_print_as_text(chdb_client, hostile_db):
+    settings = DashboardsSettings(database=hostile_db)
+    t1 = datetime.now(UTC) + timedelta(minutes=1)
+    lines, results, errors = collect_status(chdb_client, settings, t1 - timedelta(hours=2), t1)
+    assert {m.service for m in lines} == set(HOSTILE)
+    assert any(r.firing for r in results)  # faithfulness at 0.1: the label names the service
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=400, color_system="truecolor")
+    render_status(console, lines, results, errors, title="t")
+    text = out.getvalue()
+    assert "\x1b]8;" not in text  # no hidden hyperlink
+    plain = Console(file=io.StringIO(), width=400)
+    render_status(plain, lines, results, errors, title="t")
+    printed = plain.file.getvalue()
+    for name in HOSTILE:
+        assert name in printed, name
