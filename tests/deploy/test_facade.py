@@ -212,6 +212,9 @@ def test_auth(chdb_dir: Path, chdb_client: Any) -> None:
         status, headers, _ = _raw(q, headers={"Authorization": f"Basic {wrong}"})
         assert status == 401 and headers["X-ClickHouse-Exception-Code"] == "516"
         assert _raw(q, headers={"Authorization": "Bearer tok"})[2] == b"1\n"
+        # the scheme is case-insensitive (RFC 9110), as the OTLP receivers read it
+        assert _raw(q, headers={"Authorization": "bearer tok"})[2] == b"1\n"
+        assert _raw(q, headers={"Authorization": f"basic {basic}"})[2] == b"1\n"
         assert _raw(q, headers={"X-ClickHouse-User": "ops", "X-ClickHouse-Key": "s3cr3t"})[0] == 200
         c = clickhouse_connect.get_client(host="127.0.0.1", port=f.port, username="ops", password="s3cr3t")
         assert c.command("SELECT 3") == 3
@@ -295,5 +298,40 @@ def test_busy_facade_refuses_with_503(chdb_dir: Path, chdb_client: Any) -> None:
         f._slots.release()
         assert _raw(f"{f.url}/?query=SELECT%201")[2] == b"1\n"
         assert f.stats()["refused_busy"] == 1
+    finally:
+        f.shutdown()
+
+
+def test_without_a_login_only_this_machine_may_ask(chdb_client: Any, chdb_dir: Path) -> None:
+    """On loopback the facade has no login, so a web page was a client: by DNS rebinding (its
+    own name resolving to 127.0.0.1, `Host: evil.example`) it read every stored question and
+    answer, and a cross-site POST needs no preflight. Loopback names only, no foreign Origin."""
+    f = build_facade(str(chdb_dir), FacadeSettings(advertise=False))
+    f.start()
+    try:
+        q = f"{f.url}/?query=SELECT%201"
+        for host in ("rebind.evil.example", f"rebind.evil.example:{f.port}", "10.0.0.5:8123"):
+            status, headers, body = _raw(q, headers={"Host": host})
+            assert status == 403 and headers["X-ClickHouse-Exception-Code"] == "497", body
+            assert b"DNS rebinding" in body
+        status, headers, body = _raw(f"{f.url}/", b"SELECT 1",
+                                     headers={"Origin": "https://evil.example", "Content-Type": "text/plain"})
+        assert status == 403 and b"cross-site" in body
+        for host in (f"127.0.0.1:{f.port}", f"localhost:{f.port}", "localhost", f"[::1]:{f.port}",
+                     "grafana.localhost"):
+            assert _raw(q, headers={"Host": host})[2] == b"1\n", host
+        assert _raw(q, headers={"Origin": "http://localhost:3000"})[2] == b"1\n"
+        assert f.stats()["refused_origin"] == 4
+        c = clickhouse_connect.get_client(host="127.0.0.1", port=f.port)  # what clients send
+        assert c.command("SELECT 3") == 3
+        c.close()
+    finally:
+        f.shutdown()
+    # with a login (off loopback) the login protects it: a proxy's or DNS name's Host is fine
+    f = build_facade(str(chdb_dir), FacadeSettings(token="tok", advertise=False))
+    f.start()
+    try:
+        assert _raw(f"{f.url}/?query=SELECT%201", headers={
+            "Host": "clickhouse.internal:8123", "Authorization": "Bearer tok"})[2] == b"1\n"
     finally:
         f.shutdown()

@@ -72,6 +72,30 @@ def test_no_file_is_written(facade: ClickHouseHttpFacade, tmp_path: Path) -> Non
     assert not out.exists()
 
 
+@pytest.mark.parametrize("statement", [
+    # DESCRIBE writes a column name of the client's choosing at the start of a line: appended
+    # to ~/.ssh/authorized_keys or ~/.bashrc it was code execution (a helper's attack, 2026-11-27)
+    "DESCRIBE (SELECT 1 AS `ssh-ed25519 AAAA attacker`) INTO OUTFILE '{out}' APPEND FORMAT TSVRaw",
+    "DESCRIBE TABLE {db}.scores INTO OUTFILE '{out}'",
+    "EXISTS TABLE {db}.nothing INTO OUTFILE '{out}' TRUNCATE",
+    "EXISTS DATABASE {db} INTO OUTFILE '{out}'",
+    "SHOW TABLES INTO OUTFILE '{out}'",
+    "SHOW TABLES FROM {db} LIKE 'x%' INTO OUTFILE '{out}' COMPRESSION 'gzip'",
+    "SHOW CREATE TABLE {db}.scores INTO OUTFILE '{out}'",
+])
+def test_no_statement_kind_writes_a_file(facade: ClickHouseHttpFacade, rag_schema: Any,
+                                         tmp_path: Path, statement: str) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    for out in (tmp_path / "new.txt", victim):
+        refused(facade.url, statement.format(out=out, db=rag_schema.database), "164")
+    assert not (tmp_path / "new.txt").exists() and victim.read_text() == "keep me\n"
+    # the same statements without the clause still answer
+    plain = statement.split(" INTO OUTFILE")[0].format(db=rag_schema.database)
+    status, _, body = post(facade.url, plain)
+    assert status == 200, (plain, body)
+
+
 def test_no_process_or_other_source_is_reached(facade: ClickHouseHttpFacade) -> None:
     for sql in ("SELECT * FROM executable('id', 'TSV', 'x String')",
                 "SELECT * FROM python('print(1)')",
@@ -82,7 +106,8 @@ def test_no_process_or_other_source_is_reached(facade: ClickHouseHttpFacade) -> 
                 "SELECT * FROM merge('system', '.*')",
                 "SELECT * FROM dictionary('d')",
                 "SELECT * FROM view(SELECT * FROM system.users)",
-                "SELECT sleepEachRow(1) FROM numbers(100)"):
+                "SELECT sleepEachRow(1) FROM numbers(100)",
+                "SELECT getServerSetting('path')"):  # the server's directories
         refused(facade.url, sql, "497")
 
 

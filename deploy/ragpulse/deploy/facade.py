@@ -85,6 +85,7 @@ COUNTERS: dict[str, str] = {
     "refused_login_throttled": "Requests answered 429 without checking the login: too many failed logins from the address (login_free_failures), locked out for a growing time.",
     "refused_readonly": "Statements or settings refused with 164 READONLY (writes, DDL, settings off the allow-list).",
     "refused_access": "Statements refused with 497 ACCESS_DENIED (tables, databases, functions off the allow-list).",
+    "refused_origin": "Requests answered 403 without a login configured: a Host that does not name this machine (DNS rebinding) or another site's Origin.",
     "connections_refused": "Connections answered 503 at once: max_connections reached with none idle or slow to evict.",
     "connections_evicted": "Idle or slow connections closed to admit a new one at max_connections.",
     "requests_timed_out": "Connections closed because a read deadline passed (header or idle timeout).",
@@ -164,6 +165,24 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _url_host(value: str) -> str:
+    """The host of a ``Host`` header (``name[:port]``, ``[v6]:port``) or an ``Origin``
+    (``scheme://host[:port]``), lower-case, without brackets."""
+    if "://" in value:
+        value = urlsplit(value).netloc
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def names_this_machine(value: str) -> bool:
+    """Whether a ``Host``/``Origin`` value names this machine: ``localhost`` (or a name under
+    ``.localhost``) or a loopback address."""
+    host = _url_host(value)
+    return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
 
 
 def client_key(address: str) -> str:
@@ -422,7 +441,8 @@ class ClickHouseHttpFacade:
         self._timezone = "UTC"
         self._stats = dict.fromkeys(
             ("requests", "queries", "errors", "refused_busy", "refused_client_share",
-             "refused_auth", "refused_login_throttled", "refused_readonly", "refused_access"), 0)
+             "refused_auth", "refused_login_throttled", "refused_readonly", "refused_access",
+             "refused_origin"), 0)
         s = self.settings
         self.login_throttle = LoginThrottle(s.login_free_failures, s.login_lockout_s,
                                             s.login_lockout_max_s)
@@ -542,6 +562,25 @@ class ClickHouseHttpFacade:
 
     # -- auth --------------------------------------------------------------------------------
 
+    def check_origin(self, headers: Any) -> None:
+        """Raise 497 (403) for a request a web page could have sent while no login protects the
+        facade (loopback): a ``Host`` that does not name this machine (DNS rebinding: a page of
+        evil.example whose name now resolves to 127.0.0.1) or an ``Origin`` of another site (a
+        cross-site POST needs no preflight). Clients (clickhouse-connect, Grafana's plugin,
+        curl) send ``Host: 127.0.0.1:8123`` or ``localhost`` and no ``Origin``."""
+        if self.settings.auth_required:
+            return
+        host, origin = headers.get("Host"), headers.get("Origin")
+        if host is not None and not names_this_machine(host):
+            self._count("refused_origin")
+            raise _HttpError(403, 497, f"Not enough privileges: Host {host[:100]!r} does not name "
+                             "this machine; the ragpulse facade answers loopback names only while "
+                             "it has no login (DNS rebinding guard)")
+        if origin is not None and not names_this_machine(origin):
+            self._count("refused_origin")
+            raise _HttpError(403, 497, f"Not enough privileges: requests from web pages of "
+                             f"{origin[:100]!r} are refused (cross-site guard)")
+
     def check_auth(self, headers: Any, params: dict[str, str], address: str = "") -> None:
         """Raise 516 (401) unless the request carries the configured login (constant-time), or
         516 with 429 and ``Retry-After`` while ``address`` is locked out after failed logins
@@ -565,11 +604,11 @@ class ClickHouseHttpFacade:
     def _login_ok(self, headers: Any, params: dict[str, str]) -> bool:
         s = self.settings
         auth = headers.get("Authorization", "")
-        if s.token is not None and auth.startswith("Bearer "):
+        if s.token is not None and auth[:7].lower() == "bearer ":  # the scheme is case-insensitive
             if hmac.compare_digest(auth[7:].strip().encode(), s.token.get_secret_value().encode()):
                 return True
         user = password = None
-        if auth.startswith("Basic "):
+        if auth[:6].lower() == "basic ":
             try:
                 user, _, password = base64.b64decode(auth[6:]).decode().partition(":")
             except Exception:
@@ -754,6 +793,7 @@ class _Handler(GuardedRequestHandler):
                 return
             # Authenticate before reading the body: a stranger's upload is never buffered.
             client = client_key(str(self.client_address[0]))
+            f.check_origin(self.headers)
             f.check_auth(self.headers, params, client)
             body = self._read_body(f.settings.max_body_bytes)
             body_read = True

@@ -14,7 +14,8 @@ So the facade does not trust settings alone; every statement passes :func:`check
    SHOW CREATE TABLE; not SHOW CLUSTERS/MERGES/DICTIONARIES, which read other system tables);
    every table must be in the ragpulse database or an allow-listed system table; table functions are limited to generators (``numbers``, ``values``...); functions that
    touch the outside world (``file``) or only waste the server's time (``sleep``) are refused;
-   ``INTO OUTFILE`` and query-level ``SETTINGS`` are refused.
+   ``INTO OUTFILE`` (which DESCRIBE, SHOW and EXISTS take as well as SELECT) and query-level
+   ``SETTINGS`` are refused.
 
 The facade then runs the statement on a connection set to ``readonly = 2`` (no writes, no change
 of ``readonly``) after applying the client's URL settings that :func:`filter_settings` admits: an
@@ -62,7 +63,9 @@ class GuardPolicy:
         "generate_series", "primes",
     })
     # Lower-case names. file() reads files even in readonly mode; sleep*() only holds a slot.
-    denied_functions: frozenset[str] = frozenset({"file", "sleep", "sleepeachrow"})
+    # getServerSetting('path') names the server's directories.
+    denied_functions: frozenset[str] = frozenset({"file", "sleep", "sleepeachrow",
+                                                  "getserversetting"})
     statements: frozenset[str] = frozenset({
         "SelectWithUnionQuery", "ShowTables", "DescribeQuery", "ExistsTableQuery",
         "ShowCreateTableQuery", "ExistsDatabaseQuery",
@@ -184,7 +187,9 @@ def check(tree: Node, current_database: str, policy: GuardPolicy = DEFAULT_POLIC
     if tree.kind not in policy.statements:
         raise Refused(READONLY, f"Cannot execute query in readonly mode: the ragpulse facade "
                       f"serves reads only ({tree.kind or 'empty statement'})")
-    if tree.kind == "SelectWithUnionQuery" and any(c.kind == "Literal" for c in tree.children):
+    # INTO OUTFILE 'path' [COMPRESSION 'x'] is a Literal child of the statement itself, for every
+    # statement kind that takes it (SELECT, DESCRIBE, SHOW, EXISTS): none has another one there.
+    if any(c.kind == "Literal" for c in tree.children):
         raise Refused(READONLY, "Cannot execute query in readonly mode: INTO OUTFILE is not "
                       "allowed through the ragpulse facade")
     if tree.kind == "ShowTables" and not _SHOW_ALLOWED.match(statement.lstrip()):
