@@ -98,3 +98,54 @@ def test_sdk_exporters_with_the_header_get_through(make_collector: Callable[...,
     st = collector.stats()
     assert st["http_unauthenticated"] == 0 and st["grpc_unauthenticated"] == 0, st
     assert len(read_records(collector.settings.kafka, expected=2)) == 2, st
+
+
+def _silent_calls(channel: grpc.Channel, n: int, metadata: list[tuple[str, str]]) -> list:
+    """``n`` Export streams that send their metadata and never a message (a stream-unary call
+    fed by an iterator that blocks), as an attacker holds calls open."""
+    import threading
+
+    never = threading.Event()
+
+    def blocked():
+        never.wait()
+        yield b""  # pragma: no cover
+
+    call = channel.stream_unary(EXPORT)
+    return [call.future(blocked(), metadata=metadata, timeout=120) for _ in range(n)]
+
+
+def test_grpc_calls_without_the_token_take_no_slot(make_collector: Callable[..., Collector]) -> None:
+    """The token was checked after the message was read, and an admission slot was taken
+    before: 16 streams without the token that never sent a message held every slot, and the
+    clients that had the token got RESOURCE_EXHAUSTED for as long as they stayed open."""
+    collector = make_collector(otlp={"auth_token": TOKEN, "grpc_workers": 2,
+                                     "max_concurrent_requests": 4})
+    with grpc.insecure_channel(collector.grpc_endpoint or "") as attacker, \
+            grpc.insecure_channel(collector.grpc_endpoint or "") as client:
+        held = _silent_calls(attacker, 16, [])
+        for f in held:  # refused at once, before a message
+            with_code = f.exception(timeout=30)
+            assert with_code is not None and with_code.code() == grpc.StatusCode.UNAUTHENTICATED
+        tid, req = good_request(801)
+        client.unary_unary(EXPORT)(req.SerializeToString(),
+                                   metadata=[("authorization", f"Bearer {TOKEN}")], timeout=10)
+    assert collector.stats()["grpc_unauthenticated"] == 16
+    assert {r.key.decode() for r in read_records(collector.settings.kafka, expected=1)} == {tid}
+
+
+def test_a_grpc_call_that_never_sends_its_message_is_cut(make_collector: Callable[..., Collector]) -> None:
+    """With the token (or on loopback without one), a call that never sends its message is
+    cancelled after the time an HTTP body of the largest size gets, and its slot comes back."""
+    collector = make_collector(otlp={"grpc_workers": 1, "max_concurrent_requests": 2,
+                                     "body_timeout_s": 1.0, "max_body_bytes": 64 * 1024,
+                                     "body_min_bytes_per_s": 64 * 1024})  # 2 s to send it
+    with grpc.insecure_channel(collector.grpc_endpoint or "") as slow, \
+            grpc.insecure_channel(collector.grpc_endpoint or "") as client:
+        held = _silent_calls(slow, 2, [])
+        for f in held:
+            err = f.exception(timeout=60)
+            assert err is not None and err.code() == grpc.StatusCode.CANCELLED, err
+        tid, req = good_request(802)
+        client.unary_unary(EXPORT)(req.SerializeToString(), timeout=10)
+    assert {r.key.decode() for r in read_records(collector.settings.kafka, expected=1)} == {tid}

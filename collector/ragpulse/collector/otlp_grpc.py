@@ -75,19 +75,28 @@ class _Admission(grpc.GenericRpcHandler):
     a pool thread or its message is read; a call over the limit gets the ``refuse`` handler
     instead (RESOURCE_EXHAUSTED with RetryInfo), run on its own small thread pool so refusals
     do not queue behind exports. Both handlers are request-streaming: grpcio then always runs
-    them (also when the client has gone), which is where an admitted call's slot is released."""
+    them (also when the client has gone), which is where an admitted call's slot is released.
 
-    def __init__(self, limit: int, export: Any, refuse: Any) -> None:
+    The login is checked here, from the call's metadata, before a slot is taken: a caller
+    without the token gets the ``unauthenticated`` handler (same pool as refusals), so calls
+    that never send a message cannot hold the slots of those that have the token."""
+
+    def __init__(self, limit: int, export: Any, refuse: Any, unauthenticated: Any,
+                 authorized: Any) -> None:
         self._limit = limit
         self._lock = threading.Lock()
         self._admitted = 0
         self.refused = 0
         self._export = grpc.stream_unary_rpc_method_handler(export)
         self._refuse = grpc.stream_unary_rpc_method_handler(refuse)
+        self._unauthenticated = grpc.stream_unary_rpc_method_handler(unauthenticated)
+        self._authorized = authorized
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         if handler_call_details.method != EXPORT:  # type: ignore[attr-defined]
             return None
+        if not self._authorized(handler_call_details.invocation_metadata):  # type: ignore[attr-defined]
+            return self._unauthenticated
         with self._lock:
             if self._admitted >= self._limit:
                 self.refused += 1
@@ -146,8 +155,17 @@ class GrpcReceiver:
             self._refuse_busy(context)
             return b""
 
+        def unauthenticated(requests: Any, context: grpc.ServicerContext) -> bytes:
+            with self._lock:
+                self._requests += 1
+                self._unauthenticated += 1
+            _abort(context, refusal_for(Unauthenticated(), s.retry_after_s))
+            return b""
+
         refuse.experimental_thread_pool = self._refusing  # type: ignore[attr-defined]
-        self._admission = _Admission(limit, self._export_call, refuse)
+        unauthenticated.experimental_thread_pool = self._refusing  # type: ignore[attr-defined]
+        self._admission = _Admission(limit, self._export_call, refuse, unauthenticated,
+                                     self._authorized)
         server = grpc.server(
             ThreadPoolExecutor(max_workers=s.grpc_workers, thread_name_prefix="otlp-grpc"),
             # grpcio's own limit, a backstop only: its refusal carries no RetryInfo.
@@ -194,11 +212,29 @@ class GrpcReceiver:
         _abort(context, refusal_for(Busy("too many concurrent export calls"),
                                     self._settings.retry_after_s))
 
+    def _authorized(self, metadata: Any) -> bool:
+        token = self._settings.auth_token
+        if token is None:
+            return True
+        header = dict(metadata or ()).get("authorization")
+        return bearer_ok(header if isinstance(header, str) else None, token.get_secret_value())
+
     def _export_call(self, requests: Any, context: grpc.ServicerContext) -> bytes:
-        """An admitted call: read its one message, export it, give the slot back."""
+        """An admitted call: read its one message within the time an HTTP body of the largest
+        size gets (``body_timeout_s`` + ``max_body_bytes`` at ``body_min_bytes_per_s``; then
+        the call is cancelled, so a client that never sends cannot keep its slot), export it,
+        give the slot back."""
+        s = self._settings
+        deadline = threading.Timer(s.body_timeout_s + s.max_body_bytes / s.body_min_bytes_per_s,
+                                   context.cancel)
+        deadline.daemon = True
+        deadline.start()
         try:
-            request = next(requests, None)
-            if request is None:  # the client went away (or sent no message)
+            try:
+                request = next(requests, None)
+            finally:
+                deadline.cancel()
+            if request is None:  # the client went away, sent no message or ran out of time
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message")
             return self._export(request, context)
         finally:
@@ -211,13 +247,6 @@ class GrpcReceiver:
             self._requests += 1
         if self._closed:
             _abort(context, refusal_for(ShuttingDown(), retry))
-        token = self._settings.auth_token
-        if token is not None:
-            header = dict(context.invocation_metadata()).get("authorization")
-            if not bearer_ok(header if isinstance(header, str) else None, token.get_secret_value()):
-                with self._lock:
-                    self._unauthenticated += 1
-                _abort(context, refusal_for(Unauthenticated(), retry))
         try:
             result = self._ingest.consume_proto(request)
         except Exception as exc:  # the table answers; a bug is a logged INTERNAL
