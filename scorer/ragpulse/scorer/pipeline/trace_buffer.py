@@ -16,8 +16,11 @@ frontier lag):
   then scores it with what it has or drops it, per ``on_evict``;
 * a service (``service.name`` of a trace's first spans) may hold at most
   ``max_incomplete_per_service`` traces without a root: beyond, its oldest such trace is evicted.
-  A flood of traces whose root never arrives thus evicts its own traces, never other services'
-  nor complete ones, and a complete trace leaves ``grace_s`` after its root whatever the flood.
+  A flood of traces whose root never arrives from one service thus evicts its own traces,
+  never complete ones, and a complete trace leaves ``grace_s`` after its root whatever the
+  flood. (Service names are the sender's to choose: a flood under many names reaches the
+  global bound, which evicts the oldest root-less trace of any service; docs/reliability.md,
+  "round 4", known limits.)
   The scorer writes no rows for an evicted trace without a root that has nothing to score
   (``traces_expired_incomplete``; ``pipeline.prepare``), so a flood costs no row per trace.
 
