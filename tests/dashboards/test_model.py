@@ -272,6 +272,22 @@ def test_export_cli(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "trace_url_template" in bad.output
 
 
+def test_export_never_writes_through_a_planted_temp_symlink(tmp_path: Path) -> None:
+    """As `report --out`: export wrote each file through a fixed `NAME.tmp` opened following
+    symlinks, so a planted link made it overwrite the link's target."""
+    from ragpulse.dashboards import export
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "grafana"
+    (out / "dashboards").mkdir(parents=True)
+    (out / "dashboards" / "ragpulse-quality.json.tmp").symlink_to(victim)
+    written = export(out, DashboardsSettings())
+    assert victim.read_text() == "keep me"
+    board = out / "dashboards" / "ragpulse-quality.json"
+    assert board in written and not board.is_symlink() and json.loads(board.read_text())["panels"]
+
+
 @pytest.mark.parametrize("text, message", [
     ("alerts: {faithfulness_min: 2}", "alerts.faithfulness_min"),
     ("- a list", "must be a mapping"),

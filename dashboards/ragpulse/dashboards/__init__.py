@@ -12,7 +12,7 @@ from .alerts import AlertInstance, RuleSpec, evaluate, evaluate_all, grafana_rul
 from .dashboard import build_dashboard
 from .frames import since
 from .macros import ALL, MacroError, QueryContext, expand
-from .provisioning import export, files
+from .provisioning import export, files, write_atomic
 from .push import GrafanaPushError, push
 from .report import build_report
 from .settings import AlertSettings, DashboardsSettings, DriftSettings
@@ -42,4 +42,5 @@ __all__ = [
     "rule_specs",
     "since",
     "unscorable_traces",
+    "write_atomic",
 ]

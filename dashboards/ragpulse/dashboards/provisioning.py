@@ -14,7 +14,10 @@ Mount ``DIR/provisioning`` at ``/etc/grafana/provisioning`` and ``DIR/dashboards
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +129,26 @@ def export(directory: Path, settings: DashboardsSettings) -> list[Path]:
     out = []
     for rel, text in files(settings).items():
         p = directory / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(p.suffix + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(p)  # atomic: Grafana's file provider never reads half a dashboard
+        write_atomic(p, text)  # Grafana's file provider never reads half a dashboard
         out.append(p)
     return out
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """``text`` into ``path`` (its directory created if needed) through a new, uniquely named
+    file beside it, created exclusively (never a planted symlink or another run's file) and
+    renamed over ``path``; the mode a plain write would give (0666 less the umask). Nothing
+    half-written stays behind. Raises ``OSError``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(f.fileno(), 0o666 & ~umask)
+            f.write(text)
+        os.replace(name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise

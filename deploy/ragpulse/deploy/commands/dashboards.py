@@ -8,9 +8,7 @@ test under ``drift:``), overridden by the few flags below. ``report``/``status``
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -171,25 +169,6 @@ def _range(since: str, until: str | None) -> tuple[datetime, datetime]:
 _DATA_DIR = typer.Option("--data-dir", help="Where `ragpulse up` keeps chDB (DATA_DIR/chdb).")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """``text`` into ``path`` through a new, uniquely named file beside it (created exclusively:
-    never a planted symlink or another run's file) renamed over ``path``; the mode a plain
-    write would give (0666 less the umask). Nothing half-written stays behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.fchmod(f.fileno(), 0o666 & ~umask)
-            f.write(text)
-        os.replace(name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-        raise
-
-
 def report(
     since: Annotated[str, typer.Option("--since", help="Range ending now (or --until): 30m, 24h, 7d.")] = "24h",
     out: Annotated[str, typer.Option(
@@ -211,7 +190,7 @@ def report(
              "unset: trace ids are not linked.")] = None,
 ) -> None:
     """Render the dashboard's panels and the alert rules into one self-contained HTML file."""
-    from ragpulse.dashboards import build_report
+    from ragpulse.dashboards import build_report, write_atomic
 
     s = load_settings(settings, database=database, trace_url_template=trace_url)
     t0, t1 = _range(since, until)
@@ -225,7 +204,7 @@ def report(
     finally:
         client.close()
     try:
-        _write_atomic(target, text)
+        write_atomic(target, text)
     except OSError as exc:
         raise _fail(f"cannot write {target}: {exc}") from None
     typer.echo(f"wrote {target} ({len(text) // 1024} KiB, {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC)")
