@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from ragpulse.collector.config import OtlpSettings
-from ragpulse.collector.otlp_http import bearer_ok
 from ragpulse.collector.service import Collector
+from ragpulse.common import bearer_ok
 from tests.collector.conftest import read_records
 from tests.security.corpus import good_request
 

@@ -28,8 +28,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ragpulse.collector.config import OtlpSettings
 from ragpulse.collector.ingest import Ingest
-from ragpulse.collector.otlp_http import bearer_ok
 from ragpulse.collector.refusals import Busy, Refusal, ShuttingDown, Unauthenticated, refusal_for
+from ragpulse.common import bearer_ok
 
 __all__ = ["GrpcReceiver"]
 

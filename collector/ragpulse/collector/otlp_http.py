@@ -13,7 +13,6 @@ per-request overhead is small next to decoding, and it needs no extra dependency
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import mmap
@@ -42,6 +41,7 @@ from ragpulse.common import (
     GuardedHTTPServer,
     GuardedRequestHandler,
     MalformedBody,
+    bearer_ok,
     inflate_bounded,
     read_body,
     serve_in_thread,
@@ -484,13 +484,6 @@ class HttpReceiver:
         if retry_after is not None:
             headers["Retry-After"] = str(retry_after)
         _send(h, http_code, JSON if as_json else PROTOBUF, body, headers)
-
-
-def bearer_ok(header: str | None, token: str) -> bool:
-    """``header`` is ``Bearer <token>``; constant-time in the token (hmac.compare_digest)."""
-    if not header or header[:7].lower() != "bearer ":
-        return False
-    return hmac.compare_digest(header[7:].strip().encode(), token.encode())
 
 
 def _send(h: _Handler, code: int, content_type: str, body: bytes, extra: dict[str, str] | None = None) -> None:

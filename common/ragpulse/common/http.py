@@ -29,6 +29,7 @@ it with :class:`GuardedHTTPServer`; call ``handler.begin_body(length)`` before r
 from __future__ import annotations
 
 import email.parser
+import hmac
 import io
 import logging
 import re
@@ -612,3 +613,10 @@ def serve_in_thread(server: GuardedHTTPServer, name: str,
     thread.start()
     return thread
 
+
+def bearer_ok(header: str | None, token: str) -> bool:
+    """``header`` is ``Bearer <token>`` (the scheme case-insensitive, RFC 9110); constant-time
+    in the token (hmac.compare_digest). The OTLP receivers and the ClickHouse facade use it."""
+    if not header or header[:7].lower() != "bearer ":
+        return False
+    return hmac.compare_digest(header[7:].strip().encode(), token.encode())

@@ -493,19 +493,16 @@ def check_not_running(settings: EmbeddedSettings) -> None:
     if not path.is_dir():
         return
     owner = read_owner(str(path))
-    pid = owner.pid if owner is not None and owner.pid != os.getpid() and owner.alive() else None
+    if owner is not None and owner.pid != os.getpid() and owner.alive():
+        raise StoreLockedError(
+            f"another `ragpulse up` (pid {owner.pid}) already runs on {settings.data_dir} "
+            f"({path}): stop it, or start this one with another --data-dir (and other ports); "
+            "`ragpulse status` reads the running one", owner_pid=owner.pid)
     holder = lock_holder(str(path))
-    if pid is None and holder is not None and holder != os.getpid():
-        pid = holder
-    if pid is not None and pid == (owner.pid if owner is not None else None):
+    if holder is not None and holder != os.getpid():  # report, db, a notebook, a scorer
         raise StoreLockedError(
-            f"another `ragpulse up` (pid {pid}) already runs on {settings.data_dir} ({path}): "
-            "stop it, or start this one with another --data-dir (and other ports); `ragpulse "
-            "status` reads the running one", owner_pid=pid)
-    if pid is not None:  # a lock without an owner file: report, db, a notebook, a scorer
-        raise StoreLockedError(
-            f"another process (pid {pid}) holds the store {path}: wait for it to finish or stop "
-            "it, or start `ragpulse up` with another --data-dir", owner_pid=pid)
+            f"another process (pid {holder}) holds the store {path}: wait for it to finish or "
+            "stop it, or start `ragpulse up` with another --data-dir", owner_pid=holder)
 
 
 def check_ports(settings: EmbeddedSettings) -> None:

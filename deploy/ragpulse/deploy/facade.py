@@ -60,6 +60,7 @@ from ragpulse.common import (
     GuardedHTTPServer,
     GuardedRequestHandler,
     MalformedBody,
+    bearer_ok,
     inflate_bounded,
     read_body,
     serve_in_thread,
@@ -604,9 +605,8 @@ class ClickHouseHttpFacade:
     def _login_ok(self, headers: Any, params: dict[str, str]) -> bool:
         s = self.settings
         auth = headers.get("Authorization", "")
-        if s.token is not None and auth[:7].lower() == "bearer ":  # the scheme is case-insensitive
-            if hmac.compare_digest(auth[7:].strip().encode(), s.token.get_secret_value().encode()):
-                return True
+        if s.token is not None and bearer_ok(auth, s.token.get_secret_value()):
+            return True
         user = password = None
         if auth[:6].lower() == "basic ":
             try:
