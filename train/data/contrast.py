@@ -30,10 +30,17 @@ HUMAN = ("snli_dev", "snli_test", "jnli_test", "jsts_train", "janli_train", "jnl
          "pawsx_zh", "begin")
 
 _EN_NUM = ["two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "twelve"]
-_EN_GROUPS = [
-    ["man", "woman"], ["men", "women"], ["boy", "girl"], ["boys", "girls"], ["male", "female"],
-    ["husband", "wife"], ["father", "mother"], ["son", "daughter"], ["brother", "sister"],
-    ["king", "queen"], ["gentleman", "lady"],
+# Gender and family words per language (edited only when a pair has no other value), then the
+# other value groups; each group's words replace one another.
+_GENDER_GROUPS = {
+    "en": [["man", "woman"], ["men", "women"], ["boy", "girl"], ["boys", "girls"],
+           ["male", "female"], ["husband", "wife"], ["father", "mother"], ["son", "daughter"],
+           ["brother", "sister"], ["king", "queen"], ["gentleman", "lady"]],
+    "ja": [["男性", "女性"], ["男の子", "女の子"], ["男の人", "女の人"], ["少年", "少女"], ["父親", "母親"]],
+    "zh": [["男人", "女人"], ["男子", "女子"], ["男孩", "女孩"], ["男性", "女性"], ["丈夫", "妻子"],
+           ["父亲", "母亲"], ["儿子", "女儿"], ["哥哥", "姐姐"], ["弟弟", "妹妹"]],
+}
+_EN_GROUPS = _GENDER_GROUPS["en"] + [
     ["red", "blue", "green", "yellow", "black", "white", "orange", "pink", "purple", "brown"],
     ["inside", "outside"], ["indoors", "outdoors"], ["day", "night"], ["morning", "evening"],
     ["january", "february", "march", "april", "may", "june", "july", "august", "september",
@@ -43,15 +50,8 @@ _EN_GROUPS = [
 # "may" and "march" are also a verb and a noun: months only before a number or after "in"
 _EN_MONTH_ONLY = {"may", "march"}
 
-_JA_GROUPS = [
-    ["男性", "女性"], ["男の子", "女の子"], ["男の人", "女の人"], ["少年", "少女"], ["父親", "母親"],
-    ["赤い", "青い", "白い", "黒い", "黄色い", "茶色い"], ["屋内", "屋外"],
-]
-_ZH_GROUPS = [
-    ["男人", "女人"], ["男子", "女子"], ["男孩", "女孩"], ["男性", "女性"], ["丈夫", "妻子"],
-    ["父亲", "母亲"], ["儿子", "女儿"], ["哥哥", "姐姐"], ["弟弟", "妹妹"],
-    ["红色", "蓝色", "白色", "黑色", "绿色", "黄色"], ["室内", "室外"],
-]
+_JA_GROUPS = _GENDER_GROUPS["ja"] + [["赤い", "青い", "白い", "黒い", "黄色い", "茶色い"], ["屋内", "屋外"]]
+_ZH_GROUPS = _GENDER_GROUPS["zh"] + [["红色", "蓝色", "白色", "黑色", "绿色", "黄色"], ["室内", "室外"]]
 _CJK_DIGITS = "一二三四五六七八九十"
 _JA_COUNTERS = "人匹頭台本枚つ個羽機両杯"
 _ZH_COUNTERS = "个名位只条辆本次天岁座部场届杆击"
@@ -108,7 +108,7 @@ def _cjk_candidates(p: str, h: str, lang: str, rng: random.Random) -> Iterator[t
             yield m.start(1), m.end(1), rng.choice(options)
 
 
-_GENDER = {w for g in _EN_GROUPS[:11] + _JA_GROUPS[:5] + _ZH_GROUPS[:9] for w in g}
+_GENDER = {w for groups in _GENDER_GROUPS.values() for g in groups for w in g}
 
 
 def _is_gender(word: str, lang: str) -> bool:
