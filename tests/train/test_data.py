@@ -466,3 +466,26 @@ def test_sources_lists_what_a_fresh_machine_must_fetch(monkeypatch, tmp_path, ca
     out = capsys.readouterr().out
     assert out.count("MISSING") == len(sources.ALL) == 11
     assert "github:yahoojapan/JGLUE" in out and f"11 source(s) to fetch first (RAGPULSE_MIRROR={tmp_path})" in out
+
+
+def test_continuation_replays_whole_sources_once_more(tmp_path):
+    import gzip
+
+    rows = [{"premise": f"{src} premise {i}.", "hypothesis": f"Claim {i}.", "label": i % 2,
+             "source": src, "lang": "en"} for src, n in (("t", 40), ("nli", 6)) for i in range(n)]
+    base = tmp_path / "base"
+    base.mkdir()
+    for name, data in (("train", rows), ("valid", rows[:2])):
+        with gzip.open(base / f"{name}.jsonl.gz", "wt", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in data)
+    out = tmp_path / "out"
+    stats = continuation.build(base, out, replay=10, per_lang=0, seed=4, replay_all=("nli",))
+    with gzip.open(out / "train.jsonl.gz", "rt", encoding="utf-8") as f:
+        train = [json.loads(x) for x in f]
+    drawn = Counter(r["source"] for r in train)
+    # the random draw of 10 plus all 6 nli rows again
+    assert len(train) == stats["replay"] == 16 and drawn["nli"] >= 6
+    assert Counter(r["premise"] for r in train if r["source"] == "nli").keys() == \
+        {f"nli premise {i}." for i in range(6)}
+    with pytest.raises(ValueError, match="no training rows"):
+        continuation.build(base, out, replay=10, per_lang=0, replay_all=("zz",))

@@ -14,8 +14,10 @@ for a continuation on CPU: docs/faithfulness-data.md, "A CPU continuation on the
 sources"). ``--contrasts-from DIR`` adds ``contrast.py``'s pairs made from the human-labelled
 rows of that build's training file (a supported pair and its one-value-changed twin; pairs whose
 premise is in the base's validation file are left out, 2 % of the rest by premise go to
-validation). Rows touching the hand-written dev or confirmation sets are dropped, as in
-``build``. Deterministic for a given ``--seed``.
+validation). ``--replay-all S ...`` adds every training row of those base sources once more
+(beside the random replay: the sources a continuation must not forget get a larger share).
+Rows touching the hand-written dev or confirmation sets are dropped, as in ``build``.
+Deterministic for a given ``--seed``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def _of_sources(path: Path, sources: set[str]) -> list[dict]:
 
 def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
           exceptions: int = 0, shapes: int = 0, extra: Path | None = None,
-          extra_sources: tuple[str, ...] = (), contrasts_from: Path | None = None) -> Counter:
+          extra_sources: tuple[str, ...] = (), contrasts_from: Path | None = None,
+          replay_all: tuple[str, ...] = ()) -> Counter:
     if bool(extra) != bool(extra_sources):
         raise ValueError("--extra and --extra-sources go together")
     rng = random.Random(seed)
@@ -50,6 +53,12 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
     # the whole base kept in its order (train.train shuffles; the file stays as compressible)
     full = replay >= len(base_train)
     rows = base_train if full else rng.sample(base_train, replay)
+    if replay_all:
+        again = [r for r in base_train if r.get("source") in set(replay_all)]
+        missing = set(replay_all) - {r["source"] for r in again}
+        if missing:
+            raise ValueError(f"{base} has no training rows of {sorted(missing)}")
+        rows = rows + again
     dev = dev_shingles()
     made: Counter = Counter()
     new: list[dict] = []
@@ -114,6 +123,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--contrasts-from", type=Path, default=None,
                     help="a train.data.build output folder whose human-labelled supported pairs "
                          "become paraphrase contrasts (contrast.py)")
+    ap.add_argument("--replay-all", nargs="+", default=(),
+                    help="base sources whose every training row is added once more "
+                         "(e.g. jnli_test jsts_train pack_jnli_janli)")
     ap.add_argument("--seed", type=int, default=0)
     return ap
 
@@ -121,7 +133,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     print(dict(build(a.base, a.out, a.replay, a.polarity, a.seed, a.exceptions, a.shapes,
-                     a.extra, tuple(a.extra_sources), a.contrasts_from)))
+                     a.extra, tuple(a.extra_sources), a.contrasts_from,
+                     tuple(a.replay_all))))
     return 0
 
 
