@@ -10,6 +10,10 @@ embeddings, which stay the bundle's (they were frozen in training). The calibrat
 the graph (``cal_a``, ``cal_b``) is read back as well, so the raw logit trains on as before
 (calibrate again after continuing: ``train.export --calibration``).
 
+Graphs of the other ``train.export --format``s read back too: ``block8``'s ``MatMulNBits``
+weights (``(q - 128) * scale`` per block of 32), ``fp16``'s weights behind their ``Cast``, and
+``fp32``'s plain ones.
+
 Quantizing the dequantized weights again gives the same int8 tensors (the per-channel scale is
 the column's largest magnitude / 127, which dequantizing keeps), so a model rebuilt this way
 differs from the shipped one only where its weights were trained further.
@@ -37,7 +41,7 @@ def _module(node_name: str) -> str:
 
 
 def read_weights(model_onnx: Path) -> dict[str, np.ndarray]:
-    """The float32 state (``FaithModel`` names, no ``word.weight``) of an exported int8 graph."""
+    """The float32 state (``FaithModel`` names, no ``word.weight``) of an exported graph."""
     import onnx
     from onnx import numpy_helper
 
@@ -63,13 +67,30 @@ def read_weights(model_onnx: Path) -> dict[str, np.ndarray]:
     state: dict[str, np.ndarray] = {}
     for k in ("ttype", "cal_a", "cal_b"):
         state[k] = np.asarray(inits[k], dtype=np.float32)
-    state["pos.weight"] = dequant("pos.weight", per_column=False)
+    state["pos.weight"] = np.asarray(inits["pos.weight"], dtype=np.float32) \
+        if "pos.weight" in inits else dequant("pos.weight", per_column=False)
+    cast = {n.output[0]: n.input[0] for n in g.node if n.op_type == "Cast"}
     for n in g.node:
         mod = _module(n.name)
         if n.op_type == "MatMulInteger" and n.input[1].endswith("_quantized"):
             # [in, out] in the graph, [out, in] in torch
             w = dequant(n.input[1][: -len("_quantized")], per_column=True)
             state[f"{mod}.weight"] = w.T.copy()
+        elif n.op_type == "MatMulNBits":
+            attrs = {a.name: a.i for a in n.attribute}
+            q = inits[n.input[1]].astype(np.float32) - 2 ** (attrs["bits"] - 1)
+            scale = inits[n.input[2]].astype(np.float32).reshape(q.shape[0], q.shape[1], 1)
+            state[f"{mod}.weight"] = (q * scale).reshape(attrs["N"], attrs["K"])
+        elif n.op_type == "MatMul" and cast.get(n.input[1], n.input[1]) in inits:
+            w = np.asarray(inits[cast.get(n.input[1], n.input[1])], dtype=np.float32)
+            if w.ndim == 2:
+                state[f"{mod}.weight"] = w.T.copy()
+        elif n.op_type == "Gemm" and n.input[1] in inits:  # the head, left in float
+            transb = next((a.i for a in n.attribute if a.name == "transB"), 0)
+            w = np.asarray(inits[n.input[1]], dtype=np.float32)
+            state[f"{mod}.weight"] = w if transb else w.T.copy()
+            if len(n.input) > 2 and n.input[2] in inits:
+                state[f"{mod}.bias"] = np.asarray(inits[n.input[2]], dtype=np.float32)
         elif n.op_type == "LayerNormalization":
             state[f"{mod}.weight"] = np.asarray(inits[n.input[1]], dtype=np.float32)
             state[f"{mod}.bias"] = np.asarray(inits[n.input[2]], dtype=np.float32)

