@@ -312,3 +312,23 @@ def test_block8_and_fp16_exports_keep_the_trained_weights(tiny_q4_bundle: Path, 
                 assert (err <= blocks / 254 + 1e-7).all(), k
         else:
             assert np.allclose(back[k], v, atol=1e-6), k
+
+
+def test_kept_share_says_which_int8_scheme_keeps_a_small_change() -> None:
+    """A change of a quarter of a channel's int8 step rounds back under one scale per channel
+    and stays under one scale per block of 32 (here every block's largest weight is well
+    below the channel's)."""
+    from train.export import kept_share
+
+    rng = np.random.default_rng(0)
+    w0 = rng.normal(0, 0.01, (64, 512))
+    w0[:, 0] = 1.0  # one large weight per output channel sets its step: 1/127
+    step = 1.0 / 127
+    w0 = np.round(w0 / step) * step  # on the channel grid, as a shipped int8 model is
+    d = rng.choice([-1.0, 1.0], size=w0.shape) * step / 4
+    d[:, 0] = 0.0
+    share = kept_share({"layers.0.q.weight": w0}, {"layers.0.q.weight": w0 + d})
+    assert share["int8"] == pytest.approx(0.0, abs=1e-9)
+    assert share["block8"] > 0.9  # all but the first block of each row (15 of 16)
+    assert kept_share({"layers.0.q.weight": w0}, {"layers.0.q.weight": w0}) == \
+        {"int8": 1.0, "block8": 1.0}
