@@ -18,7 +18,7 @@ import math
 __all__ = ["JUDGE_HEADROOM", "JUDGE_SAMPLES_PER_S", "REFERENCE_TRACES_PER_S",
            "default_sampling_rate"]
 
-JUDGE_SAMPLES_PER_S: dict[str, float] = {"local": 14.5, "local-model": 5.8}
+JUDGE_SAMPLES_PER_S: dict[str, float] = {"local": 21.4, "local-model": 8.8}
 """Samples/s on 2 free cores for a typical trace (3 answer statements, 5 contexts of about 900
 characters, the five default metrics), each judge as ``build_judge`` makes it: twice its samples
 per CPU-second. Source: ``bench/judge_speed.py`` (docs/benchmarks.md, "Speed of the local judges
