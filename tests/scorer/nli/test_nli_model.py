@@ -209,6 +209,36 @@ def test_missing_or_malformed_directory_fails_at_construction(tiny_dir: Path,
         model(d)
 
 
+def test_a_block8_graph_on_an_old_onnxruntime_names_the_version_it_needs(
+        tiny_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph whose MatMulNBits the runtime cannot run (here: 3 bits, which no version runs)
+    is refused; on an onnxruntime older than 1.22 the error says what a block8 export needs."""
+    import numpy as np
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    d = _copy(tiny_dir, tmp_path / "nbits")
+    node = helper.make_node("MatMulNBits", ["x", "B", "scales"], ["logits"],
+                            domain="com.microsoft", K=32, N=3, bits=3, block_size=32)
+    g = helper.make_graph([helper.make_node("Cast", ["input_ids"], ["x0"], to=TensorProto.FLOAT),
+                           helper.make_node("Tile", ["x0", "reps"], ["x"]), node], "g",
+                          [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", 1])],
+                          [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["b", 3])],
+                          initializer=[numpy_helper.from_array(np.zeros((3, 1, 12), np.uint8), "B"),
+                                       numpy_helper.from_array(np.ones(3, np.float32), "scales"),
+                                       numpy_helper.from_array(np.array([1, 32]), "reps")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                  helper.make_opsetid("com.microsoft", 1)]),
+              str(d / "model.onnx"))
+    with pytest.raises(ValueError, match="onnxruntime cannot load it") as now:
+        model(d)
+    assert "needs onnxruntime >= 1.22" not in str(now.value)
+    monkeypatch.setattr(onnxruntime, "__version__", "1.20.1")
+    with pytest.raises(ValueError, match="block8 model needs onnxruntime >= 1.22, this is 1.20.1"):
+        model(d)
+
+
 def test_label_count_must_match_the_graph(tmp_path: Path) -> None:
     d = build_tiny_nli(tmp_path / "m")  # three logits
     cfg = json.loads((d / "config.json").read_text())

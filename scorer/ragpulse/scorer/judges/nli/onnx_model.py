@@ -217,7 +217,13 @@ class NliModel:
             self._session = ort.InferenceSession(str(onnx_path), so,
                                                  providers=["CPUExecutionProvider"])
         except Exception as e:
-            raise NliModelError(f"nli model {onnx_path}: onnxruntime cannot load it ({e})") from None
+            hint = ""
+            if ("BlockQuantized" in str(e) or "NBits" in str(e)) and \
+                    tuple(int(x) for x in ort.__version__.split(".")[:2] if x.isdigit()) < (1, 22):
+                hint = ("; a train.export --format block8 model needs onnxruntime >= 1.22, this "
+                        f"is {ort.__version__}")
+            raise NliModelError(
+                f"nli model {onnx_path}: onnxruntime cannot load it ({e}{hint})") from None
         self._inputs: dict[str, np.dtype] = {}
         for inp in self._session.get_inputs():
             if inp.name not in ("input_ids", "attention_mask", "token_type_ids"):
