@@ -8,6 +8,7 @@ import gzip
 import json
 import urllib.error
 import urllib.request
+import uuid
 import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -302,6 +303,35 @@ def test_busy_facade_refuses_with_503(chdb_dir: Path, chdb_client: Any) -> None:
         f.shutdown()
 
 
+def test_a_query_id_cannot_inject_headers(chdb_dir: Path) -> None:
+    """Round 5: query_id was echoed in X-ClickHouse-Query-Id as given, so CR/LF in it ended the
+    headers and the rest became the body: HTML served from the facade's origin (reflected XSS
+    that read rag.scores same-origin); a query_id outside latin-1 raised in the handler."""
+    import http.client
+
+    f = build_facade(str(chdb_dir), FacadeSettings(advertise=False))
+    f.start()
+    try:
+        evil = ("x%0d%0aContent-Type:%20text/html%0d%0aContent-Length:%2025%0d%0a%0d%0a"
+                "%3Cscript%3Ealert(1)%3C/script%3E")
+        for qid in (evil, "%E2%82%AC", "a" * 129, "a%20b"):
+            conn = http.client.HTTPConnection("127.0.0.1", f.port, timeout=30)
+            conn.request("GET", f"/?query=SELECT%201&query_id={qid}")
+            r = conn.getresponse()
+            body = r.read()
+            conn.close()
+            assert r.status == 400 and b"query_id must be" in body, (qid, r.status, body)
+            assert r.getheader("Content-Type") == "text/plain; charset=UTF-8"
+            assert b"<script>" not in body and "\r" not in str(r.msg)
+            uuid.UUID(r.getheader("X-ClickHouse-Query-Id"))  # a fresh id, not the one asked
+        ok = "0f8fad5b-d9cb-469f-a165-70867728950e"
+        status, headers, body = _raw(f"{f.url}/?query=SELECT%201&query_id={ok}")
+        assert status == 200 and body == b"1\n" and headers["X-ClickHouse-Query-Id"] == ok
+        assert f.stats()["refused_query_id"] == 4
+    finally:
+        f.shutdown()
+
+
 def test_without_a_login_only_this_machine_may_ask(chdb_client: Any, chdb_dir: Path) -> None:
     """On loopback the facade has no login, so a web page was a client: by DNS rebinding (its
     own name resolving to 127.0.0.1, `Host: evil.example`) it read every stored question and
@@ -321,7 +351,14 @@ def test_without_a_login_only_this_machine_may_ask(chdb_client: Any, chdb_dir: P
                      "grafana.localhost"):
             assert _raw(q, headers={"Host": host})[2] == b"1\n", host
         assert _raw(q, headers={"Origin": "http://localhost:3000"})[2] == b"1\n"
-        assert f.stats()["refused_origin"] == 4
+        # an iframe or no-cors GET of another site's page carries no Origin; the browser's
+        # Sec-Fetch-Site says whose page made it (round 5: a blind timing oracle on the data)
+        for site in ("cross-site", "same-site"):
+            status, _, body = _raw(q, headers={"Sec-Fetch-Site": site})
+            assert status == 403 and b"Sec-Fetch-Site" in body, site
+        for site in ("same-origin", "none"):  # the facade's own origin, a typed-in URL
+            assert _raw(q, headers={"Sec-Fetch-Site": site})[2] == b"1\n", site
+        assert f.stats()["refused_origin"] == 6
         c = clickhouse_connect.get_client(host="127.0.0.1", port=f.port)  # what clients send
         assert c.command("SELECT 3") == 3
         c.close()

@@ -86,7 +86,8 @@ COUNTERS: dict[str, str] = {
     "refused_login_throttled": "Requests answered 429 without checking the login: too many failed logins from the address (login_free_failures), locked out for a growing time.",
     "refused_readonly": "Statements or settings refused with 164 READONLY (writes, DDL, settings off the allow-list).",
     "refused_access": "Statements refused with 497 ACCESS_DENIED (tables, databases, functions off the allow-list).",
-    "refused_origin": "Requests answered 403 without a login configured: a Host that does not name this machine (DNS rebinding) or another site's Origin.",
+    "refused_origin": "Requests answered 403 without a login configured: a Host that does not name this machine (DNS rebinding), another site's Origin, or a browser's Sec-Fetch-Site of cross-site or same-site.",
+    "refused_query_id": "Requests answered 400: a query_id other than 1-128 letters, digits or _.:- (it is echoed in a header).",
     "connections_refused": "Connections answered 503 at once: max_connections reached with none idle or slow to evict.",
     "connections_evicted": "Idle or slow connections closed to admit a new one at max_connections.",
     "requests_timed_out": "Connections closed because a read deadline passed (header or idle timeout).",
@@ -104,6 +105,11 @@ _TRANSPORT_PARAMS = frozenset({
     "output_format_write_statistics",
 })
 _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# What a client's query_id may be (clickhouse-connect and clickhouse-go send UUIDs); it is echoed
+# in X-ClickHouse-Query-Id, so anything else (CR/LF would end the headers) is refused.
+_QUERY_ID = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")
+# A header value the facade sends: printable ASCII only (never CR/LF), whatever its source.
+_HEADER_SAFE = re.compile(r"[^\x20-\x7e]")
 _TRAILING_FORMAT = re.compile(r"\bFORMAT\s+([A-Za-z0-9_]+)\s*;?\s*$", re.IGNORECASE)
 _CODE = re.compile(r"Code:\s*(\d+)")
 _ERROR_NAME = re.compile(r"\(([A-Z][A-Z0-9_]+)\)")
@@ -443,7 +449,7 @@ class ClickHouseHttpFacade:
         self._stats = dict.fromkeys(
             ("requests", "queries", "errors", "refused_busy", "refused_client_share",
              "refused_auth", "refused_login_throttled", "refused_readonly", "refused_access",
-             "refused_origin"), 0)
+             "refused_origin", "refused_query_id"), 0)
         s = self.settings
         self.login_throttle = LoginThrottle(s.login_free_failures, s.login_lockout_s,
                                             s.login_lockout_max_s)
@@ -581,6 +587,14 @@ class ClickHouseHttpFacade:
             self._count("refused_origin")
             raise _HttpError(403, 497, f"Not enough privileges: requests from web pages of "
                              f"{origin[:100]!r} are refused (cross-site guard)")
+        # A browser marks what another site's page makes it send, even a no-cors GET or an
+        # iframe that carries no Origin (clients send no Sec-Fetch-Site at all).
+        site = headers.get("Sec-Fetch-Site")
+        if site is not None and site.strip().lower() in ("cross-site", "same-site"):
+            self._count("refused_origin")
+            raise _HttpError(403, 497, "Not enough privileges: a request another site's page "
+                             "made a browser send is refused (Sec-Fetch-Site: "
+                             f"{site[:20]!r}; cross-site guard)")
 
     def check_auth(self, headers: Any, params: dict[str, str], address: str = "") -> None:
         """Raise 516 (401) unless the request carries the configured login (constant-time), or
@@ -760,7 +774,7 @@ class _Handler(GuardedRequestHandler):
     def _reply(self, status: int, body: bytes, headers: dict[str, str], head: bool = False) -> None:
         self.send_response(status)
         for k, v in headers.items():
-            self.send_header(k, v)
+            self.send_header(k, _HEADER_SAFE.sub("?", v))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if not head:
@@ -778,13 +792,19 @@ class _Handler(GuardedRequestHandler):
         f._count("requests")
         url = urlsplit(self.path)
         params = dict(parse_qsl(url.query, keep_blank_values=True))
-        query_id = params.get("query_id") or str(uuid.uuid4())
+        asked_id = params.get("query_id")
+        bad_id = bool(asked_id) and not _QUERY_ID.fullmatch(asked_id)
+        query_id = asked_id if asked_id and not bad_id else str(uuid.uuid4())
         base = {"X-ClickHouse-Query-Id": query_id, "X-ClickHouse-Timezone": f._timezone,
                 "X-ClickHouse-Server-Display-Name": "ragpulse"}
         body_read = False
         try:
             if url.path not in ("/", "", "/ping"):
                 raise _HttpError(404, 1, f"no handler for {url.path}")
+            if bad_id:
+                f._count("refused_query_id")
+                raise _HttpError(400, 36, "query_id must be 1-128 letters, digits or _.:- (it is "
+                                 "sent back in a response header). (BAD_ARGUMENTS)")
             query = params.get("query", "")
             if url.path == "/ping" or (self.command in ("GET", "HEAD") and not query):
                 self._read_body(f.settings.max_body_bytes)  # drained for keep-alive
