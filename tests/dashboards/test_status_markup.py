@@ -21,6 +21,9 @@ from ragpulse.scorer.store import SchemaSettings, ScoredTraceMeta, init_schema, 
 from .data import write_score_rows
 
 HOSTILE = ["[/]evil", "shop[link=https://evil.example]login[/link]", "[bold red]FIRING[/]"]
+# Round 5: rich's escape leaves ESC alone; these reached the terminal as real escapes
+TERMINAL = ["\x1b]8;;https://evil.example/\x1b\\login-here\x1b]8;;\x1b\\", "\x1b[2J\x1b[Hclear",
+            "\x1b]0;title\x1b\\"]
 
 
 @pytest.fixture
@@ -56,3 +59,34 @@ def test_hostile_service_names_print_as_text(chdb_client, hostile_db):
     printed = plain.file.getvalue()
     for name in HOSTILE:
         assert name in printed, name
+
+
+def test_terminal_escapes_in_stored_labels_never_reach_the_terminal(chdb_client):
+    """Rows written before labels were cleaned at ingest (or by another writer) may hold ESC:
+    status prints a replacement character, not the escape sequence."""
+    name = f"rag_term_{uuid.uuid4().hex[:8]}"
+    init_schema(chdb_client, SchemaSettings(database=name))
+    try:
+        now = datetime.now(UTC)
+        rows = []
+        for i in range(90):
+            meta = ScoredTraceMeta(trace_id=f"{i:032x}", ts=now - timedelta(seconds=20 * i),
+                                   service="s", environment="prod", model="m", prompt_version="p",
+                                   retriever_version="r", sampling_rate=1.0, span_id=f"{i:016x}")
+            for row in rows_from_scores([Score(metric="faithfulness", value=0.1, judge="local")], meta):
+                rows.append(row)
+        # written as they are, past the ingest cleaning (rows_from_scores now replaces ESC)
+        rows = [row._replace(service=TERMINAL[i % len(TERMINAL)]) for i, row in enumerate(rows)]
+        write_score_rows(chdb_client, name, rows)
+        settings = DashboardsSettings(database=name)
+        t1 = datetime.now(UTC) + timedelta(minutes=1)
+        lines, results, errors = collect_status(chdb_client, settings, t1 - timedelta(hours=2), t1)
+        assert {m.service for m in lines} == set(TERMINAL)
+        out = io.StringIO()
+        render_status(Console(file=out, force_terminal=True, width=400, color_system="truecolor"),
+                      lines, results, errors, title="t")
+        text = out.getvalue()
+        assert "\x1b]" not in text and "\x1b[2J" not in text and "\x1b[H" not in text
+        assert "\ufffd]8;;https://evil.example/" in text
+    finally:
+        chdb_client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")

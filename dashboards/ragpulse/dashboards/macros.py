@@ -136,7 +136,10 @@ def _conditional_all(sql: str, ctx: QueryContext) -> str:
 
 
 def _quote(v: str, q: str) -> str:
-    return q + v.replace("\\", "\\\\").replace(q, "\\" + q) + q
+    # As Grafana does it (its format registry): the quote escaped with a backslash, the
+    # backslash itself NOT escaped. So a value ending in a backslash would end the literal
+    # early; the scorer stores no backslash in a label (``ragpulse.scorer.store.safe_label``).
+    return q + v.replace(q, "\\" + q) + q
 
 
 def _format(values: Sequence[str], fmt: str) -> str:
@@ -144,9 +147,12 @@ def _format(values: Sequence[str], fmt: str) -> str:
         # The plugin's own formatter for a multi-value selection: quoted and joined, without
         # escaping (``'${value.join("','")}'``). ragpulse queries always name a format instead.
         return "'" + "','".join(values) + "'"
-    if fmt in ("singlequote", "sqlstring"):
+    if fmt == "singlequote":
         # Grafana's singlequote format: each value quoted, quotes escaped with a backslash.
         return ",".join(_quote(v, "'") for v in values)
+    if fmt == "sqlstring":
+        # Grafana's sqlstring format: each value quoted, quotes doubled.
+        return ",".join("'" + v.replace("'", "''") + "'" for v in values)
     if fmt == "doublequote":
         return ",".join(_quote(v, '"') for v in values)
     if fmt in ("csv", "raw"):

@@ -4,6 +4,7 @@ each, and the alert rules' state, all from the dashboard's own queries."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -159,13 +160,21 @@ def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
     return metric == s.alerts.faithfulness_metric or not uid.startswith("ragpulse-faithfulness-")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
 def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],
            errors: Sequence[str], title: str, reasons: Sequence[ReasonLine] = (),
            since: str = "range") -> None:
     """Print the summary with rich (tables; colours only on a terminal). Every column header
     names the window it covers: ``since`` (the whole range, e.g. ``24h``) or the last interval."""
-    from rich.markup import escape
+    from rich.markup import escape as markup_escape
     from rich.table import Table
+
+    def escape(text: str) -> str:
+        # data cells: text, never markup (a service "[/]x" or "[link=...]"), and never a control
+        # character a terminal acts on (ESC: a hidden hyperlink, a screen clear, a window title;
+        # rows stored before labels were cleaned at ingest may hold them)
+        return markup_escape(_CONTROL.sub("\ufffd", text))
 
     iv = duration(lines[0].interval_s) if lines and lines[0].interval_s else "interval"
     t = Table(title=title, title_justify="left", header_style="bold",

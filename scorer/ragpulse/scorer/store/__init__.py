@@ -52,6 +52,7 @@ from .rows import (
     ScoreRow,
     columns_of,
     rows_from_scores,
+    safe_label,
     safe_text,
 )
 from .writer import (
@@ -106,6 +107,7 @@ __all__ = [
     "read_owner",
     "remove_owner",
     "rows_from_scores",
+    "safe_label",
     "safe_text",
     "validate_identifier",
     "write_owner",

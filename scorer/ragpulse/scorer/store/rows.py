@@ -30,6 +30,7 @@ __all__ = [
     "ScoredTraceMeta",
     "columns_of",
     "rows_from_scores",
+    "safe_label",
     "safe_text",
 ]
 
@@ -60,6 +61,24 @@ def safe_text(value: Any, limit: int | None = None) -> str:
     if limit is not None and len(s) > limit:
         s = s[:limit]
     return s
+
+
+# C0 and C1 control characters and DEL: a terminal acts on them (ESC starts a hyperlink, a
+# screen clear, a window title), so a label never stores them.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def safe_label(value: Any, limit: int = 256) -> str:
+    """A label from a span (service, environment, model, prompt and retriever version) as
+    stored: :func:`safe_text` cut to ``limit``, control characters replaced by U+FFFD and the
+    backslash by U+FF3C (＼, which looks the same). Dashboards put label values into SQL through
+    Grafana's ``${var:singlequote}``, which escapes ``'`` but not ``\\``: a value ending in a
+    backslash would end the literal early (``x\\') OR 1=1 --``) and a sender could rewrite a
+    viewer's panel. Without a backslash the literal is exact."""
+    s = safe_text(value, limit)
+    if s.isprintable() and "\\" not in s:  # the common case
+        return s
+    return _CONTROL.sub("\ufffd", s).replace("\\", "\uff3c")
 
 
 def _utc(ts: datetime) -> datetime:
@@ -232,11 +251,11 @@ def rows_from_scores(
     trace_id = _hex_id(meta.trace_id, 32, "trace_id")
     span_id = _hex_id(meta.span_id, 16, "span_id")
     ts = _utc(meta.ts)
-    service = safe_text(meta.service, 256)
-    environment = safe_text(meta.environment, 256)
-    model = safe_text(meta.model, 256)
-    prompt_version = safe_text(meta.prompt_version, 256)
-    retriever_version = safe_text(meta.retriever_version, 256)
+    service = safe_label(meta.service)
+    environment = safe_label(meta.environment)
+    model = safe_label(meta.model)
+    prompt_version = safe_label(meta.prompt_version)
+    retriever_version = safe_label(meta.retriever_version)
     question = safe_text(meta.question_excerpt, max_excerpt_chars)
     answer = safe_text(meta.answer_excerpt, max_excerpt_chars)
     sampling_rate = float(meta.sampling_rate)
