@@ -169,6 +169,38 @@ def test_a_query_over_its_memory_share_is_refused(chdb_dir: Path, rag_schema: An
         f.shutdown()
 
 
+def test_output_cannot_outgrow_the_result_bound(chdb_dir: Path, rag_schema: Any) -> None:
+    """Round 5: max_result_bytes counted result blocks, not the reply. Pretty padding asked in
+    URL settings (100 KB of data became 2 GB), a long alias repeated on every JSON row, and the
+    whole reply materialized twice before the check took `up` to 4.7 GB with one request."""
+    s = FacadeSettings(database=rag_schema.database, memory_limit_bytes=1 << 30,
+                       max_concurrent_queries=4, advertise=False)
+    _, result_bytes = s.memory_limits()  # 64 MiB of reply a query
+    f = build_facade(str(chdb_dir), s)
+    f.start()
+    try:
+        # padding: ClickHouse's defaults are the ceilings (uncapped: 200 rows x 3,000 columns)
+        wide = ("output_format_pretty_max_column_pad_width=10000000&"
+                "output_format_pretty_max_value_width=10000000&output_format_pretty_max_rows=100000000")
+        status, _, body = request(f, "SELECT repeat('x', if(number = 0, 3000, 0)) AS s "
+                                  "FROM numbers(200) FORMAT PrettyCompactNoEscapes", params=wide)
+        assert status == 200 and len(body) < 150_000, len(body)
+        # a long alias: fewer rows a block, so a block's repeated names stay bounded
+        alias = "a" * 100_000
+        status, _, body = request(f, f"SELECT getSetting('max_block_size') AS `{alias}`",
+                                  params="default_format=JSONEachRow")
+        assert status == 200 and int(body.split(":")[1].strip(' "}\n')) < 1000, body[-40:]
+        # and a reply over the bound is cut while it streams: refused, the facade serves on
+        n = result_bytes // 1000 + 2000
+        status, headers, body = request(
+            f, f"SELECT number AS `{'b' * 1000}` FROM numbers({n})",
+            params="default_format=JSONEachRow")
+        assert (status, headers["X-ClickHouse-Exception-Code"]) == (500, "396"), body[:200]
+        assert request(f, "SELECT 1")[:3:2] == (200, "1\n")
+    finally:
+        f.shutdown()
+
+
 def test_default_memory_bound_follows_the_machine() -> None:
     from ragpulse.deploy.facade import machine_memory_bytes
 

@@ -686,23 +686,46 @@ class ClickHouseHttpFacade:
             # readonly = 2 (reads, and setting changes the guard has already filtered): with 1,
             # system.settings would report every setting unchangeable and clickhouse-connect
             # would refuse to send even the allowed ones (max_execution_time, formats).
+            bare = statement[:m.start()] if m else statement
+            block = _block_rows(conn, bare, qparams)
+            if block is not None and block < int(settings.get("max_block_size", "65536")):
+                conn.query(f"SET max_block_size = {block}", "TabSeparated")
             conn.query("SET result_overflow_mode = 'throw', readonly = 2", "TabSeparated")
             out_fmt = m.group(1) if m else fmt
-            res = conn.query(statement, fmt, params=qparams)
-            self._count("queries")
-            out = res.bytes() or b""
+            # Streamed block by block and cut at the limit: max_result_bytes counts result blocks,
+            # not the formatted output, which Pretty padding, names repeated on every row (JSON,
+            # TSKV, XML) or escaping can make far larger (round 5: 100 KB of data, a 2 GB reply).
             limit = self.policy.caps["max_result_bytes"]
-            if len(out) > limit:
-                raise _HttpError(500, 396, f"Limit for result exceeded: {len(out)} bytes > "
-                                 f"{limit}. (TOO_MANY_ROWS_OR_BYTES)")
+            parts: list[bytes] = []
+            size = 0
+            read_rows = read_bytes = elapsed = 0.0
+            # SHOW, DESCRIBE and EXISTS (no result description; chDB streams SELECTs only)
+            # answer a few short rows, in one piece
+            stream = conn.send_query(statement, fmt, params=qparams) if block is not None \
+                else [conn.query(statement, fmt, params=qparams)]
+            for chunk in stream:
+                data = chunk.bytes() or b""
+                size += len(data)
+                if size > limit:
+                    if block is not None:
+                        stream.cancel()
+                    raise _HttpError(500, 396, f"Limit for result exceeded: more than {limit} "
+                                     "bytes of output. (TOO_MANY_ROWS_OR_BYTES)")
+                parts.append(data)
+                read_rows += _safe(chunk.rows_read)
+                read_bytes += _safe(chunk.bytes_read)
+                elapsed = max(elapsed, _safe(chunk.elapsed))
+            self._count("queries")
+            out = b"".join(parts)
+            del parts
             summary = {
                 # decimal integers, as ClickHouse sends them (clickhouse-connect int()s them)
-                "read_rows": str(int(_safe(res.rows_read))),
-                "read_bytes": str(int(_safe(res.bytes_read))),
+                "read_rows": str(int(read_rows)),
+                "read_bytes": str(int(read_bytes)),
                 "written_rows": "0", "written_bytes": "0",
-                "total_rows_to_read": str(int(_safe(res.rows_read))),
+                "total_rows_to_read": str(int(read_rows)),
                 "result_rows": "0", "result_bytes": str(len(out)),
-                "elapsed_ns": str(int(_safe(res.elapsed) * 1e9)),
+                "elapsed_ns": str(int(elapsed * 1e9)),
             }
             return out, out_fmt, summary
         except _HttpError:
@@ -745,6 +768,25 @@ class ClickHouseHttpFacade:
 
 _NAMES = {sqlguard.SYNTAX_ERROR: "SYNTAX_ERROR", sqlguard.READONLY: "READONLY",
           sqlguard.ACCESS_DENIED: "ACCESS_DENIED"}
+
+
+# The formatted rows one streamed block may hold: text formats repeat every column name on every
+# row (JSONEachRow, TSKV, XML, Vertical) and escaping can make a character 6 bytes, so a block
+# holds at most this many bytes of names (a query's result names are its own text: an alias of
+# 100 KB made a 500 MB block of 5,000 rows).
+_BLOCK_NAME_BYTES = 64 << 20
+
+
+def _block_rows(conn: Any, statement: str, params: dict[str, str]) -> int | None:
+    """The ``max_block_size`` that keeps one block's repeated column names under
+    ``_BLOCK_NAME_BYTES``, from the statement's result columns (``DESCRIBE``); None when the
+    statement has no such description (SHOW, EXISTS, DESCRIBE: short fixed names)."""
+    try:
+        desc = conn.query(f"DESCRIBE ({statement})", "TabSeparated", params=params).bytes()
+    except Exception:
+        return None
+    names = sum(len(line.split(b"\t", 1)[0]) + 8 for line in (desc or b"").splitlines())
+    return max(16, _BLOCK_NAME_BYTES // (6 * names + 64)) if names else None
 
 
 def _safe(fn: Any) -> float:

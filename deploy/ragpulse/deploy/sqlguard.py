@@ -103,6 +103,11 @@ class GuardPolicy:
     caps: Mapping[str, int] = field(default_factory=lambda: {
         "max_execution_time": 60, "max_result_bytes": 512 << 20,
         "max_memory_usage": 2 << 30, "max_threads": 4,
+        # ClickHouse's defaults as ceilings: past them Pretty output pads every cell (round 5:
+        # 100 KB of data padded to 2 GB) and a block holds more formatted rows
+        "max_block_size": 65536, "output_format_pretty_max_rows": 10000,
+        "output_format_pretty_max_column_pad_width": 250,
+        "output_format_pretty_max_value_width": 10000,
     })
 
     def database_allowed(self, name: str) -> bool:
