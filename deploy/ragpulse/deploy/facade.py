@@ -25,13 +25,15 @@ clickhouse-go and curl use):
   limit);
 * ``database`` (the ragpulse one or ``system``), ``default_format`` (TabSeparated by default, as
   the server), a trailing ``FORMAT`` clause, ``param_<name>`` query parameters; transport
-  parameters (``session_id``, ``query_id``, ``wait_end_of_query``...) are accepted and ignored;
+  parameters (``session_id``, ``wait_end_of_query``...) are accepted and ignored; ``query_id``
+  (1-128 of ``[A-Za-z0-9_.:-]``, else 400) is echoed in ``X-ClickHouse-Query-Id``;
 * ``X-ClickHouse-Summary``/``-Format``/``-Query-Id``/``-Timezone`` response headers; errors as the
   server sends them (``Code: N. DB::Exception: …`` body, ``X-ClickHouse-Exception-Code``).
 
 Not served: writes of any kind, sessions (each request gets a fresh chDB connection, so settings
 never leak between requests), the native ``compress=1`` framing, multipart external data,
-progress headers, result streaming (a result is materialized, bounded by ``max_result_bytes``).
+progress headers, chunked replies (a SELECT's reply is read from chDB block by block and cut at
+``max_result_bytes`` of output, then sent with a Content-Length).
 """
 
 from __future__ import annotations
