@@ -652,6 +652,40 @@ class ClickHouseHttpFacade:
             query = (query + "\n" if query else "") + text.decode("utf-8", "replace")
         return self.execute(query, params)
 
+    def _reply_bytes(self, conn: Any, statement: str, fmt: str, qparams: dict[str, str],
+                     streamed: bool) -> tuple[bytes, dict[str, str]]:
+        """The formatted reply of a checked statement and its X-ClickHouse-Summary. A SELECT
+        (``streamed``) is read from chDB block by block and cut at ``max_result_bytes`` of
+        output: that setting counts result blocks, not the reply, which Pretty padding, names
+        repeated on every row (JSON, TSKV, XML) or escaping can make far larger (round 5: 100 KB
+        of data, a 2 GB reply). SHOW, DESCRIBE and EXISTS (chDB streams SELECTs only) answer a
+        few short rows, in one piece."""
+        limit = self.policy.caps["max_result_bytes"]
+        parts: list[bytes] = []
+        size = 0
+        read_rows = read_bytes = elapsed = 0.0
+        stream = conn.send_query(statement, fmt, params=qparams) if streamed \
+            else [conn.query(statement, fmt, params=qparams)]
+        for chunk in stream:
+            data = chunk.bytes() or b""
+            size += len(data)
+            if size > limit:
+                if streamed:
+                    stream.cancel()
+                raise _HttpError(500, 396, f"Limit for result exceeded: more than {limit} bytes "
+                                 "of output. (TOO_MANY_ROWS_OR_BYTES)")
+            parts.append(data)
+            read_rows += _safe(chunk.rows_read)
+            read_bytes += _safe(chunk.bytes_read)
+            elapsed = max(elapsed, _safe(chunk.elapsed))
+        out = b"".join(parts)
+        return out, {
+            # decimal integers, as ClickHouse sends them (clickhouse-connect int()s them)
+            "read_rows": str(int(read_rows)), "read_bytes": str(int(read_bytes)),
+            "written_rows": "0", "written_bytes": "0", "total_rows_to_read": str(int(read_rows)),
+            "result_rows": "0", "result_bytes": str(len(out)), "elapsed_ns": str(int(elapsed * 1e9)),
+        }
+
     def execute(self, query: str, params: dict[str, str]) -> tuple[bytes, str, dict[str, Any]]:
         """Check and run one read-only statement on a fresh chDB connection. Blocks (chDB
         releases the GIL while it works). Returns (result bytes, format, summary); raises
@@ -685,50 +719,17 @@ class ClickHouseHttpFacade:
                 if not _SETTING_NAME.match(k):
                     raise _HttpError(400, 115, f"Unknown setting {k!r}. (UNKNOWN_SETTING)")
                 conn.query(f"SET {k} = {_quote(v)}", "TabSeparated")
-            # readonly = 2 (reads, and setting changes the guard has already filtered): with 1,
-            # system.settings would report every setting unchangeable and clickhouse-connect
-            # would refuse to send even the allowed ones (max_execution_time, formats).
             bare = statement[:m.start()] if m else statement
             block = _block_rows(conn, bare, qparams)
             if block is not None and block < int(settings.get("max_block_size", "65536")):
                 conn.query(f"SET max_block_size = {block}", "TabSeparated")
+            # readonly = 2 (reads, and setting changes the guard has already filtered): with 1,
+            # system.settings would report every setting unchangeable and clickhouse-connect
+            # would refuse to send even the allowed ones (max_execution_time, formats).
             conn.query("SET result_overflow_mode = 'throw', readonly = 2", "TabSeparated")
             out_fmt = m.group(1) if m else fmt
-            # Streamed block by block and cut at the limit: max_result_bytes counts result blocks,
-            # not the formatted output, which Pretty padding, names repeated on every row (JSON,
-            # TSKV, XML) or escaping can make far larger (round 5: 100 KB of data, a 2 GB reply).
-            limit = self.policy.caps["max_result_bytes"]
-            parts: list[bytes] = []
-            size = 0
-            read_rows = read_bytes = elapsed = 0.0
-            # SHOW, DESCRIBE and EXISTS (no result description; chDB streams SELECTs only)
-            # answer a few short rows, in one piece
-            stream = conn.send_query(statement, fmt, params=qparams) if block is not None \
-                else [conn.query(statement, fmt, params=qparams)]
-            for chunk in stream:
-                data = chunk.bytes() or b""
-                size += len(data)
-                if size > limit:
-                    if block is not None:
-                        stream.cancel()
-                    raise _HttpError(500, 396, f"Limit for result exceeded: more than {limit} "
-                                     "bytes of output. (TOO_MANY_ROWS_OR_BYTES)")
-                parts.append(data)
-                read_rows += _safe(chunk.rows_read)
-                read_bytes += _safe(chunk.bytes_read)
-                elapsed = max(elapsed, _safe(chunk.elapsed))
+            out, summary = self._reply_bytes(conn, statement, fmt, qparams, streamed=block is not None)
             self._count("queries")
-            out = b"".join(parts)
-            del parts
-            summary = {
-                # decimal integers, as ClickHouse sends them (clickhouse-connect int()s them)
-                "read_rows": str(int(read_rows)),
-                "read_bytes": str(int(read_bytes)),
-                "written_rows": "0", "written_bytes": "0",
-                "total_rows_to_read": str(int(read_rows)),
-                "result_rows": "0", "result_bytes": str(len(out)),
-                "elapsed_ns": str(int(elapsed * 1e9)),
-            }
             return out, out_fmt, summary
         except _HttpError:
             raise
