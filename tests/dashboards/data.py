@@ -154,6 +154,21 @@ def health_rows() -> list[PipelineHealthRow]:
 WRITE_SETTINGS = WriterSettings(batch_rows=50_000, max_pending_rows=200_000)
 
 
+def labelled_rows(services: list[str], n: int, value: float, step_s: int = 20) -> list:
+    """``n`` traces, one faithfulness score each (``value``), the newest now and one every
+    ``step_s`` seconds before, their services cycling through ``services`` (labels go through
+    the scorer's own row builder, so its cleaning applies)."""
+    now = datetime.now(UTC)
+    rows: list = []
+    for i in range(n):
+        meta = ScoredTraceMeta(trace_id=f"{i:032x}", ts=now - timedelta(seconds=step_s * i),
+                               service=services[i % len(services)], environment="prod",
+                               model="m", prompt_version="p", retriever_version="r",
+                               sampling_rate=1.0, span_id=f"{i:016x}")
+        rows += rows_from_scores([Score(metric="faithfulness", value=value, judge="local")], meta)
+    return rows
+
+
 def write_score_rows(client, database: str, rows: list) -> None:
     """Write score rows through a real ScoreWriter, 50,000 at a time, and wait for them."""
     w = ScoreWriter(client, database, WRITE_SETTINGS)

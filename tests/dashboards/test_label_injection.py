@@ -16,16 +16,9 @@ from ragpulse.dashboards.frames import context, run_panel
 from ragpulse.dashboards.macros import expand
 from ragpulse.dashboards.queries import panels
 from ragpulse.dashboards.settings import DashboardsSettings
-from ragpulse.scorer.model import Score
-from ragpulse.scorer.store import (
-    SchemaSettings,
-    ScoredTraceMeta,
-    init_schema,
-    rows_from_scores,
-    safe_label,
-)
+from ragpulse.scorer.store import SchemaSettings, init_schema, safe_label
 
-from .data import write_score_rows
+from .data import labelled_rows, write_score_rows
 
 HOSTILE = "nobody\\') OR 1=1 --"
 
@@ -49,15 +42,7 @@ def test_safe_label_keeps_text_and_drops_what_breaks_a_literal_or_a_terminal():
 def labelled_db(chdb_client):
     name = f"rag_labels_{uuid.uuid4().hex[:8]}"
     init_schema(chdb_client, SchemaSettings(database=name))
-    now = datetime.now(UTC)
-    rows = []
-    for i in range(90):
-        meta = ScoredTraceMeta(trace_id=f"{i:032x}", ts=now - timedelta(seconds=30 * i),
-                               service=["shop", "api", HOSTILE][i % 3], environment="prod",
-                               model="m", prompt_version="p", retriever_version="r",
-                               sampling_rate=1.0, span_id=f"{i:016x}")
-        rows += rows_from_scores([Score(metric="faithfulness", value=0.9, judge="local")], meta)
-    write_score_rows(chdb_client, name, rows)
+    write_score_rows(chdb_client, name, labelled_rows(["shop", "api", HOSTILE], 90, 0.9, 30))
     yield name
     chdb_client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
 

@@ -15,10 +15,9 @@ from rich.console import Console
 
 from ragpulse.dashboards.settings import DashboardsSettings
 from ragpulse.dashboards.status import collect_status, render_status
-from ragpulse.scorer.model import Score
-from ragpulse.scorer.store import SchemaSettings, ScoredTraceMeta, init_schema, rows_from_scores
+from ragpulse.scorer.store import SchemaSettings, init_schema
 
-from .data import write_score_rows
+from .data import labelled_rows, write_score_rows
 
 HOSTILE = ["[/]evil", "shop[link=https://evil.example]login[/link]", "[bold red]FIRING[/]"]
 # Round 5: rich's escape leaves ESC alone; these reached the terminal as real escapes
@@ -30,15 +29,8 @@ TERMINAL = ["\x1b]8;;https://evil.example/\x1b\\login-here\x1b]8;;\x1b\\", "\x1b
 def hostile_db(chdb_client):
     name = f"rag_hostile_{uuid.uuid4().hex[:8]}"
     init_schema(chdb_client, SchemaSettings(database=name))
-    now = datetime.now(UTC)
-    rows = []
-    for i in range(240):  # 80 a service in the last 80 minutes: enough rows for the rules
-        service = HOSTILE[i % len(HOSTILE)]
-        meta = ScoredTraceMeta(trace_id=f"{i:032x}", ts=now - timedelta(seconds=20 * i), service=service,
-                               environment="prod", model="m", prompt_version="p",
-                               retriever_version="r", sampling_rate=1.0, span_id=f"{i:016x}")
-        rows += rows_from_scores([Score(metric="faithfulness", value=0.1, judge="local")], meta)
-    write_score_rows(chdb_client, name, rows)
+    # 80 a service in the last 80 minutes: enough rows for the rules
+    write_score_rows(chdb_client, name, labelled_rows(HOSTILE, 240, 0.1))
     yield name
     chdb_client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
 
@@ -67,16 +59,9 @@ def test_terminal_escapes_in_stored_labels_never_reach_the_terminal(chdb_client)
     name = f"rag_term_{uuid.uuid4().hex[:8]}"
     init_schema(chdb_client, SchemaSettings(database=name))
     try:
-        now = datetime.now(UTC)
-        rows = []
-        for i in range(90):
-            meta = ScoredTraceMeta(trace_id=f"{i:032x}", ts=now - timedelta(seconds=20 * i),
-                                   service="s", environment="prod", model="m", prompt_version="p",
-                                   retriever_version="r", sampling_rate=1.0, span_id=f"{i:016x}")
-            for row in rows_from_scores([Score(metric="faithfulness", value=0.1, judge="local")], meta):
-                rows.append(row)
         # written as they are, past the ingest cleaning (rows_from_scores now replaces ESC)
-        rows = [row._replace(service=TERMINAL[i % len(TERMINAL)]) for i, row in enumerate(rows)]
+        rows = [row._replace(service=TERMINAL[i % len(TERMINAL)])
+                for i, row in enumerate(labelled_rows(["s"], 90, 0.1))]
         write_score_rows(chdb_client, name, rows)
         settings = DashboardsSettings(database=name)
         t1 = datetime.now(UTC) + timedelta(minutes=1)
