@@ -88,7 +88,7 @@ COUNTERS: dict[str, str] = {
     "refused_login_throttled": "Requests answered 429 without checking the login: too many failed logins from the address (login_free_failures), locked out for a growing time.",
     "refused_readonly": "Statements or settings refused with 164 READONLY (writes, DDL, settings off the allow-list).",
     "refused_access": "Statements refused with 497 ACCESS_DENIED (tables, databases, functions off the allow-list).",
-    "refused_origin": "Requests answered 403 without a login configured: a Host that does not name this machine (DNS rebinding), another site's Origin, or a browser's Sec-Fetch-Site of cross-site or same-site.",
+    "refused_origin": "Requests answered 403 without a login configured: a Host that does not name this machine (DNS rebinding), another site's Origin, or a browser's Sec-Fetch-Site: cross-site.",
     "refused_query_id": "Requests answered 400: a query_id other than 1-128 letters, digits or _.:- (it is echoed in a header).",
     "connections_refused": "Connections answered 503 at once: max_connections reached with none idle or slow to evict.",
     "connections_evicted": "Idle or slow connections closed to admit a new one at max_connections.",
@@ -590,9 +590,10 @@ class ClickHouseHttpFacade:
             raise _HttpError(403, 497, f"Not enough privileges: requests from web pages of "
                              f"{origin[:100]!r} are refused (cross-site guard)")
         # A browser marks what another site's page makes it send, even a no-cors GET or an
-        # iframe that carries no Origin (clients send no Sec-Fetch-Site at all).
+        # iframe that carries no Origin (clients send no Sec-Fetch-Site at all). "same-site" is
+        # a page of this machine on another port (a local tool whose Origin passes above).
         site = headers.get("Sec-Fetch-Site")
-        if site is not None and site.strip().lower() in ("cross-site", "same-site"):
+        if site is not None and site.strip().lower() == "cross-site":
             self._count("refused_origin")
             raise _HttpError(403, 497, "Not enough privileges: a request another site's page "
                              "made a browser send is refused (Sec-Fetch-Site: "
