@@ -4,13 +4,13 @@ each, and the alert rules' state, all from the dashboard's own queries."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ragpulse.common.schema import ADVICE, NOT_RAG
+from ragpulse.scorer.store import without_controls
 
 from .alerts import RuleResult, evaluate_all
 from .frames import context, run_panel
@@ -160,8 +160,6 @@ def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
     return metric == s.alerts.faithfulness_metric or not uid.startswith("ragpulse-faithfulness-")
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
 def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],
            errors: Sequence[str], title: str, reasons: Sequence[ReasonLine] = (),
            since: str = "range") -> None:
@@ -174,7 +172,7 @@ def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[R
         # data cells: text, never markup (a service "[/]x" or "[link=...]"), and never a control
         # character a terminal acts on (ESC: a hidden hyperlink, a screen clear, a window title;
         # rows stored before labels were cleaned at ingest may hold them)
-        return markup_escape(_CONTROL.sub("\ufffd", text))
+        return markup_escape(without_controls(text))
 
     iv = duration(lines[0].interval_s) if lines and lines[0].interval_s else "interval"
     t = Table(title=title, title_justify="left", header_style="bold",

@@ -54,6 +54,7 @@ from .rows import (
     rows_from_scores,
     safe_label,
     safe_text,
+    without_controls,
 )
 from .writer import (
     BatchWriter,
@@ -110,5 +111,6 @@ __all__ = [
     "safe_label",
     "safe_text",
     "validate_identifier",
+    "without_controls",
     "write_owner",
 ]

@@ -32,6 +32,7 @@ __all__ = [
     "rows_from_scores",
     "safe_label",
     "safe_text",
+    "without_controls",
 ]
 
 DEFAULT_EXCERPT_CHARS = 1000
@@ -68,6 +69,11 @@ def safe_text(value: Any, limit: int | None = None) -> str:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+def without_controls(text: str) -> str:
+    """``text`` with every C0/C1 control character and DEL replaced by U+FFFD."""
+    return _CONTROL.sub("\ufffd", text)
+
+
 def safe_label(value: Any, limit: int = 256) -> str:
     """A label from a span (service, environment, model, prompt and retriever version) as
     stored: :func:`safe_text` cut to ``limit``, control characters replaced by U+FFFD and the
@@ -78,7 +84,7 @@ def safe_label(value: Any, limit: int = 256) -> str:
     s = safe_text(value, limit)
     if s.isprintable() and "\\" not in s:  # the common case
         return s
-    return _CONTROL.sub("\ufffd", s).replace("\\", "\uff3c")
+    return without_controls(s).replace("\\", "\uff3c")
 
 
 def _utc(ts: datetime) -> datetime:
