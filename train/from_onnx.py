@@ -81,8 +81,8 @@ def read_weights(model_onnx: Path) -> dict[str, np.ndarray]:
             q = inits[n.input[1]].astype(np.float32) - 2 ** (attrs["bits"] - 1)
             scale = inits[n.input[2]].astype(np.float32).reshape(q.shape[0], q.shape[1], 1)
             state[f"{mod}.weight"] = (q * scale).reshape(attrs["N"], attrs["K"])
-        elif n.op_type == "MatMul" and cast.get(n.input[1], n.input[1]) in inits:
-            w = np.asarray(inits[cast.get(n.input[1], n.input[1])], dtype=np.float32)
+        elif n.op_type == "MatMul" and (src := cast.get(n.input[1], n.input[1])) in inits:
+            w = np.asarray(inits[src], dtype=np.float32)
             if w.ndim == 2:
                 state[f"{mod}.weight"] = w.T.copy()
         elif n.op_type == "Gemm" and n.input[1] in inits:  # the head, left in float

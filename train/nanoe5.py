@@ -20,7 +20,7 @@ import numpy as np
 QK = 32
 BLOCK_BYTES = 2 + QK // 2
 
-__all__ = ["E5File", "Tokenizer", "default_path", "dequant_q4", "read"]
+__all__ = ["E5File", "Tokenizer", "default_path", "dequant_q4", "q4_blocks", "read"]
 
 
 def default_path() -> Path:
@@ -33,14 +33,21 @@ def default_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "e5-small-q4.bin"
 
 
+def q4_blocks(raw: np.ndarray, rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_0 bytes (``rows * cols/32`` blocks of 18 bytes: an fp16 scale ``d``, then 16 bytes
+    whose low nibbles are a block's values 0-15 and high nibbles 16-31) -> ``(d`` float32
+    ``[rows, cols/32]``, ``q - 8`` int8 ``[rows, cols]`` in [-8, 7]``)``; weight = ``d * (q - 8)``."""
+    b = np.asarray(raw, dtype=np.uint8).reshape(rows, cols // QK, BLOCK_BYTES)
+    d = b[:, :, :2].copy().view("<f2").astype(np.float32)[:, :, 0]
+    qs = b[:, :, 2:]
+    q = np.concatenate([(qs & 0x0F).astype(np.int8) - 8, (qs >> 4).astype(np.int8) - 8], axis=2)
+    return d, q.reshape(rows, cols)
+
+
 def dequant_q4(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """Q4_0 bytes (``rows * cols/32`` blocks of 18 bytes) -> float32 ``[rows, cols]``."""
-    b = np.asarray(raw, dtype=np.uint8).reshape(rows, cols // QK, BLOCK_BYTES)
-    d = b[:, :, :2].copy().view("<f2").astype(np.float32)  # [rows, nb, 1]
-    qs = b[:, :, 2:]
-    lo = (qs & 0x0F).astype(np.int8) - 8
-    hi = (qs >> 4).astype(np.int8) - 8
-    w = np.concatenate([lo, hi], axis=2).astype(np.float32) * d
+    d, q = q4_blocks(raw, rows, cols)
+    w = q.reshape(rows, cols // QK, QK).astype(np.float32) * d[:, :, None]
     return w.reshape(rows, cols)
 
 
