@@ -14,7 +14,8 @@ for a continuation on CPU: docs/faithfulness-data.md, "A CPU continuation on the
 sources"). ``--contrasts-from DIR`` adds ``contrast.py``'s pairs made from the human-labelled
 rows of that build's training file (a supported pair and its one-value-changed twin; pairs whose
 premise is in the base's validation file are left out, 2 % of the rest by premise go to
-validation). ``--replay-all S ...`` adds every training row of those base sources once more
+validation). ``--corpus N`` adds the RAG corpus's training-domain pairs N times
+(``rag_corpus.py``; 2 % of its scenarios to validation). ``--replay-all S ...`` adds every training row of those base sources once more
 (beside the random replay: the sources a continuation must not forget get a larger share).
 Rows touching the hand-written dev or confirmation sets are dropped, as in ``build``.
 Deterministic for a given ``--seed``.
@@ -29,7 +30,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from . import contrast, polarity, rag_shapes
+from . import contrast, polarity, rag_corpus, rag_shapes
 from .build import dev_shingles, touches_dev, write_rows
 
 
@@ -45,7 +46,7 @@ def _of_sources(path: Path, sources: set[str]) -> list[dict]:
 def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
           exceptions: int = 0, shapes: int = 0, extra: Path | None = None,
           extra_sources: tuple[str, ...] = (), contrasts_from: Path | None = None,
-          replay_all: tuple[str, ...] = ()) -> Counter:
+          replay_all: tuple[str, ...] = (), corpus: int = 0) -> Counter:
     if bool(extra) != bool(extra_sources):
         raise ValueError("--extra and --extra-sources go together")
     rng = random.Random(seed)
@@ -94,6 +95,11 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
         made["extra"] = len(kept)
         train += kept
         valid += _of_sources(extra / "valid.jsonl.gz", wanted)
+    if corpus:
+        got_train, got_valid = _corpus_pairs(rng)
+        made["corpus"] = len(got_train)
+        train += got_train * corpus
+        valid += got_valid
     if not full:
         rng.shuffle(train)
     out.mkdir(parents=True, exist_ok=True)
@@ -103,6 +109,19 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
                      "dropped_dev": dropped})
     (out / "STATS.txt").write_text("\n".join(f"{k} {v}" for k, v in stats.items()) + "\n")
     return stats
+
+
+def _corpus_pairs(rng: random.Random) -> tuple[list[dict], list[dict]]:
+    """The RAG corpus's pairs of its training domains (``rag_corpus.nli_pairs``), split by
+    scenario: 2 % of the scenarios to validation. Its held-out domains never come here."""
+    recs = [r for r in rag_corpus.committed() if rag_corpus.DOMAINS[r["domain"]] == "train"]
+    if not recs:
+        raise ValueError(f"--corpus: no scenario in {rag_corpus.BATCHES}")
+    ids = sorted(r["id"] for r in recs)
+    held = set(rng.sample(ids, max(1, len(ids) // 50)))
+    pairs = rag_corpus.nli_pairs(recs)
+    return ([r for r in pairs if r["scenario"] not in held],
+            [r for r in pairs if r["scenario"] in held])
 
 
 def parser() -> argparse.ArgumentParser:
@@ -126,6 +145,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--replay-all", nargs="+", default=(),
                     help="base sources whose every training row is added once more "
                          "(e.g. jnli_test jsts_train pack_jnli_janli)")
+    ap.add_argument("--corpus", type=int, default=0,
+                    help="add the RAG corpus's training-domain pairs this many times "
+                         "(rag_corpus.py; 2 %% of its scenarios go to validation)")
     ap.add_argument("--seed", type=int, default=0)
     return ap
 
@@ -134,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     print(dict(build(a.base, a.out, a.replay, a.polarity, a.seed, a.exceptions, a.shapes,
                      a.extra, tuple(a.extra_sources), a.contrasts_from,
-                     tuple(a.replay_all))))
+                     tuple(a.replay_all), a.corpus)))
     return 0
 
 
