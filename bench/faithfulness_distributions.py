@@ -45,9 +45,10 @@ JUDGES = ("local", "local-model")
 JUDGE_LABEL = {"local": "local (support-lr@5)", "local-model": "local-model (faith-e5)"}
 DOCS = REPO / "docs" / "benchmarks.md"
 MARK = "<!-- bench/faithfulness_distributions.py -->"
-LEVELS = REPO / "dashboards" / "ragpulse" / "dashboards" / "levels.py"
-ROW_JUDGE = {"local": "local", "local-model": "nli"}
-"""The ``judge`` column each judge writes (local-model is the nli judge with the bundled model)."""
+LEVELS = REPO / "scorer" / "ragpulse" / "scorer" / "judges" / "registry.py"
+ROW_JUDGE = {"local": "fast", "local-model": "model"}
+"""The ``judge`` column each judge writes (ragpulse.scorer.JUDGES: local is now fast, local-model
+is now model)."""
 
 
 def load_rows(key: str, data: Path, dev: Path, limit: int | None) -> list[dict[str, Any]]:
@@ -211,7 +212,7 @@ def write_docs(body: str) -> None:
 
 
 def write_levels(caches: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, float]:
-    """Set ``FAITHFULNESS_LEVELS`` in ragpulse.dashboards.levels to the measured levels (both
+    """Set ``FAITHFULNESS_LEVELS`` in ragpulse.scorer.judges.registry to the measured levels (both
     judges needed: the dict is written whole)."""
     from bench.faithfulness_calibration import measured_levels
 

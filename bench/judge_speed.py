@@ -11,7 +11,7 @@ first three contexts. Judge load and a warm-up of 4 samples are not in the rate.
 
 The machine may be shared: the load average before and after is printed beside each figure,
 and CPU seconds per sample (what one free core would do) with it. ``ragpulse up`` derives its
-default sampling rate from these figures (``ragpulse.deploy.JUDGE_SAMPLES_PER_S``).
+default sampling rate from these figures (``ragpulse.scorer.SAMPLES_PER_S``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ STATEMENTS = 3
 JUDGES = ("local", "local-model")
 DOCS = REPO / "docs" / "benchmarks.md"
 MARK = "<!-- bench/judge_speed.py -->"
-SAMPLING = REPO / "deploy" / "ragpulse" / "deploy" / "sampling.py"
+SAMPLING = REPO / "scorer" / "ragpulse" / "scorer" / "judges" / "registry.py"
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -143,7 +143,7 @@ def table(results: list[dict], command: str) -> str:
               "one; samples per CPU-second (what one free core does) is the steadier figure, and "
               "twice it estimates 2 free cores (`bench/speed_local.py` measured the local judge "
               "at 11.7 samples/s with 2 threads and 5.9 samples per CPU-second: it uses both). "
-              "`ragpulse.deploy.sampling.JUDGE_SAMPLES_PER_S` takes the 2-core estimate."]
+              "`ragpulse.scorer.SAMPLES_PER_S` takes the 2-core estimate."]
     return "\n".join(lines)
 
 
@@ -152,18 +152,20 @@ def write_docs(body: str) -> None:
 
 
 def write_constants(results: list[dict]) -> dict[str, float]:
-    """Set ``JUDGE_SAMPLES_PER_S`` in ragpulse.deploy.sampling to this run's 2-core estimates
+    """Set ``SAMPLES_PER_S`` in ragpulse.scorer.judges.registry to this run's 2-core estimates
     (both judges needed: the dict is written whole)."""
-    figures = {r["judge"]: round(2 / r["cpu_s_per_sample"], 1) for r in results}
-    if set(figures) != set(JUDGES):
+    from ragpulse.scorer import resolve_judge
+
+    figures = {resolve_judge(r["judge"]): round(2 / r["cpu_s_per_sample"], 1) for r in results}
+    if set(figures) != {resolve_judge(j) for j in JUDGES}:
         raise SystemExit("--write-constants needs both judges")
     text = SAMPLING.read_text(encoding="utf-8")
-    new = "JUDGE_SAMPLES_PER_S: dict[str, float] = {" + ", ".join(
+    new = "SAMPLES_PER_S: dict[str, float] = {" + ", ".join(
         f'"{k}": {v}' for k, v in figures.items()) + "}"
-    text, n = re.subn(r"^JUDGE_SAMPLES_PER_S: dict\[str, float\] = \{[^}]*\}", new, text,
+    text, n = re.subn(r"^SAMPLES_PER_S: dict\[str, float\] = \{[^}]*\}", new, text,
                       flags=re.M)
     if n != 1:
-        raise SystemExit(f"{SAMPLING}: JUDGE_SAMPLES_PER_S line not found")
+        raise SystemExit(f"{SAMPLING}: SAMPLES_PER_S line not found")
     SAMPLING.write_text(text, encoding="utf-8")
     return figures
 
@@ -177,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=8, help="samples in flight (Evaluator)")
     p.add_argument("--write-docs", action="store_true")
     p.add_argument("--write-constants", action="store_true",
-                   help="also set ragpulse.deploy.sampling.JUDGE_SAMPLES_PER_S to this run's "
+                   help="also set ragpulse.scorer.SAMPLES_PER_S to this run's "
                    "2-core estimates (up's default sampling rate)")
     p.add_argument("--nli", action="append", default=[], metavar="FIELD=VALUE",
                    help="an nli/local-model setting (NliJudgeSettings), e.g. premise=views; "

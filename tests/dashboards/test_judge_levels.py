@@ -30,11 +30,15 @@ def test_default_rules_order_and_severity() -> None:
     assert rules["ragpulse-faithfulness-drop"].severity == "critical"
     assert rules["ragpulse-faithfulness-low"].severity == "critical"
     assert rules["ragpulse-faithfulness-low"].threshold == s.alerts.faithfulness_min
-    assert "judge NOT IN ('local', 'nli')" in rules["ragpulse-faithfulness-low"].sql
-    for judge, level in FAITHFULNESS_LEVELS.items():
-        r = rules[f"ragpulse-faithfulness-low-{judge}"]
+    # rows stored under an old name (local) count as the judge's new one (fast); a user's own
+    # nli model is not among the judges with a level: it never inherits the bundled model's
+    judge = "multiIf(judge = 'local', 'fast', judge)"
+    assert f"{judge} NOT IN ('fast', 'model')" in rules["ragpulse-faithfulness-low"].sql
+    assert "nli" not in FAITHFULNESS_LEVELS and "llm" not in FAITHFULNESS_LEVELS
+    for name, level in FAITHFULNESS_LEVELS.items():
+        r = rules[f"ragpulse-faithfulness-low-{name}"]
         assert (r.severity, r.threshold) == ("warning", level)
-        assert f"judge = '{judge}'" in r.sql and f"({judge} judge)" in r.title
+        assert f"{judge} = '{name}'" in r.sql and f"({name} judge)" in r.title
     # without per-judge levels, one rule covers every judge, as before
     one = _rules(DashboardsSettings(alerts=AlertSettings(faithfulness_min_by_judge={})))
     assert [u for u in one if u.startswith("ragpulse-faithfulness-low")] == ["ragpulse-faithfulness-low"]
@@ -42,8 +46,9 @@ def test_default_rules_order_and_severity() -> None:
 
 
 def test_each_judge_is_held_to_its_own_level(chdb_client: Any, settings) -> None:
-    """The generated rows are the local judge's: the generic rule never sees them, the local
-    rule does, at its level (the drop service sits at 0.55 in the last hours)."""
+    """The generated rows are the fast judge's, stored under its old name (local): the generic
+    rule never sees them, the fast rule does, at its level (the drop service sits at 0.55 in the
+    last hours); a level given under the old name applies to the judge."""
     def run(s: DashboardsSettings, uid: str) -> dict[str, float | None]:
         res = evaluate(chdb_client, _rules(s)[uid], NOW)
         assert res.error is None, res.error
@@ -52,19 +57,23 @@ def test_each_judge_is_held_to_its_own_level(chdb_client: Any, settings) -> None
 
     default = settings.model_copy(update={"alerts": AlertSettings(null_rate_min_rows=10)})
     assert run(default, "ragpulse-faithfulness-low") == {"_seen": 0}
-    low_local = run(default, "ragpulse-faithfulness-low-local")
+    low_local = run(default, "ragpulse-faithfulness-low-fast")
     assert low_local["_seen"] >= 4 and set(low_local) == {"_seen"}  # 0.55 > the local level
     strict = settings.model_copy(update={"alerts": AlertSettings(
         null_rate_min_rows=10, faithfulness_min_by_judge={"local": 0.6})})
-    fired = run(strict, "ragpulse-faithfulness-low-local")
+    fired = run(strict, "ragpulse-faithfulness-low-fast")
     assert set(fired) == {"_seen", "drop"} and fired["drop"] < 0.6
     assert "ragpulse-faithfulness-low-nli" not in _rules(strict)
+    assert "ragpulse-faithfulness-low-local" not in _rules(strict)
     assert run(strict, "ragpulse-faithfulness-low") == {"_seen": 0}
 
 
 def test_level_validation() -> None:
     with pytest.raises(ValidationError, match="unknown judge"):
-        AlertSettings(faithfulness_min_by_judge={"local-model": 0.4})  # rows say "nli"
+        AlertSettings(faithfulness_min_by_judge={"bogus": 0.4})
+    # old names are the judges they stand for
+    assert AlertSettings(faithfulness_min_by_judge={"local-model": 0.4}
+                         ).faithfulness_min_by_judge == {"model": 0.4}
     with pytest.raises(ValidationError, match="must be in"):
         AlertSettings(faithfulness_min_by_judge={"local": 1.2})
     assert AlertSettings().faithfulness_min_by_judge == FAITHFULNESS_LEVELS

@@ -67,9 +67,9 @@ def test_report_is_self_contained_with_drawn_charts(report_html: Path, settings)
     # local judge's, from its measured distributions), not the general 0.7 no rule applies to.
     from ragpulse.dashboards.levels import FAITHFULNESS_LEVELS
 
-    level = FAITHFULNESS_LEVELS["local"]
+    level = FAITHFULNESS_LEVELS["fast"]  # the rows say local, the fast judge's old name
     assert ("In this report the red line is instead the level of the judge that scored this "
-            f"range: local {level:g}.") in html
+            f"range: fast {level:g}.") in html
     faith = html[html.index('data-panel="quality_faithfulness"'):]
     faith = faith[:faith.index("</section>")]
     assert faith.count('class="threshold"') == 1

@@ -33,7 +33,7 @@ from ragpulse.scorer.store.writer import ScoreWriter, WriterSettings, build_pipe
 from .data import NOW, fixed_date_schema
 
 _register()
-LOCAL_LEVEL = FAITHFULNESS_LEVELS["local"]
+LOCAL_LEVEL = FAITHFULNESS_LEVELS["fast"]  # rows stored as "local" (its old name) read as fast
 CHROMIUM = Path("/usr/bin/chromium")
 UNTIL = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
 # The 3-minute set: 20 demo traces from 11:56:30 to 11:59:20, crossing three minute boundaries.
@@ -173,7 +173,7 @@ def test_flat_zero_counts_get_a_readable_axis(tmp_path: Path, chdb_dir: Path,
     calls = _panel(html, "judge_calls")  # the local judge makes no LLM call: all 0
     ticks = _y_ticks(calls)
     assert len(ticks) == len(set(ticks)) >= 3 and ticks[0] == "0", ticks
-    assert "0 throughout (1 series): local" in calls
+    assert "0 throughout (1 series): fast" in calls  # stored as local, its old name
 
 
 def test_no_trace_link_without_a_tracing_ui_and_a_link_with_one(tmp_path: Path, chdb_dir: Path,

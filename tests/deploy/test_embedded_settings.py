@@ -202,7 +202,9 @@ def test_up_does_not_start_open_receivers_when_the_token_vanished(
 def test_the_judge_line_names_the_judge_and_where_its_quality_is_documented(tmp_path) -> None:
     from ragpulse.deploy.embedded import EmbeddedSettings, judge_line
 
-    assert judge_line(EmbeddedSettings(data_dir=tmp_path)).startswith("local (")
+    assert judge_line(EmbeddedSettings(data_dir=tmp_path)).startswith(
+        "model (ragpulse's own faithfulness cross-encoder, bundled")
+    assert judge_line(EmbeddedSettings(data_dir=tmp_path, judge="local")).startswith("fast (")
     llm = judge_line(EmbeddedSettings(data_dir=tmp_path, judge="llm", judge_model="m1",
                                       judge_base_url="http://127.0.0.1:9/v1"))
     assert llm.startswith("llm (m1 at http://127.0.0.1:9/v1)")

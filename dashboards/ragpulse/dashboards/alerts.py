@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from ragpulse.scorer import stored_judge_sql
+
 from .macros import QueryContext, expand
 from .queries import HEALTH, drift_sql
 from .settings import DashboardsSettings
@@ -77,9 +79,11 @@ def _faithfulness_low(settings: DashboardsSettings) -> list[RuleSpec]:
     secondary guard for the local judges, whose primary alert is the baseline-relative drop)."""
     a, db = settings.alerts, settings.database
     own = tuple(sorted(a.faithfulness_min_by_judge))
+    judge = stored_judge_sql()  # rows stored under a judge's old name count as it
     rules = [(None, a.faithfulness_min, "critical",
-              f" AND judge NOT IN ({', '.join(map(_q, own))})" if own else "")]
-    rules += [(j, a.faithfulness_min_by_judge[j], "warning", f" AND judge = {_q(j)}") for j in own]
+              f" AND {judge} NOT IN ({', '.join(map(_q, own))})" if own else "")]
+    rules += [(j, a.faithfulness_min_by_judge[j], "warning", f" AND {judge} = {_q(j)}")
+              for j in own]
     return [RuleSpec(
         uid="ragpulse-faithfulness-low" + (f"-{judge}" if judge else ""),
         title=f"Faithfulness below {level}" + (f" ({judge} judge)" if judge else ""),
@@ -126,7 +130,7 @@ FROM (
     sumIf(weighted_value_sum, base) / sumIf(weight_sum, base) AS b_mean,
     sumIf(n_ok, base) AS b_n
   FROM (
-    SELECT service, judge, weighted_value_sum, weight_sum, n_ok,
+    SELECT service, {stored_judge_sql()} AS judge, weighted_value_sum, weight_sum, n_ok,
       toInt64(toUnixTimestamp($__toTime)) - toInt64(toUnixTimestamp(minute)) AS age,
       age > 0 AND age <= {w} AS recent,
       intDiv(age, {day}) BETWEEN 1 AND {a.baseline_days}

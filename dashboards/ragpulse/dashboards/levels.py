@@ -10,20 +10,16 @@ traffic fall under it. Regenerate (after a retrained model or new weights) with
 (docs/benchmarks.md, "Faithfulness score distributions (local judges)", which also shows what
 each level means on the other sets).
 
-Keys are the ``judge`` column of the score rows: ``local`` is support-lr@5; ``nli`` is every NLI
-judge, and its level is the one measured for ``--judge local-model`` (ragpulse's bundled model):
-an ``--judge nli`` with a model of your own should set its own level. The LLM judge has none:
-its scores stay under ``AlertSettings.faithfulness_min``.
+Keys are the judges' names (``ragpulse.scorer.JUDGES``, the ``judge`` column of the score rows;
+rows stored under a judge's old name count as it): ``fast`` is support-lr@5, ``model`` the
+bundled cross-encoder. A ``--judge nli`` with a model of your own has no level until you set one
+(it never inherits the bundled model's), nor has the LLM judge: their scores stay under
+``AlertSettings.faithfulness_min``. The levels themselves are declared with the judges, in
+``ragpulse.scorer.judges.registry``.
 """
 
 from __future__ import annotations
 
 __all__ = ["FAITHFULNESS_LEVELS", "JUDGE_NAMES"]
 
-JUDGE_NAMES = ("local", "nli", "llm")
-"""The values the ``judge`` column takes (each judge's ``name``)."""
-
-FAITHFULNESS_LEVELS: dict[str, float] = {"local": 0.35, "nli": 0.35}
-"""Written by ``bench/faithfulness_distributions.py --write-levels``; each set's p1 and the judge
-versions it was measured on are in the table that run writes to docs/benchmarks.md ("Faithfulness
-score distributions (local judges)"), so they are not repeated here to go stale."""
+from ragpulse.scorer import FAITHFULNESS_LEVELS, JUDGE_NAMES

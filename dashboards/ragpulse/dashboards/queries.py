@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ragpulse.common.schema import ADVICE
+from ragpulse.scorer import stored_judge_sql
 
 from .settings import SEGMENT_DIMENSIONS, DashboardsSettings
 
@@ -127,7 +128,7 @@ def judges_sql(settings: DashboardsSettings) -> str:
     """The judges that scored the faithfulness metric in ``$__timeFilter`` and the selection,
     one row each (the report draws each one's alert level)."""
     metric = _q(settings.alerts.faithfulness_metric)
-    return f"""SELECT judge FROM `{settings.database}`.`scores_1m`
+    return f"""SELECT {stored_judge_sql()} AS judge FROM `{settings.database}`.`scores_1m`
 WHERE $__timeFilter(minute) AND metric = {metric} AND {filters()}
 GROUP BY judge HAVING sum(n_ok) > 0 ORDER BY judge"""
 
@@ -305,7 +306,7 @@ def _judge_section(s: DashboardsSettings) -> Section:
 
     def judge_series(select: str, having: str = "") -> str:
         """Per-judge series over the minute rollup: ``select`` is the value expression(s)."""
-        return f"""SELECT $__timeInterval(minute) AS time, judge,{select}
+        return f"""SELECT $__timeInterval(minute) AS time, {stored_judge_sql()} AS judge,{select}
 FROM `{db}`.`scores_1m`
 WHERE $__timeFilter(minute)
   AND {f}

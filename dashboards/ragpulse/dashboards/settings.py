@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragpulse.common.schema import DatabaseName
-from ragpulse.scorer import DEFAULT_METRICS
+from ragpulse.scorer import DEFAULT_METRICS, resolve_judge
 
 from .levels import FAITHFULNESS_LEVELS, JUDGE_NAMES
 
@@ -127,6 +127,7 @@ class AlertSettings(BaseModel):
     @field_validator("faithfulness_min_by_judge")
     @classmethod
     def _levels(cls, v: dict[str, float]) -> dict[str, float]:
+        v = {resolve_judge(j) if j not in JUDGE_NAMES else j: level for j, level in v.items()}
         for judge, level in v.items():
             if judge not in JUDGE_NAMES:
                 raise ValueError(f"faithfulness_min_by_judge: unknown judge {judge!r} "

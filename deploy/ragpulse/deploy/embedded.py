@@ -20,11 +20,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ragpulse.scorer import DEFAULT_JUDGE, JUDGES, JudgeSetting
 from ragpulse.scorer.store import DatabaseName
 
 from .diskspace import low_disk_note
@@ -56,7 +57,7 @@ class EmbeddedSettings(BaseSettings):
         "(FacadeSettings.memory_limit_bytes)")
     partitions: int = Field(3, ge=1, le=64, description="partitions of the spans topic")
     database: DatabaseName = "rag"
-    judge: Literal["local", "local-model", "nli", "llm"] = "local"
+    judge: JudgeSetting = DEFAULT_JUDGE
     judge_model: str | None = None
     judge_base_url: str | None = None
     judge_model_dir: Path | None = Field(
@@ -646,14 +647,13 @@ def redaction_line(privacy: Any) -> str:
 
 
 def judge_line(settings: EmbeddedSettings) -> str:
-    """Which judge scores, and where its quality and sane alert levels are documented."""
-    if settings.judge == "llm":
+    """Which judge scores, what it is, and where its quality and alert levels are documented."""
+    spec = next(j for j in JUDGES if j.name == settings.judge)
+    if spec.name == "llm":
         what = f"llm ({settings.judge_model or 'its default model'}"
         what += f" at {settings.judge_base_url})" if settings.judge_base_url else ")"
-    elif settings.judge == "nli":
+    elif spec.name == "nli":
         what = f"nli (model {settings.judge_model_dir or '$RAGPULSE_NLI__MODEL_DIR'})"
-    elif settings.judge == "local-model":
-        what = "local-model (ragpulse's own int8 cross-encoder, bundled; nothing downloaded)"
     else:
-        what = "local (no API, nothing downloaded)"
+        what = f"{spec.name} ({spec.summary})"
     return f"{what}; quality and alert levels per judge: docs/judges.md"

@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import math
 
+from ragpulse.scorer import JUDGE_ALIASES, SAMPLES_PER_S, resolve_judge
+
 __all__ = ["JUDGE_HEADROOM", "JUDGE_SAMPLES_PER_S", "REFERENCE_TRACES_PER_S",
            "default_sampling_rate"]
 
-JUDGE_SAMPLES_PER_S: dict[str, float] = {"local": 21.4, "local-model": 8.8}
-"""Samples/s on 2 free cores for a typical trace (3 answer statements, 5 contexts of about 900
-characters, the five default metrics), each judge as ``build_judge`` makes it: twice its samples
-per CPU-second. Source: ``bench/judge_speed.py`` (docs/benchmarks.md, "Speed of the local judges
-on a typical trace", 2026-11-26 20:36 UTC, load average 0.36 before, local-model with sentence
-premises and its pairs run one at a time; earlier runs at load 4-9 gave local 3.5-5.3 and local-model, then on 256-token
-chunks, 2.2-2.3: a busy machine starves the local judge's embedder more than the model). ``make judge-figures`` re-measures and rewrites them
-(``--write-constants``)."""
+JUDGE_SAMPLES_PER_S: dict[str, float] = SAMPLES_PER_S
+"""Each judge's measured samples/s on 2 free cores (``ragpulse.scorer.SAMPLES_PER_S``, written by
+``bench/judge_speed.py --write-constants``; docs/benchmarks.md has the run)."""
 
 REFERENCE_TRACES_PER_S = 2.0
 """The traffic ``up`` is sized for when it is not told: a small app on one machine, and the
@@ -38,7 +35,7 @@ JUDGE_HEADROOM = 0.8
 def default_sampling_rate(judge: str, traffic_per_s: float | None = None) -> float:
     """The default share of traces judged for ``judge`` at ``traffic_per_s`` traces/s
     (:data:`REFERENCE_TRACES_PER_S` when ``None``). Pure."""
-    rate = JUDGE_SAMPLES_PER_S.get(judge)
+    rate = JUDGE_SAMPLES_PER_S.get(resolve_judge(judge) if judge in JUDGE_ALIASES else judge)
     if not rate:
         return 1.0
     share = JUDGE_HEADROOM * rate / (traffic_per_s or REFERENCE_TRACES_PER_S)

@@ -3,6 +3,18 @@
 from .evaluator import Evaluator, SampleResult
 from .judges.base import Judge, Needs
 from .judges.factory import JudgeChoice, build_judge
+from .judges.registry import (
+    DEFAULT_JUDGE,
+    FAITHFULNESS_LEVELS,
+    JUDGE_ALIASES,
+    JUDGE_NAMES,
+    JUDGES,
+    SAMPLES_PER_S,
+    JudgeSetting,
+    judge_help,
+    resolve_judge,
+    stored_judge_sql,
+)
 from .metrics import DEFAULT_METRICS, METRICS, Metric, resolve_metrics
 from .model import (
     BUILTIN_CRITERIA,
@@ -18,8 +30,14 @@ from .model import (
 
 __all__ = [
     "BUILTIN_CRITERIA",
+    "DEFAULT_JUDGE",
     "DEFAULT_METRICS",
+    "FAITHFULNESS_LEVELS",
+    "JUDGES",
+    "JUDGE_ALIASES",
+    "JUDGE_NAMES",
     "METRICS",
+    "SAMPLES_PER_S",
     "Cost",
     "Criterion",
     "Evaluator",
@@ -28,6 +46,7 @@ __all__ = [
     "Interval",
     "Judge",
     "JudgeChoice",
+    "JudgeSetting",
     "Metric",
     "Needs",
     "Reason",
@@ -35,5 +54,8 @@ __all__ = [
     "SampleResult",
     "Score",
     "build_judge",
+    "judge_help",
+    "resolve_judge",
     "resolve_metrics",
+    "stored_judge_sql",
 ]

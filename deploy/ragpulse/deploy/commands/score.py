@@ -33,6 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ragpulse.scorer import (
+    DEFAULT_JUDGE,
     DEFAULT_METRICS,
     Criterion,
     Evaluator,
@@ -41,6 +42,8 @@ from ragpulse.scorer import (
     SampleResult,
     Score,
     build_judge,
+    judge_help,
+    resolve_judge,
     resolve_metrics,
 )
 
@@ -343,7 +346,7 @@ def score(
                                          exists=True, dir_okay=False, readable=True)],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Where to write JSONL scores (default: stdout).")] = None,
     metrics: Annotated[str | None, typer.Option("--metrics", "-m", help="Comma-separated metrics (default: the five reference-free ones). 'aspect_critique' adds all five built-in criteria.")] = None,
-    judge: Annotated[JudgeChoice, typer.Option("--judge", help="local: no API, nothing downloaded. local-model: ragpulse's own bundled faithfulness cross-encoder (docs/judges.md). nli: an ONNX NLI cross-encoder from --model-dir for faithfulness and context utilization (docs/judges.md). llm: any OpenAI-compatible endpoint.")] = JudgeChoice.local,
+    judge: Annotated[JudgeChoice, typer.Option("--judge", help=judge_help() + " docs/judges.md.")] = JudgeChoice(DEFAULT_JUDGE),
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model name.")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256, help="Samples in flight at once.")] = 8,
@@ -371,7 +374,7 @@ def score(
         j = build_judge(judge, model=model, base_url=base_url, votes=votes,
                         tokens_per_hour=tokens_per_hour, threads=threads, max_concurrency=concurrency,
                         request_timeout_s=request_timeout, deadline_s=deadline,
-                        nli=nli_settings_from_env(threads) if judge in ("nli", "local-model") else None,
+                        nli=nli_settings_from_env(threads) if resolve_judge(judge) in ("nli", "model") else None,
                         model_dir=model_dir, positive_label=positive_label, batch_size=batch_size)
     except ValueError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)

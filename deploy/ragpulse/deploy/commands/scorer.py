@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from ragpulse.deploy.logs import mask_secrets
 from ragpulse.deploy.signals import StopSignals
+from ragpulse.scorer import DEFAULT_JUDGE, judge_help
 
 __all__ = ["scorer", "status_line"]
 
@@ -78,7 +79,7 @@ def scorer(
     ] = None,
     database: Annotated[str | None, typer.Option(help="ClickHouse database (default rag)")] = None,
     group: Annotated[str | None, typer.Option("--group", help="consumer group id")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help="local | local-model | nli | llm")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help=judge_help() + " Default: " + DEFAULT_JUDGE + ".")] = None,
     model_dir: Annotated[
         str | None,
         typer.Option("--model-dir", help="NLI judge: directory with model.onnx, tokenizer.json, "

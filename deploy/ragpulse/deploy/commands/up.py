@@ -11,6 +11,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from ragpulse.scorer import DEFAULT_JUDGE, judge_help
+
 __all__ = ["up"]
 
 
@@ -42,7 +44,7 @@ def up(
     grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port (0: free port).")] = 4317,
     clickhouse_port: Annotated[int, typer.Option("--clickhouse-port", help="ClickHouse-HTTP facade port (0: free port).")] = 8123,
     kafka_port: Annotated[int, typer.Option("--kafka-port", help="Embedded broker port (0: free port).")] = 0,
-    judge: Annotated[str, typer.Option("--judge", help="local (no API), local-model (the bundled faithfulness cross-encoder), nli (an ONNX NLI model from --model-dir, docs/judges.md) or llm (OpenAI-compatible).")] = "local",
+    judge: Annotated[str, typer.Option("--judge", help=judge_help() + " docs/judges.md.")] = DEFAULT_JUDGE,
     model_dir: Annotated[Path | None, typer.Option("--model-dir", help="NLI judge: directory with model.onnx, tokenizer.json, config.json (or RAGPULSE_NLI__MODEL_DIR).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model.")] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="LLM judge base URL.")] = None,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import Judge
+from .registry import DEFAULT_JUDGE, JUDGE_INPUTS, resolve_judge
 
 if TYPE_CHECKING:
     from .nli import NliJudgeSettings
@@ -14,19 +15,17 @@ if TYPE_CHECKING:
 __all__ = ["BUNDLED_MODEL_DIR", "JudgeChoice", "build_judge"]
 
 BUNDLED_MODEL_DIR = Path(__file__).resolve().parent / "nli" / "faith_e5"
-"""ragpulse's own faithfulness cross-encoder (int8 ONNX, ``train/``), the ``local-model`` judge's
+"""ragpulse's own faithfulness cross-encoder (int8 ONNX, ``train/``), the ``model`` judge's
 default model directory."""
 
 
-class JudgeChoice(str, enum.Enum):
-    local = "local"
-    local_model = "local-model"
-    nli = "nli"
-    llm = "llm"
+JudgeChoice = enum.Enum("JudgeChoice", [(n.replace("-", "_"), n) for n in JUDGE_INPUTS], type=str)
+"""What ``--judge`` accepts (``registry.JUDGE_INPUTS``: the judges' names, then their old names),
+as the enum the CLI's choices are drawn from."""
 
 
 def build_judge(
-    choice: JudgeChoice | str,
+    choice: JudgeChoice | str = DEFAULT_JUDGE,
     *,
     model: str | None = None,
     base_url: str | None = None,
@@ -44,7 +43,8 @@ def build_judge(
 ) -> Judge:
     """A ready judge. Raises ``ValueError`` with a user-facing message for bad options.
 
-    ``local-model`` is the NLI judge with ragpulse's own bundled model
+    ``choice`` is a judge's name or an old name of one (``registry``). ``model`` (the default)
+    is the NLI judge with ragpulse's own bundled model
     (:data:`BUNDLED_MODEL_DIR`, unless ``model_dir``/``nli.model_dir`` name another),
     ``terse_claims="with-question"``, ``premise="views"`` with ``premise_view_sentences=1`` and
     ``premise_neighbours=0`` (each statement against its 2 best-overlapping sentences: with one
@@ -61,16 +61,16 @@ def build_judge(
     """
     from ..embeddings import USEEmbedder
 
-    choice = JudgeChoice(choice)
+    name = resolve_judge(choice)
     embedder = USEEmbedder(threads=threads)
-    if choice is JudgeChoice.local:
+    if name == "fast":
         from .local import LocalJudge, LocalJudgeSettings
 
         return LocalJudge(LocalJudgeSettings(threads=threads), embedder=embedder)
-    if choice is JudgeChoice.nli:
+    if name == "nli":
         return _nli_judge(nli, embedder, threads=threads, model_dir=model_dir,
                           positive_label=positive_label, batch_size=batch_size)
-    if choice is JudgeChoice.local_model:
+    if name == "model":
         # the nli judge with the bundled model: its directory unless one is given, terse
         # statements judged as claims about the question (how it was trained), each statement
         # against the 2 chunks sharing most of its tokens (dev set: AUROC 0.731 as with every
@@ -101,14 +101,14 @@ def build_judge(
         # Settings given explicitly win.
         own = _local_model_settings(nli)
         return _nli_judge(own, embedder, threads=threads, model_dir=model_dir,
-                          positive_label=positive_label, batch_size=batch_size)
+                          positive_label=positive_label, batch_size=batch_size, name="model")
     return _llm_judge(embedder, model=model, base_url=base_url, api_key=api_key, votes=votes,
                       tokens_per_hour=tokens_per_hour, max_concurrency=max_concurrency,
                       request_timeout_s=request_timeout_s, deadline_s=deadline_s)
 
 
 def _local_model_settings(nli: NliJudgeSettings | None) -> NliJudgeSettings:
-    """The nli settings of the local-model judge (see :func:`build_judge`). Raises ValueError
+    """The nli settings of the model judge (see :func:`build_judge`). Raises ValueError
     when the model directory is missing."""
     from .nli import NliJudgeSettings
 
@@ -127,7 +127,7 @@ def _local_model_settings(nli: NliJudgeSettings | None) -> NliJudgeSettings:
                                else 1),
     })
     if not Path(own.model_dir).is_dir():
-        raise ValueError(f"the local-model judge's model directory {own.model_dir} is missing: "
+        raise ValueError(f"the model judge's model directory {own.model_dir} is missing: "
                          "this installation has no bundled model (train/README.md rebuilds "
                          "it; --model-dir DIR names another)")
     return own
@@ -167,7 +167,7 @@ def _llm_judge(embedder: Any, *, model: str | None, base_url: str | None, api_ke
 
 def _nli_judge(settings: NliJudgeSettings | None, embedder: Any, *, threads: int,
                model_dir: str | Path | None, positive_label: str | None,
-               batch_size: int | None) -> Judge:
+               batch_size: int | None, name: str = "nli") -> Judge:
     from pydantic import ValidationError
 
     from .local import LocalJudgeSettings
@@ -187,5 +187,6 @@ def _nli_judge(settings: NliJudgeSettings | None, embedder: Any, *, threads: int
     except ValidationError as exc:
         raise ValueError("; ".join(f"nli.{'.'.join(map(str, e['loc']))}: {e['msg']}"
                                    for e in exc.errors())) from None
-    return NliJudge(merged, embedder=embedder, local_settings=LocalJudgeSettings(threads=threads))
+    return NliJudge(merged, embedder=embedder, local_settings=LocalJudgeSettings(threads=threads),
+                    name=name)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -18,6 +18,7 @@ from ragpulse.common import KafkaSettings
 from ragpulse.common.schema import DatabaseName
 
 from ..judges.nli.settings import NliJudgeSettings
+from ..judges.registry import DEFAULT_JUDGE, JudgeSetting
 from ..metrics import DEFAULT_METRICS, METRICS
 from ..privacy import PrivacySettings
 from ..store.client import DEFAULT_DSN, dsn_scheme
@@ -161,7 +162,8 @@ class ScorerSettings(BaseSettings):
     init_schema: bool = Field(
         True, description="create or migrate the schema at start-up (idempotent)"
     )
-    judge: Literal["local", "local-model", "nli", "llm"] = "local"
+    judge: JudgeSetting = Field(DEFAULT_JUDGE, description="model | fast | nli | llm "
+                                "(ragpulse.scorer.judges.registry; old names local-model, local)")
     judge_model: str | None = Field(None, description="LLM judge model")
     judge_base_url: str | None = Field(
         None, description="OpenAI-compatible base URL of the LLM judge"

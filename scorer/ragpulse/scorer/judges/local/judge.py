@@ -84,7 +84,7 @@ class LocalJudge:
     for callers.
     """
 
-    name = "local"
+    name = "fast"
 
     def __init__(
         self,

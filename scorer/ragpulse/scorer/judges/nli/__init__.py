@@ -2,7 +2,7 @@
 
 ``NliJudge`` scores statement support (faithfulness) and context utilization with an ONNX
 sequence-classification model run by onnxruntime, its ``tokenizer.json`` read by ``tokenizers``
-(the ``nli`` extra: ``pip install 'ragpulse[nli]'``; no torch, no download at run time), and
+(onnxruntime and tokenizers, core dependencies; no torch, no download at run time), and
 delegates every other fact to a :class:`~ragpulse.scorer.judges.local.LocalJudge`.
 ``docs/judges.md`` says how to get a model onto the machine.
 

@@ -121,7 +121,7 @@ class NliJudge:
     the embedder are thread-safe.
     """
 
-    name = "nli"
+    name: str
 
     def __init__(
         self,
@@ -130,7 +130,9 @@ class NliJudge:
         embedder: Embedder | None = None,
         local_settings: LocalJudgeSettings | None = None,
         model: NliModel | None = None,
+        name: str = "nli",
     ) -> None:
+        self.name = name  # "model" for the bundled model, "nli" for a user's own (registry)
         self.settings = settings
         self.nli = model if model is not None else NliModel(settings)
         self.model = self.nli.name
