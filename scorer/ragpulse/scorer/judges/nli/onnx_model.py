@@ -387,31 +387,49 @@ class NliModel:
         cap = max(1, min(s.max_statement_tokens or room // 2, room - _MIN_WINDOW))
         hyps = [self._hypothesis(st, cap) for st in statements]
         window = room - max(n for _, n in hyps)
+        if s.premise == "evidence":
+            return self._evidence_matrix([h for h, _ in hyps], contexts, window, out)
         if s.premise != "chunks":
             modes = premise_modes(s.premise, passages(contexts))
             return self._sentence_matrix([h for h, _ in hyps], contexts,
                                          max(_MIN_WINDOW, min(s.premise_tokens, window)), out,
                                          modes)
+        pieces, owners = self._pieces(contexts, window)
+        total = self._chunk_pairs(len(hyps), len(pieces))
+        if total > s.max_pairs:
+            raise PairsTooMany(f"{len(hyps)} statements x {len(pieces)} context chunks = {total} "
+                               f"pairs; max_pairs {s.max_pairs}")
+        return self._chunk_matrix([h for h, _ in hyps], pieces, owners, out)
+
+    def _pieces(self, contexts: Sequence[str], window: int) -> tuple[list[str], list[int]]:
+        """Every context's chunks (:meth:`chunks`) and the context each came from."""
         owners: list[int] = []
         pieces: list[str] = []
         for j, c in enumerate(contexts):
             for piece in self.chunks(c, window):
                 owners.append(j)
                 pieces.append(piece)
-        k = s.candidates
-        # every statement runs against min(k, chunks) chunks: the bound is known before ranking
-        total = len(hyps) * (min(k, len(pieces)) if k is not None else len(pieces))
-        if total > s.max_pairs:
-            raise PairsTooMany(f"{len(hyps)} statements x {len(pieces)} context chunks = {total} "
-                               f"pairs; max_pairs {s.max_pairs}")
+        return pieces, owners
+
+    def _chunk_pairs(self, n_hyps: int, n_pieces: int) -> int:
+        """Pairs the chunk premises take: every statement runs against min(candidates, chunks)
+        chunks, so the bound is known before ranking."""
+        k = self.settings.candidates
+        return n_hyps * (min(k, n_pieces) if k is not None else n_pieces)
+
+    def _chunk_matrix(self, hyps: list[str], pieces: list[str], owners: list[int],
+                      out: np.ndarray) -> tuple[np.ndarray, int]:
+        """Each statement against its ``candidates`` chunks (all when unset): ``out[i, j]`` the
+        best P over context ``j``'s chunks it ran."""
         if not pieces:
             return out, 0
+        k = self.settings.candidates
         picks: list[list[int]]
         if k is not None and k < len(pieces):
-            picks = self._candidates([h for h, _ in hyps], pieces, k)
+            picks = self._candidates(hyps, pieces, k)
         else:
             picks = [list(range(len(pieces)))] * len(hyps)
-        pairs = [(pieces[c], h) for (h, _), cs in zip(hyps, picks, strict=True) for c in cs]
+        pairs = [(pieces[c], h) for h, cs in zip(hyps, picks, strict=True) for c in cs]
         probs = self.pair_probabilities(pairs)
         at = 0
         for i, cs in enumerate(picks):
@@ -419,7 +437,33 @@ class NliModel:
                 j = owners[c]
                 out[i, j] = max(out[i, j], probs[at])
                 at += 1
-        return out, total
+        return out, len(pairs)
+
+    def _evidence_matrix(self, hyps: list[str], contexts: Sequence[str], window: int,
+                         out: np.ndarray) -> tuple[np.ndarray, int]:
+        """``premise="evidence"``: each statement against premises that can hold its evidence,
+        its best one deciding: its ``candidates`` chunks (a passage that fits the model's window
+        is one chunk, a longer one overlapping windows), its best ``premise_view_sentences``
+        sentences alone and, with two or more passages, its best sentences packed across them.
+        ``P[i, j]`` is the best P of any premise that drew on context ``j``. The pair bound is
+        checked for all of them before any runs."""
+        s = self.settings
+        pieces, owners = self._pieces(contexts, window)
+        n_chunk = self._chunk_pairs(len(hyps), len(pieces))
+        cap = max(_MIN_WINDOW, min(s.premise_tokens, window))
+        modes = premise_modes("views", passages(contexts))
+        keep = s.premise_view_sentences
+        units = self.sentence_units(contexts, cap)
+        k = min(s.premise_sentences, len(units))
+        least = n_chunk + (len(hyps) * sum(self._least_premises(m, k, keep) for m in modes)
+                           if units else 0)
+        if least > s.max_pairs:
+            raise PairsTooMany(f"{len(hyps)} statements x ({len(pieces)} chunks and their best "
+                               f"sentences) = at least {least} pairs; max_pairs {s.max_pairs}")
+        chunked, n = self._chunk_matrix(hyps, pieces, owners, out.copy())
+        views, m = self._sentence_matrix(hyps, contexts, cap, out.copy(), modes, keep=keep,
+                                         combine="max", units=units, budget=s.max_pairs - n)
+        return np.maximum(chunked, views), n + m
 
     def sentence_units(self, contexts: Sequence[str], cap: int) -> list[_Unit]:
         """The sentences of every context (``segment.split_sentences``) in document order, as
@@ -456,19 +500,25 @@ class NliModel:
         return units
 
     def _sentence_matrix(self, hyps: list[str], contexts: Sequence[str], cap: int,
-                         out: np.ndarray, modes: tuple[str, ...]) -> tuple[np.ndarray, int]:
+                         out: np.ndarray, modes: tuple[str, ...], *, keep: int | None = -1,
+                         combine: str = "mean", units: list[_Unit] | None = None,
+                         budget: int | None = None) -> tuple[np.ndarray, int]:
         """``support_matrix`` for ``premise="sentences"``/``"packed"`` (``modes``: one of them,
-        or both, whose matrices are averaged; see the settings). The sentences are split and
-        ranked once, and the pairs of every mode run in one call."""
+        or both, whose matrices are averaged, or under ``combine="max"`` the best of; see the
+        settings). The sentences are split and ranked once, and the pairs of every mode run in
+        one call. ``keep``: how many best sentences the sentence view runs (default: its
+        setting's rule); ``units``: the sentences when already split; ``budget``: the pairs
+        allowed (default ``max_pairs``)."""
         s = self.settings
-        units = self.sentence_units(contexts, cap)
+        budget = s.max_pairs if budget is None else budget
+        units = self.sentence_units(contexts, cap) if units is None else units
         if not units:
             return out, 0
         k = min(s.premise_sentences, len(units))
-        # beside the packed premise, the sentence view runs the best premise_view_sentences
-        keep = s.premise_view_sentences if len(modes) > 1 else None
+        if keep == -1:  # beside the packed premise, the sentence view runs the best few
+            keep = s.premise_view_sentences if len(modes) > 1 else None
         least = len(hyps) * sum(self._least_premises(mode, k, keep) for mode in modes)
-        if least > s.max_pairs:  # before ranking every statement against every sentence
+        if least > budget:  # before ranking every statement against every sentence
             raise PairsTooMany(f"{len(hyps)} statements x their top-{k} sentence windows = at "
                                f"least {least} pairs; max_pairs {s.max_pairs}")
         hsets = [set(e.ids) for e in self._tok.encode_batch(hyps, add_special_tokens=False)]
@@ -482,7 +532,7 @@ class NliModel:
                                                      keep):
                 pairs.append((text, hyps[i]))
                 credit.append((m, i, ctxs))
-        if len(pairs) > s.max_pairs:
+        if len(pairs) > budget:
             raise PairsTooMany(f"{len(hyps)} statements x their top-{k} sentence windows = "
                                f"{len(pairs)} pairs; max_pairs {s.max_pairs}")
         probs = self.pair_probabilities(pairs)
@@ -490,6 +540,8 @@ class NliModel:
         for (m, i, ctxs), p in zip(credit, probs, strict=True):
             for j in ctxs:
                 views[m][i, j] = max(views[m][i, j], p)
+        if combine == "max":  # the best premise decides; each cell the best that drew on it
+            return np.maximum.reduce(views), len(pairs)
         mean = sum(views) / len(views)
         if len(modes) > 1:
             # every context of a statement's packed premise was used together: it gets the

@@ -77,7 +77,12 @@ class NliJudgeSettings(BaseModel):
         context's first sentence has at most this many tokens and the context goes on (a title:
         "12-month Fixed Deposit.", "Results 2023."), it heads every premise taken from a later
         sentence of that context, within ``premise_tokens``, so a sentence that leaves its
-        subject to the title is judged with it; 0 (default): off.
+        subject to the title is judged with it; 0 (default): off. ``evidence``: premises that
+        can hold a statement's evidence, the best deciding (never a mean): its ``candidates``
+        chunks (a passage that fits the window is one premise, a longer one overlapping
+        windows), its best ``premise_view_sentences`` sentences alone and, with two or more
+        passages, its best sentences packed across them (issue 39: a statement that fuses two
+        sentences of one passage is supported by the passage).
 
     Resources
         ``threads``: onnxruntime intra-op threads. ``batch_size``: pairs per forward pass.
@@ -123,7 +128,7 @@ class NliJudgeSettings(BaseModel):
     chunk_overlap: int = Field(default=64, ge=0, le=65_536)
     candidates: int | None = Field(default=None, ge=1, le=65_536)
 
-    premise: Literal["chunks", "sentences", "packed", "auto", "views"] = "chunks"
+    premise: Literal["chunks", "sentences", "packed", "auto", "views", "evidence"] = "chunks"
     premise_sentences: int = Field(default=2, ge=1, le=1024)
     premise_neighbours: int = Field(default=1, ge=0, le=64)
     premise_tokens: int = Field(default=128, ge=8, le=65_536)
