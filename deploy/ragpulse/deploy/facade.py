@@ -14,7 +14,10 @@ or ``Authorization: Bearer``) is required whenever it listens on anything but lo
 One client cannot take the facade over (issue 17): failed logins lock its address out for a
 growing time (429 + ``Retry-After``), it holds at most ``max_queries_per_client`` of the query
 slots, and the slots together stay within ``memory_limit_bytes`` (a share of the machine's
-memory). Error text that might quote a file or name a server path is not passed on.
+memory). A reply holds its slot until it is written, so a reply a client does not read counts
+against the bound too, and a client that reads it slower than ``write_min_bytes_per_s`` (after
+``write_timeout_s``) is reset (issue 38). Error text that might quote a file or name a server path
+is not passed on.
 
 What is served (the subset of https://clickhouse.com/docs/interfaces/http that clickhouse-connect,
 clickhouse-go and curl use):
@@ -46,6 +49,8 @@ import logging
 import math
 import os
 import re
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -93,6 +98,7 @@ COUNTERS: dict[str, str] = {
     "connections_refused": "Connections answered 503 at once: max_connections reached with none idle or slow to evict.",
     "connections_evicted": "Idle or slow connections closed to admit a new one at max_connections.",
     "requests_timed_out": "Connections closed because a read deadline passed (header or idle timeout).",
+    "replies_cut_slow": "Replies cut off (connection reset) because the client took them slower than write_min_bytes_per_s after write_timeout_s; the query slot and the reply's memory are freed.",
 }
 
 # URL parameters that steer the HTTP exchange, not the query (ClickHouse HTTPHandler.cpp).
@@ -273,6 +279,15 @@ class FacadeSettings(BaseModel):
     """Longest lockout; an address with no failure for this long starts over."""
     header_timeout_s: float = Field(default=10.0, gt=0, le=600)
     idle_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    write_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    """A reply must be taken by its client within this long plus its length at
+    ``write_min_bytes_per_s``; a client that reads slower is cut off (connection reset, counted
+    ``replies_cut_slow``). The reply holds its query slot, hence its share of
+    ``memory_limit_bytes``, until it is written or cut (issue 38: unread replies held memory
+    outside the bound)."""
+    write_min_bytes_per_s: int = Field(default=1 << 20, ge=1024)
+    """The slowest reading a reply allows after ``write_timeout_s``: a client that never reads
+    frees its slot within ``write_timeout_s`` plus what the kernel buffers took at this rate."""
     advertise: bool = True
     """Write ``ragpulse-owner.json`` (pid + URL) into the chDB directory while serving, so
     :func:`~ragpulse.scorer.store.open_store` in other processes can point at (or follow) it."""
@@ -451,7 +466,7 @@ class ClickHouseHttpFacade:
         self._stats = dict.fromkeys(
             ("requests", "queries", "errors", "refused_busy", "refused_client_share",
              "refused_auth", "refused_login_throttled", "refused_readonly", "refused_access",
-             "refused_origin", "refused_query_id"), 0)
+             "refused_origin", "refused_query_id", "replies_cut_slow"), 0)
         s = self.settings
         self.login_throttle = LoginThrottle(s.login_free_failures, s.login_lockout_s,
                                             s.login_lockout_max_s)
@@ -491,7 +506,8 @@ class ClickHouseHttpFacade:
             handler = type("Handler", (_Handler,), {"facade": self})
             limits = ConnectionLimits(max_connections=s.max_connections,
                                       header_timeout_s=s.header_timeout_s,
-                                      idle_timeout_s=s.idle_timeout_s)
+                                      idle_timeout_s=s.idle_timeout_s,
+                                      write_timeout_s=s.write_timeout_s)
             try:
                 server = GuardedHTTPServer((s.host, s.port), handler, limits)
             except BaseException:
@@ -793,6 +809,10 @@ def _block_rows(conn: Any, statement: str, params: dict[str, str]) -> int | None
     return max(16, _BLOCK_NAME_BYTES // (6 * names + 64)) if names else None
 
 
+# A reply is sent in pieces of this size, each with its own deadline (``_Handler._write_body``).
+_WRITE_PIECE = 256 << 10
+
+
 def _safe(fn: Any) -> float:
     try:
         v = fn() if callable(fn) else fn
@@ -824,7 +844,34 @@ class _Handler(GuardedRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if not head:
-            self.wfile.write(body)
+            self._write_body(body)
+
+    def _write_body(self, body: bytes) -> None:
+        """Send ``body`` in pieces, each due by ``write_timeout_s`` plus the bytes sent so far at
+        ``write_min_bytes_per_s`` from the start: a client that reads slower (or never) is reset,
+        so the reply's memory and its slot are freed (the kernel drops what it still holds)."""
+        s = self.facade.settings
+        sock = self.connection
+        view = memoryview(body)
+        start, sent = time.monotonic(), 0
+        try:
+            while sent < len(view):
+                piece = view[sent:sent + _WRITE_PIECE]
+                left = start + s.write_timeout_s + (sent + len(piece)) / s.write_min_bytes_per_s \
+                    - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("write deadline passed")
+                sock.settimeout(left)
+                sock.sendall(piece)
+                sent += len(piece)
+        except TimeoutError:
+            self.facade._count("replies_cut_slow")
+            self.close_connection = True
+            try:  # closed with a reset: the unsent bytes are dropped, not kept for the peer
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+            log.debug("facade: reply cut after %d of %d bytes (client too slow)", sent, len(view))
 
     def _read_body(self, limit: int) -> bytes:
         try:
@@ -832,6 +879,19 @@ class _Handler(GuardedRequestHandler):
         except BodyError as exc:
             self.close_connection = True
             raise _HttpError(exc.status, 1, str(exc)) from None
+
+    def _answer(self, query: str, body: bytes, params: dict[str, str], base: dict[str, str],
+                head: bool) -> None:
+        """Run the request's statement and send its reply (the caller holds a slot)."""
+        t0 = time.perf_counter()
+        out, fmt, summary = self.facade.handle_request(
+            query, body, params, self.headers.get("Content-Encoding", ""))
+        summary["elapsed_ns"] = str(int((time.perf_counter() - t0) * 1e9))
+        headers = dict(base)
+        headers["Content-Type"] = _CONTENT_TYPES.get(fmt.lower(), "application/octet-stream")
+        headers["X-ClickHouse-Format"] = fmt
+        headers["X-ClickHouse-Summary"] = json.dumps(summary, separators=(",", ":"))
+        self._reply(200, out, headers, head)
 
     def _handle(self, head: bool = False) -> None:
         f = self.facade
@@ -866,19 +926,13 @@ class _Handler(GuardedRequestHandler):
             if params.get("compress") == "1" or params.get("decompress") == "1":
                 raise _HttpError(400, 48, "compress=1/decompress=1 (native framing) is not "
                                  "supported by the ragpulse facade; use Content-Encoding. (NOT_IMPLEMENTED)")
+            # The slot is held until the reply is written (or cut): the reply's memory is part of
+            # the slot's share of the bound, however slowly the client reads it.
             f.acquire_slot(client)
             try:
-                t0 = time.perf_counter()
-                out, fmt, summary = f.handle_request(
-                    query, body, params, self.headers.get("Content-Encoding", ""))
-                summary["elapsed_ns"] = str(int((time.perf_counter() - t0) * 1e9))
+                self._answer(query, body, params, base, head)
             finally:
                 f.release_slot(client)
-            headers = dict(base)
-            headers["Content-Type"] = _CONTENT_TYPES.get(fmt.lower(), "application/octet-stream")
-            headers["X-ClickHouse-Format"] = fmt
-            headers["X-ClickHouse-Summary"] = json.dumps(summary, separators=(",", ":"))
-            self._reply(200, out, headers, head)
         except _HttpError as e:
             f._count("errors")
             if not body_read:
