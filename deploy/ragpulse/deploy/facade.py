@@ -77,7 +77,7 @@ from ragpulse.scorer.store import DatabaseName, remove_owner, write_owner
 from . import sqlguard
 
 __all__ = ["COUNTERS", "ClickHouseHttpFacade", "FacadeSettings", "LoginThrottle", "build_facade",
-           "is_loopback"]
+           "has_secret", "is_loopback", "login_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +228,29 @@ def machine_memory_bytes() -> int:
     return total
 
 
+def has_secret(username: str | None, password: SecretStr | None, token: SecretStr | None) -> bool:
+    """Whether a login of these parts needs a secret: a username with a non-empty password, or a
+    non-empty token."""
+    return bool((username and password is not None and password.get_secret_value())
+                or (token is not None and token.get_secret_value()))
+
+
+def login_problem(host: str, username: str | None, password: SecretStr | None,
+                  token: SecretStr | None) -> str | None:
+    """Why a facade on ``host`` with this login must not start, or None. Off loopback a login
+    with a secret is required (issue 38: ``--clickhouse-user default`` with a forgotten password
+    served every row to ``Basic default:``); an empty token is refused anywhere (``Bearer ``
+    would match it)."""
+    if token is not None and not token.get_secret_value():
+        return "token is empty: it would let in anyone who sends 'Authorization: Bearer '; set one"
+    if is_loopback(host) or has_secret(username, password, token):
+        return None
+    if username:
+        return (f"would listen on {host} with user {username!r} and no password: anyone who "
+                "reaches it could read the scores; set a password or a token")
+    return f"would listen on {host} without a login: set a username and password or a token"
+
+
 class FacadeSettings(BaseModel):
     """Where and how the facade listens. Frozen; validated on construction."""
 
@@ -296,17 +319,24 @@ class FacadeSettings(BaseModel):
     def _auth(self) -> FacadeSettings:
         if self.password is not None and not self.username:
             raise ValueError("password given without username")
-        if not is_loopback(self.host) and not self.auth_required:
-            raise ValueError(
-                f"the ClickHouse facade would listen on {self.host} without a login: set a "
-                "username and password or a token (ragpulse up: --clickhouse-user/"
-                "--clickhouse-password or --clickhouse-token), or bind it to 127.0.0.1")
+        problem = login_problem(self.host, self.username, self.password, self.token)
+        if problem:
+            raise ValueError(f"the ClickHouse facade {problem} (ragpulse up: --clickhouse-user "
+                             "with --clickhouse-password, or --clickhouse-token), or bind it "
+                             "to 127.0.0.1")
         return self
 
     @property
     def auth_required(self) -> bool:
-        """Whether a login (username or token) is configured."""
+        """Whether a login (username or token) is configured and checked."""
         return bool(self.username or self.token)
+
+    @property
+    def secret_login(self) -> bool:
+        """Whether the login needs a secret: a username with a non-empty password, or a token.
+        A username alone (an empty password) is checked but keeps nobody out, so the facade
+        treats it as no login for its loopback guards (Host/Origin) and time cap."""
+        return has_secret(self.username, self.password, self.token)
 
     @property
     def client_share(self) -> int:
@@ -324,7 +354,7 @@ class FacadeSettings(BaseModel):
         """The statement checker's policy: this database, and per-query caps on time, result
         size and memory from :meth:`memory_limits`."""
         query_memory, result_bytes = self.memory_limits()
-        timeout = self.max_execution_time_s if self.auth_required else \
+        timeout = self.max_execution_time_s if self.secret_login else \
             min(self.max_execution_time_s, self.anonymous_max_execution_time_s)
         caps = dict(sqlguard.DEFAULT_POLICY.caps, max_execution_time=timeout,
                     max_result_bytes=result_bytes, max_memory_usage=query_memory)
@@ -520,6 +550,10 @@ class ClickHouseHttpFacade:
             write_owner(self.path, self.url)
         log.info("read-only ClickHouse HTTP facade for %s on %s (login %s)", self.path, self.url,
                  "required" if s.auth_required else "off: loopback only")
+        if s.auth_required and not s.secret_login:
+            log.warning("the ClickHouse facade on %s has user %r with an EMPTY password: anyone "
+                        "on this machine can read the store; set a password to keep them out",
+                        self.url, s.username)
 
     def shutdown(self) -> None:
         """Stop listening and close the engine handle. Idempotent."""
@@ -592,8 +626,9 @@ class ClickHouseHttpFacade:
         facade (loopback): a ``Host`` that does not name this machine (DNS rebinding: a page of
         evil.example whose name now resolves to 127.0.0.1) or an ``Origin`` of another site (a
         cross-site POST needs no preflight). Clients (clickhouse-connect, Grafana's plugin,
-        curl) send ``Host: 127.0.0.1:8123`` or ``localhost`` and no ``Origin``."""
-        if self.settings.auth_required:
+        curl) send ``Host: 127.0.0.1:8123`` or ``localhost`` and no ``Origin``. A username
+        without a password is no login here: a page can send ``?user=NAME``."""
+        if self.settings.secret_login:
             return
         host, origin = headers.get("Host"), headers.get("Origin")
         if host is not None and not names_this_machine(host):
@@ -638,7 +673,8 @@ class ClickHouseHttpFacade:
     def _login_ok(self, headers: Any, params: dict[str, str]) -> bool:
         s = self.settings
         auth = headers.get("Authorization", "")
-        if s.token is not None and bearer_ok(auth, s.token.get_secret_value()):
+        if s.token is not None and s.token.get_secret_value() and \
+                bearer_ok(auth, s.token.get_secret_value()):
             return True
         user = password = None
         if auth[:6].lower() == "basic ":
