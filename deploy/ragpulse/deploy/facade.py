@@ -12,7 +12,9 @@ allow-list are refused. A login (HTTP Basic, ``X-ClickHouse-User``/``-Key``, ``u
 or ``Authorization: Bearer``) is required whenever it listens on anything but loopback.
 
 One client cannot take the facade over (issue 17): failed logins lock its address out for a
-growing time (429 + ``Retry-After``), it holds at most ``max_queries_per_client`` of the query
+growing time (429 + ``Retry-After``), and failed checks from all addresses together have
+ceilings per login and in total, which addresses that logged in lately are exempt from (issue
+38, :class:`LoginThrottle`); it holds at most ``max_queries_per_client`` of the query
 slots, and the slots together stay within ``memory_limit_bytes`` (a share of the machine's
 memory). A reply holds its slot until it is written, so a reply a client does not read counts
 against the bound too, and a client that reads it slower than ``write_min_bytes_per_s`` (after
@@ -91,6 +93,7 @@ COUNTERS: dict[str, str] = {
     "refused_client_share": "Requests answered 429: the client address held its max_queries_per_client slots.",
     "refused_auth": "Requests answered 401: missing or wrong login.",
     "refused_login_throttled": "Requests answered 429 without checking the login: too many failed logins from the address (login_free_failures), locked out for a growing time.",
+    "refused_login_ceiling": "Requests answered 429 without checking the login: the failed-login ceiling of the login claimed (login_user_ceiling_*) or of the facade (login_ceiling_*) is spent; addresses that logged in within login_known_address_s are exempt.",
     "refused_readonly": "Statements or settings refused with 164 READONLY (writes, DDL, settings off the allow-list).",
     "refused_access": "Statements refused with 497 ACCESS_DENIED (tables, databases, functions off the allow-list).",
     "refused_origin": "Requests answered 403 without a login configured: a Host that does not name this machine (DNS rebinding), another site's Origin, or a browser's Sec-Fetch-Site: cross-site.",
@@ -300,6 +303,20 @@ class FacadeSettings(BaseModel):
     not, and its login is not checked (https://owasp.org/www-community/controls/Blocking_Brute_Force_Attacks)."""
     login_lockout_max_s: float = Field(default=300.0, gt=0, le=86400)
     """Longest lockout; an address with no failure for this long starts over."""
+    login_user_ceiling_burst: int = Field(default=30, ge=1, le=100_000)
+    """Failed checks of one configured login (the user name, or the token) from all addresses
+    together, at once; then ``login_user_ceiling_per_s`` (issue 38: 2,000 addresses x 5 guesses
+    were 10,000 checked guesses). Beyond, 429 with ``Retry-After``, the login not checked."""
+    login_user_ceiling_per_s: float = Field(default=0.1, gt=0, le=10_000)
+    """The refill of ``login_user_ceiling_burst``: 0.1 is 360 guesses an hour, 8,640 a day."""
+    login_ceiling_burst: int = Field(default=100, ge=1, le=100_000)
+    """Failed checks of any login (any user name, none, the token) together, at once; then
+    ``login_ceiling_per_s``."""
+    login_ceiling_per_s: float = Field(default=1.0, gt=0, le=10_000)
+    login_known_address_s: float = Field(default=86_400.0, ge=0, le=30 * 86_400)
+    """An address that logged in within this long is exempt from both ceilings (its own
+    lockout still applies): an attack that spends them does not lock out Grafana or a user who
+    came lately. A new address waits for the ceiling's next token (``Retry-After``)."""
     header_timeout_s: float = Field(default=10.0, gt=0, le=600)
     idle_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     write_timeout_s: float = Field(default=10.0, gt=0, le=600)
@@ -369,27 +386,96 @@ class _HttpError(Exception):
         self.headers = headers or {}
 
 
+class _Bucket:
+    """A token bucket: ``burst`` tokens, refilled at ``rate`` a second."""
+
+    __slots__ = ("at", "burst", "level", "rate")
+
+    def __init__(self, burst: int, rate: float, now: float) -> None:
+        self.burst, self.rate, self.level, self.at = burst, rate, float(burst), now
+
+    def take(self, now: float) -> float:
+        """Take a token: 0.0, or the seconds until one is there (nothing taken)."""
+        self.level = min(self.burst, self.level + (now - self.at) * self.rate)
+        self.at = now
+        if self.level >= 1:
+            self.level -= 1
+            return 0.0
+        return (1 - self.level) / self.rate
+
+    def give(self) -> None:
+        self.level = min(self.burst, self.level + 1)
+
+
 class LoginThrottle:
-    """Failed logins per client address, and the lockout they earn: the ``free_failures``-th
-    failure locks the address out for ``lockout_s``, each further one (after a lockout ended)
-    for twice the last, capped at ``max_s``. Thread-safe; never blocks. Remembers at most
-    ``max_addresses`` addresses (the least recently failed are forgotten first), so a spray from
-    many addresses cannot grow memory. Addresses are :func:`client_key` values."""
+    """Failed logins, per client address and in total, and what they earn (issues 17, 38).
+
+    * **Per address**: the ``free_failures``-th failure locks the address out for ``lockout_s``,
+      each further one (after a lockout ended) for twice the last, capped at ``max_s``.
+      At most ``max_addresses`` addresses are remembered; to make room the oldest one with fewer
+      than ``free_failures`` failures (or quiet for ``max_s``) is forgotten, never one that is
+      locked out or would be at its next failure, so failing once from many other addresses
+      cannot reset a locked-out one. A table full of those fails closed: addresses it does not
+      hold are refused until an entry may go.
+    * **Ceilings**, token buckets of failed checks: ``user_burst`` at ``user_per_s`` for each
+      configured login (the user name, the token), ``global_burst`` at ``global_per_s`` for all
+      checks together (any name). A check takes a token from both before it runs (a right login
+      gives them back), so many addresses cannot multiply the guesses; without a token the
+      request is refused unchecked.
+    * **Known addresses**: one that logged in within ``known_s`` (at most ``max_known``, the
+      oldest success forgotten first; only a right login adds one) is exempt from the ceilings
+      and from the closed table: while an attack spends the ceilings, Grafana and the people
+      who used the facade lately still get in, each still under its own address's lockout.
+
+    Thread-safe; never blocks. Addresses are :func:`client_key` values; ``clock`` is monotonic.
+    """
 
     def __init__(self, free_failures: int, lockout_s: float, max_s: float, *,
-                 max_addresses: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+                 max_addresses: int = 10_000, user_burst: int = 30, user_per_s: float = 0.1,
+                 global_burst: int = 100, global_per_s: float = 1.0, known_s: float = 86_400.0,
+                 max_known: int = 1024, clock: Callable[[], float] = time.monotonic) -> None:
         self.free_failures, self.lockout_s, self.max_s = free_failures, lockout_s, max_s
-        self.max_addresses = max_addresses
+        self.max_addresses, self.known_s, self.max_known = max_addresses, known_s, max_known
         self.clock = clock
         self._lock = threading.Lock()
         # address -> (failures, time of the last failure, locked until); insertion order = age
         self._state: dict[str, tuple[int, float, float]] = {}
+        self._closed_until = 0.0  # the table is full of entries it may not forget until then
+        self._known: dict[str, float] = {}  # address -> time of its last right login (in order)
+        now = clock()
+        self._user_rate = (user_burst, user_per_s)
+        self._users: dict[str, _Bucket] = {}
+        self._global = _Bucket(global_burst, global_per_s, now)
 
     def retry_after(self, address: str) -> float:
-        """Seconds ``address`` is still locked out; 0 when it may try a login."""
+        """Seconds ``address`` is still locked out (or, not remembered, refused while the table
+        is full of locked-out addresses); 0 when it may try a login."""
+        now = self.clock()
         with self._lock:
             state = self._state.get(address)
-        return max(0.0, state[2] - self.clock()) if state else 0.0
+            if state is None:
+                closed = self._closed_until - now
+                return closed if closed > 0 and not self._is_known(address, now) else 0.0
+        return max(0.0, state[2] - now)
+
+    def admit(self, address: str, login: str | None) -> float:
+        """Take the ceilings' tokens for one login check of ``address`` claiming ``login`` (a
+        configured login's key, or None for any other name): 0.0 when it may be checked (give
+        them back with :meth:`succeeded`), else the seconds until a token is there."""
+        now = self.clock()
+        with self._lock:
+            if self._is_known(address, now):
+                return 0.0
+            wait = self._global.take(now)
+            if wait or login is None:
+                return wait
+            bucket = self._users.get(login)
+            if bucket is None:
+                bucket = self._users[login] = _Bucket(*self._user_rate, now)
+            wait = bucket.take(now)
+            if wait:
+                self._global.give()
+            return wait
 
     def failed(self, address: str) -> float:
         """Count a failed login of ``address``; returns the lockout it starts (0: none yet)."""
@@ -402,15 +488,39 @@ class LoginThrottle:
             # The free_failures-th failure locks for lockout_s, each further one doubles it.
             excess = failures - self.free_failures
             lockout = min(self.lockout_s * 2.0 ** min(excess, 64), self.max_s) if excess >= 0 else 0.0
+            if len(self._state) >= self.max_addresses and not self._make_room(now):
+                return lockout  # fail closed: not remembered, but refused by retry_after
             self._state[address] = (failures, now, now + lockout)
-            while len(self._state) > self.max_addresses:
-                del self._state[next(iter(self._state))]
         return lockout
 
-    def succeeded(self, address: str) -> None:
-        """Forget the failures of ``address`` after a good login. Thread-safe."""
+    def _make_room(self, now: float) -> bool:
+        """Forget the oldest entry that may go (caller holds the lock); False: none may."""
+        for key, (failures, last, until) in self._state.items():
+            if until <= now and (failures < self.free_failures or now - last > self.max_s):
+                del self._state[key]
+                return True
+        self._closed_until = min(max(until, last + self.max_s)
+                                 for _, last, until in self._state.values())
+        return False
+
+    def succeeded(self, address: str, login: str | None = None) -> None:
+        """A right login of ``address``: forget its failures, give back the ceilings' tokens
+        :meth:`admit` took, remember the address as known. Thread-safe."""
+        now = self.clock()
         with self._lock:
             self._state.pop(address, None)
+            if not self._is_known(address, now):
+                self._global.give()
+                if login is not None and login in self._users:
+                    self._users[login].give()
+            self._known.pop(address, None)
+            self._known[address] = now
+            while len(self._known) > self.max_known:
+                del self._known[next(iter(self._known))]
+
+    def _is_known(self, address: str, now: float) -> bool:
+        seen = self._known.get(address)
+        return seen is not None and now - seen <= self.known_s
 
 
 def _decompress(data: bytes, encoding: str, limit: int) -> bytes:
@@ -495,11 +605,15 @@ class ClickHouseHttpFacade:
         self._timezone = "UTC"
         self._stats = dict.fromkeys(
             ("requests", "queries", "errors", "refused_busy", "refused_client_share",
-             "refused_auth", "refused_login_throttled", "refused_readonly", "refused_access",
+             "refused_auth", "refused_login_throttled", "refused_login_ceiling",
+             "refused_readonly", "refused_access",
              "refused_origin", "refused_query_id", "replies_cut_slow"), 0)
         s = self.settings
-        self.login_throttle = LoginThrottle(s.login_free_failures, s.login_lockout_s,
-                                            s.login_lockout_max_s)
+        self.login_throttle = LoginThrottle(
+            s.login_free_failures, s.login_lockout_s, s.login_lockout_max_s,
+            user_burst=s.login_user_ceiling_burst, user_per_s=s.login_user_ceiling_per_s,
+            global_burst=s.login_ceiling_burst, global_per_s=s.login_ceiling_per_s,
+            known_s=s.login_known_address_s)
 
     @property
     def url(self) -> str:
@@ -652,8 +766,9 @@ class ClickHouseHttpFacade:
 
     def check_auth(self, headers: Any, params: dict[str, str], address: str = "") -> None:
         """Raise 516 (401) unless the request carries the configured login (constant-time), or
-        516 with 429 and ``Retry-After`` while ``address`` is locked out after failed logins
-        (its login is not checked then, so a right guess during the lockout tells nothing)."""
+        516 with 429 and ``Retry-After`` while ``address`` is locked out after failed logins or
+        the failed-login ceilings are spent (:class:`LoginThrottle`; the login is not checked
+        then, so a right guess meanwhile tells nothing)."""
         if not self.settings.auth_required:
             return
         wait = self.login_throttle.retry_after(address)
@@ -662,20 +777,42 @@ class ClickHouseHttpFacade:
             raise _HttpError(429, 516, "Authentication failed: too many failed logins from this "
                              f"address; retry in {math.ceil(wait)} s. (AUTHENTICATION_FAILED)",
                              {"Retry-After": str(math.ceil(wait))})
-        if self._login_ok(headers, params):
-            self.login_throttle.succeeded(address)
+        login, check = self._login(headers, params)
+        wait = self.login_throttle.admit(address, login)
+        if wait > 0:
+            self._count("refused_login_ceiling")
+            raise _HttpError(429, 516, "Authentication failed: too many failed logins to this "
+                             f"facade; retry in {math.ceil(wait)} s. (AUTHENTICATION_FAILED)",
+                             {"Retry-After": str(math.ceil(wait))})
+        if check():
+            self.login_throttle.succeeded(address, login)
             return
         self.login_throttle.failed(address)
         self._count("refused_auth")
         raise _HttpError(401, 516, "Authentication failed: password is incorrect, or there is no "
                          "user with such name. (AUTHENTICATION_FAILED)")
 
-    def _login_ok(self, headers: Any, params: dict[str, str]) -> bool:
+    def _login(self, headers: Any, params: dict[str, str]) -> tuple[str | None, Callable[[], bool]]:
+        """Which configured login a request claims (``"token"``, ``"user"``; None: another name
+        or none) and the check of its secret (constant-time), run only once admitted."""
         s = self.settings
         auth = headers.get("Authorization", "")
-        if s.token is not None and s.token.get_secret_value() and \
-                bearer_ok(auth, s.token.get_secret_value()):
-            return True
+        if s.token is not None and auth[:7].lower() == "bearer ":
+            token = s.token.get_secret_value()
+            return "token", lambda: bearer_ok(auth, token)
+        user, password = self._credentials(headers, params)
+        if not s.username or user is None:
+            return None, lambda: False
+        want = s.password.get_secret_value() if s.password else ""
+        claims = hmac.compare_digest(user.encode(), s.username.encode())
+        return ("user" if claims else None), \
+            lambda: claims and hmac.compare_digest((password or "").encode(), want.encode())
+
+    @staticmethod
+    def _credentials(headers: Any, params: dict[str, str]) -> tuple[str | None, str | None]:
+        """The user name and password a request sends (Basic, X-ClickHouse-User/-Key, or the
+        ``user``/``password`` parameters, in that order)."""
+        auth = headers.get("Authorization", "")
         user = password = None
         if auth[:6].lower() == "basic ":
             try:
@@ -686,12 +823,7 @@ class ClickHouseHttpFacade:
             user, password = headers.get("X-ClickHouse-User"), headers.get("X-ClickHouse-Key", "")
         if user is None and "user" in params:
             user, password = params["user"], params.get("password", "")
-        if s.username and user is not None:
-            want = s.password.get_secret_value() if s.password else ""
-            if hmac.compare_digest(user.encode(), s.username.encode()) and \
-                    hmac.compare_digest((password or "").encode(), want.encode()):
-                return True
-        return False
+        return user, password
 
     # -- execution ---------------------------------------------------------------------------
 
