@@ -127,15 +127,16 @@ class EmbeddedSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _facade_login(self) -> EmbeddedSettings:
-        from .facade import is_loopback
+        from .facade import login_problem
 
         if self.clickhouse_password is not None and not self.clickhouse_user:
             raise ValueError("clickhouse_password given without clickhouse_user")
-        if not is_loopback(self.host) and not (self.clickhouse_user or self.clickhouse_token):
+        problem = login_problem(self.host, self.clickhouse_user, self.clickhouse_password,
+                                self.clickhouse_token)
+        if problem:
             raise ValueError(
-                f"refusing to serve the ClickHouse facade on {self.host} without a login: anyone "
-                "who reaches it could read the scores; set --clickhouse-user and "
-                "--clickhouse-password (or RAGPULSE_UP__CLICKHOUSE_PASSWORD_FILE) or "
+                f"refusing to serve the ClickHouse facade: it {problem}; pass --clickhouse-user "
+                "with --clickhouse-password (or RAGPULSE_UP__CLICKHOUSE_PASSWORD_FILE) or "
                 "--clickhouse-token, or keep --host 127.0.0.1")
         return self
 
@@ -358,6 +359,7 @@ class Embedded:
             "Kafka": self.broker.bootstrap,
             **({"Broker storage (SeaweedFS)": seaweed_line(self.s3.ports)} if self.s3 else {}),
             "ClickHouse (HTTP facade over chDB)": self.facade.url,
+            "ClickHouse login": self.facade_login_line(),
             "chDB directory": self._chdb_path,
             "Judge": judge_line(self.settings),
             "Sampling": self.sampling_line(),
@@ -381,6 +383,23 @@ class Embedded:
             why = (f"the default for the {s.judge} judge at {traffic}; --sampling-rate sets "
                    "another")
         return f"{rate:.0%} of traces judged, by trace id ({why}){per}"
+
+    def facade_login_line(self) -> str:
+        """Who may read the store through the facade: said at start-up, above all when a user
+        name without a password lets anyone on this machine in (issue 38)."""
+        from .facade import has_secret
+
+        s = self.settings
+        token = s.clickhouse_token is not None
+        if has_secret(s.clickhouse_user, s.clickhouse_password, s.clickhouse_token):
+            password = has_secret(s.clickhouse_user, s.clickhouse_password, None)
+            parts = ([f"user {s.clickhouse_user!r} with a password"] if password else []) + \
+                (["bearer token"] if token else [])
+            return " or ".join(parts)
+        if s.clickhouse_user:
+            return (f"user {s.clickhouse_user!r} with an EMPTY password: anyone on this machine "
+                    "can read the store (set RAGPULSE_UP__CLICKHOUSE_PASSWORD to keep them out)")
+        return "none (loopback: this machine only)"
 
     def ingest_auth_line(self) -> str:
         """Who may send spans: said at start-up, so an open receiver is never a surprise."""

@@ -12,9 +12,14 @@ allow-list are refused. A login (HTTP Basic, ``X-ClickHouse-User``/``-Key``, ``u
 or ``Authorization: Bearer``) is required whenever it listens on anything but loopback.
 
 One client cannot take the facade over (issue 17): failed logins lock its address out for a
-growing time (429 + ``Retry-After``), it holds at most ``max_queries_per_client`` of the query
+growing time (429 + ``Retry-After``), and failed checks from all addresses together have
+ceilings per login and in total, which addresses that logged in lately are exempt from (issue
+38, :class:`LoginThrottle`); it holds at most ``max_queries_per_client`` of the query
 slots, and the slots together stay within ``memory_limit_bytes`` (a share of the machine's
-memory). Error text that might quote a file or name a server path is not passed on.
+memory). A reply holds its slot until it is written, so a reply a client does not read counts
+against the bound too, and a client that reads it slower than ``write_min_bytes_per_s`` (after
+``write_timeout_s``) is reset (issue 38). Error text that might quote a file or name a server path
+is not passed on.
 
 What is served (the subset of https://clickhouse.com/docs/interfaces/http that clickhouse-connect,
 clickhouse-go and curl use):
@@ -46,6 +51,8 @@ import logging
 import math
 import os
 import re
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -72,7 +79,7 @@ from ragpulse.scorer.store import DatabaseName, remove_owner, write_owner
 from . import sqlguard
 
 __all__ = ["COUNTERS", "ClickHouseHttpFacade", "FacadeSettings", "LoginThrottle", "build_facade",
-           "is_loopback"]
+           "has_secret", "is_loopback", "login_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +93,7 @@ COUNTERS: dict[str, str] = {
     "refused_client_share": "Requests answered 429: the client address held its max_queries_per_client slots.",
     "refused_auth": "Requests answered 401: missing or wrong login.",
     "refused_login_throttled": "Requests answered 429 without checking the login: too many failed logins from the address (login_free_failures), locked out for a growing time.",
+    "refused_login_ceiling": "Requests answered 429 without checking the login: the failed-login ceiling of the login claimed (login_user_ceiling_*) or of the facade (login_ceiling_*) is spent; addresses that logged in within login_known_address_s are exempt.",
     "refused_readonly": "Statements or settings refused with 164 READONLY (writes, DDL, settings off the allow-list).",
     "refused_access": "Statements refused with 497 ACCESS_DENIED (tables, databases, functions off the allow-list).",
     "refused_origin": "Requests answered 403 without a login configured: a Host that does not name this machine (DNS rebinding), another site's Origin, or a browser's Sec-Fetch-Site: cross-site.",
@@ -93,6 +101,7 @@ COUNTERS: dict[str, str] = {
     "connections_refused": "Connections answered 503 at once: max_connections reached with none idle or slow to evict.",
     "connections_evicted": "Idle or slow connections closed to admit a new one at max_connections.",
     "requests_timed_out": "Connections closed because a read deadline passed (header or idle timeout).",
+    "replies_cut_slow": "Replies cut off (connection reset) because the client took them slower than write_min_bytes_per_s after write_timeout_s; the query slot and the reply's memory are freed.",
 }
 
 # URL parameters that steer the HTTP exchange, not the query (ClickHouse HTTPHandler.cpp).
@@ -222,6 +231,29 @@ def machine_memory_bytes() -> int:
     return total
 
 
+def has_secret(username: str | None, password: SecretStr | None, token: SecretStr | None) -> bool:
+    """Whether a login of these parts needs a secret: a username with a non-empty password, or a
+    non-empty token."""
+    return bool((username and password is not None and password.get_secret_value())
+                or (token is not None and token.get_secret_value()))
+
+
+def login_problem(host: str, username: str | None, password: SecretStr | None,
+                  token: SecretStr | None) -> str | None:
+    """Why a facade on ``host`` with this login must not start, or None. Off loopback a login
+    with a secret is required (issue 38: ``--clickhouse-user default`` with a forgotten password
+    served every row to ``Basic default:``); an empty token is refused anywhere (``Bearer ``
+    would match it)."""
+    if token is not None and not token.get_secret_value():
+        return "token is empty: it would let in anyone who sends 'Authorization: Bearer '; set one"
+    if is_loopback(host) or has_secret(username, password, token):
+        return None
+    if username:
+        return (f"would listen on {host} with user {username!r} and no password: anyone who "
+                "reaches it could read the scores; set a password or a token")
+    return f"would listen on {host} without a login: set a username and password or a token"
+
+
 class FacadeSettings(BaseModel):
     """Where and how the facade listens. Frozen; validated on construction."""
 
@@ -271,8 +303,31 @@ class FacadeSettings(BaseModel):
     not, and its login is not checked (https://owasp.org/www-community/controls/Blocking_Brute_Force_Attacks)."""
     login_lockout_max_s: float = Field(default=300.0, gt=0, le=86400)
     """Longest lockout; an address with no failure for this long starts over."""
+    login_user_ceiling_burst: int = Field(default=30, ge=1, le=100_000)
+    """Failed checks of one configured login (the user name, or the token) from all addresses
+    together, at once; then ``login_user_ceiling_per_s`` (issue 38: 2,000 addresses x 5 guesses
+    were 10,000 checked guesses). Beyond, 429 with ``Retry-After``, the login not checked."""
+    login_user_ceiling_per_s: float = Field(default=0.1, gt=0, le=10_000)
+    """The refill of ``login_user_ceiling_burst``: 0.1 is 360 guesses an hour, 8,640 a day."""
+    login_ceiling_burst: int = Field(default=100, ge=1, le=100_000)
+    """Failed checks of any login (any user name, none, the token) together, at once; then
+    ``login_ceiling_per_s``."""
+    login_ceiling_per_s: float = Field(default=1.0, gt=0, le=10_000)
+    login_known_address_s: float = Field(default=86_400.0, ge=0, le=30 * 86_400)
+    """An address that logged in within this long is exempt from both ceilings (its own
+    lockout still applies): an attack that spends them does not lock out Grafana or a user who
+    came lately. A new address waits for the ceiling's next token (``Retry-After``)."""
     header_timeout_s: float = Field(default=10.0, gt=0, le=600)
     idle_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    write_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    """A reply must be taken by its client within this long plus its length at
+    ``write_min_bytes_per_s``; a client that reads slower is cut off (connection reset, counted
+    ``replies_cut_slow``). The reply holds its query slot, hence its share of
+    ``memory_limit_bytes``, until it is written or cut (issue 38: unread replies held memory
+    outside the bound)."""
+    write_min_bytes_per_s: int = Field(default=1 << 20, ge=1024)
+    """The slowest reading a reply allows after ``write_timeout_s``: a client that never reads
+    frees its slot within ``write_timeout_s`` plus what the kernel buffers took at this rate."""
     advertise: bool = True
     """Write ``ragpulse-owner.json`` (pid + URL) into the chDB directory while serving, so
     :func:`~ragpulse.scorer.store.open_store` in other processes can point at (or follow) it."""
@@ -281,17 +336,24 @@ class FacadeSettings(BaseModel):
     def _auth(self) -> FacadeSettings:
         if self.password is not None and not self.username:
             raise ValueError("password given without username")
-        if not is_loopback(self.host) and not self.auth_required:
-            raise ValueError(
-                f"the ClickHouse facade would listen on {self.host} without a login: set a "
-                "username and password or a token (ragpulse up: --clickhouse-user/"
-                "--clickhouse-password or --clickhouse-token), or bind it to 127.0.0.1")
+        problem = login_problem(self.host, self.username, self.password, self.token)
+        if problem:
+            raise ValueError(f"the ClickHouse facade {problem} (ragpulse up: --clickhouse-user "
+                             "with --clickhouse-password, or --clickhouse-token), or bind it "
+                             "to 127.0.0.1")
         return self
 
     @property
     def auth_required(self) -> bool:
-        """Whether a login (username or token) is configured."""
+        """Whether a login (username or token) is configured and checked."""
         return bool(self.username or self.token)
+
+    @property
+    def secret_login(self) -> bool:
+        """Whether the login needs a secret: a username with a non-empty password, or a token.
+        A username alone (an empty password) is checked but keeps nobody out, so the facade
+        treats it as no login for its loopback guards (Host/Origin) and time cap."""
+        return has_secret(self.username, self.password, self.token)
 
     @property
     def client_share(self) -> int:
@@ -309,7 +371,7 @@ class FacadeSettings(BaseModel):
         """The statement checker's policy: this database, and per-query caps on time, result
         size and memory from :meth:`memory_limits`."""
         query_memory, result_bytes = self.memory_limits()
-        timeout = self.max_execution_time_s if self.auth_required else \
+        timeout = self.max_execution_time_s if self.secret_login else \
             min(self.max_execution_time_s, self.anonymous_max_execution_time_s)
         caps = dict(sqlguard.DEFAULT_POLICY.caps, max_execution_time=timeout,
                     max_result_bytes=result_bytes, max_memory_usage=query_memory)
@@ -324,27 +386,96 @@ class _HttpError(Exception):
         self.headers = headers or {}
 
 
+class _Bucket:
+    """A token bucket: ``burst`` tokens, refilled at ``rate`` a second."""
+
+    __slots__ = ("at", "burst", "level", "rate")
+
+    def __init__(self, burst: int, rate: float, now: float) -> None:
+        self.burst, self.rate, self.level, self.at = burst, rate, float(burst), now
+
+    def take(self, now: float) -> float:
+        """Take a token: 0.0, or the seconds until one is there (nothing taken)."""
+        self.level = min(self.burst, self.level + (now - self.at) * self.rate)
+        self.at = now
+        if self.level >= 1:
+            self.level -= 1
+            return 0.0
+        return (1 - self.level) / self.rate
+
+    def give(self) -> None:
+        self.level = min(self.burst, self.level + 1)
+
+
 class LoginThrottle:
-    """Failed logins per client address, and the lockout they earn: the ``free_failures``-th
-    failure locks the address out for ``lockout_s``, each further one (after a lockout ended)
-    for twice the last, capped at ``max_s``. Thread-safe; never blocks. Remembers at most
-    ``max_addresses`` addresses (the least recently failed are forgotten first), so a spray from
-    many addresses cannot grow memory. Addresses are :func:`client_key` values."""
+    """Failed logins, per client address and in total, and what they earn (issues 17, 38).
+
+    * **Per address**: the ``free_failures``-th failure locks the address out for ``lockout_s``,
+      each further one (after a lockout ended) for twice the last, capped at ``max_s``.
+      At most ``max_addresses`` addresses are remembered; to make room the oldest one with fewer
+      than ``free_failures`` failures (or quiet for ``max_s``) is forgotten, never one that is
+      locked out or would be at its next failure, so failing once from many other addresses
+      cannot reset a locked-out one. A table full of those fails closed: addresses it does not
+      hold are refused until an entry may go.
+    * **Ceilings**, token buckets of failed checks: ``user_burst`` at ``user_per_s`` for each
+      configured login (the user name, the token), ``global_burst`` at ``global_per_s`` for all
+      checks together (any name). A check takes a token from both before it runs (a right login
+      gives them back), so many addresses cannot multiply the guesses; without a token the
+      request is refused unchecked.
+    * **Known addresses**: one that logged in within ``known_s`` (at most ``max_known``, the
+      oldest success forgotten first; only a right login adds one) is exempt from the ceilings
+      and from the closed table: while an attack spends the ceilings, Grafana and the people
+      who used the facade lately still get in, each still under its own address's lockout.
+
+    Thread-safe; never blocks. Addresses are :func:`client_key` values; ``clock`` is monotonic.
+    """
 
     def __init__(self, free_failures: int, lockout_s: float, max_s: float, *,
-                 max_addresses: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+                 max_addresses: int = 10_000, user_burst: int = 30, user_per_s: float = 0.1,
+                 global_burst: int = 100, global_per_s: float = 1.0, known_s: float = 86_400.0,
+                 max_known: int = 1024, clock: Callable[[], float] = time.monotonic) -> None:
         self.free_failures, self.lockout_s, self.max_s = free_failures, lockout_s, max_s
-        self.max_addresses = max_addresses
+        self.max_addresses, self.known_s, self.max_known = max_addresses, known_s, max_known
         self.clock = clock
         self._lock = threading.Lock()
         # address -> (failures, time of the last failure, locked until); insertion order = age
         self._state: dict[str, tuple[int, float, float]] = {}
+        self._closed_until = 0.0  # the table is full of entries it may not forget until then
+        self._known: dict[str, float] = {}  # address -> time of its last right login (in order)
+        now = clock()
+        self._user_rate = (user_burst, user_per_s)
+        self._users: dict[str, _Bucket] = {}
+        self._global = _Bucket(global_burst, global_per_s, now)
 
     def retry_after(self, address: str) -> float:
-        """Seconds ``address`` is still locked out; 0 when it may try a login."""
+        """Seconds ``address`` is still locked out (or, not remembered, refused while the table
+        is full of locked-out addresses); 0 when it may try a login."""
+        now = self.clock()
         with self._lock:
             state = self._state.get(address)
-        return max(0.0, state[2] - self.clock()) if state else 0.0
+            if state is None:
+                closed = self._closed_until - now
+                return closed if closed > 0 and not self._is_known(address, now) else 0.0
+        return max(0.0, state[2] - now)
+
+    def admit(self, address: str, login: str | None) -> float:
+        """Take the ceilings' tokens for one login check of ``address`` claiming ``login`` (a
+        configured login's key, or None for any other name): 0.0 when it may be checked (give
+        them back with :meth:`succeeded`), else the seconds until a token is there."""
+        now = self.clock()
+        with self._lock:
+            if self._is_known(address, now):
+                return 0.0
+            wait = self._global.take(now)
+            if wait or login is None:
+                return wait
+            bucket = self._users.get(login)
+            if bucket is None:
+                bucket = self._users[login] = _Bucket(*self._user_rate, now)
+            wait = bucket.take(now)
+            if wait:
+                self._global.give()
+            return wait
 
     def failed(self, address: str) -> float:
         """Count a failed login of ``address``; returns the lockout it starts (0: none yet)."""
@@ -357,15 +488,39 @@ class LoginThrottle:
             # The free_failures-th failure locks for lockout_s, each further one doubles it.
             excess = failures - self.free_failures
             lockout = min(self.lockout_s * 2.0 ** min(excess, 64), self.max_s) if excess >= 0 else 0.0
+            if len(self._state) >= self.max_addresses and not self._make_room(now):
+                return lockout  # fail closed: not remembered, but refused by retry_after
             self._state[address] = (failures, now, now + lockout)
-            while len(self._state) > self.max_addresses:
-                del self._state[next(iter(self._state))]
         return lockout
 
-    def succeeded(self, address: str) -> None:
-        """Forget the failures of ``address`` after a good login. Thread-safe."""
+    def _make_room(self, now: float) -> bool:
+        """Forget the oldest entry that may go (caller holds the lock); False: none may."""
+        for key, (failures, last, until) in self._state.items():
+            if until <= now and (failures < self.free_failures or now - last > self.max_s):
+                del self._state[key]
+                return True
+        self._closed_until = min(max(until, last + self.max_s)
+                                 for _, last, until in self._state.values())
+        return False
+
+    def succeeded(self, address: str, login: str | None = None) -> None:
+        """A right login of ``address``: forget its failures, give back the ceilings' tokens
+        :meth:`admit` took, remember the address as known. Thread-safe."""
+        now = self.clock()
         with self._lock:
             self._state.pop(address, None)
+            if not self._is_known(address, now):
+                self._global.give()
+                if login is not None and login in self._users:
+                    self._users[login].give()
+            self._known.pop(address, None)
+            self._known[address] = now
+            while len(self._known) > self.max_known:
+                del self._known[next(iter(self._known))]
+
+    def _is_known(self, address: str, now: float) -> bool:
+        seen = self._known.get(address)
+        return seen is not None and now - seen <= self.known_s
 
 
 def _decompress(data: bytes, encoding: str, limit: int) -> bytes:
@@ -450,11 +605,15 @@ class ClickHouseHttpFacade:
         self._timezone = "UTC"
         self._stats = dict.fromkeys(
             ("requests", "queries", "errors", "refused_busy", "refused_client_share",
-             "refused_auth", "refused_login_throttled", "refused_readonly", "refused_access",
-             "refused_origin", "refused_query_id"), 0)
+             "refused_auth", "refused_login_throttled", "refused_login_ceiling",
+             "refused_readonly", "refused_access",
+             "refused_origin", "refused_query_id", "replies_cut_slow"), 0)
         s = self.settings
-        self.login_throttle = LoginThrottle(s.login_free_failures, s.login_lockout_s,
-                                            s.login_lockout_max_s)
+        self.login_throttle = LoginThrottle(
+            s.login_free_failures, s.login_lockout_s, s.login_lockout_max_s,
+            user_burst=s.login_user_ceiling_burst, user_per_s=s.login_user_ceiling_per_s,
+            global_burst=s.login_ceiling_burst, global_per_s=s.login_ceiling_per_s,
+            known_s=s.login_known_address_s)
 
     @property
     def url(self) -> str:
@@ -491,7 +650,8 @@ class ClickHouseHttpFacade:
             handler = type("Handler", (_Handler,), {"facade": self})
             limits = ConnectionLimits(max_connections=s.max_connections,
                                       header_timeout_s=s.header_timeout_s,
-                                      idle_timeout_s=s.idle_timeout_s)
+                                      idle_timeout_s=s.idle_timeout_s,
+                                      write_timeout_s=s.write_timeout_s)
             try:
                 server = GuardedHTTPServer((s.host, s.port), handler, limits)
             except BaseException:
@@ -504,6 +664,10 @@ class ClickHouseHttpFacade:
             write_owner(self.path, self.url)
         log.info("read-only ClickHouse HTTP facade for %s on %s (login %s)", self.path, self.url,
                  "required" if s.auth_required else "off: loopback only")
+        if s.auth_required and not s.secret_login:
+            log.warning("the ClickHouse facade on %s has user %r with an EMPTY password: anyone "
+                        "on this machine can read the store; set a password to keep them out",
+                        self.url, s.username)
 
     def shutdown(self) -> None:
         """Stop listening and close the engine handle. Idempotent."""
@@ -576,8 +740,9 @@ class ClickHouseHttpFacade:
         facade (loopback): a ``Host`` that does not name this machine (DNS rebinding: a page of
         evil.example whose name now resolves to 127.0.0.1) or an ``Origin`` of another site (a
         cross-site POST needs no preflight). Clients (clickhouse-connect, Grafana's plugin,
-        curl) send ``Host: 127.0.0.1:8123`` or ``localhost`` and no ``Origin``."""
-        if self.settings.auth_required:
+        curl) send ``Host: 127.0.0.1:8123`` or ``localhost`` and no ``Origin``. A username
+        without a password is no login here: a page can send ``?user=NAME``."""
+        if self.settings.secret_login:
             return
         host, origin = headers.get("Host"), headers.get("Origin")
         if host is not None and not names_this_machine(host):
@@ -601,8 +766,9 @@ class ClickHouseHttpFacade:
 
     def check_auth(self, headers: Any, params: dict[str, str], address: str = "") -> None:
         """Raise 516 (401) unless the request carries the configured login (constant-time), or
-        516 with 429 and ``Retry-After`` while ``address`` is locked out after failed logins
-        (its login is not checked then, so a right guess during the lockout tells nothing)."""
+        516 with 429 and ``Retry-After`` while ``address`` is locked out after failed logins or
+        the failed-login ceilings are spent (:class:`LoginThrottle`; the login is not checked
+        then, so a right guess meanwhile tells nothing)."""
         if not self.settings.auth_required:
             return
         wait = self.login_throttle.retry_after(address)
@@ -611,19 +777,42 @@ class ClickHouseHttpFacade:
             raise _HttpError(429, 516, "Authentication failed: too many failed logins from this "
                              f"address; retry in {math.ceil(wait)} s. (AUTHENTICATION_FAILED)",
                              {"Retry-After": str(math.ceil(wait))})
-        if self._login_ok(headers, params):
-            self.login_throttle.succeeded(address)
+        login, check = self._login(headers, params)
+        wait = self.login_throttle.admit(address, login)
+        if wait > 0:
+            self._count("refused_login_ceiling")
+            raise _HttpError(429, 516, "Authentication failed: too many failed logins to this "
+                             f"facade; retry in {math.ceil(wait)} s. (AUTHENTICATION_FAILED)",
+                             {"Retry-After": str(math.ceil(wait))})
+        if check():
+            self.login_throttle.succeeded(address, login)
             return
         self.login_throttle.failed(address)
         self._count("refused_auth")
         raise _HttpError(401, 516, "Authentication failed: password is incorrect, or there is no "
                          "user with such name. (AUTHENTICATION_FAILED)")
 
-    def _login_ok(self, headers: Any, params: dict[str, str]) -> bool:
+    def _login(self, headers: Any, params: dict[str, str]) -> tuple[str | None, Callable[[], bool]]:
+        """Which configured login a request claims (``"token"``, ``"user"``; None: another name
+        or none) and the check of its secret (constant-time), run only once admitted."""
         s = self.settings
         auth = headers.get("Authorization", "")
-        if s.token is not None and bearer_ok(auth, s.token.get_secret_value()):
-            return True
+        if s.token is not None and auth[:7].lower() == "bearer ":
+            token = s.token.get_secret_value()
+            return "token", lambda: bearer_ok(auth, token)
+        user, password = self._credentials(headers, params)
+        if not s.username or user is None:
+            return None, lambda: False
+        want = s.password.get_secret_value() if s.password else ""
+        claims = hmac.compare_digest(user.encode(), s.username.encode())
+        return ("user" if claims else None), \
+            lambda: claims and hmac.compare_digest((password or "").encode(), want.encode())
+
+    @staticmethod
+    def _credentials(headers: Any, params: dict[str, str]) -> tuple[str | None, str | None]:
+        """The user name and password a request sends (Basic, X-ClickHouse-User/-Key, or the
+        ``user``/``password`` parameters, in that order)."""
+        auth = headers.get("Authorization", "")
         user = password = None
         if auth[:6].lower() == "basic ":
             try:
@@ -634,12 +823,7 @@ class ClickHouseHttpFacade:
             user, password = headers.get("X-ClickHouse-User"), headers.get("X-ClickHouse-Key", "")
         if user is None and "user" in params:
             user, password = params["user"], params.get("password", "")
-        if s.username and user is not None:
-            want = s.password.get_secret_value() if s.password else ""
-            if hmac.compare_digest(user.encode(), s.username.encode()) and \
-                    hmac.compare_digest((password or "").encode(), want.encode()):
-                return True
-        return False
+        return user, password
 
     # -- execution ---------------------------------------------------------------------------
 
@@ -793,6 +977,10 @@ def _block_rows(conn: Any, statement: str, params: dict[str, str]) -> int | None
     return max(16, _BLOCK_NAME_BYTES // (6 * names + 64)) if names else None
 
 
+# A reply is sent in pieces of this size, each with its own deadline (``_Handler._write_body``).
+_WRITE_PIECE = 256 << 10
+
+
 def _safe(fn: Any) -> float:
     try:
         v = fn() if callable(fn) else fn
@@ -824,7 +1012,34 @@ class _Handler(GuardedRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if not head:
-            self.wfile.write(body)
+            self._write_body(body)
+
+    def _write_body(self, body: bytes) -> None:
+        """Send ``body`` in pieces, each due by ``write_timeout_s`` plus the bytes sent so far at
+        ``write_min_bytes_per_s`` from the start: a client that reads slower (or never) is reset,
+        so the reply's memory and its slot are freed (the kernel drops what it still holds)."""
+        s = self.facade.settings
+        sock = self.connection
+        view = memoryview(body)
+        start, sent = time.monotonic(), 0
+        try:
+            while sent < len(view):
+                piece = view[sent:sent + _WRITE_PIECE]
+                left = start + s.write_timeout_s + (sent + len(piece)) / s.write_min_bytes_per_s \
+                    - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("write deadline passed")
+                sock.settimeout(left)
+                sock.sendall(piece)
+                sent += len(piece)
+        except TimeoutError:
+            self.facade._count("replies_cut_slow")
+            self.close_connection = True
+            try:  # closed with a reset: the unsent bytes are dropped, not kept for the peer
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+            log.debug("facade: reply cut after %d of %d bytes (client too slow)", sent, len(view))
 
     def _read_body(self, limit: int) -> bytes:
         try:
@@ -832,6 +1047,19 @@ class _Handler(GuardedRequestHandler):
         except BodyError as exc:
             self.close_connection = True
             raise _HttpError(exc.status, 1, str(exc)) from None
+
+    def _answer(self, query: str, body: bytes, params: dict[str, str], base: dict[str, str],
+                head: bool) -> None:
+        """Run the request's statement and send its reply (the caller holds a slot)."""
+        t0 = time.perf_counter()
+        out, fmt, summary = self.facade.handle_request(
+            query, body, params, self.headers.get("Content-Encoding", ""))
+        summary["elapsed_ns"] = str(int((time.perf_counter() - t0) * 1e9))
+        headers = dict(base)
+        headers["Content-Type"] = _CONTENT_TYPES.get(fmt.lower(), "application/octet-stream")
+        headers["X-ClickHouse-Format"] = fmt
+        headers["X-ClickHouse-Summary"] = json.dumps(summary, separators=(",", ":"))
+        self._reply(200, out, headers, head)
 
     def _handle(self, head: bool = False) -> None:
         f = self.facade
@@ -866,19 +1094,13 @@ class _Handler(GuardedRequestHandler):
             if params.get("compress") == "1" or params.get("decompress") == "1":
                 raise _HttpError(400, 48, "compress=1/decompress=1 (native framing) is not "
                                  "supported by the ragpulse facade; use Content-Encoding. (NOT_IMPLEMENTED)")
+            # The slot is held until the reply is written (or cut): the reply's memory is part of
+            # the slot's share of the bound, however slowly the client reads it.
             f.acquire_slot(client)
             try:
-                t0 = time.perf_counter()
-                out, fmt, summary = f.handle_request(
-                    query, body, params, self.headers.get("Content-Encoding", ""))
-                summary["elapsed_ns"] = str(int((time.perf_counter() - t0) * 1e9))
+                self._answer(query, body, params, base, head)
             finally:
                 f.release_slot(client)
-            headers = dict(base)
-            headers["Content-Type"] = _CONTENT_TYPES.get(fmt.lower(), "application/octet-stream")
-            headers["X-ClickHouse-Format"] = fmt
-            headers["X-ClickHouse-Summary"] = json.dumps(summary, separators=(",", ":"))
-            self._reply(200, out, headers, head)
         except _HttpError as e:
             f._count("errors")
             if not body_read:
