@@ -54,12 +54,13 @@ def test_faithfulness_absolute_threshold(chdb_client: Any, settings) -> None:
 
 
 def test_faithfulness_relative_drop_vs_same_hours_of_previous_days(chdb_client: Any, settings) -> None:
-    # Labelled service/judge: each judge against its own baseline (the rows are the "local" judge's).
-    assert firing(chdb_client, settings, "ragpulse-faithfulness-drop") == {"drop/local"}
+    # Labelled service/judge: each judge against its own baseline (the rows are the fast judge's,
+    # stored as "local", its old name: labelled fast, their baseline the same rows).
+    assert firing(chdb_client, settings, "ragpulse-faithfulness-drop") == {"drop/fast"}
     values = series(chdb_client, settings, "ragpulse-faithfulness-drop")
-    assert values["drop/local"] < -0.25
-    assert "few/local" not in values  # too few samples
-    assert {key.split("/")[1] for key in values} == {"local"}
+    assert values["drop/fast"] < -0.25
+    assert "few/fast" not in values  # too few samples
+    assert {key.split("/")[1] for key in values} == {"fast"}
     # A daily cycle is compared with the same hours: quiet at every hour of the day.
     for h in range(0, 24, 2):
         at = NOW - timedelta(hours=h) - timedelta(minutes=1)

@@ -35,7 +35,9 @@ FAITHFULNESS_RULES = ("ragpulse-faithfulness", "ragpulse-drift")
 
 
 async def _score(plans: list[Any], answers: list[str]) -> list[Any]:
-    judge = build_judge("local", threads=1)  # the default judge, as `ragpulse up` builds it
+    # the fast judge (USE + lexical), as `ragpulse up --judge fast` builds it; the default model
+    # judge's demo alerts are issue 39's item 5
+    judge = build_judge("fast", threads=1)
     try:
         ev = Evaluator(judge, ["faithfulness"], max_concurrency=4)
         samples = [Sample(id=str(i), question=p.question, contexts=list(p.contexts), answer=a)
@@ -109,17 +111,17 @@ def _firing(client: Any, settings: DashboardsSettings) -> dict[str, set[str]]:
 def test_demo_traffic_fires_no_faithfulness_alert(chdb_client: Any, databases) -> None:
     s = DashboardsSettings(database=databases["steady"])
     firing = _firing(chdb_client, s)
-    assert "ragpulse-faithfulness-low-local" in firing  # the local judge's own level is checked
+    assert "ragpulse-faithfulness-low-fast" in firing  # the fast judge's own level is checked
     assert all(not v for v in firing.values()), firing
     # the absolute rules did see every service (enough samples): quiet, not silent
     low = evaluate(chdb_client, next(r for r in rule_specs(s)
-                                     if r.uid == "ragpulse-faithfulness-low-local"), NOW)
+                                     if r.uid == "ragpulse-faithfulness-low-fast"), NOW)
     assert {i.labels["service"] for i in low.instances} == {"support-bot", "docs-search", "faq-ja"}
 
 
 def test_degraded_demo_fires_the_drop(chdb_client: Any, databases) -> None:
     s = DashboardsSettings(database=databases["degraded"])
     firing = _firing(chdb_client, s)
-    assert firing["ragpulse-faithfulness-drop"] == {"support-bot/local", "docs-search/local", "faq-ja/local"}
+    assert firing["ragpulse-faithfulness-drop"] == {"support-bot/fast", "docs-search/fast", "faq-ja/fast"}
     drop = next(r for r in rule_specs(s) if r.uid == "ragpulse-faithfulness-drop")
     assert drop.severity == "critical"

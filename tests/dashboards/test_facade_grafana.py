@@ -83,10 +83,11 @@ def test_variable_and_alert_queries_run_through_the_facade(http_client: Any, set
                 out.add(spec.uid)
         return out
 
-    # The generated faithfulness rows are the local judge's: the absolute rules of the other
-    # judges run and find none of theirs; with one level for every judge, the generic rule does.
+    # The generated faithfulness rows are the fast judge's (stored as local, its old name): the
+    # absolute rules of the other judges run and find none of theirs; with one level for every
+    # judge, the generic rule does.
     uids = {r.uid for r in rule_specs(settings)}
-    assert answered(settings) == uids - {"ragpulse-faithfulness-low", "ragpulse-faithfulness-low-nli"}
+    assert answered(settings) == uids - {"ragpulse-faithfulness-low", "ragpulse-faithfulness-low-model"}
     one = settings.model_copy(update={"alerts": settings.alerts.model_copy(
         update={"faithfulness_min_by_judge": {}})})
     assert "ragpulse-faithfulness-low" in answered(one)

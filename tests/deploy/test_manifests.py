@@ -113,7 +113,7 @@ def test_k8s_environment_validates_and_takes_effect(monkeypatch: pytest.MonkeyPa
     _with_env(monkeypatch, m.container_env(_k8s_container("ragpulse-scorer")))
     s = ScorerSettings()
     assert s.clickhouse == m.secret_env()["RAGPULSE_CLICKHOUSE"]
-    assert s.init_schema is False and s.judge == "local"
+    assert s.init_schema is False and s.judge == "model"
     assert s.consumer.session_timeout_ms == int(cm["RAGPULSE_CONSUMER__SESSION_TIMEOUT_MS"])
     assert s.drain_timeout_s == float(cm["RAGPULSE_DRAIN_TIMEOUT_S"])
 

@@ -105,7 +105,7 @@ def test_score_command_rounds_and_reports_the_judges_own_time(tmp_path: Path) ->
     out = tmp_path / "scores.jsonl"
     t0 = time.perf_counter()
     res = CliRunner().invoke(app, ["score", "--input", str(EXAMPLES), "--output", str(out),
-                                   "--concurrency", "8", "--quiet"])
+                                   "--judge", "fast", "--concurrency", "8", "--quiet"])
     wall_ms = (time.perf_counter() - t0) * 1000.0
     assert res.exit_code == 0, res.output
     lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]

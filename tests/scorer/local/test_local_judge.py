@@ -58,7 +58,7 @@ async def facts(judge: LocalJudge, sample: Sample, *wanted: Fact) -> dict:
 
 def test_judge_implements_the_protocol(local_judge: LocalJudge) -> None:
     assert isinstance(local_judge, Judge)
-    assert local_judge.name == "local" and local_judge.model == "use-multilingual-v3"
+    assert local_judge.name == "fast" and local_judge.model == "use-multilingual-v3"
 
 
 def test_settings_are_frozen_validated_and_explicit_about_threads() -> None:
@@ -247,7 +247,7 @@ async def test_evaluator_end_to_end_default_metrics_ok(local_judge: LocalJudge,
     for s in result.scores:
         assert s.status == "ok", (s.metric, s.reason)
         assert s.value is not None and 0.0 <= s.value <= 1.0
-        assert s.judge == "local" and s.model == "use-multilingual-v3"
+        assert s.judge == "fast" and s.model == "use-multilingual-v3"
         assert s.prompt_version
         assert s.cost.llm_calls == 0
     by = {s.metric: s.value for s in result.scores}
@@ -361,6 +361,6 @@ async def test_gather_never_blocks_the_event_loop(use_embedder: USEEmbedder,
 async def test_the_judge_factory_builds_it_with_explicit_threads() -> None:
     from ragpulse.scorer.judges.factory import build_judge
 
-    judge = build_judge("local", threads=2)
+    judge = build_judge("fast", threads=2)
     assert isinstance(judge, LocalJudge) and judge.settings.threads == 2
     await judge.aclose()

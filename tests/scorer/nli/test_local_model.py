@@ -1,4 +1,4 @@
-"""The ``local-model`` judge: the nli judge with ragpulse's bundled faithfulness model, terse
+"""The ``model`` judge (once ``local-model``): the nli judge with ragpulse's bundled faithfulness model, terse
 statements judged as claims about the question."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ pytest.importorskip("tokenizers")
 @pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
                     reason="no bundled model in this checkout")
 def test_bundled_model_scores_each_statement() -> None:
-    judge = build_judge("local-model", threads=1)
-    assert judge.name == "nli" and judge.model == "ragpulse/faith-e5-small@4"
+    judge = build_judge("model", threads=1)
+    assert judge.name == "model" and judge.model == "ragpulse/faith-e5-small@4"
     # the bundled blend.json was fitted for exactly this model and support-lr weights (a refit of
     # either makes the judge refuse to start until bench/blend_faithfulness.py refits the blend)
     assert judge.blend is not None and judge.settings.blend == "auto"
@@ -64,7 +64,7 @@ def test_bundled_model_scores_each_statement() -> None:
 
 
 def test_a_missing_bundled_model_is_a_clear_error(tmp_path) -> None:
-    with pytest.raises(ValueError, match="local-model"):
+    with pytest.raises(ValueError, match="the model judge's model directory"):
         from ragpulse.scorer.judges.nli import NliJudgeSettings
 
         build_judge("local-model", nli=NliJudgeSettings(model_dir=tmp_path / "none"))
