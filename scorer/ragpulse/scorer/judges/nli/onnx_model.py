@@ -10,6 +10,7 @@ contract the local judge uses (``predict``, ``threshold``, ``version``), so the 
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from collections.abc import Sequence
@@ -49,8 +50,9 @@ class _Unit:
 def _top_by_share(hyp: set[int], pieces: Sequence[set[int] | frozenset[int]], k: int) -> list[int]:
     """Indices of the ``k`` pieces holding the largest share of ``hyp``'s distinct token ids,
     best first (ties: the earlier piece first)."""
-    share = [len(hyp & p) / max(1, len(hyp)) for p in pieces]
-    return sorted(range(len(pieces)), key=lambda j: (-share[j], j))[:k]
+    # one denominator for every piece: ranking by the shared count is ranking by the share
+    shared = [len(hyp & p) for p in pieces]
+    return heapq.nsmallest(k, range(len(pieces)), key=lambda j: (-shared[j], j))
 
 
 class NliModelError(ValueError):
@@ -397,17 +399,18 @@ class NliModel:
                 owners.append(j)
                 pieces.append(piece)
         k = s.candidates
-        picks: list[list[int]]
-        if k is not None and k < len(pieces):
-            picks = self._candidates([h for h, _ in hyps], pieces, k)
-        else:
-            picks = [list(range(len(pieces)))] * len(hyps)
-        total = sum(len(p) for p in picks)
+        # every statement runs against min(k, chunks) chunks: the bound is known before ranking
+        total = len(hyps) * (min(k, len(pieces)) if k is not None else len(pieces))
         if total > s.max_pairs:
             raise PairsTooMany(f"{len(hyps)} statements x {len(pieces)} context chunks = {total} "
                                f"pairs; max_pairs {s.max_pairs}")
         if not pieces:
             return out, 0
+        picks: list[list[int]]
+        if k is not None and k < len(pieces):
+            picks = self._candidates([h for h, _ in hyps], pieces, k)
+        else:
+            picks = [list(range(len(pieces)))] * len(hyps)
         pairs = [(pieces[c], h) for (h, _), cs in zip(hyps, picks, strict=True) for c in cs]
         probs = self.pair_probabilities(pairs)
         at = 0
@@ -461,14 +464,19 @@ class NliModel:
         units = self.sentence_units(contexts, cap)
         if not units:
             return out, 0
-        hsets = [set(e.ids) for e in self._tok.encode_batch(hyps, add_special_tokens=False)]
         k = min(s.premise_sentences, len(units))
-        heads = self._headings(units, s.premise_heading)
-        picked = [_top_by_share(hs, [u.ids for u in units], k) for hs in hsets]
-        pairs: list[tuple[str, str]] = []
-        credit: list[tuple[int, int, tuple[int, ...]]] = []  # per pair: mode, statement, contexts
         # beside the packed premise, the sentence view runs the best premise_view_sentences
         keep = s.premise_view_sentences if len(modes) > 1 else None
+        least = len(hyps) * sum(self._least_premises(mode, k, keep) for mode in modes)
+        if least > s.max_pairs:  # before ranking every statement against every sentence
+            raise PairsTooMany(f"{len(hyps)} statements x their top-{k} sentence windows = at "
+                               f"least {least} pairs; max_pairs {s.max_pairs}")
+        hsets = [set(e.ids) for e in self._tok.encode_batch(hyps, add_special_tokens=False)]
+        heads = self._headings(units, s.premise_heading)
+        sets = [u.ids for u in units]
+        picked = [_top_by_share(hs, sets, k) for hs in hsets]
+        pairs: list[tuple[str, str]] = []
+        credit: list[tuple[int, int, tuple[int, ...]]] = []  # per pair: mode, statement, contexts
         for m, mode in enumerate(modes):
             for text, i, ctxs in self._mode_premises(mode, picked, units, heads, contexts, cap,
                                                      keep):
@@ -495,6 +503,17 @@ class NliModel:
                     for j in ctxs:
                         mean[i, j] = max(mean[i, j], best[i])
         return mean, len(pairs)
+
+    def _least_premises(self, mode: str, k: int, keep: int | None) -> int:
+        """The fewest premises one statement gets under ``mode`` with its top ``k`` sentences:
+        one packed premise; under ``sentences``, one per window it runs, which are distinct
+        (hence exactly ``min(k, keep)``) when windows are single sentences
+        (``premise_neighbours`` 0), else at least one (neighbouring windows may coincide)."""
+        if mode != "sentences":
+            return 1
+        if self.settings.premise_neighbours:
+            return 1
+        return min(k, keep) if keep is not None else k
 
     def _mode_premises(self, mode: str, picked: list[list[int]], units: list[_Unit],
                        heads: dict[int, int], contexts: Sequence[str], cap: int,
