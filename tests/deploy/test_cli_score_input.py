@@ -146,3 +146,29 @@ def test_score_reads_the_nli_settings_from_the_environment_as_the_scorer_does(tm
     assert rc == 0 and verdicts["value"] == 0.5, (err, verdicts)
     rc, err, _ = faithfulness(RAGPULSE_NLI__THREADS="0")
     assert rc == 2 and "RAGPULSE_NLI__THREADS" in err, err
+
+
+def test_a_deeply_nested_line_is_a_per_line_input_error(tmp_path: Path) -> None:
+    """Issue 38: a 9 KB line nested 3,000 deep raised RecursionError out of ``json.loads``: a
+    traceback, exit 1 and not one output line, the good lines around it lost. Now it is its own
+    error line, counted like any malformed line, and the good lines are scored."""
+    good = {"question": "How long is the refund window?",
+            "contexts": ["Refunds are accepted within 30 days of purchase."],
+            "answer": "Refunds are accepted within 30 days."}
+    deep = '{"id": "deep", "question": "q", "contexts": ' + "[" * 3000 + "]" * 3000 + ', "answer": "a"}'
+    assert 6000 < len(deep) < 10_000
+    inp = tmp_path / "in.jsonl"
+    inp.write_text("\n".join([json.dumps({"id": "a", **good}), deep,
+                              json.dumps({"id": "c", **good})]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.run([*CLI, "--input", str(inp), "--output", str(out), "--quiet",
+                           "--metrics", "faithfulness"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr  # a malformed line: exit 1, the rest scored
+    assert "Traceback" not in proc.stderr and "RecursionError" not in proc.stderr, proc.stderr
+    assert "line 2: invalid JSON: nested too deeply" in " ".join(proc.stderr.split())
+    rows = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["line"] for r in rows] == [1, 2, 3]
+    assert rows[1] == {"line": 2, "error": "invalid JSON: nested too deeply"}
+    for r in (rows[0], rows[2]):
+        assert {s["status"] for s in r["scores"].values()} == {"ok"}, r

@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ragpulse.scorer.store import without_format
+
 from .alerts import RuleResult, evaluate_all
 from .frames import Frame, Series, context, run_panel
 from .macros import expand
@@ -34,8 +36,10 @@ PAD_L, PAD_R, PAD_T, PAD_B = 52, 14, 10, 26
 
 
 def esc(value: Any) -> str:
-    """``str(value)`` escaped for HTML text and quoted attribute values."""
-    return html.escape(str(value), quote=True)
+    """``str(value)`` escaped for HTML text and quoted attribute values, without format and
+    separator characters (a bidi override in a service name reorders the text a browser shows;
+    rows stored before labels were cleaned may hold them)."""
+    return html.escape(without_format(str(value)), quote=True)
 
 
 @dataclass(frozen=True)

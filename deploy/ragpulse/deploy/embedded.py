@@ -607,8 +607,8 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
 
 def status_line(st: dict[str, Any], elapsed_s: float) -> str:
     """One line that adds up: every trace the assembler emitted ended in exactly one outcome
-    (sampled out, no RAG query, written as null rows because it could not be scored, scored,
-    failed, dropped) or is still in progress (the remainder: waiting for or in the judge, or
+    (sampled out, no RAG query, evicted without a root and with nothing to score, written as
+    null rows because it could not be scored, scored, failed, dropped) or is still in progress (the remainder: waiting for or in the judge, or
     emitted and not yet through the sampler). Unscorable traces are broken down by reason."""
     def g(key: str) -> int:
         return int(st.get(key, 0) or 0)
@@ -618,6 +618,8 @@ def status_line(st: dict[str, Any], elapsed_s: float) -> str:
     outcomes = {
         "sampled out": g("scorer.traces_sampled_out"),
         "not RAG": g("scorer.traces_not_rag"),
+        # evicted before its root came, with nothing to score (a root-less flood): no rows
+        "expired incomplete": g("scorer.traces_expired_incomplete"),
         "unscorable": g("scorer.traces_unscorable"),
         "scored": g("scorer.traces_scored"),
         "failed": g("scorer.evaluate_errors"),

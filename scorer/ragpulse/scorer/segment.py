@@ -26,28 +26,67 @@ _PAIRED_CLOSERS = "」』）】〕》〉"
 _HARD_END = "。！？!?．‼⁇⁈⁉"
 _BULLET = re.compile(r"^\s*(?:[-*•・●◦▪‣]|\(?\d{1,3}[.)）]|[（(]?[a-zA-Z][.)）])\s+")
 _WORDCHAR = re.compile(r"\w", re.UNICODE)
+_WORD_RUN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.")
+_FIRST_LETTER = re.compile(r"[A-Za-z]")
+_ACRONYM = re.compile(r"(?:[a-z]\.)+[a-z]")
+_NON_SPACE = re.compile(r"\S")
+_LIST_MARKER = re.compile(r"\(?\d{1,3}|[A-Za-z]")
+# "etc." and "al." commonly end sentences; titles ("Dr.") never do.
+_SENTENCE_ABBREV = {"etc", "al", "inc", "ltd", "co", "corp"}
 
 
-def _ends_with_abbrev(buf: str) -> bool:
-    m = re.search(r"([A-Za-z][A-Za-z.]*)$", buf[:-1])
-    if not m:
-        return False
-    word = m.group(1).lower().rstrip(".")
+def _word_before(line: str, start: int, dot: int) -> int:
+    """Where the run of ASCII letters and dots that ends just before ``line[dot]`` begins, not
+    before ``start``. Only a period that ends a sentence candidate asks, and such a period is
+    followed by white space or a closer, neither in the run: each character is walked once per
+    line, so the splitter stays linear (a backtracking ``[A-Za-z][A-Za-z.]*$`` search was
+    quadratic on a long run of letters, issue 38)."""
+    pos = dot
+    while pos > start and line[pos - 1] in _WORD_RUN:
+        pos -= 1
+    return pos
+
+
+def _ends_with_abbrev(word: str) -> bool:
+    """``word`` is the text from the first letter of the run before the period to the period."""
+    word = word.lower().rstrip(".")
     if word in _ABBREV:
         return True
     # single capital initial ("J. Smith") or dotted acronym ("U.S.A")
-    return len(word) == 1 or bool(re.fullmatch(r"(?:[a-z]\.)+[a-z]", word))
+    return len(word) == 1 or bool(_ACRONYM.fullmatch(word))
+
+
+def _period_ends(line: str, start: int, lead: int, dot: int) -> bool:
+    """Whether the period at ``line[dot]``, followed by white space, a closer or the line's end,
+    ends the sentence that began at ``start`` (its first non-space character at ``lead``, or
+    ``dot`` if none). Reads only the run before the period and the next word's first character."""
+    nxt_at = _NON_SPACE.search(line, dot + 1)
+    nxt = nxt_at.group() if nxt_at else ""
+    if dot > 0 and line[dot - 1].isdigit() and nxt.isdigit():
+        return False
+    if dot - lead <= 4 and _LIST_MARKER.fullmatch(line, lead, dot):
+        return False  # a list marker: "1. Item", "a. Item"
+    run = _word_before(line, start, dot)
+    first_letter = _FIRST_LETTER.search(line, run, dot)
+    if first_letter and _ends_with_abbrev(line[first_letter.start():dot]) and not (
+            nxt.isupper() and line[run:dot].lower() in _SENTENCE_ABBREV):
+        return False
+    return not nxt.islower()
 
 
 def _split_line(line: str) -> list[str]:
+    """One line's sentences, in one pass over its characters: a sentence is the slice from
+    ``start`` to its end, never a copy per candidate period."""
     out: list[str] = []
-    buf: list[str] = []
     n = len(line)
+    start = 0
+    lead = -1  # the first non-space character of the sentence, once seen
     depth = 0  # inside 「…」 or （…）: a quoted sentence end does not end the outer sentence
     i = 0
     while i < n:
         ch = line[i]
-        buf.append(ch)
+        if lead < 0 and not ch.isspace():
+            lead = i
         end = False
         if ch in _OPENERS:
             depth += 1
@@ -58,37 +97,18 @@ def _split_line(line: str) -> list[str]:
         elif ch in _HARD_END:
             end = True
         elif ch == "." and (i + 1 == n or line[i + 1].isspace() or line[i + 1] in _CLOSERS):
-            prev = line[i - 1] if i > 0 else ""
-            nxt = line[i + 1 :].lstrip()[:1]
-            text = "".join(buf)
-            if prev.isdigit() and nxt[:1].isdigit():
-                end = False
-            elif re.fullmatch(r"\s*\(?\d{1,3}|\s*[A-Za-z]", text[:-1]):
-                end = False  # a list marker: "1. Item", "a. Item"
-            elif _ends_with_abbrev(text) and not (nxt and nxt.isupper() and _is_sentence_abbrev(text)):
-                end = False
-            elif nxt and nxt.islower():
-                end = False
-            else:
-                end = True
+            end = _period_ends(line, start, lead if lead >= 0 else i, i)
         elif ch == "." and i + 1 < n and _is_cjk(line[i + 1]):
             end = True  # "...した.次の" in mixed text
         if end:
             while i + 1 < n and (line[i + 1] in _CLOSERS or line[i + 1] in _HARD_END):
                 i += 1
-                buf.append(line[i])
-            out.append("".join(buf).strip())
-            buf = []
+            out.append(line[start : i + 1].strip())
+            start, lead = i + 1, -1
         i += 1
-    if buf and "".join(buf).strip():
-        out.append("".join(buf).strip())
+    if start < n and line[start:].strip():
+        out.append(line[start:].strip())
     return out
-
-
-def _is_sentence_abbrev(text: str) -> bool:
-    # "etc." and "al." commonly end sentences; titles ("Dr.") never do.
-    m = re.search(r"([A-Za-z.]+)\.$", text)
-    return bool(m and m.group(1).lower() in {"etc", "al", "inc", "ltd", "co", "corp"})
 
 
 def _is_cjk(ch: str) -> bool:

@@ -258,3 +258,14 @@ async def test_connection_errors_are_retried_then_reported(make_judge):
     assert f[Fact.CONTEXT_USEFUL].reason is Reason.JUDGE_ERROR
     assert "APIConnectionError" in f[Fact.CONTEXT_USEFUL].detail
     assert judge.stats.requests == 3 and judge.stats.retries == 2
+
+
+async def test_a_deeply_nested_reply_is_unparseable_not_a_crash(server, make_judge):
+    """Issue 38: a reply nested thousands deep (a judge steered by the text it reads) raised
+    RecursionError out of json.loads, through the judge; now it is bad JSON: one repair, then
+    unparseable_judge_output."""
+    deep = '{"context_useful": ' + "[" * 5000 + "]" * 5000 + "}"
+    server.script("assess", Reply(content=deep), Reply(content=deep))
+    f = await make_judge().gather(SAMPLE, USEFUL)
+    assert f[Fact.CONTEXT_USEFUL].reason is Reason.UNPARSEABLE_JUDGE_OUTPUT
+    assert "nested too deeply" in server.requests[1].messages[-1]["content"]

@@ -80,22 +80,31 @@ def read_samples(stream: BinaryIO) -> Iterator[tuple[int, Sample | BadLine]]:
         except json.JSONDecodeError as exc:
             yield n, BadLine(n, f"invalid JSON: {exc.msg} at column {exc.colno}")
             continue
-        if not isinstance(obj, dict):
-            yield n, BadLine(n, f"expected a JSON object, got {type(obj).__name__}")
-            continue
-        if (where := _lone_surrogate(obj)) is not None:
-            sid = obj.get("id")
-            ok_id = isinstance(sid, str | int) and _lone_surrogate(sid) is None
-            yield n, BadLine(n, f"invalid sample: {where}", str(sid) if ok_id else None)
+        except RecursionError:  # "[[[[..." thousands deep: one bad line, not a crash
+            yield n, BadLine(n, "invalid JSON: nested too deeply")
             continue
         try:
-            yield n, Sample.model_validate(obj)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}" for e in exc.errors()
-            )
-            sid = obj.get("id")
-            yield n, BadLine(n, f"invalid sample: {problems}", str(sid) if sid is not None else None)
+            yield n, _sample(n, obj)
+        except RecursionError:  # nested just under json's limit: too deep for the checks
+            yield n, BadLine(n, "invalid sample: nested too deeply")
+
+
+def _sample(n: int, obj: Any) -> Sample | BadLine:
+    """One parsed line as a sample, or why it is not one."""
+    if not isinstance(obj, dict):
+        return BadLine(n, f"expected a JSON object, got {type(obj).__name__}")
+    if (where := _lone_surrogate(obj)) is not None:
+        sid = obj.get("id")
+        ok_id = isinstance(sid, str | int) and _lone_surrogate(sid) is None
+        return BadLine(n, f"invalid sample: {where}", str(sid) if ok_id else None)
+    try:
+        return Sample.model_validate(obj)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'line'}: {e['msg']}" for e in exc.errors()
+        )
+        sid = obj.get("id")
+        return BadLine(n, f"invalid sample: {problems}", str(sid) if sid is not None else None)
 
 
 DECIMALS = 4

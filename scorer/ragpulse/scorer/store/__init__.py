@@ -55,6 +55,7 @@ from .rows import (
     safe_label,
     safe_text,
     without_controls,
+    without_format,
 )
 from .writer import (
     BatchWriter,
@@ -112,5 +113,6 @@ __all__ = [
     "safe_text",
     "validate_identifier",
     "without_controls",
+    "without_format",
     "write_owner",
 ]

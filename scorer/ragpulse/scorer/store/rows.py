@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ __all__ = [
     "safe_label",
     "safe_text",
     "without_controls",
+    "without_format",
 ]
 
 DEFAULT_EXCERPT_CHARS = 1000
@@ -67,16 +69,31 @@ def safe_text(value: Any, limit: int | None = None) -> str:
 # C0 and C1 control characters and DEL: a terminal acts on them (ESC starts a hyperlink, a
 # screen clear, a window title), so a label never stores them.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Unicode format characters (bidi overrides and isolates such as U+202E, zero-width spaces and
+# joiners, the BOM) and the line and paragraph separators U+2028, U+2029: invisible, yet a bidi
+# terminal or a browser reorders or breaks the text around them, so "\u202etset-pohs" prints as
+# "shop-test" and a service name can pass for another.
+_FORMAT = frozenset({"Cf", "Zl", "Zp"})
+
+
+def without_format(text: str) -> str:
+    """``text`` without Unicode format characters (category Cf) and line or paragraph
+    separators (Zl, Zp). Linear; a printable text is returned as it is."""
+    if text.isprintable():  # none of them is printable: the common case
+        return text
+    return "".join(ch for ch in text if unicodedata.category(ch) not in _FORMAT)
 
 
 def without_controls(text: str) -> str:
-    """``text`` with every C0/C1 control character and DEL replaced by U+FFFD."""
-    return _CONTROL.sub("\ufffd", text)
+    """``text`` with every C0/C1 control character and DEL replaced by U+FFFD, and without
+    format and separator characters (:func:`without_format`): what a terminal may print."""
+    return without_format(_CONTROL.sub("\ufffd", text))
 
 
 def safe_label(value: Any, limit: int = 256) -> str:
     """A label from a span (service, environment, model, prompt and retriever version) as
-    stored: :func:`safe_text` cut to ``limit``, control characters replaced by U+FFFD and the
+    stored: :func:`safe_text` cut to ``limit``, control characters replaced by U+FFFD, format and
+    separator characters (bidi overrides, zero-width characters, U+2028) removed and the
     backslash by U+FF3C (＼, which looks the same). Dashboards put label values into SQL through
     Grafana's ``${var:singlequote}``, which escapes ``'`` but not ``\\``: a value ending in a
     backslash would end the literal early (``x\\') OR 1=1 --``) and a sender could rewrite a

@@ -213,6 +213,8 @@ def parse_reply_object(content: str | None) -> dict[str, Any] | ParseFailure:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         return ParseFailure(Reason.UNPARSEABLE_JUDGE_OUTPUT, f"invalid JSON: {exc}")
+    except RecursionError:  # "[[[[..." thousands deep (a reply steered by the text it judges)
+        return ParseFailure(Reason.UNPARSEABLE_JUDGE_OUTPUT, "invalid JSON: nested too deeply")
     if not isinstance(obj, dict):
         return ParseFailure(Reason.UNPARSEABLE_JUDGE_OUTPUT, "reply is not a JSON object")
     return obj
