@@ -115,10 +115,11 @@ ADVERSARIAL = {
 
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
 def test_linear_on_the_longest_field(name: str) -> None:
-    """Every shape at the decoder's cut-off in well under a second of CPU (about 0.1 s each
-    here; before, the first two took minutes)."""
+    """Every shape at the decoder's cut-off finishes: a liveness bound, not a speed figure (about
+    0.1 s of CPU each here; before, the first two took minutes, about 5 at this length). The
+    speed is measured in docs/reliability.md, not asserted."""
     text = ADVERSARIAL[name](LONGEST)
     started = time.process_time()
     split_statements(text)
     split_sentences(text)
-    assert time.process_time() - started < 3.0
+    assert time.process_time() - started < 30.0

@@ -8,7 +8,6 @@ sample can need is known from the statement count and the premise modes alone.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -50,12 +49,9 @@ def _big_sample() -> Sample:
 def test_local_model_refuses_too_many_pairs_before_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
     judge = build_judge("local-model", threads=1)
     ranks = _Ranks(monkeypatch)
-    started = time.process_time()
     out = judge.judge(_big_sample(), frozenset({Fact.STATEMENT_SUPPORT, Fact.CONTEXT_USED}))
-    spent = time.process_time() - started
     assert {f.reason for f in out.values()} == {Reason.INPUT_TOO_LARGE}
-    assert ranks.calls == 0
-    assert spent < 5.0  # about 0.5 s here; 18 s before
+    assert ranks.calls == 0  # refused before ranking (0.5 s of CPU here; 18 s before)
     assert "at least 8000 pairs; max_pairs 512" in (out[Fact.STATEMENT_SUPPORT].detail or "")
 
 
