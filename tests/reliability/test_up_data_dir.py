@@ -141,3 +141,22 @@ def test_the_nested_layout_of_older_versions_keeps_its_data(tmp_path: Path) -> N
             proc.wait()
     assert f"moved the broker's data from {nested} to {data / 's3'}" in log.read_text()
     assert (data / "s3" / "filerldb2").is_dir() and not (data / "s3" / ".ragpulse").exists()
+
+
+def test_two_stores_are_not_merged_and_the_warning_names_both(tmp_path: Path, caplog) -> None:
+    """A start under another spelling before this fix made a store at the top too: which one
+    holds the unscored records cannot be told, and two stores cannot be merged, so nothing moves
+    and the warning says where the other one is and how to use it."""
+    import logging
+
+    from ragpulse.deploy.durable import adopt_nested_store
+
+    store = tmp_path / "s3"
+    nested = store / ".ragpulse" / "s3"
+    (store / "filerldb2").mkdir(parents=True)
+    (nested / "filerldb2").mkdir(parents=True)
+    (nested / "1.dat").write_bytes(b"records")
+    with caplog.at_level(logging.WARNING, logger="ragpulse.deploy.durable"):
+        assert adopt_nested_store(store) is None
+    assert (nested / "1.dat").read_bytes() == b"records" and not (store / "1.dat").exists()
+    assert f"is in {nested}, not read: this start uses {store}" in caplog.text
