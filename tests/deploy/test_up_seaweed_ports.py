@@ -174,7 +174,11 @@ def test_a_taken_s3_base_port_is_refused_before_anything_starts(tmp_path: Path) 
     with _held_on_ipv6_loopback(volume):
         proc = _up(["--data-dir", str(tmp_path / "data")], log,
                    {"RAGPULSE_UP__S3_BASE_PORT": str(base)})
-        assert proc.wait(timeout=120) == 1
+        try:
+            assert proc.wait(timeout=120) == 1, log.read_text()
+        except subprocess.TimeoutExpired:
+            _stop(proc, log)  # it started: the setting was not read
+            raise
     text = " ".join(log.read_text().split())  # rich wraps long lines
     assert (f"cannot listen on 127.0.0.1:{volume} (SeaweedFS volume, --s3-base-port {base} + 3)"
             in text), text
