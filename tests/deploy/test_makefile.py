@@ -46,3 +46,40 @@ def test_the_demo_extra_is_what_the_demo_imports() -> None:
     demo_src = (REPO / "deploy/ragpulse/deploy/demo.py").read_text()
     assert "opentelemetry.exporter.otlp.proto.http" in demo_src
     assert any(d.startswith("opentelemetry-exporter-otlp-proto-http") for d in extras["demo"])
+
+
+def test_no_recipe_touches_a_path_in_a_venvs_bin() -> None:
+    """`make test` ran `touch bench/.venv-ragas/bin/python`: that file is a symlink to the system
+    interpreter, whose modification time it changed (issue 38). Stamps are the project's own
+    files now (`bench/.venv-ragas/.installed`, `.venv/.dev`, `.venv/.runtime`)."""
+    for target in ("test", "demo", "bench-ragas"):
+        touched = [word for line in _plan(target) if line.startswith("touch ")
+                   for word in line.split()[1:]]
+        assert touched and not [w for w in touched if "/bin/" in w], (target, touched)
+    assert "touch bench/.venv-ragas/.installed" in _plan("bench-ragas")
+
+
+def test_building_the_ragas_venv_leaves_the_interpreter_alone(tmp_path: Path) -> None:
+    """The real recipe, in a copy of the Makefile, with a stand-in `python3` that makes a venv
+    whose bin/python links to an "interpreter" file (as `python -m venv` does) and a pip that
+    installs nothing: the linked file keeps its modification time."""
+    interpreter = tmp_path / "interpreter"
+    interpreter.write_text("")
+    os.utime(interpreter, (1_000_000_000, 1_000_000_000))
+    fake_py = tmp_path / "python3"
+    fake_py.write_text(f"""#!/bin/sh
+# python3 -m venv DIR
+mkdir -p "$3/bin" && ln -sf {interpreter} "$3/bin/python"
+printf '#!/bin/sh\\nexit 0\\n' > "$3/bin/pip" && chmod +x "$3/bin/pip"
+""")
+    fake_py.chmod(0o755)
+    repo = tmp_path / "repo"
+    (repo / "bench").mkdir(parents=True)
+    shutil.copy(REPO / "Makefile", repo / "Makefile")
+    shutil.copy(REPO / "bench/requirements-ragas.txt", repo / "bench/requirements-ragas.txt")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    subprocess.run(["make", "--no-print-directory", f"PY={fake_py}", "bench-ragas"], cwd=repo,
+                   env=env, check=True, capture_output=True, timeout=30)
+    assert (repo / "bench/.venv-ragas/bin/python").resolve() == interpreter.resolve()
+    assert interpreter.stat().st_mtime == 1_000_000_000
+    assert (repo / "bench/.venv-ragas/.installed").is_file()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragpulse.scorer import DEFAULT_JUDGE, JUDGES, JudgeSetting
@@ -44,11 +44,19 @@ class EmbeddedSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RAGPULSE_UP__", frozen=True, extra="ignore")
 
-    data_dir: Path = Field(Path(".ragpulse"), description="chDB data lives in DATA_DIR/chdb")
+    data_dir: Path = Field(Path(".ragpulse"), description="chDB data lives in DATA_DIR/chdb, the "
+                           "broker's in DATA_DIR/s3; made absolute once, against the working "
+                           "directory at start-up")
     host: str = Field("127.0.0.1", description="interface for every listener (loopback by default)")
     http_port: int = Field(4318, ge=0, le=65535, description="OTLP/HTTP; 0 picks a free port")
     grpc_port: int = Field(4317, ge=0, le=65535, description="OTLP/gRPC; 0 picks a free port")
     kafka_port: int = Field(0, ge=0, le=65535, description="tansu broker; 0 picks a free port")
+    s3_base_port: int = Field(
+        0, ge=0, le=65535 - 9,
+        description="durable storage (SeaweedFS): the first of ten consecutive ports it listens "
+        "on, all on 127.0.0.1 (BASE is S3; BASE+1..BASE+9 its master, volume, filer and admin "
+        "servers); 0 picks ten free ones (and picks again if one is taken before SeaweedFS "
+        "listens)")
     clickhouse_port: int = Field(8123, ge=0, le=65535,
                                  description="ClickHouse-HTTP facade over the chDB store; 0 picks a free port")
     clickhouse_memory_limit_bytes: int | None = Field(
@@ -107,6 +115,13 @@ class EmbeddedSettings(BaseSettings):
         "broker holds (docs/reliability.md)",
     )
 
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        # Once, here: every part (chDB, SeaweedFS, which runs inside DATA_DIR/s3, the disk
+        # check) then sees the same directory whatever the spelling, relative or absolute.
+        return value.resolve()
 
     @property
     def required_free_bytes(self) -> int:
@@ -272,7 +287,8 @@ class Embedded:
         if self.settings.durable:
             from ragpulse.deploy.durable import SeaweedS3, durable_broker
 
-            self.s3 = SeaweedS3(self.settings.data_dir / "s3", die_with_parent=True).start()
+            self.s3 = SeaweedS3(self.settings.data_dir / "s3", base_port=self.settings.s3_base_port,
+                                die_with_parent=True).start()
             self.broker = durable_broker(self.s3, port=self.settings.kafka_port,
                                          die_with_parent=True)
         else:
@@ -551,6 +567,31 @@ def check_ports(settings: EmbeddedSettings) -> None:
                 raise PortInUseError(
                     f"cannot listen on {host}:{port} ({what}): {why}; "
                     f"choose another with {flag} (0 picks a free one)") from None
+    _check_s3_ports(settings)
+
+
+def _check_s3_ports(settings: EmbeddedSettings) -> None:
+    """The ten ports of ``--s3-base-port`` (durable only), checked as SeaweedFS checks them: on
+    127.0.0.1 and on every interface (``durable.weed_can_listen``), and against ``up``'s other
+    fixed ports."""
+    from .durable import PORT_NAMES, weed_can_listen
+
+    base = settings.s3_base_port
+    if not base or not settings.durable:
+        return
+    others = {getattr(settings, attr): flag for attr, _what, flag in _PORT_FLAGS}
+    for offset, name in enumerate(PORT_NAMES):
+        port = base + offset
+        server = name.replace(".port.grpc", " gRPC").removesuffix(".port")
+        where = f"127.0.0.1:{port} (SeaweedFS {server}, --s3-base-port {base} + {offset})"
+        if port in others:
+            raise PortInUseError(f"cannot listen on {where}: {others[port]} is {port} too; "
+                                 "choose a --s3-base-port whose ten ports are apart from the others")
+        if not weed_can_listen(port):
+            raise PortInUseError(
+                f"cannot listen on {where}: the port is in use on 127.0.0.1 or on another address "
+                "(SeaweedFS needs it free on every interface); choose another --s3-base-port "
+                "(0 picks free ports)")
 
 
 def run_embedded(settings: EmbeddedSettings, console: Any) -> int:

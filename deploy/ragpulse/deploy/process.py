@@ -64,6 +64,7 @@ class ChildProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lines: deque[str] = deque(maxlen=50)
         self._reader: threading.Thread | None = None
+        self._log_start = 0  # size of log_path at start(): what came before is earlier runs'
 
     @property
     def running(self) -> bool:
@@ -88,6 +89,7 @@ class ChildProcess:
         self._lines.clear()
         if self._log_path is not None:
             with open(self._log_path, "ab") as out:
+                self._log_start = out.tell()
                 self._proc = subprocess.Popen(cmd, env=self._env, cwd=self._cwd,
                                               stdin=subprocess.DEVNULL, stdout=out,
                                               stderr=subprocess.STDOUT, start_new_session=True)
@@ -147,14 +149,24 @@ class ChildProcess:
             self._reader = None
 
     def recent_output(self, lines: int = 20) -> str:
-        """The last lines the process printed (for error messages)."""
+        """The last lines this run of the process printed (for error messages): with a
+        ``log_path``, only what was appended since :meth:`start`, never an earlier run's lines."""
         if self._log_path is not None:
-            try:
-                text = self._log_path.read_text(errors="replace")
-            except OSError:
-                return "(no output)"
-            return " | ".join(text.splitlines()[-lines:]) or "(no output)"
+            return " | ".join(self.logged_lines()[-lines:]) or "(no output)"
         return " | ".join(list(self._lines)[-lines:]) or "(no output)"
+
+    def logged_lines(self) -> list[str]:
+        """The lines this run appended to ``log_path`` since :meth:`start` (``[]`` without a
+        log file or before the first start)."""
+        if self._log_path is None:
+            return []
+        try:
+            with open(self._log_path, "rb") as log_file:
+                log_file.seek(self._log_start)
+                text = log_file.read().decode("utf-8", "replace")
+        except OSError:
+            return []
+        return text.splitlines()
 
     def _drain(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None

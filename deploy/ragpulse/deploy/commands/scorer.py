@@ -10,6 +10,9 @@ replayed by the next run). A status line is printed every ``--status-interval`` 
 from __future__ import annotations
 
 import logging
+import socket
+import threading
+import time
 from typing import Annotated, Any
 
 import typer
@@ -169,7 +172,7 @@ def scorer(
         typer.echo("error: invalid scorer settings:\n  nli.model_dir: judge nli needs a model "
                    "directory (--model-dir or RAGPULSE_NLI__MODEL_DIR)", err=True)
         raise typer.Exit(2)
-    svc = _start_scorer(settings)
+    svc = _start_unless_interrupted(settings)
     obs = _start_observability(svc, settings, health_port)
     _serve_until_signalled(svc, obs, settings)
 
@@ -201,6 +204,76 @@ def _settings_or_exit(overrides: dict[str, Any]) -> Any:
             where = ".".join(str(p) for p in e["loc"]) or "settings"
             typer.echo(f"  {where}: {e['msg']}", err=True)
         raise typer.Exit(2) from None
+
+
+def _start_unless_interrupted(settings: Any) -> Any:
+    """Wait for Kafka (saying so), then start the scorer. A SIGINT/SIGTERM meanwhile stops the
+    wait at once (or the start once it returns) and exits with status 130 and one line, as
+    ``ragpulse up`` interrupted while starting: the handler only sets a flag, so no exception is raised inside the Kafka
+    client, whose own handling turned Ctrl-C into "Bootstrap failed: weakly-referenced object
+    no longer exists"."""
+    with StopSignals() as signals:
+        _wait_for_kafka(settings.kafka, signals.stop)
+        svc = None if signals.stop.is_set() else _start_scorer(settings)
+        if signals.stop.is_set():
+            if svc is not None:
+                svc.shutdown(0)
+            typer.echo("ragpulse scorer: interrupted while starting; stopped.", err=True)
+            raise typer.Exit(130)  # as `ragpulse up` interrupted while starting
+    return svc
+
+
+def _bootstrap_addresses(servers: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port]`` (``[v6]:port`` too) as (host, port) pairs; a missing port is
+    Kafka's 9092."""
+    out = []
+    for item in filter(None, (x.strip() for x in servers.split(","))):
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit() or (":" in host and not host.startswith("[")):
+            host, port = item, "9092"
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+def _wait_for_kafka(kafka: Any, stop: threading.Event, interval_s: float = 10.0) -> None:
+    """Return once a bootstrap server accepts a TCP connection, or once ``stop`` is set. Says
+    ``waiting for Kafka at HOST:PORT: <reason>; retrying`` at the first refusal (the
+    collector's line) and again every ``interval_s``; exits with status 1 when none answered
+    within ``kafka.bootstrap_timeout_ms``. Blocks; polls twice a second."""
+    addresses = _bootstrap_addresses(kafka.bootstrap_servers)
+    deadline = time.monotonic() + kafka.bootstrap_timeout_ms / 1000
+    next_line, attempts, where = 0.0, 0, kafka.bootstrap_servers
+    while not stop.is_set():
+        reason = ""
+        for host, port in addresses:
+            try:
+                socket.create_connection((host, port), timeout=1.0).close()
+                return
+            except OSError as exc:
+                reason = _refusal(exc)
+                where = f"{host}:{port}"
+        attempts += 1
+        now = time.monotonic()
+        if now >= deadline:
+            typer.echo(f"error: cannot start the scorer: Kafka at {kafka.bootstrap_servers} did "
+                       f"not answer within {kafka.bootstrap_timeout_ms / 1000:g} s ({reason}); is "
+                       "it running? (RAGPULSE_KAFKA__BOOTSTRAP_TIMEOUT_MS sets the wait)", err=True)
+            raise typer.Exit(1)
+        if now >= next_line:
+            more = f" ({attempts - 1} more attempts since the last line)" if next_line else ""
+            log.warning("waiting for Kafka at %s: %s; retrying%s", where, reason, more)
+            next_line, attempts = now + interval_s, 0
+        stop.wait(0.5)
+
+
+def _refusal(exc: OSError) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return "timed out"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host ({exc.strerror})"
+    return (exc.strerror or str(exc)).lower()
 
 
 def _start_scorer(settings: Any) -> Any:

@@ -44,6 +44,7 @@ def up(
     grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port (0: free port).")] = 4317,
     clickhouse_port: Annotated[int, typer.Option("--clickhouse-port", help="ClickHouse-HTTP facade port (0: free port).")] = 8123,
     kafka_port: Annotated[int, typer.Option("--kafka-port", help="Embedded broker port (0: free port).")] = 0,
+    s3_base_port: Annotated[int, typer.Option("--s3-base-port", help="Durable storage (SeaweedFS): first of its ten consecutive ports on 127.0.0.1, BASE..BASE+9 (0: free ports).")] = 0,
     judge: Annotated[str, typer.Option("--judge", help=judge_help() + " docs/judges.md.")] = DEFAULT_JUDGE,
     model_dir: Annotated[Path | None, typer.Option("--model-dir", help="NLI judge: directory with model.onnx, tokenizer.json, config.json (or RAGPULSE_NLI__MODEL_DIR).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model.")] = None,
@@ -70,7 +71,7 @@ def up(
     values: dict[str, Any] = {
         "data_dir": data_dir, "demo": demo, "demo_rate": demo_rate, "demo_limit": demo_limit, "host": host,
         "http_port": http_port, "grpc_port": grpc_port, "clickhouse_port": clickhouse_port,
-        "kafka_port": kafka_port, "judge": judge, "judge_model": model, "judge_base_url": base_url,
+        "kafka_port": kafka_port, "s3_base_port": s3_base_port, "judge": judge, "judge_model": model, "judge_base_url": base_url,
         "judge_model_dir": model_dir,
         "sampling_rate": sampling_rate, "grace_s": grace,
         "status_interval_s": status_interval, "drain_timeout_s": drain_timeout, "durable": durable,
