@@ -66,11 +66,22 @@ class OtlpSettings(_Frozen):
         ge=1024,
         description="Largest body after gzip decompression; bounds gzip bombs (413 above).",
     )
+    max_items: int = Field(
+        1_000_000,  # ingest.DEFAULT_MAX_ITEMS
+        ge=1_000,
+        le=100_000_000,
+        description="Most items one request may hold: spans, events, links, attributes, array "
+        "and key-value-list values (and the few other fields beside them), counted on the wire "
+        "before decoding; OTLP/JSON may hold a quarter as many objects and arrays. Above it: 413 / "
+        "RESOURCE_EXHAUSTED (not retryable), counted requests_too_many_items. A list item can be "
+        "2 bytes on the wire and costs tens of bytes decoded: this bounds a request's work.",
+    )
     max_inflight_bytes: int = Field(
         256 * _MiB,
         ge=1024,
-        description="Request bodies (as received plus decompressed) held by all HTTP requests in "
-        "progress; a request that would exceed it gets 429. Bounds receive memory.",
+        description="Request bodies (as received plus decompressed, reserved as they are "
+        "inflated) held by all HTTP requests in progress; a request that would exceed it gets "
+        "429. Bounds receive memory.",
     )
     max_concurrent_requests: int = Field(
         64,

@@ -382,6 +382,18 @@ class HttpReceiver:
             self._inflight_bytes += size
             return True
 
+    def _grow(self, held: list[int], size: int) -> None:
+        """Reserve ``size`` more bytes for the request holding ``held`` (its decompressed body,
+        as it is inflated); :class:`Busy` (429) when others hold the rest of the budget. A
+        request alone may grow past it (one request always fits, as in :meth:`_reserve`)."""
+        with self._lock:
+            others = self._inflight_bytes - sum(held)
+            if others and self._inflight_bytes + size > self._settings.max_inflight_bytes:
+                self._stats["http_refused_busy"] += 1
+                raise Busy("receive buffer full: too many large decompressed requests in progress")
+            self._inflight_bytes += size
+            held.append(size)
+
     def _release(self, size: int) -> None:
         with self._lock:
             self._inflight_bytes -= size
@@ -394,11 +406,11 @@ class HttpReceiver:
         try:
             body = self._read_body(h, settings.max_body_bytes)
             if encoding == "gzip":
-                body = self._gunzip(body, settings.max_decompressed_bytes)
-                # Account the decompressed copy too (already bounded by max_decompressed_bytes).
-                with self._lock:
-                    self._inflight_bytes += len(body)
-                held.append(len(body))
+                # The decompressed copy is reserved as it is produced, 1 MiB at a time: a few KB
+                # of gzip can hold the full max_decompressed_bytes.
+                body = self._gunzip(body, settings.max_decompressed_bytes, partial(self._grow, held))
+        except Busy as exc:  # the body was read: the connection stays usable
+            return partial(self._refuse, h, exc, as_json)
         except TooLarge as exc:
             self._count("http_too_large")
             if not exc.body_consumed:
@@ -440,11 +452,12 @@ class HttpReceiver:
             raise MalformedRequest(str(exc)) from None
 
     @staticmethod
-    def _gunzip(body: bytes, limit: int) -> bytes:
-        """The gzip body inflated within ``limit`` (:func:`inflate_bounded`), as
-        :class:`TooLarge` (413) / ``MalformedRequest`` (400); the connection stays usable."""
+    def _gunzip(body: bytes, limit: int, reserve: Callable[[int], None]) -> bytes:
+        """The gzip body inflated within ``limit`` (:func:`inflate_bounded`, ``reserve`` told
+        of each step of output), as :class:`TooLarge` (413) / ``MalformedRequest`` (400); the
+        connection stays usable."""
         try:
-            return inflate_bounded(body, limit, "gzip")
+            return inflate_bounded(body, limit, "gzip", reserve)
         except BodyTooLarge as exc:
             raise TooLarge(str(exc), exc.consumed) from None
         except MalformedBody as exc:

@@ -18,7 +18,8 @@ from google.rpc import code_pb2
 from ragpulse.collector.exporter import ExportRefused, QueueFull
 from ragpulse.collector.split import MalformedRequest
 
-__all__ = ["Busy", "Refusal", "ShuttingDown", "TooLarge", "Unauthenticated", "refusal_for"]
+__all__ = ["Busy", "Refusal", "ShuttingDown", "TooLarge", "TooManyItems", "Unauthenticated",
+           "refusal_for"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,15 @@ class TooLarge(Exception):
     def __init__(self, message: str, body_consumed: bool = False) -> None:
         super().__init__(message)
         self.body_consumed = body_consumed
+
+
+class TooManyItems(TooLarge):
+    """The request holds more items (spans, attributes, events, links, list values) than
+    ``otlp.max_items`` allows; found before it was decoded (:mod:`.items`). Permanent, as
+    :class:`TooLarge`: HTTP 413, gRPC RESOURCE_EXHAUSTED without RetryInfo."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, body_consumed=True)
 
 
 class ShuttingDown(Exception):

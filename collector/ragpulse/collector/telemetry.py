@@ -27,6 +27,7 @@ COUNTERS: dict[str, str] = {
     # receive: decode, split, filter
     "requests_received": "Requests whose body was read, over both transports.",
     "requests_malformed": "Requests answered 400 / INVALID_ARGUMENT (undecodable protobuf, JSON or gzip).",
+    "requests_too_many_items": "Requests answered 413 / RESOURCE_EXHAUSTED (not retryable) before decoding: more items (spans, attributes, events, links, list values) than otlp.max_items, or a JSON body with more objects and arrays than a quarter of it.",
     "requests_refused": "Requests refused as a whole with 429/503 (queue full, Kafka unavailable, shutting down).",
     "bytes_received": "Request body bytes as received (compressed size for gzip).",
     "spans_received": "Spans in decodable requests.",

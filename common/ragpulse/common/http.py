@@ -37,6 +37,7 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, BinaryIO, Literal
@@ -547,9 +548,11 @@ def _skip(rfile: BinaryIO, length: int) -> None:
 
 
 _INFLATE_STEP = 1 << 16  # input handed to zlib at once: bounds each copy of what is left over
+_INFLATE_OUT_STEP = 1 << 20  # output zlib may produce per call: what on_output hears at most
 
 
-def inflate_bounded(data: bytes, limit: int, encoding: Literal["gzip", "deflate"] = "gzip") -> bytes:
+def inflate_bounded(data: bytes, limit: int, encoding: Literal["gzip", "deflate"] = "gzip",
+                    on_output: Callable[[int], None] | None = None) -> bytes:
     """``data`` decompressed per its HTTP content coding, refusing more than ``limit`` bytes out.
 
     ``gzip`` is RFC 1952, ``deflate`` the zlib format (RFC 9110 section 8.4.1.2). The output is
@@ -565,6 +568,8 @@ def inflate_bounded(data: bytes, limit: int, encoding: Literal["gzip", "deflate"
 
     Pure CPU on the caller's thread; holds no lock. The input is handed to zlib in 64 KiB
     steps, so many tiny members cost linear time, not a copy of the rest per member.
+    ``on_output(n)`` is called after each step of at most 1 MiB of output (a memory budget
+    reserving as it goes); what it raises stops the inflation and propagates.
     """
     wbits = (16 if encoding == "gzip" else 0) + zlib.MAX_WBITS
     view = memoryview(data)
@@ -574,8 +579,9 @@ def inflate_bounded(data: bytes, limit: int, encoding: Literal["gzip", "deflate"
     started = False  # whether the current member has had any input
     pending: bytes | memoryview = b""
     pos = 0
+    full = False  # the last call filled its output step: zlib may hold more for the next
     while True:
-        if not pending:
+        if not pending and not full:
             if pos >= len(view):
                 break
             pending = view[pos:pos + _INFLATE_STEP]
@@ -587,19 +593,23 @@ def inflate_bounded(data: bytes, limit: int, encoding: Literal["gzip", "deflate"
                 break  # zero bytes only: no member at all
             raise MalformedBody(f"invalid {encoding} body: data after the last member")
         started = True
+        want = min(limit - total + 1, _INFLATE_OUT_STEP)
         try:
-            chunk = member.decompress(pending, limit - total + 1)
+            chunk = member.decompress(pending, want)
         except zlib.error as exc:
             raise MalformedBody(f"invalid {encoding} body: {exc}") from exc
         total += len(chunk)
         if total > limit:  # max_length reached: the member holds more than the limit allows
             raise BodyTooLarge(f"decompressed body exceeds {limit} bytes", consumed=True)
+        if on_output is not None and chunk:
+            on_output(len(chunk))
         out.append(chunk)
-        pending = b""
+        full = len(chunk) == want
+        pending = member.unconsumed_tail  # input held back by the output step, at most a step
         if member.eof:
             pending = member.unused_data  # at most one step's worth
             member = zlib.decompressobj(wbits)
-            started = False
+            started = full = False
     if started or not out:
         raise MalformedBody(f"truncated {encoding} body")
     return b"".join(out)
