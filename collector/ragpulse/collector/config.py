@@ -76,6 +76,15 @@ class OtlpSettings(_Frozen):
         "RESOURCE_EXHAUSTED (not retryable), counted requests_too_many_items. A list item can be "
         "2 bytes on the wire and costs tens of bytes decoded: this bounds a request's work.",
     )
+    max_span_age_days: int = Field(
+        90,
+        ge=0,
+        le=36_500,
+        description="A span that started longer ago than this is rejected alone (partial success "
+        "naming the retention, counted spans_rejected_retention): the scores table's TTL "
+        "(schema ttl_days, 90 by default) would delete its rows on insert. Keep it equal to the "
+        "table's ttl_days; 0: no check beyond 2000-01-01.",
+    )
     max_inflight_bytes: int = Field(
         256 * _MiB,
         ge=1024,

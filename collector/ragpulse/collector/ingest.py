@@ -71,8 +71,9 @@ class Ingest:
     """
 
     def __init__(self, filter_settings: FilterSettings, exporter: TraceExporter, *,
-                 max_items: int = DEFAULT_MAX_ITEMS) -> None:
+                 max_items: int = DEFAULT_MAX_ITEMS, max_span_age_days: int = 0) -> None:
         self._max_items = max_items
+        self._max_age_ns = max_span_age_days * 86_400 * 10**9 or None
         self._json_lock = threading.Lock()
         self._keep_all = filter_settings.mode == "all"
         self._recent = _RecentTraces(filter_settings.remember_traces)
@@ -86,6 +87,7 @@ class Ingest:
             "spans_received": 0,
             "spans_accepted": 0,
             "spans_rejected": 0,
+            "spans_rejected_retention": 0,
             "spans_refused": 0,
             "spans_dropped_non_rag": 0,
             "traces_dropped_non_rag": 0,
@@ -128,7 +130,7 @@ class Ingest:
                 # upb parses and validates the whole message in C (wire format, UTF-8 strings);
                 # the byte-level split below then only walks frames known to be well formed.
                 ExportTraceServiceRequest.FromString(body)
-            split = split_request(body, keep_all=self._keep_all)
+            split = split_request(body, keep_all=self._keep_all, max_age_ns=self._max_age_ns)
         except (DecodeError, MalformedRequest, ValueError, IndexError) as exc:
             # ValueError/IndexError: framing the item count could not follow (truncated, overrun)
             self._count(requests_received=1, requests_malformed=1, bytes_received=received)
@@ -166,6 +168,7 @@ class Ingest:
             spans_received=split.spans_total,
             spans_accepted=result.accepted_spans,
             spans_rejected=rejected,
+            spans_rejected_retention=split.invalid.get("retention", 0),
             spans_dropped_non_rag=dropped_spans,
             traces_dropped_non_rag=len(dropped),
             traces_exported=result.accepted_records,

@@ -33,6 +33,7 @@ COUNTERS: dict[str, str] = {
     "spans_received": "Spans in decodable requests.",
     "spans_accepted": "Spans queued for Kafka (the client got 200 for them).",
     "spans_rejected": "Spans refused individually and reported as partial success naming the field: a bad trace_id, span_id or parent_span_id, a start or end time before 2000 or over a day ahead; or a trace over the record limit.",
+    "spans_rejected_retention": "Of spans_rejected: spans that started longer ago than otlp.max_span_age_days (the scores table's TTL would delete their rows on insert).",
     "spans_refused": "Spans of requests refused as a whole (the client retries them).",
     "spans_dropped_non_rag": "Spans of traces without a RAG span (filter mode 'rag'): dropped on purpose.",
     "traces_dropped_non_rag": "Per-request trace groups dropped by the RAG filter.",
