@@ -129,6 +129,12 @@ class OtlpSettings(_Frozen):
         "gRPC 'authorization' metadata); compared in constant time. None: no authentication, "
         "acceptable on the loopback default only. Env: RAGPULSE_OTLP__AUTH_TOKEN.",
     )
+    allow_anonymous_ingest: bool = Field(
+        False,
+        description="Let `ragpulse collector` serve a receiver off loopback without auth_token "
+        "(--allow-anonymous-ingest; e.g. behind a proxy that authenticates). Otherwise it "
+        "refuses to start there. Env: RAGPULSE_OTLP__ALLOW_ANONYMOUS_INGEST.",
+    )
     tls_cert_file: str | None = Field(
         None, description="PEM certificate (chain) for TLS on both receivers; with tls_key_file."
     )
