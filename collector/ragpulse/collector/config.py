@@ -129,6 +129,25 @@ class OtlpSettings(_Frozen):
         "gRPC 'authorization' metadata); compared in constant time. None: no authentication, "
         "acceptable on the loopback default only. Env: RAGPULSE_OTLP__AUTH_TOKEN.",
     )
+    cors_allowed_origins: tuple[str, ...] = Field(
+        (),
+        description="OTLP/HTTP: origins of web pages whose browser exporters may send (CORS, as "
+        "otelcol's cors.allowed_origins: exact, '*' for any, or a '*' inside, "
+        "'https://*.example.com'); they get preflights answered and Access-Control-Allow-Origin. "
+        "Any other Origin, a browser's Sec-Fetch-Site: cross-site without an allowed Origin and, "
+        "on a loopback listener, a Host that does not name this machine (DNS rebinding) get 403, "
+        "counted http_refused_origin. Env: RAGPULSE_OTLP__CORS_ALLOWED_ORIGINS='[\"https://app.example.com\"]'; "
+        "flag --cors-origin.",
+    )
+    cors_allowed_headers: tuple[str, ...] = Field(
+        (),
+        description="Request headers a CORS preflight may ask for besides Content-Type, "
+        "Content-Encoding, Accept, Accept-Language and Content-Language ('*': any); a browser "
+        "exporter sending the bearer token needs 'Authorization'.",
+    )
+    cors_max_age_s: int = Field(
+        0, ge=0, le=86_400, description="Access-Control-Max-Age of preflight answers; 0: not sent."
+    )
     allow_anonymous_ingest: bool = Field(
         False,
         description="Let `ragpulse collector` serve a receiver off loopback without auth_token "

@@ -31,6 +31,7 @@ from __future__ import annotations
 import email.parser
 import hmac
 import io
+import ipaddress
 import logging
 import re
 import socket
@@ -41,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, BinaryIO, Literal
+from urllib.parse import urlsplit
 
 __all__ = [
     "BodyError",
@@ -630,3 +632,76 @@ def bearer_ok(header: str | None, token: str) -> bool:
     if not header or header[:7].lower() != "bearer ":
         return False
     return hmac.compare_digest(header[7:].strip().encode(), token.encode())
+
+
+# Browser guard: what a web page can make a browser send to a local server ---------------------
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _url_host(value: str) -> str:
+    """The host of a ``Host`` header (``name[:port]``, ``[v6]:port``) or an ``Origin``
+    (``scheme://host[:port]``), lower-case, without brackets."""
+    if "://" in value:
+        value = urlsplit(value).netloc
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def names_this_machine(value: str) -> bool:
+    """Whether a ``Host``/``Origin`` value names this machine: ``localhost`` (or a name under
+    ``.localhost``) or a loopback address."""
+    host = _url_host(value)
+    return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
+
+
+def origin_allowed(origin: str, patterns: tuple[str, ...] | list[str]) -> bool:
+    """Whether ``origin`` (``scheme://host[:port]``) matches one of ``patterns``, compared as
+    otelcol's ``cors.allowed_origins``: case-insensitive, ``*`` alone allows every origin and a
+    ``*`` inside a pattern stands for any run of characters of a host
+    (``https://*.example.com``)."""
+    origin = origin.strip().lower()
+    for pattern in patterns:
+        pattern = pattern.strip().lower()
+        if pattern == "*" or pattern == origin:
+            return True
+        if "*" in pattern and re.fullmatch(
+                ".*".join(re.escape(p) for p in pattern.split("*")).replace(".*", "[^/@]*"),
+                origin):
+            return True
+    return False
+
+
+def browser_refusal(headers: Any, *, check_host: bool,
+                    allowed_origins: tuple[str, ...] | list[str] = ()) -> str | None:
+    """Why a request a web page could have made a browser send is refused, or ``None``.
+
+    Shared by the ClickHouse facade and the OTLP/HTTP receiver. With ``check_host`` (a listener
+    no login protects, on loopback) the ``Host`` must name this machine: otherwise a page of
+    evil.example whose name now resolves to 127.0.0.1 (DNS rebinding) is same-origin with the
+    server. An ``Origin``, if sent, must name this machine or match ``allowed_origins``
+    (:func:`origin_allowed`); a browser's ``Sec-Fetch-Site: cross-site`` (a no-cors request or
+    an iframe, which carry no Origin) needs an allowed Origin too. Clients (SDK exporters,
+    curl, clickhouse-connect) send a loopback ``Host`` and neither header."""
+    host, origin = headers.get("Host"), headers.get("Origin")
+    if check_host and host is not None and not names_this_machine(host):
+        return (f"Host {host[:100]!r} does not name this machine; a loopback listener answers "
+                "loopback names only (DNS rebinding guard)")
+    allowed = origin is not None and origin_allowed(origin, allowed_origins)
+    if origin is not None and not allowed and not names_this_machine(origin):
+        return f"requests from web pages of {origin[:100]!r} are refused (cross-site guard)"
+    site = headers.get("Sec-Fetch-Site")
+    if site is not None and site.strip().lower() == "cross-site" and not allowed:
+        return ("a request another site's page made a browser send is refused (Sec-Fetch-Site: "
+                f"{site[:20]!r}; cross-site guard)")
+    return None

@@ -50,6 +50,7 @@ def collector(
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
     health_port: Annotated[int | None, typer.Option("--health-port", min=0, max=65535, help="Serve /healthz /readyz /metrics on this port. Env: RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT.")] = None,
     allow_anonymous_ingest: Annotated[bool, typer.Option("--allow-anonymous-ingest", help="Off loopback, accept OTLP without a bearer token (otherwise set RAGPULSE_OTLP__AUTH_TOKEN). Env: RAGPULSE_OTLP__ALLOW_ANONYMOUS_INGEST.")] = False,
+    cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="Origin of a web page whose browser OTLP exporter may send (repeatable; 'https://*.example.com' patterns). Env: RAGPULSE_OTLP__CORS_ALLOWED_ORIGINS (a JSON list).")] = None,
 ) -> None:
     """Receive OTLP traces, keep RAG traces and produce them to Kafka, one record per trace."""
     from ragpulse.deploy.logs import configure_logging, protect_std_streams
@@ -60,7 +61,7 @@ def collector(
     settings = _settings(kafka=kafka, topic=topic, http=http, grpc=grpc, no_grpc=no_grpc,
                          no_http=no_http, pass_all=pass_all, partitions=partitions,
                          queue_max_spans=queue_max_spans, confirm=confirm, workers=workers,
-                         allow_anonymous_ingest=allow_anonymous_ingest)
+                         allow_anonymous_ingest=allow_anonymous_ingest, cors_origin=cors_origin)
     _require_auth_off_loopback(settings)
     service = _start(settings, http_shared)
     if worker:
@@ -74,7 +75,7 @@ def collector(
 def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: str | None,
               no_grpc: bool, no_http: bool, pass_all: bool, partitions: int | None,
               queue_max_spans: int | None, confirm: str | None, workers: int | None,
-              allow_anonymous_ingest: bool = False) -> Any:
+              allow_anonymous_ingest: bool = False, cors_origin: list[str] | None = None) -> Any:
     """The flags over ``RAGPULSE_*``; exits with status 2 naming each invalid field."""
     from ragpulse.collector import CollectorSettings
 
@@ -103,6 +104,8 @@ def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: s
         overrides["otlp"]["workers"] = workers
     if allow_anonymous_ingest:
         overrides["otlp"]["allow_anonymous_ingest"] = True
+    if cors_origin:
+        overrides["otlp"]["cors_allowed_origins"] = tuple(cors_origin)
     try:
         # Flags are init arguments: pydantic-settings merges them over RAGPULSE_* per field.
         return CollectorSettings(**{k: v for k, v in overrides.items() if v})
