@@ -744,7 +744,7 @@ def test_receive_buffer_budget_gives_429(make_collector: Callable[..., Collector
     # A slow client: headers and half of its body, so its reservation is held while we wait.
     slow = socket.create_connection((url.hostname, url.port), timeout=30)
     try:
-        slow.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        slow.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
                      b"Content-Length: %d\r\n\r\n" % len(body) + body[: len(body) // 2])
         deadline = time.monotonic() + 10
         while collector.stats()["http_inflight_bytes"] == 0 and time.monotonic() < deadline:

@@ -198,7 +198,7 @@ def test_the_decompressed_body_is_reserved_as_it_is_inflated(
     url = urlsplit(collector.http_endpoint or "")
     body = attack("events", 4 * MiB)  # 8 MiB of empty events: stopped before they are counted
     with socket.create_connection((url.hostname, url.port), timeout=30) as held:
-        held.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf"
+        held.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf"
                      b"\r\nContent-Length: 1048576\r\n\r\nab")
         deadline = time.monotonic() + 10
         while collector.stats()["http_inflight_bytes"] < MiB and time.monotonic() < deadline:
