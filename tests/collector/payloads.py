@@ -9,6 +9,7 @@ About 600 bytes per span on average, as measured for real SDK output (INFRA.md 4
 from __future__ import annotations
 
 import random
+import time
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -19,6 +20,12 @@ WORDS = (
     "warranty policy customer account billing cycle subscription plan upgrade downgrade renewal "
     "東京 配送 返金 保証 請求書 アカウント"
 ).split()
+
+
+_DAY_NS = 86_400 * 10**9
+T0 = (time.time_ns() // _DAY_NS - 1) * _DAY_NS
+"""Spans start at midnight UTC yesterday: inside the receiver's retention (otlp.max_span_age_days,
+90 days) whenever the tests run, and the same value for a whole run."""
 
 
 def _kv(key: str, value: object) -> KeyValue:
@@ -49,7 +56,7 @@ def _span(rng, trace_id, parent, name, kind, t0, attrs) -> Span:
     return span
 
 
-def rag_trace(rng: random.Random, t0: int = 1_763_000_000_000_000_000, *,
+def rag_trace(rng: random.Random, t0: int = T0, *,
               words: int = 45) -> tuple[bytes, Span, list[Span], list[Span]]:
     """(trace id, HTTP root span, RAG spans, plain DB spans) of one RAG request; retrieved
     documents have ``words`` words each, the answer a little more."""
@@ -92,7 +99,7 @@ def rag_trace(rng: random.Random, t0: int = 1_763_000_000_000_000_000, *,
     return tid, root, [chain, emb, retr, rerank, llm], [db]
 
 
-def plain_trace(rng: random.Random, t0: int = 1_763_000_000_000_000_000) -> tuple[bytes, list[Span]]:
+def plain_trace(rng: random.Random, t0: int = T0) -> tuple[bytes, list[Span]]:
     """A non-RAG trace: an HTTP request with two database calls."""
     tid = rng.randbytes(16)
     root = _span(rng, tid, b"", "GET /health", Span.SPAN_KIND_SERVER, t0, {
@@ -158,7 +165,7 @@ def load_request(traces: int = 20, spans: int = 5, seed: int = 0) -> ExportTrace
     rs = req.resource_spans.add()
     rs.resource.attributes.append(_kv("service.name", "load-rag-app"))
     ss = rs.scope_spans.add()
-    now = 1_763_000_000_000_000_000
+    now = T0
     for _ in range(traces):
         tid, root = rng.randbytes(16), rng.randbytes(8)
         for s in range(spans):

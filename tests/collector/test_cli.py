@@ -43,6 +43,34 @@ def test_unreachable_kafka_exits_1() -> None:
     assert proc.returncode == 1 and "is Kafka reachable" in proc.stderr
 
 
+def test_off_loopback_without_a_token_it_refuses_to_start(tmp_path: Any) -> None:
+    """Issue 38, item 14: ``ragpulse collector`` on 0.0.0.0 without a token served anyone (the
+    compose file, the Kubernetes manifest and the image's CMD ran it so). Now it exits 2 naming
+    what to set, as ``ragpulse up`` does; with a token (or its _FILE, as the manifests give it)
+    or --allow-anonymous-ingest it goes on (here to the unreachable Kafka: exit 1)."""
+    port = free_port()
+    args = [*CLI, "--kafka", f"127.0.0.1:{port}", "--http", "0.0.0.0:0", "--grpc", "0.0.0.0:0"]
+    env = {"RAGPULSE_KAFKA__BOOTSTRAP_TIMEOUT_MS": "1000"}
+    refused = subprocess.run(args, env=_env(**env), capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    assert "without authentication" in refused.stderr and "RAGPULSE_OTLP__AUTH_TOKEN" in refused.stderr
+    assert "--allow-anonymous-ingest" in refused.stderr
+    http_only = subprocess.run([*args, "--no-grpc"], env=_env(**env), capture_output=True,
+                               text=True, timeout=60)
+    assert http_only.returncode == 2
+
+    token_file = tmp_path / "otlp-token"
+    token_file.write_text("s3cret\n")
+    for extra_args, extra_env in (
+            (["--allow-anonymous-ingest"], {}),
+            ([], {"RAGPULSE_OTLP__ALLOW_ANONYMOUS_INGEST": "true"}),
+            ([], {"RAGPULSE_OTLP__AUTH_TOKEN": "s3cret"}),
+            ([], {"RAGPULSE_OTLP__AUTH_TOKEN_FILE": str(token_file)})):
+        proc = subprocess.run([*args, *extra_args], env=_env(**env, **extra_env),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1 and "is Kafka reachable" in proc.stderr, (extra_env, proc.stderr)
+
+
 def test_runs_until_sigterm_then_drains(kafka_broker: Any) -> None:
     http_port = free_port()
     proc = subprocess.Popen(

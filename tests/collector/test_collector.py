@@ -37,7 +37,7 @@ from opentelemetry.trace import SpanKind
 from ragpulse.collector.service import Collector, build_collector
 from ragpulse.common import partition_for_key
 from tests.collector.conftest import collector_settings, read_records
-from tests.collector.payloads import rag_request
+from tests.collector.payloads import T0, rag_request
 
 Post = Callable[..., tuple[int, dict[str, str], bytes]]
 
@@ -214,12 +214,12 @@ def _otlp_json(trace_hex: str, span_hex: str) -> dict[str, Any]:
                 "spans": [{
                     "traceId": trace_hex, "spanId": span_hex, "parentSpanId": "",
                     "name": "retrieve", "kind": 3,
-                    "startTimeUnixNano": "1763000000000000000", "endTimeUnixNano": "1763000000100000000",
+                    "startTimeUnixNano": str(T0), "endTimeUnixNano": str(T0 + 100_000_000),
                     "attributes": [
                         {"key": "gen_ai.operation.name", "value": {"stringValue": "retrieval"}},
                         {"key": "gen_ai.request.top_k", "value": {"intValue": "5"}},
                     ],
-                    "events": [{"timeUnixNano": "1763000000050000000", "name": "db.query.result",
+                    "events": [{"timeUnixNano": str(T0 + 50_000_000), "name": "db.query.result",
                                 "attributes": [{"key": "db.query.result.id", "value": {"stringValue": "d1"}}]}],
                     "links": [{"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331"}],
                     "unknownFieldFromTheFuture": {"ignored": True},
@@ -373,6 +373,59 @@ def test_bad_span_ids_and_implausible_start_times_get_a_partial_success_naming_t
     assert collector.stats()["spans_rejected"] == 3 * n
     records = read_records(collector.settings.kafka, expected=3)
     assert {r.key.decode() for r in records} == delivered  # only the good traces, whole
+
+
+def test_spans_older_than_the_retention_get_a_partial_success(
+        make_collector: Callable[..., Collector]) -> None:
+    """Issue 38, item 13: a span started between 2000-01-01 and 90 days ago got a plain 200, and
+    the scores table's TTL deleted its rows on insert (counted rows_expired, far from the
+    client). Now it is rejected alone, as the other implausible spans: partial success naming
+    the retention, over HTTP protobuf, HTTP JSON and gRPC, counted; a span just inside the
+    retention, and the trace's other spans, are delivered."""
+    collector = make_collector()
+    assert collector.settings.otlp.max_span_age_days == 90
+    day = 86_400 * 10**9
+    now = time.time_ns()
+    old_starts = [946_684_800 * 10**9, now - 91 * day, now - 365 * day]  # 2000-01-01, 91 days, a year
+
+    def request(seed: int) -> tuple[ExportTraceServiceRequest, set[str]]:
+        req = rag_request(1, seed=seed, services=1)
+        good = set(traces_of(req))
+        template = req.resource_spans[0].scope_spans[1].spans[0]
+        for i, start in enumerate([*old_starts, now - 89 * day]):
+            span = req.resource_spans[0].scope_spans[1].spans.add()
+            span.CopyFrom(template)
+            span.trace_id = bytes([seed, i + 1]) * 8
+            span.start_time_unix_nano, span.end_time_unix_nano = start, start + 10**9
+        good.add((bytes([seed, 4]) * 8).hex())  # 89 days old: kept
+        return req, good
+
+    def check(response: ExportTraceServiceResponse) -> None:
+        assert response.partial_success.rejected_spans == len(old_starts)
+        assert "3 span(s) with a start_time_unix_nano older than the retention" in \
+            response.partial_success.error_message
+
+    delivered: set[str] = set()
+    req, good = request(1)
+    status, _, body = post(collector, req.SerializeToString())
+    assert status == 200
+    check(ExportTraceServiceResponse.FromString(body))
+    delivered |= good
+    req, good = request(2)
+    status, _, body = post(collector, _json_of(req), "application/json")
+    assert status == 200
+    check(json_format.Parse(body, ExportTraceServiceResponse()))
+    delivered |= good
+    req, good = request(3)
+    with grpc.insecure_channel(collector.grpc_endpoint or "") as channel:
+        export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")
+        check(ExportTraceServiceResponse.FromString(export(req.SerializeToString(), timeout=10)))
+    delivered |= good
+
+    stats = collector.stats()
+    assert stats["spans_rejected"] == stats["spans_rejected_retention"] == 3 * len(old_starts)
+    records = read_records(collector.settings.kafka, expected=len(delivered))
+    assert {r.key.decode() for r in records} == delivered
 
 
 def test_size_limits_give_413(make_collector: Callable[..., Collector]) -> None:
@@ -691,7 +744,7 @@ def test_receive_buffer_budget_gives_429(make_collector: Callable[..., Collector
     # A slow client: headers and half of its body, so its reservation is held while we wait.
     slow = socket.create_connection((url.hostname, url.port), timeout=30)
     try:
-        slow.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        slow.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
                      b"Content-Length: %d\r\n\r\n" % len(body) + body[: len(body) // 2])
         deadline = time.monotonic() + 10
         while collector.stats()["http_inflight_bytes"] == 0 and time.monotonic() < deadline:

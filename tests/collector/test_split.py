@@ -11,9 +11,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ragpulse.collector.split import MalformedRequest, split_request
-from tests.collector.payloads import rag_request
+from tests.collector.payloads import T0, rag_request
 
-T0 = 1_763_000_000_000_000_000  # 2025-11-13: a plausible start time
+# T0 (tests.collector.payloads): midnight UTC yesterday, a plausible start time for every span
 
 
 def _by_trace(req: ExportTraceServiceRequest) -> dict[bytes, list[tuple[bytes, bytes, bytes]]]:
@@ -179,7 +179,7 @@ def test_split_regroups_any_request_exactly(resources: list, keep_all: bool) -> 
     assert result.spans_total == sum(len(v) for v in expected.values())
 
 
-NOW = 1_764_000_000 * 10**9  # the receiver's clock in these tests (2025-11-24)
+NOW = T0 + 11 * 86_400 * 10**9  # the receiver's clock in these tests (11 days after T0)
 
 
 def _one_span_request(**fields: object) -> ExportTraceServiceRequest:
@@ -469,7 +469,7 @@ def test_split_is_the_same_with_and_without_the_fast_path(monkeypatch: pytest.Mo
 
     fast = run()
     never = re.compile(rb"(?!)").match
-    monkeypatch.setattr(split_module, "_fast_check", lambda latest_ns: never)
+    monkeypatch.setattr(split_module, "_fast_check", lambda latest_ns, oldest_ns: never)
     assert run() == fast
     assert sum(1 for f in fast if not isinstance(f, str) and f[2]) > 50  # rejections were exercised
 
@@ -480,3 +480,25 @@ def test_clocks_far_out_judge_times_as_the_field_walk_does(now_ns: int) -> None:
     result = split_request(body, now_ns=now_ns)
     accepted = now_ns + 86_400 * 10**9 >= 2**64 - 1  # only then is the year-2554 start plausible
     assert result.spans_invalid == (0 if accepted else 8 if now_ns < T0 else 1)
+
+
+@pytest.mark.parametrize("reordered_fast_path", [False, True])
+def test_starts_older_than_max_age_are_rejected_as_past_the_retention(
+        reordered_fast_path: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38, item 13: with ``max_age_ns`` (the scores table's TTL), a start older than that
+    is rejected alone and named; just inside it is kept; the fast path and the field walk agree."""
+    import ragpulse.collector.split as split_module
+
+    if reordered_fast_path:  # every span takes the field walk
+        never = re.compile(rb"(?!)").match
+        monkeypatch.setattr(split_module, "_fast_check", lambda latest_ns, oldest_ns: never)
+    day = 86_400 * 10**9
+    for age_days, rejected in ((91, 1), (365 * 20, 1), (89, 0), (0, 0)):
+        start = NOW - age_days * day
+        body = _one_span_request(start_time_unix_nano=start,
+                                 end_time_unix_nano=start + 10**9).SerializeToString()
+        result = split_request(body, now_ns=NOW, max_age_ns=90 * day)
+        assert result.spans_invalid == rejected, age_days
+        assert result.invalid == ({"retention": 1} if rejected else {})
+        assert ("older than the retention" in result.invalid_message) == bool(rejected)
+        assert split_request(body, now_ns=NOW).spans_invalid == 0  # no max age: 2000-01-01 only

@@ -200,13 +200,15 @@ def container_env(container: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-_INTERP = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
+_INTERP = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?([-?])([^}]*))?\}")
 
 
 def interpolate(value: str, env: dict[str, str] | None = None) -> str:
-    """Compose's ``${VAR:-default}`` interpolation (defaults only, unless ``env`` gives one)."""
+    """Compose's ``${VAR:-default}`` interpolation (defaults only, unless ``env`` gives one);
+    a required ``${VAR:?message}`` without a value becomes ``<VAR>``."""
     env = env or {}
-    return _INTERP.sub(lambda m: env.get(m.group(1), m.group(2) or ""), value)
+    return _INTERP.sub(lambda m: env.get(m.group(1), f"<{m.group(1)}>" if m.group(2) == "?"
+                                         else m.group(3) or ""), value)
 
 
 def compose_env(service: str) -> dict[str, str]:

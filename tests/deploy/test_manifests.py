@@ -14,6 +14,7 @@ import shlex
 import subprocess
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
@@ -57,7 +58,9 @@ def test_every_ragpulse_variable_exists_in_the_code() -> None:
     known = m.known_env()
     names = _ragpulse_env_names()
     assert len(names) > 30  # the files were read
-    unknown = sorted({f"{w}: {n}" for w, n in names if n not in known})
+    # NAME_FILE: NAME read from a file (ragpulse.deploy.secrets), for any known NAME.
+    unknown = sorted({f"{w}: {n}" for w, n in names
+                      if n not in known and not (n.endswith("_FILE") and n[:-5] in known)})
     assert not unknown, unknown
 
 
@@ -118,11 +121,32 @@ def test_k8s_environment_validates_and_takes_effect(monkeypatch: pytest.MonkeyPa
     assert s.drain_timeout_s == float(cm["RAGPULSE_DRAIN_TIMEOUT_S"])
 
 
-def test_compose_environment_validates(monkeypatch: pytest.MonkeyPatch) -> None:
+def _compose_secret_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, service: str) -> dict[str, str]:
+    """The service's ``/run/secrets/NAME`` files, written under ``tmp_path`` from the top-level
+    secrets' environment variables, and its ``*_FILE`` variables pointed at them, then resolved
+    as the CLI does (``load_secret_files``). Returns the secret values by name."""
+    import os
+
+    from ragpulse.deploy.secrets import load_secret_files
+
+    doc = m.compose()
+    values = {}
+    for name in doc["services"][service].get("secrets", []):
+        values[name] = f"value-of-{doc['secrets'][name]['environment']}"
+        (tmp_path / name).write_text(values[name] + "\n")
+    for key, value in m.compose_env(service).items():
+        if key.endswith("_FILE") and value.startswith("/run/secrets/"):
+            monkeypatch.setenv(key, str(tmp_path / value.removeprefix("/run/secrets/")))
+    load_secret_files(os.environ)
+    return values
+
+
+def test_compose_environment_validates(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from ragpulse.collector.config import CollectorSettings
     from ragpulse.scorer.pipeline.settings import ScorerSettings
 
     _with_env(monkeypatch, m.compose_env("collector"))
+    _compose_secret_files(monkeypatch, tmp_path, "collector")
     c = CollectorSettings()
     assert c.kafka.bootstrap_servers == "kafka:9092"
     _with_env(monkeypatch, m.compose_env("scorer"))
@@ -317,3 +341,44 @@ def test_dockerfile_non_root_healthcheck_offline_install() -> None:
                 assert (m.REPO / src).exists(), f"COPY {src}: missing in the repository"
     # The CMD/HEALTHCHECK port is the health default (checked against settings above).
     assert any(instr == "ENV" and "RAGPULSE_HEALTH__PORT=9464" in rest for instr, rest in instrs)
+
+
+def test_the_collector_off_loopback_gets_its_token_from_a_secret(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 38, item 14: compose, Kubernetes and the image ran ``ragpulse collector`` on
+    0.0.0.0 without a token. Now it refuses to start so (tests/collector/test_cli.py), and each
+    manifest gives it the token from a secret: a compose secret read through
+    RAGPULSE_OTLP__AUTH_TOKEN_FILE, a Kubernetes Secret through secretKeyRef; the example app
+    sends the same token as its Authorization header."""
+    import typer
+
+    from ragpulse.collector.config import CollectorSettings
+    from ragpulse.deploy.commands.collector import _require_auth_off_loopback
+
+    # compose: the secret, its file, the collector's settings, and what the example app sends
+    _with_env(monkeypatch, m.compose_env("collector"))
+    values = _compose_secret_files(monkeypatch, tmp_path, "collector")
+    c = CollectorSettings()
+    assert c.otlp.http_host == "0.0.0.0" and c.otlp.auth_token is not None
+    assert c.otlp.auth_token.get_secret_value() == values["otlp_token"]
+    _require_auth_off_loopback(c)  # does not exit
+    token_var = m.compose()["secrets"]["otlp_token"]["environment"]
+    headers = m.interpolate(m.compose()["services"]["example-app"]["environment"]
+                            ["OTEL_EXPORTER_OTLP_HEADERS"], {token_var: "T0K"})
+    assert headers == "authorization=Bearer%20T0K"
+
+    # Kubernetes: RAGPULSE_OTLP__AUTH_TOKEN from a key of an existing Secret
+    container = _k8s_container("ragpulse-collector")
+    (ref,) = [e["valueFrom"]["secretKeyRef"] for e in container["env"]
+              if e["name"] == "RAGPULSE_OTLP__AUTH_TOKEN"]
+    assert ref["key"] in m.k8s("Secret", ref["name"])["stringData"]
+    _with_env(monkeypatch, m.container_env(container))
+    c = CollectorSettings()
+    assert c.otlp.grpc_host == "0.0.0.0" and c.otlp.auth_token is not None
+    _require_auth_off_loopback(c)
+
+    # without the token, the same environment is refused (exit 2)
+    monkeypatch.delenv("RAGPULSE_OTLP__AUTH_TOKEN")
+    with pytest.raises(typer.Exit) as exited:
+        _require_auth_off_loopback(CollectorSettings())
+    assert exited.value.exit_code == 2

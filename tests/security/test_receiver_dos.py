@@ -54,7 +54,7 @@ def _slow_clients(host: str, port: int, n: int, stack: ExitStack) -> list[socket
     socks = []
     for _ in range(n):
         s = stack.enter_context(socket.create_connection((host, port), timeout=5))
-        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\n")
+        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         socks.append(s)
     return socks
 
@@ -104,7 +104,7 @@ def test_a_slow_body_is_cut_and_counted(make_collector: Callable[..., Collector]
     c = make_collector(otlp={"body_timeout_s": 1.0, "body_min_bytes_per_s": 1024})
     host, port = _endpoint(c)
     with socket.create_connection((host, port), timeout=10) as s:
-        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
                   b"Content-Length: 1000\r\n\r\nab")
         s.settimeout(60)  # a hang guard: the body never completes, only its deadline ends it
         assert s.recv(1024) == b""  # closed without a reply (1 s + 1000 B at 1 KiB/s)
@@ -119,7 +119,7 @@ def test_bad_chunk_sizes_are_refused_before_reading(make_collector: Callable[...
     c = make_collector()
     host, port = _endpoint(c)
     with socket.create_connection((host, port), timeout=10) as s:
-        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
                   b"Transfer-Encoding: chunked\r\n\r\n" + size_line + b"\r\n" + b"A" * 65536)
         reply = s.recv(4096)
     status = int(reply.split(b" ", 2)[1])
@@ -138,7 +138,7 @@ def test_a_negative_chunk_cannot_buffer_past_the_limit(make_collector: Callable[
     c = make_collector(otlp={"max_body_bytes": 64 * 1024})
     host, port = _endpoint(c)
     with socket.create_connection((host, port), timeout=10) as s:
-        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
                   b"Transfer-Encoding: chunked\r\n\r\n-1\r\n")
         reply = s.recv(4096)
         assert reply.startswith(b"HTTP/1.1 400")
@@ -159,7 +159,7 @@ def test_chunked_bodies_still_work(make_collector: Callable[..., Collector]) -> 
     chunked = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(body[i:i + 700]), body[i:i + 700])
                        for i in range(0, len(body), 700)) + b"0\r\nX-Trailer: 1\r\n\r\n"
     with socket.create_connection((host, port), timeout=10) as s:
-        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+        s.sendall(b"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n"
                   b"Transfer-Encoding: chunked\r\n\r\n" + chunked)
         assert s.recv(4096).startswith(b"HTTP/1.1 200")
 

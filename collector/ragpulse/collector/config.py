@@ -66,11 +66,31 @@ class OtlpSettings(_Frozen):
         ge=1024,
         description="Largest body after gzip decompression; bounds gzip bombs (413 above).",
     )
+    max_items: int = Field(
+        1_000_000,  # ingest.DEFAULT_MAX_ITEMS
+        ge=1_000,
+        le=100_000_000,
+        description="Most items one request may hold: spans, events, links, attributes, array "
+        "and key-value-list values (and the few other fields beside them), counted on the wire "
+        "before decoding; OTLP/JSON may hold a quarter as many objects and arrays. Above it: 413 / "
+        "RESOURCE_EXHAUSTED (not retryable), counted requests_too_many_items. A list item can be "
+        "2 bytes on the wire and costs tens of bytes decoded: this bounds a request's work.",
+    )
+    max_span_age_days: int = Field(
+        90,
+        ge=0,
+        le=36_500,
+        description="A span that started longer ago than this is rejected alone (partial success "
+        "naming the retention, counted spans_rejected_retention): the scores table's TTL "
+        "(schema ttl_days, 90 by default) would delete its rows on insert. Keep it equal to the "
+        "table's ttl_days; 0: no check beyond 2000-01-01.",
+    )
     max_inflight_bytes: int = Field(
         256 * _MiB,
         ge=1024,
-        description="Request bodies (as received plus decompressed) held by all HTTP requests in "
-        "progress; a request that would exceed it gets 429. Bounds receive memory.",
+        description="Request bodies (as received plus decompressed, reserved as they are "
+        "inflated) held by all HTTP requests in progress; a request that would exceed it gets "
+        "429. Bounds receive memory.",
     )
     max_concurrent_requests: int = Field(
         64,
@@ -108,6 +128,31 @@ class OtlpSettings(_Frozen):
         description="Bearer token both receivers require (HTTP 'Authorization: Bearer <token>', "
         "gRPC 'authorization' metadata); compared in constant time. None: no authentication, "
         "acceptable on the loopback default only. Env: RAGPULSE_OTLP__AUTH_TOKEN.",
+    )
+    cors_allowed_origins: tuple[str, ...] = Field(
+        (),
+        description="OTLP/HTTP: origins of web pages whose browser exporters may send (CORS, as "
+        "otelcol's cors.allowed_origins: exact, '*' for any, or a '*' inside, "
+        "'https://*.example.com'); they get preflights answered and Access-Control-Allow-Origin. "
+        "Any other Origin, a browser's Sec-Fetch-Site: cross-site without an allowed Origin and, "
+        "on a loopback listener, a Host that does not name this machine (DNS rebinding) get 403, "
+        "counted http_refused_origin. Env: RAGPULSE_OTLP__CORS_ALLOWED_ORIGINS='[\"https://app.example.com\"]'; "
+        "flag --cors-origin.",
+    )
+    cors_allowed_headers: tuple[str, ...] = Field(
+        (),
+        description="Request headers a CORS preflight may ask for besides Content-Type, "
+        "Content-Encoding, Accept, Accept-Language and Content-Language ('*': any); a browser "
+        "exporter sending the bearer token needs 'Authorization'.",
+    )
+    cors_max_age_s: int = Field(
+        0, ge=0, le=86_400, description="Access-Control-Max-Age of preflight answers; 0: not sent."
+    )
+    allow_anonymous_ingest: bool = Field(
+        False,
+        description="Let `ragpulse collector` serve a receiver off loopback without auth_token "
+        "(--allow-anonymous-ingest; e.g. behind a proxy that authenticates). Otherwise it "
+        "refuses to start there. Env: RAGPULSE_OTLP__ALLOW_ANONYMOUS_INGEST.",
     )
     tls_cert_file: str | None = Field(
         None, description="PEM certificate (chain) for TLS on both receivers; with tls_key_file."

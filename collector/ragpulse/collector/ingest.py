@@ -21,9 +21,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ragpulse.collector.config import FilterSettings
 from ragpulse.collector.exporter import ExportRefused, ExportResult, TraceExporter
+from ragpulse.collector.items import count_items, count_json_containers, may_exceed
+from ragpulse.collector.refusals import TooManyItems
 from ragpulse.collector.split import MalformedRequest, TraceRecord, split_request
 
-__all__ = ["Ingest", "otlp_json_to_proto"]
+__all__ = ["DEFAULT_MAX_ITEMS", "Ingest", "otlp_json_to_proto"]
+
+DEFAULT_MAX_ITEMS = 1_000_000
+"""``otlp.max_items``'s default: items one request may hold (:mod:`.items`)."""
+
+# OTLP/JSON costs ~200 bytes and ~10 µs per object or array once json.loads and json_format
+# have built it (a protobuf item: ~50 bytes in upb): a JSON body may hold this share of max_items.
+_JSON_SHARE = 4
 
 
 class _RecentTraces:
@@ -55,10 +64,17 @@ class Ingest:
     """Validates a request, splits it per trace, keeps RAG traces and exports them.
 
     ``consume_proto``/``consume_json`` are thread-safe, block on CPU and on ``exporter.export``,
-    and raise ``MalformedRequest`` (permanent) or ``ExportRefused`` (retryable, whole request).
+    and raise ``MalformedRequest`` (permanent), ``TooManyItems`` (permanent: more than
+    ``max_items`` items, found before decoding) or ``ExportRefused`` (retryable, whole request).
+    One OTLP/JSON body is converted at a time (its Python objects are the costly part, and
+    under the GIL two conversions would interleave, not run in parallel).
     """
 
-    def __init__(self, filter_settings: FilterSettings, exporter: TraceExporter) -> None:
+    def __init__(self, filter_settings: FilterSettings, exporter: TraceExporter, *,
+                 max_items: int = DEFAULT_MAX_ITEMS, max_span_age_days: int = 0) -> None:
+        self._max_items = max_items
+        self._max_age_ns = max_span_age_days * 86_400 * 10**9 or None
+        self._json_lock = threading.Lock()
         self._keep_all = filter_settings.mode == "all"
         self._recent = _RecentTraces(filter_settings.remember_traces)
         self._exporter = exporter
@@ -66,10 +82,12 @@ class Ingest:
         self._stats = {
             "requests_received": 0,
             "requests_malformed": 0,
+            "requests_too_many_items": 0,
             "requests_refused": 0,
             "spans_received": 0,
             "spans_accepted": 0,
             "spans_rejected": 0,
+            "spans_rejected_retention": 0,
             "spans_refused": 0,
             "spans_dropped_non_rag": 0,
             "traces_dropped_non_rag": 0,
@@ -82,10 +100,20 @@ class Ingest:
             for name, delta in deltas.items():
                 self._stats[name] += delta
 
+    def _too_many(self, limit: int, what: str, received: int) -> TooManyItems:
+        self._count(requests_received=1, requests_too_many_items=1, bytes_received=received)
+        return TooManyItems(f"request holds more than {limit} {what} (spans, attributes, events, "
+                            "links, list values; otlp.max_items): send smaller batches")
+
     def consume_json(self, body: bytes) -> ExportResult:
-        """OTLP/JSON body → :meth:`consume_proto`."""
+        """OTLP/JSON body → :meth:`consume_proto`; its objects and arrays are counted first."""
+        limit = self._max_items // _JSON_SHARE
+        if may_exceed(len(body), limit):
+            if count_json_containers(body) > limit:
+                raise self._too_many(limit, "JSON objects and arrays", len(body))
         try:
-            proto = otlp_json_to_proto(body)
+            with self._json_lock:
+                proto = otlp_json_to_proto(body)
         except MalformedRequest:
             self._count(requests_received=1, requests_malformed=1, bytes_received=len(body))
             raise
@@ -95,12 +123,16 @@ class Ingest:
         """Serialized ``ExportTraceServiceRequest`` → per-trace records → exporter."""
         received = len(body) if _wire_bytes is None else _wire_bytes
         try:
+            if not _validated and may_exceed(len(body), self._max_items):
+                if count_items(body, self._max_items) > self._max_items:
+                    raise self._too_many(self._max_items, "items", received)
             if not _validated:
                 # upb parses and validates the whole message in C (wire format, UTF-8 strings);
                 # the byte-level split below then only walks frames known to be well formed.
                 ExportTraceServiceRequest.FromString(body)
-            split = split_request(body, keep_all=self._keep_all)
-        except (DecodeError, MalformedRequest) as exc:
+            split = split_request(body, keep_all=self._keep_all, max_age_ns=self._max_age_ns)
+        except (DecodeError, MalformedRequest, ValueError, IndexError) as exc:
+            # ValueError/IndexError: framing the item count could not follow (truncated, overrun)
             self._count(requests_received=1, requests_malformed=1, bytes_received=received)
             raise MalformedRequest(f"invalid ExportTraceServiceRequest: {exc}") from exc
 
@@ -136,6 +168,7 @@ class Ingest:
             spans_received=split.spans_total,
             spans_accepted=result.accepted_spans,
             spans_rejected=rejected,
+            spans_rejected_retention=split.invalid.get("retention", 0),
             spans_dropped_non_rag=dropped_spans,
             traces_dropped_non_rag=len(dropped),
             traces_exported=result.accepted_records,

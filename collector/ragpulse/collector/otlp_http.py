@@ -32,7 +32,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ragpulse.collector.config import OtlpSettings
 from ragpulse.collector.exporter import ExportResult
 from ragpulse.collector.ingest import Ingest
-from ragpulse.collector.refusals import Busy, ShuttingDown, TooLarge, Unauthenticated, refusal_for
+from ragpulse.collector.refusals import (
+    Busy,
+    ForeignOrigin,
+    ShuttingDown,
+    TooLarge,
+    Unauthenticated,
+    refusal_for,
+)
 from ragpulse.collector.split import MalformedRequest
 from ragpulse.common import (
     BodyError,
@@ -42,7 +49,10 @@ from ragpulse.common import (
     GuardedRequestHandler,
     MalformedBody,
     bearer_ok,
+    browser_refusal,
     inflate_bounded,
+    is_loopback,
+    origin_allowed,
     read_body,
     serve_in_thread,
 )
@@ -54,6 +64,10 @@ log = logging.getLogger(__name__)
 TRACES_PATH = "/v1/traces"
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
+# Request headers a CORS preflight may always ask for (the CORS-safelisted ones, and the two an
+# OTLP exporter sets), as otelcol's receiver allows them.
+_CORS_HEADERS = frozenset({"accept", "accept-language", "content-language", "content-type",
+                           "content-encoding"})
 
 
 _DRAIN_MAX_BYTES = 8 << 20
@@ -188,6 +202,7 @@ class _Handler(GuardedRequestHandler):
     server_version = "ragpulse-collector"
     sys_version = ""
     lean_head = True
+    no_cors = False  # set on a refused preflight (its connection is then closed)
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -195,6 +210,18 @@ class _Handler(GuardedRequestHandler):
 
     def do_POST(self) -> None:
         self.server.receiver._handle(self)
+
+    def do_OPTIONS(self) -> None:
+        self.server.receiver._preflight(self)
+
+    def end_headers(self) -> None:
+        # Every answer to a request from an allowed web page's origin lets that page read it.
+        headers = getattr(self, "headers", None)
+        origin = headers.get("Origin") if headers is not None and not self.no_cors else None
+        if origin and origin_allowed(origin, self.server.receiver._settings.cors_allowed_origins):
+            self.send_header("Access-Control-Allow-Origin", origin)
+            self.send_header("Vary", "Origin")
+        super().end_headers()
 
     def do_GET(self) -> None:
         self._reply_plain(405, b"POST OTLP traces to /v1/traces\n", extra={"Allow": "POST"})
@@ -238,8 +265,11 @@ class HttpReceiver:
             "http_too_large": 0,
             "http_unsupported": 0,
             "http_unauthenticated": 0,
+            "http_refused_origin": 0,
             "http_tls_failed": 0,
         }
+        # A loopback listener no token protects is what DNS rebinding reaches: check Host there.
+        self._check_host = is_loopback(settings.http_host)
         self._stopped_server: _Server | None = None
         self._tls: ssl.SSLContext | None = None
         if settings.tls_cert_file and settings.tls_key_file:
@@ -327,6 +357,13 @@ class HttpReceiver:
         settings = self._settings
         content_type = (h.headers.get("Content-Type") or "").split(";")[0].strip().lower()
         as_json = content_type == JSON
+        why = browser_refusal(h.headers, check_host=self._check_host,
+                              allowed_origins=settings.cors_allowed_origins)
+        if why is not None:  # before the token and the body: a web page costs nothing
+            self._count("http_refused_origin")
+            h.close_connection = True
+            self._refuse(h, ForeignOrigin(why), as_json)
+            return
         if settings.auth_token is not None and not bearer_ok(
                 h.headers.get("Authorization"), settings.auth_token.get_secret_value()):
             # Before reading the body: an unauthenticated client costs no receive budget.
@@ -373,6 +410,43 @@ class HttpReceiver:
             self._release(sum(held))
         answer()
 
+    def _preflight(self, h: _Handler) -> None:
+        """A CORS preflight (``OPTIONS``): 204 with the CORS headers for an allowed origin asking
+        for POST and allowed headers, as otelcol's receiver answers (no token: a preflight never
+        carries one); 403 otherwise, counted. An OPTIONS without an Origin is not a preflight."""
+        settings = self._settings
+        with self._lock:
+            self._stats["http_requests"] += 1
+        self._discard_body(h)
+        origin = h.headers.get("Origin")
+        if origin is None:
+            h._reply_plain(204, b"", extra={"Allow": "POST, OPTIONS"})
+            return
+        asked = {name.strip().lower() for name in
+                 (h.headers.get("Access-Control-Request-Headers") or "").split(",") if name.strip()}
+        allowed_headers = {name.lower() for name in settings.cors_allowed_headers}
+        why = browser_refusal(h.headers, check_host=self._check_host,
+                              allowed_origins=settings.cors_allowed_origins)
+        if why is None and not origin_allowed(origin, settings.cors_allowed_origins):
+            why = f"origin {origin[:100]!r} is not in otlp.cors_allowed_origins"
+        method = (h.headers.get("Access-Control-Request-Method") or "").strip().upper()
+        if why is None and method != "POST":
+            why = f"method {method[:20]!r} is not allowed (POST only)"
+        if why is None and "*" not in allowed_headers and not asked <= _CORS_HEADERS | allowed_headers:
+            why = (f"headers {sorted(asked - _CORS_HEADERS - allowed_headers)!r} are not in "
+                   "otlp.cors_allowed_headers")
+        if why is not None:
+            self._count("http_refused_origin")
+            h.no_cors = h.close_connection = True
+            h._reply_plain(403, f"CORS preflight refused: {why}\n".encode())
+            return
+        extra = {"Access-Control-Allow-Methods": "POST"}
+        if asked:
+            extra["Access-Control-Allow-Headers"] = ", ".join(sorted(asked))
+        if settings.cors_max_age_s:
+            extra["Access-Control-Max-Age"] = str(settings.cors_max_age_s)
+        h._reply_plain(204, b"", extra=extra)
+
     def _reserve(self, size: int) -> bool:
         with self._lock:
             # Always admit a request when nothing else is buffered (it fits by validation).
@@ -381,6 +455,18 @@ class HttpReceiver:
                 return False
             self._inflight_bytes += size
             return True
+
+    def _grow(self, held: list[int], size: int) -> None:
+        """Reserve ``size`` more bytes for the request holding ``held`` (its decompressed body,
+        as it is inflated); :class:`Busy` (429) when others hold the rest of the budget. A
+        request alone may grow past it (one request always fits, as in :meth:`_reserve`)."""
+        with self._lock:
+            others = self._inflight_bytes - sum(held)
+            if others and self._inflight_bytes + size > self._settings.max_inflight_bytes:
+                self._stats["http_refused_busy"] += 1
+                raise Busy("receive buffer full: too many large decompressed requests in progress")
+            self._inflight_bytes += size
+            held.append(size)
 
     def _release(self, size: int) -> None:
         with self._lock:
@@ -394,11 +480,11 @@ class HttpReceiver:
         try:
             body = self._read_body(h, settings.max_body_bytes)
             if encoding == "gzip":
-                body = self._gunzip(body, settings.max_decompressed_bytes)
-                # Account the decompressed copy too (already bounded by max_decompressed_bytes).
-                with self._lock:
-                    self._inflight_bytes += len(body)
-                held.append(len(body))
+                # The decompressed copy is reserved as it is produced, 1 MiB at a time: a few KB
+                # of gzip can hold the full max_decompressed_bytes.
+                body = self._gunzip(body, settings.max_decompressed_bytes, partial(self._grow, held))
+        except Busy as exc:  # the body was read: the connection stays usable
+            return partial(self._refuse, h, exc, as_json)
         except TooLarge as exc:
             self._count("http_too_large")
             if not exc.body_consumed:
@@ -440,11 +526,12 @@ class HttpReceiver:
             raise MalformedRequest(str(exc)) from None
 
     @staticmethod
-    def _gunzip(body: bytes, limit: int) -> bytes:
-        """The gzip body inflated within ``limit`` (:func:`inflate_bounded`), as
-        :class:`TooLarge` (413) / ``MalformedRequest`` (400); the connection stays usable."""
+    def _gunzip(body: bytes, limit: int, reserve: Callable[[int], None]) -> bytes:
+        """The gzip body inflated within ``limit`` (:func:`inflate_bounded`, ``reserve`` told
+        of each step of output), as :class:`TooLarge` (413) / ``MalformedRequest`` (400); the
+        connection stays usable."""
         try:
-            return inflate_bounded(body, limit, "gzip")
+            return inflate_bounded(body, limit, "gzip", reserve)
         except BodyTooLarge as exc:
             raise TooLarge(str(exc), exc.consumed) from None
         except MalformedBody as exc:

@@ -18,7 +18,8 @@ from google.rpc import code_pb2
 from ragpulse.collector.exporter import ExportRefused, QueueFull
 from ragpulse.collector.split import MalformedRequest
 
-__all__ = ["Busy", "Refusal", "ShuttingDown", "TooLarge", "Unauthenticated", "refusal_for"]
+__all__ = ["Busy", "ForeignOrigin", "Refusal", "ShuttingDown", "TooLarge", "TooManyItems",
+           "Unauthenticated", "refusal_for"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,15 @@ class TooLarge(Exception):
     def __init__(self, message: str, body_consumed: bool = False) -> None:
         super().__init__(message)
         self.body_consumed = body_consumed
+
+
+class TooManyItems(TooLarge):
+    """The request holds more items (spans, attributes, events, links, list values) than
+    ``otlp.max_items`` allows; found before it was decoded (:mod:`.items`). Permanent, as
+    :class:`TooLarge`: HTTP 413, gRPC RESOURCE_EXHAUSTED without RetryInfo."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, body_consumed=True)
 
 
 class ShuttingDown(Exception):
@@ -50,6 +60,12 @@ class Unauthenticated(Exception):
         super().__init__(message)
 
 
+class ForeignOrigin(Exception):
+    """A request a web page of another site made a browser send (a foreign ``Origin``,
+    ``Sec-Fetch-Site: cross-site``), or, on a loopback listener, a ``Host`` that does not name
+    this machine (DNS rebinding): :func:`ragpulse.common.browser_refusal`."""
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """The answer to a refused request: the HTTP status, the ``google.rpc.Code`` (the gRPC
@@ -66,6 +82,7 @@ class Refusal:
 # subclasses come before their bases.
 _TABLE: tuple[tuple[type[BaseException], int, int, bool], ...] = (
     (Unauthenticated, 401, code_pb2.UNAUTHENTICATED, False),
+    (ForeignOrigin, 403, code_pb2.PERMISSION_DENIED, False),
     (TooLarge, 413, code_pb2.RESOURCE_EXHAUSTED, False),
     (MalformedRequest, 400, code_pb2.INVALID_ARGUMENT, False),
     (QueueFull, 429, code_pb2.RESOURCE_EXHAUSTED, True),

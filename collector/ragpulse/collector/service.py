@@ -37,7 +37,8 @@ class Collector:
                  http_shared: SharedListener | None = None) -> None:
         self.settings = settings
         self._exporter = exporter
-        self._ingest = Ingest(settings.filter, exporter)
+        self._ingest = Ingest(settings.filter, exporter, max_items=settings.otlp.max_items,
+                              max_span_age_days=settings.otlp.max_span_age_days)
         otlp = settings.otlp
         self._http = (HttpReceiver(otlp, self._ingest, shared=http_shared)
                       if otlp.http_enabled else None)

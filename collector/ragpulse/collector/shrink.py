@@ -18,24 +18,35 @@ values. So both keep the first contexts that fit, as the scorer does
 ``dropped_events_count`` grow by what it lost, as OTLP specifies for dropped data.
 
 This path is rare and runs on decoded protobuf messages (upb), not on the hot wire-level path of
-:mod:`.split`. Thread-safe: pure functions.
+:mod:`.split`. Its work is bounded by items: a record with more than :data:`MAX_LIST_ITEMS`
+items that could be dropped is rejected without listing them (counted first, at a few Python
+operations per attribute; listing costs ~200 bytes and ~2 µs per item), one shrink runs at a
+time per process (each holds a decoded copy of its record; under the GIL two would interleave,
+not run in parallel), and a record is decoded once per step, never twice at once. Thread-safe.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-__all__ = ["MARKER", "ShrinkResult", "shrink_request"]
+__all__ = ["MARKER", "MAX_LIST_ITEMS", "ShrinkResult", "shrink_request"]
 
 MARKER = " …[truncated by ragpulse: {n} bytes]"
 """Appended to every cut value; ``{n}`` is how many UTF-8 bytes were removed."""
 
 _MIN_KEEP = 256  # never cut a value shorter than this: short values are not the problem
+
+MAX_LIST_ITEMS = 100_000
+"""Most droppable list items (indexed attributes, events, array items) a record may hold for the
+list-item drop; a record with more is rejected (the scorer reads the first 64 contexts)."""
+
+_ONE_AT_A_TIME = threading.Lock()
 
 
 class ShrinkResult:
@@ -91,28 +102,39 @@ def shrink_request(value: bytes, limit: int) -> ShrinkResult:
     does not fit even so (e.g. tens of thousands of spans), comes back as
     ``ShrinkResult(None, ...)``.
     """
-    try:
+    with _ONE_AT_A_TIME:
+        try:
+            cut = _cut_values(ExportTraceServiceRequest.FromString(value), value, limit)
+        except Exception:  # the record was validated before; never fail the request over it
+            return ShrinkResult(None, 0, 0)
+        if cut.value is not None:
+            return cut
         req = ExportTraceServiceRequest.FromString(value)
-    except Exception:  # the record was validated before; never fail the request over it
-        return ShrinkResult(None, 0, 0)
-    cut = _cut_values(req, value, limit)
-    if cut.value is not None:
-        return cut
-    dropped = _drop_items(ExportTraceServiceRequest.FromString(value), limit)
-    if dropped.value is not None:
-        return dropped
-    # Both: every long value cut to the smallest cap, then the last items dropped.
-    req = ExportTraceServiceRequest.FromString(value)
-    strings = list(_string_values(kv.value for kv in _attributes(req)))
-    n_cut, removed, _ = _cut(req, strings, _MIN_KEEP)
-    both = _drop_items(req, limit)
-    if both.value is None:
-        return ShrinkResult(None, 0, 0)
-    return ShrinkResult(both.value, n_cut, removed + both.bytes_removed, both.items_dropped)
+        if _droppable(req) > MAX_LIST_ITEMS:
+            return ShrinkResult(None, 0, 0)
+        dropped = _drop_items(req, limit)
+        if dropped.value is not None:
+            return dropped
+        del req, dropped
+        # Both: every long value cut to the smallest cap, then the last items dropped.
+        req = ExportTraceServiceRequest.FromString(value)
+        strings = _long_strings(req)
+        n_cut, removed, _ = _cut(req, strings, _MIN_KEEP)
+        del strings
+        both = _drop_items(req, limit)
+        if both.value is None:
+            return ShrinkResult(None, 0, 0)
+        return ShrinkResult(both.value, n_cut, removed + both.bytes_removed, both.items_dropped)
+
+
+def _long_strings(req: ExportTraceServiceRequest) -> list[AnyValue]:
+    """The values a cut can shorten (longer than ``_MIN_KEEP``): at most one per 256 bytes of
+    the record, where all string values could be one per two bytes."""
+    return [v for v in _string_values(kv.value for kv in _attributes(req)) if _size(v) > _MIN_KEEP]
 
 
 def _cut_values(req: ExportTraceServiceRequest, value: bytes, limit: int) -> ShrinkResult:
-    strings = [v for v in _string_values(kv.value for kv in _attributes(req))]
+    strings = _long_strings(req)
     sizes = [_size(v) for v in strings]
     # Each cut value gains a marker: reserve room for it.
     excess = len(value) - limit + len(MARKER) + 16
@@ -125,7 +147,7 @@ def _cut_values(req: ExportTraceServiceRequest, value: bytes, limit: int) -> Shr
             return ShrinkResult(out, cut, removed)
         excess += len(out) - limit + 1024
         req = ExportTraceServiceRequest.FromString(value)
-        strings = [v for v in _string_values(kv.value for kv in _attributes(req))]
+        strings = _long_strings(req)
     return ShrinkResult(None, 0, 0)
 
 
@@ -190,6 +212,23 @@ def _drop_items(req: ExportTraceServiceRequest, limit: int) -> ShrinkResult:
     if len(out) > limit:
         return ShrinkResult(None, 0, 0)
     return ShrinkResult(out, 0, size - len(out), n)
+
+
+def _droppable(req: ExportTraceServiceRequest) -> int:
+    """How many items :func:`_drop_items` would list, counted without listing them; stops
+    once past :data:`MAX_LIST_ITEMS`."""
+    count = 0
+    search = _INDEXED.search
+    for span in (span for rs in req.resource_spans for ss in rs.scope_spans for span in ss.spans):
+        count += len(span.events)
+        for kv in span.attributes:
+            if search(kv.key):
+                count += 1
+            elif kv.value.WhichOneof("value") == "array_value":
+                count += len(kv.value.array_value.values)
+            if count > MAX_LIST_ITEMS:
+                return count
+    return count
 
 
 def _largest_cap(sizes: list[int], excess: int) -> int | None:

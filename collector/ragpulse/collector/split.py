@@ -24,8 +24,10 @@ span that fails is rejected alone, answered as an OTLP partial success
 bytes, not all zero), ``span_id`` (8 bytes, not all zero), ``parent_span_id`` (empty or 8 bytes)
 and ``start_time_unix_nano``/``end_time_unix_nano`` (each from :data:`MIN_START_NS`,
 2000-01-01, to :data:`MAX_FUTURE_NS` past the receiver's clock; an end before the start is
-clock skew and passes). The scorer would otherwise drop the ids (the whole trace dead-lettered)
-and ClickHouse's TTL rows timed by such times (a row that vanishes on insert).
+clock skew and passes); with ``max_age_ns``, a start older than that (the ``scores`` table's
+TTL, 90 days by default) is rejected too, named as past the retention. The scorer would
+otherwise drop the ids (the whole trace dead-lettered) and ClickHouse's TTL rows timed by such
+times (a row that vanishes on insert).
 When the trace id is the span's first field (every SDK), the check stops at the first field
 numbered 9 or more (attributes): a hand-built span repeating ``span_id`` after its attributes is
 judged by the first value, protobuf by the last; the scorer still drops such a span (counted).
@@ -183,21 +185,23 @@ def _time_pattern(lo: int, hi: int) -> bytes:
 # same matches tried in the same order, but a branch where ``?`` on a group takes sre's general
 # repeat machinery (0.36 -> 0.28 µs per match call on the load tool's spans).
 _NAMES = b"|".join(re.escape(bytes((n,))) + b".{%d}" % n for n in range(128))
-_FAST: dict[int, re.Pattern[bytes]] = {}
+_FAST: dict[tuple[int, int], re.Pattern[bytes]] = {}
 
 
-def _fast_check(latest_ns: int):
-    """``match(buf, pos, end)`` of the span layout above with both times inside
-    ``[MIN_START_NS, latest_ns]``: a match means :func:`_check_span` returns 0; no match means
-    nothing (the walk decides). Compiled once per 2**40 ns of ``latest_ns``."""
-    key = latest_ns >> 40
+def _fast_check(latest_ns: int, oldest_ns: int = MIN_START_NS):
+    """``match(buf, pos, end)`` of the span layout above with the start inside
+    ``[oldest_ns, latest_ns]`` and the end inside ``[MIN_START_NS, latest_ns]``: a match means
+    :func:`_check_span` returns 0; no match means nothing (the walk decides). Compiled once per
+    2**40 ns of ``latest_ns`` and of ``oldest_ns``."""
+    key = (latest_ns >> 40, oldest_ns >> 40)
     pattern = _FAST.get(key)
     if pattern is None:
+        starts = _time_pattern(oldest_ns, latest_ns)
         times = _time_pattern(MIN_START_NS, latest_ns)
         pattern = re.compile(
             rb"\x0a\x10(?:.{15}[^\x00]|(?!\x00{16}).{16})\x12\x08(?:.{7}[^\x00]|(?!\x00{8}).{8})"
             rb"(?:\x22\x08.{8}|)(?:\x2a(?:" + _NAMES + rb")|)(?:\x30[\x00-\x7f]|)"
-            rb"\x39" + times + rb"\x41" + times + rb"(?![\x00-\x47])", re.S)
+            rb"\x39" + starts + rb"\x41" + times + rb"(?![\x00-\x47])", re.S)
         if len(_FAST) > 16:
             _FAST.clear()
         _FAST[key] = pattern
@@ -210,6 +214,7 @@ _REASONS = (
     "parent_span_id",
     "start_time_unix_nano",
     "end_time_unix_nano",
+    "retention",
 )
 _EXPLAIN = {
     "trace_id": "without a valid 16-byte non-zero trace_id",
@@ -219,6 +224,8 @@ _EXPLAIN = {
     "(before 2000-01-01 or more than a day ahead of the receiver's clock)",
     "end_time_unix_nano": "with an implausible end_time_unix_nano "
     "(before 2000-01-01 or more than a day ahead of the receiver's clock)",
+    "retention": "with a start_time_unix_nano older than the retention "
+    "(otlp.max_span_age_days, the scores table's TTL: their rows would be deleted on insert)",
 }
 
 
@@ -291,7 +298,8 @@ def _span_trace_id(buf: bytes, start: int, end: int) -> bytes | None:
     return found
 
 
-def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool) -> int:
+def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool,
+                oldest: int = MIN_START_NS) -> int:
     """0 if the span's ids and times are acceptable, else the index in ``_REASONS``.
 
     Walks the span's fields from ``pos``; with ``ordered`` (the trace id was the first field, as
@@ -342,6 +350,8 @@ def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool)
         return 4
     if not lo <= finish <= hi:
         return 5
+    if start < oldest:
+        return 6
     return 0
 
 
@@ -351,25 +361,28 @@ def _frame(tag: bytes, body: list[bytes | memoryview]) -> bytes:
     return tag + (_VARINTS[n] if n < 16384 else _encode_varint(n)) + payload
 
 
-def split_request(buf: bytes, *, keep_all: bool = False, now_ns: int | None = None) -> SplitResult:
+def split_request(buf: bytes, *, keep_all: bool = False, now_ns: int | None = None,
+                  max_age_ns: int | None = None) -> SplitResult:
     """Split a serialized (and already upb-validated) request into per-trace records.
 
     Records come in order of each trace's first span. ``keep_all`` skips RAG classification
     (every record gets ``rag=True``). Spans failing the per-span check (module docstring) are
     left out and counted in ``spans_invalid``/``invalid``; ``now_ns`` is the clock the start
-    time is checked against (default: ``time.time_ns()``). Pure function: thread-safe, blocks
+    time is checked against (default: ``time.time_ns()``); ``max_age_ns``, if set, is the oldest
+    start accepted before ``now_ns`` (reason ``retention``). Pure function: thread-safe, blocks
     only on CPU. Raises :class:`MalformedRequest` on inconsistent framing (only possible when
     the caller skipped validation).
     """
     if now_ns is None:
         now_ns = time.time_ns()
     try:
-        return _split(buf, keep_all, now_ns + MAX_FUTURE_NS)
+        oldest = MIN_START_NS if max_age_ns is None else max(MIN_START_NS, now_ns - max_age_ns)
+        return _split(buf, keep_all, now_ns + MAX_FUTURE_NS, oldest)
     except IndexError as exc:  # a varint ran past the end of the buffer
         raise MalformedRequest("truncated message") from exc
 
 
-def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
+def _split(buf: bytes, keep_all: bool, latest_ns: int, oldest_ns: int = MIN_START_NS) -> SplitResult:
     """One walk over the request's wire bytes: group spans by trace (checking each on the way),
     then build one record per trace. Raises :class:`MalformedRequest` on broken framing.
 
@@ -388,7 +401,7 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
     total = 0
     rejected = [0] * len(_REASONS)
     lo, hi = MIN_START_NS, latest_ns
-    span_ok = _fast_check(latest_ns)
+    span_ok = _fast_check(latest_ns, oldest_ns)
     check_rag = not keep_all
     for number, wire, rs_start, rs_end, _ in _fields(buf, 0, len(buf)):
         if number != 1 or wire != 2:
@@ -433,13 +446,13 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int) -> SplitResult:
                 else:  # another layout, or a value to reject: the field walk names the field
                     if length >= 18 and buf[sp_start] == 0x0A and buf[sp_start + 1] == 0x10:
                         trace_id = buf[sp_start + 2 : sp_start + 18]
-                        why = _check_span(buf, sp_start + 18, sp_end, lo, hi, True)
+                        why = _check_span(buf, sp_start + 18, sp_end, lo, hi, True, oldest_ns)
                     else:
                         trace_id = _span_trace_id(buf, sp_start, sp_end)
                         if trace_id is None or len(trace_id) != 16:
                             rejected[1] += 1
                             continue
-                        why = _check_span(buf, sp_start, sp_end, lo, hi, False)
+                        why = _check_span(buf, sp_start, sp_end, lo, hi, False, oldest_ns)
                     if trace_id == _ZERO_TRACE:
                         rejected[1] += 1
                         continue

@@ -31,15 +31,18 @@ from __future__ import annotations
 import email.parser
 import hmac
 import io
+import ipaddress
 import logging
 import re
 import socket
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, BinaryIO, Literal
+from urllib.parse import urlsplit
 
 __all__ = [
     "BodyError",
@@ -547,9 +550,11 @@ def _skip(rfile: BinaryIO, length: int) -> None:
 
 
 _INFLATE_STEP = 1 << 16  # input handed to zlib at once: bounds each copy of what is left over
+_INFLATE_OUT_STEP = 1 << 20  # output zlib may produce per call: what on_output hears at most
 
 
-def inflate_bounded(data: bytes, limit: int, encoding: Literal["gzip", "deflate"] = "gzip") -> bytes:
+def inflate_bounded(data: bytes, limit: int, encoding: Literal["gzip", "deflate"] = "gzip",
+                    on_output: Callable[[int], None] | None = None) -> bytes:
     """``data`` decompressed per its HTTP content coding, refusing more than ``limit`` bytes out.
 
     ``gzip`` is RFC 1952, ``deflate`` the zlib format (RFC 9110 section 8.4.1.2). The output is
@@ -565,6 +570,8 @@ def inflate_bounded(data: bytes, limit: int, encoding: Literal["gzip", "deflate"
 
     Pure CPU on the caller's thread; holds no lock. The input is handed to zlib in 64 KiB
     steps, so many tiny members cost linear time, not a copy of the rest per member.
+    ``on_output(n)`` is called after each step of at most 1 MiB of output (a memory budget
+    reserving as it goes); what it raises stops the inflation and propagates.
     """
     wbits = (16 if encoding == "gzip" else 0) + zlib.MAX_WBITS
     view = memoryview(data)
@@ -574,8 +581,9 @@ def inflate_bounded(data: bytes, limit: int, encoding: Literal["gzip", "deflate"
     started = False  # whether the current member has had any input
     pending: bytes | memoryview = b""
     pos = 0
+    full = False  # the last call filled its output step: zlib may hold more for the next
     while True:
-        if not pending:
+        if not pending and not full:
             if pos >= len(view):
                 break
             pending = view[pos:pos + _INFLATE_STEP]
@@ -587,19 +595,23 @@ def inflate_bounded(data: bytes, limit: int, encoding: Literal["gzip", "deflate"
                 break  # zero bytes only: no member at all
             raise MalformedBody(f"invalid {encoding} body: data after the last member")
         started = True
+        want = min(limit - total + 1, _INFLATE_OUT_STEP)
         try:
-            chunk = member.decompress(pending, limit - total + 1)
+            chunk = member.decompress(pending, want)
         except zlib.error as exc:
             raise MalformedBody(f"invalid {encoding} body: {exc}") from exc
         total += len(chunk)
         if total > limit:  # max_length reached: the member holds more than the limit allows
             raise BodyTooLarge(f"decompressed body exceeds {limit} bytes", consumed=True)
+        if on_output is not None and chunk:
+            on_output(len(chunk))
         out.append(chunk)
-        pending = b""
+        full = len(chunk) == want
+        pending = member.unconsumed_tail  # input held back by the output step, at most a step
         if member.eof:
             pending = member.unused_data  # at most one step's worth
             member = zlib.decompressobj(wbits)
-            started = False
+            started = full = False
     if started or not out:
         raise MalformedBody(f"truncated {encoding} body")
     return b"".join(out)
@@ -620,3 +632,76 @@ def bearer_ok(header: str | None, token: str) -> bool:
     if not header or header[:7].lower() != "bearer ":
         return False
     return hmac.compare_digest(header[7:].strip().encode(), token.encode())
+
+
+# Browser guard: what a web page can make a browser send to a local server ---------------------
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _url_host(value: str) -> str:
+    """The host of a ``Host`` header (``name[:port]``, ``[v6]:port``) or an ``Origin``
+    (``scheme://host[:port]``), lower-case, without brackets."""
+    if "://" in value:
+        value = urlsplit(value).netloc
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def names_this_machine(value: str) -> bool:
+    """Whether a ``Host``/``Origin`` value names this machine: ``localhost`` (or a name under
+    ``.localhost``) or a loopback address."""
+    host = _url_host(value)
+    return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
+
+
+def origin_allowed(origin: str, patterns: tuple[str, ...] | list[str]) -> bool:
+    """Whether ``origin`` (``scheme://host[:port]``) matches one of ``patterns``, compared as
+    otelcol's ``cors.allowed_origins``: case-insensitive, ``*`` alone allows every origin and a
+    ``*`` inside a pattern stands for any run of characters of a host
+    (``https://*.example.com``)."""
+    origin = origin.strip().lower()
+    for pattern in patterns:
+        pattern = pattern.strip().lower()
+        if pattern == "*" or pattern == origin:
+            return True
+        if "*" in pattern and re.fullmatch(
+                ".*".join(re.escape(p) for p in pattern.split("*")).replace(".*", "[^/@]*"),
+                origin):
+            return True
+    return False
+
+
+def browser_refusal(headers: Any, *, check_host: bool,
+                    allowed_origins: tuple[str, ...] | list[str] = ()) -> str | None:
+    """Why a request a web page could have made a browser send is refused, or ``None``.
+
+    Shared by the ClickHouse facade and the OTLP/HTTP receiver. With ``check_host`` (a listener
+    no login protects, on loopback) the ``Host`` must name this machine: otherwise a page of
+    evil.example whose name now resolves to 127.0.0.1 (DNS rebinding) is same-origin with the
+    server. An ``Origin``, if sent, must name this machine or match ``allowed_origins``
+    (:func:`origin_allowed`); a browser's ``Sec-Fetch-Site: cross-site`` (a no-cors request or
+    an iframe, which carry no Origin) needs an allowed Origin too. Clients (SDK exporters,
+    curl, clickhouse-connect) send a loopback ``Host`` and neither header."""
+    host, origin = headers.get("Host"), headers.get("Origin")
+    if check_host and host is not None and not names_this_machine(host):
+        return (f"Host {host[:100]!r} does not name this machine; a loopback listener answers "
+                "loopback names only (DNS rebinding guard)")
+    allowed = origin is not None and origin_allowed(origin, allowed_origins)
+    if origin is not None and not allowed and not names_this_machine(origin):
+        return f"requests from web pages of {origin[:100]!r} are refused (cross-site guard)"
+    site = headers.get("Sec-Fetch-Site")
+    if site is not None and site.strip().lower() == "cross-site" and not allowed:
+        return ("a request another site's page made a browser send is refused (Sec-Fetch-Site: "
+                f"{site[:20]!r}; cross-site guard)")
+    return None

@@ -70,7 +70,9 @@ from ragpulse.common import (
     GuardedRequestHandler,
     MalformedBody,
     bearer_ok,
+    browser_refusal,
     inflate_bounded,
+    is_loopback,
     read_body,
     serve_in_thread,
 )
@@ -173,34 +175,6 @@ _HTTP_STATUS = {
     60: 404, 81: 404, 62: 400, 27: 400, 47: 400, 53: 400, 46: 404, 36: 400, 164: 403,
     497: 403, 516: 401, 202: 503, 159: 504,
 }
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or ``localhost``) only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _url_host(value: str) -> str:
-    """The host of a ``Host`` header (``name[:port]``, ``[v6]:port``) or an ``Origin``
-    (``scheme://host[:port]``), lower-case, without brackets."""
-    if "://" in value:
-        value = urlsplit(value).netloc
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:value.find("]")] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-
-
-def names_this_machine(value: str) -> bool:
-    """Whether a ``Host``/``Origin`` value names this machine: ``localhost`` (or a name under
-    ``.localhost``) or a loopback address."""
-    host = _url_host(value)
-    return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
 
 
 def client_key(address: str) -> str:
@@ -744,25 +718,12 @@ class ClickHouseHttpFacade:
         without a password is no login here: a page can send ``?user=NAME``."""
         if self.settings.secret_login:
             return
-        host, origin = headers.get("Host"), headers.get("Origin")
-        if host is not None and not names_this_machine(host):
+        # "same-site" is a page of this machine on another port (a local tool whose Origin
+        # passes); the shared guard refuses only "cross-site".
+        why = browser_refusal(headers, check_host=True)
+        if why is not None:
             self._count("refused_origin")
-            raise _HttpError(403, 497, f"Not enough privileges: Host {host[:100]!r} does not name "
-                             "this machine; the ragpulse facade answers loopback names only while "
-                             "it has no login (DNS rebinding guard)")
-        if origin is not None and not names_this_machine(origin):
-            self._count("refused_origin")
-            raise _HttpError(403, 497, f"Not enough privileges: requests from web pages of "
-                             f"{origin[:100]!r} are refused (cross-site guard)")
-        # A browser marks what another site's page makes it send, even a no-cors GET or an
-        # iframe that carries no Origin (clients send no Sec-Fetch-Site at all). "same-site" is
-        # a page of this machine on another port (a local tool whose Origin passes above).
-        site = headers.get("Sec-Fetch-Site")
-        if site is not None and site.strip().lower() == "cross-site":
-            self._count("refused_origin")
-            raise _HttpError(403, 497, "Not enough privileges: a request another site's page "
-                             "made a browser send is refused (Sec-Fetch-Site: "
-                             f"{site[:20]!r}; cross-site guard)")
+            raise _HttpError(403, 497, f"Not enough privileges: {why}")
 
     def check_auth(self, headers: Any, params: dict[str, str], address: str = "") -> None:
         """Raise 516 (401) unless the request carries the configured login (constant-time), or

@@ -23,7 +23,8 @@ class SecretFileError(ValueError):
 
 
 def load_secret_files(environ: MutableMapping[str, str] | None = None) -> list[str]:
-    """Resolve ``*_FILE`` variables into ``environ`` (default ``os.environ``). Returns the names
+    """Resolve ``*_FILE`` variables into ``environ`` (default ``os.environ``); a resolved
+    ``RAGPULSE_SECTION__NAME_FILE`` is removed (its section would refuse it). Returns the names
     set. Raises :class:`SecretFileError` for a missing, unreadable, empty or oversized file."""
     env = os.environ if environ is None else environ
     loaded: list[str] = []
@@ -48,4 +49,9 @@ def load_secret_files(environ: MutableMapping[str, str] | None = None) -> list[s
             raise SecretFileError(f"{var}: {path} is empty")
         env[name] = value
         loaded.append(name)
+        if "__" in name:
+            # A nested settings field (RAGPULSE_OTLP__AUTH_TOKEN): pydantic-settings would also
+            # read RAGPULSE_OTLP__AUTH_TOKEN_FILE as a field 'auth_token_file' of that section
+            # and refuse it as unknown. Its value is resolved: drop the name.
+            del env[var]
     return loaded

@@ -49,6 +49,8 @@ def collector(
     http_shared: Annotated[str | None, typer.Option("--http-shared", hidden=True, help="Internal: a spawned worker's inherited OTLP/HTTP listening socket.")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
     health_port: Annotated[int | None, typer.Option("--health-port", min=0, max=65535, help="Serve /healthz /readyz /metrics on this port. Env: RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT.")] = None,
+    allow_anonymous_ingest: Annotated[bool, typer.Option("--allow-anonymous-ingest", help="Off loopback, accept OTLP without a bearer token (otherwise set RAGPULSE_OTLP__AUTH_TOKEN). Env: RAGPULSE_OTLP__ALLOW_ANONYMOUS_INGEST.")] = False,
+    cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="Origin of a web page whose browser OTLP exporter may send (repeatable; 'https://*.example.com' patterns). Env: RAGPULSE_OTLP__CORS_ALLOWED_ORIGINS (a JSON list).")] = None,
 ) -> None:
     """Receive OTLP traces, keep RAG traces and produce them to Kafka, one record per trace."""
     from ragpulse.deploy.logs import configure_logging, protect_std_streams
@@ -58,7 +60,9 @@ def collector(
     configure_logging(log_level)
     settings = _settings(kafka=kafka, topic=topic, http=http, grpc=grpc, no_grpc=no_grpc,
                          no_http=no_http, pass_all=pass_all, partitions=partitions,
-                         queue_max_spans=queue_max_spans, confirm=confirm, workers=workers)
+                         queue_max_spans=queue_max_spans, confirm=confirm, workers=workers,
+                         allow_anonymous_ingest=allow_anonymous_ingest, cors_origin=cors_origin)
+    _require_auth_off_loopback(settings)
     service = _start(settings, http_shared)
     if worker:
         # A spawned worker: serve until the parent's SIGTERM (or its death, see _Workers),
@@ -70,7 +74,8 @@ def collector(
 
 def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: str | None,
               no_grpc: bool, no_http: bool, pass_all: bool, partitions: int | None,
-              queue_max_spans: int | None, confirm: str | None, workers: int | None) -> Any:
+              queue_max_spans: int | None, confirm: str | None, workers: int | None,
+              allow_anonymous_ingest: bool = False, cors_origin: list[str] | None = None) -> Any:
     """The flags over ``RAGPULSE_*``; exits with status 2 naming each invalid field."""
     from ragpulse.collector import CollectorSettings
 
@@ -97,6 +102,10 @@ def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: s
         overrides["queue"]["max_spans"] = queue_max_spans
     if workers is not None:
         overrides["otlp"]["workers"] = workers
+    if allow_anonymous_ingest:
+        overrides["otlp"]["allow_anonymous_ingest"] = True
+    if cors_origin:
+        overrides["otlp"]["cors_allowed_origins"] = tuple(cors_origin)
     try:
         # Flags are init arguments: pydantic-settings merges them over RAGPULSE_* per field.
         return CollectorSettings(**{k: v for k, v in overrides.items() if v})
@@ -106,6 +115,26 @@ def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: s
             where = ".".join(str(p) for p in err["loc"])
             typer.echo(f"  {where}: {err['msg']} (RAGPULSE_{where.upper().replace('.', '__')})", err=True)
         raise typer.Exit(2) from None
+
+
+def _require_auth_off_loopback(settings: Any) -> None:
+    """Exit with status 2 when a receiver listens off loopback without a bearer token and
+    anonymous ingest was not asked for, as ``ragpulse up`` does: anyone who reaches the port
+    could send spans (and with them the memory and judge work they cost)."""
+    from ragpulse.deploy.facade import is_loopback
+
+    otlp = settings.otlp
+    exposed = [host for enabled, host in ((otlp.http_enabled, otlp.http_host),
+                                          (otlp.grpc_enabled, otlp.grpc_host))
+               if enabled and not is_loopback(host)]
+    if exposed and otlp.auth_token is None and not otlp.allow_anonymous_ingest:
+        typer.echo(
+            f"ragpulse collector: refusing to serve OTLP on {exposed[0]} without authentication: "
+            "anyone who reaches it could send spans; set RAGPULSE_OTLP__AUTH_TOKEN (or "
+            "RAGPULSE_OTLP__AUTH_TOKEN_FILE) and send 'Authorization: Bearer <token>' from your "
+            "exporters, or pass --allow-anonymous-ingest (RAGPULSE_OTLP__ALLOW_ANONYMOUS_INGEST="
+            "true), or listen on 127.0.0.1", err=True)
+        raise typer.Exit(2)
 
 
 def _start(settings: Any, http_shared: str | None = None) -> Any:
