@@ -71,34 +71,10 @@ def build_judge(
         return _nli_judge(nli, embedder, threads=threads, model_dir=model_dir,
                           positive_label=positive_label, batch_size=batch_size)
     if name == "model":
-        # the nli judge with the bundled model: its directory unless one is given, terse
-        # statements judged as claims about the question (how it was trained), each statement
-        # against the 2 chunks sharing most of its tokens (dev set: AUROC 0.731 as with every
-        # chunk, 0.772 with 1, but 1 lets a statement credit one context only; 2.5x fewer pairs
-        # than every chunk for 5 contexts), 2 worker threads of one onnxruntime thread each
-        # (5.0-5.4 samples/s on 2 cores, as one worker of 2 threads at low load; more robust
-        # under load in one run: bench/local_model_speed.py). Premises chosen before the model
-        # (issue 22 items 6-7): each statement against its 2 best-overlapping sentences alone
-        # (premise sentences, no neighbours, <= 128 tokens) instead of 256-token chunks: dev
-        # 0.748 (chunks 0.742), QAGS-CNNDM 0.744 (0.686), FaithBench 0.589 (0.545), HaluEval
-        # 0.768 (0.782), JNLI 0.830 (same), 1.5x fewer CPU seconds a sample (docs/judges.md).
-        # premise="auto" (the two sentences packed into one premise when there are several
-        # contexts) lifted the dev set with @4 (blend 0.715 -> 0.759) and is 1.14-1.20x faster,
-        # but the fresh confirmation set did not confirm it (blend 0.723 -> 0.717, model alone
-        # 0.748 -> 0.712): not the default (docs/judges.md). The blend with the lexical
-        # detector only for one-context samples (blend_max_contexts=1): with several passages a
-        # wrong answer is made of retrieved words the lexical half finds supported; the model
-        # alone there: dev 0.715 -> 0.736, confirmation 0.723 -> 0.748, and 5.0 -> 5.8 samples/s
-        # on the 5-context trace.
-        # premise="views" with premise_view_sentences=1 (2026-11-27): with several contexts a
-        # statement's P is the mean of its best sentence's alone and its best two packed into
-        # one premise (one context: sentences, as before). Over the three hand-written sets
-        # (462 rows, model alone) +0.038 (90 % interval +0.018 .. +0.059), each set up (dev
-        # +0.041, confirmation +0.014, blind +0.052); two pairs a statement as sentences, 0.91x
-        # its speed (5.3-5.7 samples/s on the 5-context trace); the shared sets have one context
-        # a sample, so they are unchanged. Both sentences alone beside the packed premise
-        # (premise_view_sentences unset) gains no more and runs three pairs a statement.
-        # Settings given explicitly win.
+        # the nli judge with the bundled model and the settings it was chosen with (terse
+        # claims with the question, 2 candidate chunks, views premises of the best sentence and
+        # the best two packed, the blend for one-context samples): the measurements behind each
+        # are in docs/judges.md ("Premises chosen before the model" and after); given ones win.
         own = _local_model_settings(nli)
         return _nli_judge(own, embedder, threads=threads, model_dir=model_dir,
                           positive_label=positive_label, batch_size=batch_size, name="model")
