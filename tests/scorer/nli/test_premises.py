@@ -362,3 +362,45 @@ async def test_views_counts_both_passages_of_a_fused_statement_as_used(
     used = got[Fact.CONTEXT_USED].extra["entailment"]
     best = got[Fact.STATEMENT_SUPPORT].extra["probabilities"][0]
     assert used[0] == used[1] == pytest.approx(best, abs=1e-3)
+
+
+# ---------------------------------------------------------------------- evidence (issue 39)
+
+
+def test_evidence_takes_the_best_of_chunks_sentences_and_the_packed_premise(
+        tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A statement's P is its best premise's, never a mean: the passage it fits in whole (a chunk),
+    its best sentence alone, or its best sentences packed across passages; every pair runs once
+    and the cells credit the contexts each premise drew on."""
+    kw = {"premise_sentences": 2, "premise_neighbours": 0, "premise_view_sentences": 1,
+          "candidates": 2}
+    ev = model(tiny_dir, premise="evidence", **kw)
+    chunks = model(tiny_dir, premise="chunks", candidates=2)
+    best = model(tiny_dir, premise="sentences", premise_sentences=1, premise_neighbours=0)
+    packed = model(tiny_dir, premise="packed", premise_sentences=2, premise_neighbours=0)
+    seen = spy(ev, monkeypatch)
+    p, n = ev.support_matrix(STMT, TWO)
+    p_c, n_c = chunks.support_matrix(STMT, TWO)
+    p_b, n_b = best.support_matrix(STMT, TWO)
+    p_p, n_p = packed.support_matrix(STMT, TWO)
+    assert n == len(seen) == n_c + n_b + n_p == 4 * len(STMT)
+    np.testing.assert_allclose(p, np.maximum.reduce([p_c, p_b, p_p]), atol=1e-6)
+    # the whole passage is among the premises: a statement fusing two of its sentences can be
+    # supported by it
+    assert any(prem == TWO[0] for prem, _ in seen) and any(prem == TWO[1] for prem, _ in seen)
+    # one passage: its chunk and its best sentence, no packed premise across passages
+    one = [TWO[0]]
+    _, n1 = ev.support_matrix(STMT, one)
+    assert n1 == 2 * len(STMT)
+
+
+def test_evidence_checks_every_pair_it_would_run_before_running_any(
+        tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragpulse.scorer.judges.nli.onnx_model import PairsTooMany
+
+    ev = model(tiny_dir, premise="evidence", premise_sentences=2, premise_neighbours=0,
+               premise_view_sentences=1, candidates=2, max_pairs=7)
+    seen = spy(ev, monkeypatch)
+    with pytest.raises(PairsTooMany, match="at least 8 pairs; max_pairs 7"):
+        ev.support_matrix(STMT, TWO)  # 2 statements x (2 chunks + 1 sentence + 1 packed)
+    assert seen == []
