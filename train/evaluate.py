@@ -136,14 +136,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_judge(args: argparse.Namespace) -> Any:
-    if args.judge == "local":
+    if args.judge in ("local", "fast"):
         return build("local", None, None)
     from ragpulse.scorer.judges.factory import build_judge as bj
     from ragpulse.scorer.judges.nli import NliJudgeSettings
 
     given = {k: getattr(args, k) for k in ("premise", "premise_sentences", "premise_neighbours",
                                            "premise_tokens", "premise_heading",
-                                           "premise_view_sentences")
+                                           "premise_view_sentences", "blend")
              if getattr(args, k) is not None}
     return bj(args.judge, threads=args.threads, model_dir=args.model_dir,
               batch_size=args.batch_size, nli=NliJudgeSettings(**given) if given else None)
@@ -151,7 +151,8 @@ def build_judge(args: argparse.Namespace) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--judge", choices=("local-model", "nli", "local"), default="local-model")
+    ap.add_argument("--judge", choices=("model", "fast", "nli", "local-model", "local"),
+                    default="model", help="a judge (ragpulse.scorer.JUDGES; old names too)")
     ap.add_argument("--model-dir")
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     ap.add_argument("--dev", default=str(REPO / "bench" / "data" /
@@ -161,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--premise", choices=("chunks", "sentences", "packed", "auto", "views"),
+    ap.add_argument("--premise", choices=("chunks", "sentences", "packed", "auto", "views",
+                                          "evidence"),
                     help="the judge's premise selection (default: the judge's own)")
     ap.add_argument("--premise-sentences", type=int)
     ap.add_argument("--premise-neighbours", type=int)
@@ -171,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--premise-heading", type=int,
                     help="a context's first sentence of at most this many tokens heads its "
                          "later sentences' premises (0: off)")
+    ap.add_argument("--blend", choices=("auto", "on", "off"),
+                    help="the model judge's blend with the lexical detector (default: auto)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--rows", help="append each scored row (set, id, label, value) to this JSONL "
                                    "file (JNLI excepted), for train.compare")
