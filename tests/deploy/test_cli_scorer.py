@@ -21,7 +21,8 @@ def app():
         (["--kafka", "no-port"], "kafka.bootstrap_servers"),
         (["--clickhouse", "mysql://x"], "clickhouse"),
         (["--metrics", "faithfulness,bogus"], "unknown metrics"),
-        (["--sample-rate", "1.5"], "sampling.default_rate"),
+        (["--sampling-rate", "1.5"], "sampling.default_rate"),
+        (["--sample-rate", "1.5"], "sampling.default_rate"),  # its old name
         (["--service-rate", "checkout"], "expected SERVICE=RATE"),
         (["--grace", "100"], "grace_s"),
     ],

@@ -101,8 +101,9 @@ def scorer(
     sample_rate: Annotated[
         float | None,
         typer.Option(
-            "--sample-rate",
-            help="share of traces judged (0..1; errors and negative feedback always)",
+            "--sampling-rate", "--sample-rate",
+            help="share of traces judged (0..1; errors and negative feedback always); "
+            "--sample-rate is its old name",
         ),
     ] = None,
     service_rate: Annotated[
