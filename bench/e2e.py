@@ -215,7 +215,8 @@ def cpu_seconds(pid: int, proc: Path = Path("/proc")) -> float:
 
 STATUS_RE = re.compile(
     r"\[\s*(?P<t>\d+)s\] spans received (?P<spans>\d+), traces assembled (?P<assembled>\d+) = "
-    r"sampled out (?P<sampled_out>\d+) \+ not RAG (?P<not_rag>\d+) \+ unscorable \d+(?: \([^)]*\))? "
+    r"sampled out (?P<sampled_out>\d+) \+ not RAG (?P<not_rag>\d+) \+ "
+    r"expired incomplete (?P<expired>\d+) \+ unscorable \d+(?: \([^)]*\))? "
     r"\+ scored (?P<scored>\d+) \+ failed \d+ \+ dropped (?P<dropped>\d+) \+ in progress \d+; "
     r"rows (?P<rows>\d+), lag (?P<lag>-?\d+), errors (?P<errors>\d+)"
 )
@@ -224,12 +225,13 @@ STATUS_RE = re.compile(
 def parse_status(line: str) -> dict[str, int] | None:
     """The counters of one ``ragpulse up`` status line, or None for any other line. ``sampled``
     (traces the sampler kept for the judge) is what the assembled traces left after the sampler,
-    the non-RAG traces and the dropped ones."""
+    the non-RAG traces, the ones that expired incomplete and the dropped ones."""
     m = STATUS_RE.search(line)
     if not m:
         return None
     v = {k: int(x) for k, x in m.groupdict().items()}
-    v["sampled"] = v["assembled"] - v.pop("sampled_out") - v.pop("not_rag") - v.pop("dropped")
+    v["sampled"] = (v["assembled"] - v.pop("sampled_out") - v.pop("not_rag") - v.pop("expired")
+                    - v.pop("dropped"))
     return v
 
 
