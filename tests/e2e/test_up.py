@@ -156,7 +156,8 @@ def test_otlp_http_and_grpc_to_scores_in_chdb(up):
     log_text = (tmp_path / "up.log").read_text()
     assert "stopped." in log_text
     # It says which judge scores and where that judge's quality is documented.
-    assert "local (no API, nothing downloaded); quality and alert levels per judge: docs/judges.md" \
+    assert ("model (ragpulse's own faithfulness cross-encoder, bundled (no API, nothing "
+            "downloaded); the default); quality and alert levels per judge: docs/judges.md") \
         in " ".join(log_text.split())
 
     # After the drain the data is on disk; read it from a fresh process that now owns it.

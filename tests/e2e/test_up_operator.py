@@ -115,7 +115,8 @@ def test_status_line_adds_up_and_a_dead_pipe_does_not_stop_the_drain(up: Up,
     outcomes = {k: int(v) for k, v in re.findall(r"([a-zA-Z ]+?) (\d+)(?: \([^)]*\))?(?: \+ |$)",
                                                   parts)}
     assert sum(outcomes.values()) == int(total) == 4, line
-    assert outcomes == {"sampled out": 0, "not RAG": 1, "unscorable": 1, "scored": 2, "failed": 0,
+    assert outcomes == {"sampled out": 0, "not RAG": 1, "expired incomplete": 0, "unscorable": 1,
+                        "scored": 2, "failed": 0,
                         "dropped": 0, "in progress": 0}, line
     assert re.search(r"unscorable 1 \((content_not_captured|no_question|no_answer) 1\)", line), line
     assert int(rows) == 3 * METRICS  # two scored traces and the null rows of the third
