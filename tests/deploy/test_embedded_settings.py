@@ -205,6 +205,8 @@ def test_the_judge_line_names_the_judge_and_where_its_quality_is_documented(tmp_
     assert judge_line(EmbeddedSettings(data_dir=tmp_path)).startswith(
         "model (ragpulse's own faithfulness cross-encoder, bundled")
     assert judge_line(EmbeddedSettings(data_dir=tmp_path, judge="local")).startswith("fast (")
+    with pytest.raises(ValueError, match="unknown judge 'bogus': one of model, fast, nli, llm"):
+        EmbeddedSettings(data_dir=tmp_path, judge="bogus")
     llm = judge_line(EmbeddedSettings(data_dir=tmp_path, judge="llm", judge_model="m1",
                                       judge_base_url="http://127.0.0.1:9/v1"))
     assert llm.startswith("llm (m1 at http://127.0.0.1:9/v1)")

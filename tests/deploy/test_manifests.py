@@ -137,7 +137,15 @@ def _compose_secret_files(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, servi
     for key, value in m.compose_env(service).items():
         if key.endswith("_FILE") and value.startswith("/run/secrets/"):
             monkeypatch.setenv(key, str(tmp_path / value.removeprefix("/run/secrets/")))
-    load_secret_files(os.environ)
+    # resolved into a copy and applied through monkeypatch: resolving os.environ itself left
+    # RAGPULSE_OTLP__AUTH_TOKEN set for every later test (their receivers then answered 401)
+    env = dict(os.environ)
+    load_secret_files(env)
+    for key in set(env) | set(os.environ):
+        if key not in env:
+            monkeypatch.delenv(key)
+        elif env[key] != os.environ.get(key):
+            monkeypatch.setenv(key, env[key])
     return values
 
 

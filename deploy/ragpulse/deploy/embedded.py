@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ragpulse.scorer import DEFAULT_JUDGE, JUDGES, JudgeSetting
+from ragpulse.scorer import DEFAULT_JUDGE, JUDGES, resolve_judge
 from ragpulse.scorer.store import DatabaseName
 
 from .diskspace import low_disk_note
@@ -65,7 +65,8 @@ class EmbeddedSettings(BaseSettings):
         "(FacadeSettings.memory_limit_bytes)")
     partitions: int = Field(3, ge=1, le=64, description="partitions of the spans topic")
     database: DatabaseName = "rag"
-    judge: JudgeSetting = DEFAULT_JUDGE
+    judge: str = Field(DEFAULT_JUDGE, description="model | fast | nli | llm "
+                       "(ragpulse.scorer.JUDGES; old names local-model, local)")
     judge_model: str | None = None
     judge_base_url: str | None = None
     judge_model_dir: Path | None = Field(
@@ -122,6 +123,11 @@ class EmbeddedSettings(BaseSettings):
         # Once, here: every part (chDB, SeaweedFS, which runs inside DATA_DIR/s3, the disk
         # check) then sees the same directory whatever the spelling, relative or absolute.
         return value.resolve()
+
+    @field_validator("judge")
+    @classmethod
+    def _judge(cls, value: str) -> str:
+        return resolve_judge(value)  # an old name is the judge it stands for; unknown: an error
 
     @property
     def required_free_bytes(self) -> int:
