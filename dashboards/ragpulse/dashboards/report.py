@@ -18,7 +18,7 @@ from typing import Any
 
 from ragpulse.scorer.store import without_format
 
-from .alerts import RuleResult, evaluate_all
+from .alerts import RuleResult, evaluate_all, instance_text
 from .frames import Frame, Series, context, run_panel
 from .macros import expand
 from .queries import PanelSpec, data_range_sql, judges_sql, sections
@@ -390,9 +390,7 @@ def _alerts_html(results: Sequence[RuleResult]) -> str:
             state, detail = "error", r.error
         elif r.firing:
             state = "firing"
-            detail = "; ".join(
-                (", ".join(f"{k}={v}" for k, v in i.labels.items()) or "all")
-                + ("" if i.value is None else f" ({i.value:.3g})") for i in r.firing)
+            detail = "; ".join(instance_text(r.rule, i) for i in r.firing)
         else:
             state, detail = "ok", f"{len(r.instances)} series evaluated"
         rows.append(f'<tr class="{state}"><td>{esc(state)}</td><td>{esc(r.rule.title)}</td>'
