@@ -440,7 +440,10 @@ def _pipeline_section(s: DashboardsSettings) -> Section:
                HEALTH["spans"], "counter", "name"),
         health("health_traces", "Traces assembled / evicted / scored", HEALTH["traces"],
                "counter", "name",
-               description="traces_not_rag: traces with no question, no answer and no LLM call "
+               description="traces_assembled: every trace the assembler handed on (complete, "
+                           "timed out, evicted, drained at shutdown, re-scored), as the status "
+                           "lines count it; traces_evicted and traces_timed_out are part of it. "
+                           "traces_not_rag: traces with no question, no answer and no LLM call "
                            "(index building, embedding batches); counted, no score rows. "
                            "traces_expired_incomplete: traces evicted before their root span "
                            "arrived with nothing to score; counted, no score rows."),

@@ -654,8 +654,9 @@ def status_line(st: dict[str, Any], elapsed_s: float) -> str:
     def g(key: str) -> int:
         return int(st.get(key, 0) or 0)
 
-    emitted = sum(g(f"scorer.traces_{k}") for k in
-                  ("assembled", "timed_out", "evicted", "drained", "rescored"))
+    # traces_assembled counts every trace the assembler handed on, whatever the cause (the
+    # pipeline-health panel draws the same counter)
+    emitted = g("scorer.traces_assembled")
     outcomes = {
         "sampled out": g("scorer.traces_sampled_out"),
         "not RAG": g("scorer.traces_not_rag"),
