@@ -68,8 +68,9 @@ def test_report_is_self_contained_with_drawn_charts(report_html: Path, settings)
     from ragpulse.dashboards.levels import FAITHFULNESS_LEVELS
 
     level = FAITHFULNESS_LEVELS["fast"]  # the rows say local, the fast judge's old name
-    assert ("In this report the red line is instead the level of the judge that scored this "
-            f"range: fast {level:g}.") in html
+    assert (f"The red line is {level:g}, the alert level of the fast judge, which scored this "
+            "range: its rule fires when a service&#x27;s 60-min mean is below it with at least 20 "
+            "samples.") in html
     faith = html[html.index('data-panel="quality_faithfulness"'):]
     faith = faith[:faith.index("</section>")]
     assert faith.count('class="threshold"') == 1

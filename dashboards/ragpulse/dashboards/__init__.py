@@ -16,7 +16,7 @@ from .provisioning import export, files, write_atomic
 from .push import GrafanaPushError, push
 from .report import build_report
 from .settings import AlertSettings, DashboardsSettings, DriftSettings
-from .status import collect_status, render_status, unscorable_traces
+from .status import collect_status, render_status, status_interval, unscorable_traces
 
 __all__ = [
     "ALL",
@@ -41,6 +41,7 @@ __all__ = [
     "render_status",
     "rule_specs",
     "since",
+    "status_interval",
     "unscorable_traces",
     "write_atomic",
 ]

@@ -22,7 +22,8 @@ from .macros import QueryContext, expand
 from .queries import HEALTH, drift_sql
 from .settings import DashboardsSettings
 
-__all__ = ["AlertInstance", "RuleSpec", "evaluate", "evaluate_all", "grafana_rule", "rule_specs"]
+__all__ = ["AlertInstance", "RuleSpec", "evaluate", "evaluate_all", "grafana_rule",
+           "instance_text", "rule_specs"]
 
 Op = Literal["gt", "lt"]
 
@@ -42,6 +43,9 @@ class RuleSpec:
     severity: str = "warning"
     no_data: str = "OK"
     pending_for: str | None = None
+    detail: str = "{value:.3g}"
+    """How ``status`` and ``report`` say an instance's value, with its unit: a format string of
+    ``value`` and ``duration`` (the value as minutes, said in minutes, hours or days)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ def _faithfulness_low(settings: DashboardsSettings) -> list[RuleSpec]:
                  f"{a.faithfulness_window_s // 60} min is {{{{ printf `%.3g` $values.B.Value }}}} "
                  f"(< {level}, at least {a.faithfulness_min_samples} samples)"),
         severity=severity,
+        detail=f"mean {{value:.3f}} over {a.faithfulness_window_s // 60} min (level {level:g})",
         sql=f"""SELECT service, sum(weighted_value_sum) / sum(weight_sum) AS value
 FROM `{db}`.`scores_1m`
 WHERE $__timeFilter(minute) AND metric = {_q(a.faithfulness_metric)}{where}
@@ -116,6 +121,7 @@ def rule_specs(settings: DashboardsSettings) -> list[RuleSpec]:
             title=f"Faithfulness {int(a.drop_fraction * 100)}% below its baseline",
             range_s=a.baseline_days * day + w, op="lt", threshold=-a.drop_fraction,
             severity="critical",
+            detail=f"{{value:+.1%}} against the same hours of the previous {a.baseline_days} days",
             summary=(f"{{{{ $labels.service }}}}: {a.faithfulness_metric} ({{{{ $labels.judge }}}} judge) over the last "
                      f"{w // 60} min changed by {{{{ humanizePercentage $values.B.Value }}}} against the same hours of the "
                      f"previous {a.baseline_days} days"),
@@ -147,6 +153,7 @@ ORDER BY service, judge"""),
             uid="ragpulse-null-rate",
             title=f"Null/error score share above {a.null_rate_max}",
             range_s=a.null_rate_window_s, op="gt", threshold=a.null_rate_max,
+            detail=f"{{value:.0%}} of the scores without a value over {a.null_rate_window_s // 60} min",
             summary=("{{ $labels.service }} / {{ $labels.metric }}: {{ humanizePercentage $values.B.Value }} of the "
                      "scores have no value (null or judge error)"),
             sql=f"""SELECT service, metric, (sum(n_null) + sum(n_error)) / sum(rows) AS value
@@ -159,7 +166,7 @@ ORDER BY service, metric"""),
             uid="ragpulse-pipeline-stalled",
             title=f"No scores for {a.stalled_after_min} minutes",
             range_s=day, op="gt", threshold=float(a.stalled_after_min), severity="critical",
-            no_data="Alerting",
+            no_data="Alerting", detail="no score for {duration}",
             summary="the last score was written {{ printf `%.3g` $values.B.Value }} minutes ago",
             # An empty day gives max(minute) = epoch, i.e. a huge value: stalled.
             sql=f"""SELECT (toInt64(toUnixTimestamp($__toTime)) - toInt64(toUnixTimestamp(max(minute))) - 60) / 60
@@ -170,6 +177,7 @@ WHERE $__timeFilter(minute)"""),
             uid="ragpulse-lag-growing",
             title="Consumer lag growing",
             range_s=a.lag_window_s, op="gt", threshold=a.lag_growth_per_min,
+            detail="consumer lag rising by {value:.3g} records/min",
             summary="consumer lag is {{ printf `%.3g` $values.B.Value }} records/min and rising",
             sql=f"""SELECT if(count() >= 3 AND argMax(lag, minute) >= {a.lag_min},
   60 * simpleLinearRegression(toFloat64(toUnixTimestamp(minute)), lag).1, 0) AS value
@@ -183,6 +191,7 @@ FROM (
             uid="ragpulse-judge-budget",
             title="Judge token budget exhausted",
             range_s=a.budget_window_s, op="gt", threshold=0.0,
+            detail=f"scores skipped for the token budget in {a.budget_window_s // 60} min: {{value:.0f}}",
             summary="{{ $labels.service }}: {{ printf `%.3g` $values.B.Value }} scores skipped for budget_exhausted",
             sql=f"""SELECT service, toFloat64(count()) AS value
 FROM `{db}`.`scores_dedup`
@@ -194,6 +203,7 @@ ORDER BY service"""),
             title="Quality drift (slow slide vs trailing baseline)",
             range_s=(settings.drift.baseline_days + 1) * day + settings.drift.window_hours * 3600,
             op="lt", threshold=round(settings.drift.z_critical, 4),
+            detail=f"z = {{value:.2f}} (fires below {settings.drift.z_critical:.2f})",
             summary=("{{ $labels.metric }} / {{ $labels." + settings.drift.segment_by[0] + " }}: "
                      f"the last {settings.drift.window_hours} h are significantly below the same hours "
                      f"of the previous {settings.drift.baseline_days} days (z {{{{ printf `%.3g` $values.B.Value }}}})"),
@@ -234,6 +244,29 @@ def grafana_rule(spec: RuleSpec, settings: DashboardsSettings) -> dict[str, Any]
         "annotations": {"summary": spec.summary},
         "isPaused": False,
     }
+
+
+def _minutes(minutes: float) -> str:
+    if minutes < 120:
+        return f"{minutes:.0f} min"
+    if minutes < 48 * 60:
+        return f"{minutes / 60:.3g} h"
+    return f"{minutes / 1440:.3g} d"
+
+
+def instance_text(spec: RuleSpec, instance: AlertInstance) -> str:
+    """Where an instance fires and its value with its unit, as ``status`` and ``report`` both
+    say it: ``service=drop, judge=fast: -39.1% against the same hours of the previous 7 days``,
+    ``whole pipeline: consumer lag rising by 49.7 records/min``. Pure."""
+    where = ", ".join(f"{k}={v}" for k, v in instance.labels.items()) or "whole pipeline"
+    value = instance.value
+    if value is None:
+        return f"{where}: no data"
+    # More minutes than the rule looks back (the stalled rule on an empty day: minutes since
+    # the epoch): all it knows is its whole window.
+    duration = (f"more than {_minutes(spec.range_s / 60)}" if value * 60 >= spec.range_s
+                else _minutes(value))
+    return f"{where}: " + spec.detail.format(value=value, duration=duration)
 
 
 def evaluate(client: Any, spec: RuleSpec, now: datetime) -> RuleResult:

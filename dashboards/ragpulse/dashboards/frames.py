@@ -125,9 +125,15 @@ def run_panel(client: Any, panel: PanelSpec, ctx: QueryContext) -> Frame:
 
 
 def since(spec: str) -> timedelta:
-    """``24h``, ``90m``, ``7d``, ``3600s`` → timedelta. Raises ``ValueError``."""
+    """``24h``, ``90m``, ``7d``, ``3600s`` → timedelta, at least a minute (the rollup's
+    resolution: a shorter range holds a minute's row only when a minute starts in it). Raises
+    ``ValueError``."""
     spec = spec.strip().lower()
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
     if len(spec) < 2 or spec[-1] not in units or not spec[:-1].isdigit() or int(spec[:-1]) <= 0:
         raise ValueError(f"{spec!r} is not a duration like 30m, 24h, 7d")
-    return timedelta(seconds=int(spec[:-1]) * units[spec[-1]])
+    seconds = int(spec[:-1]) * units[spec[-1]]
+    if seconds < 60:
+        raise ValueError(f"{spec!r} is shorter than 1m: scores are counted per minute, so "
+                         "the shortest range is 1m")
+    return timedelta(seconds=seconds)

@@ -17,11 +17,12 @@ Read paths (docs/dashboards.md explains the choice):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ragpulse.common.schema import ADVICE
-from ragpulse.scorer import stored_judge_sql
+from ragpulse.scorer import JUDGE_NAMES, stored_judge_sql
 
 from .settings import SEGMENT_DIMENSIONS, DashboardsSettings
 
@@ -35,6 +36,7 @@ __all__ = [
     "drift_sql",
     "judges_sql",
     "panels",
+    "quality_description",
     "sections",
 ]
 
@@ -88,6 +90,17 @@ class PanelSpec:
     series_names: tuple[str, ...] = ()
     """The series the panel is meant to show (pipeline counters by name): the report's legend
     names those that have no data in range instead of silently dropping them."""
+    totals: bool = False
+    """Counts per interval: the report's legend gives each series' total over the range."""
+    zero_note: str = ""
+    """What the report says instead of a chart when every series is 0 throughout; ``{judges}``
+    names the series' labels (the LLM-call charts of a range scored by local judges only)."""
+
+    @property
+    def bucketed(self) -> bool:
+        """Whether the query groups rows by ``$__timeInterval``: each value stands for a whole
+        interval (the report draws it in the interval's middle)."""
+        return "$__timeInterval(" in self.sql
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,49 @@ WHERE $__timeFilter(minute) AND metric = {metric} AND {filters()}
 GROUP BY judge HAVING sum(n_ok) > 0 ORDER BY judge"""
 
 
+def _and(items: list[str]) -> str:
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+
+
+def quality_description(settings: DashboardsSettings, metric: str,
+                        levels: Mapping[str, float] | None = None) -> str:
+    """The caption of a quality panel. On the faithfulness panel one sentence names the alert
+    level the red line draws and why: ``levels`` (judge -> level) are those of the judges that
+    scored the range, as the report draws them; without them (Grafana's panel) the line is the
+    general level, ``alerts.faithfulness_min``, of the judges without one of their own."""
+    a = settings.alerts
+    text = (f"Sampling-weighted mean {metric} per service and interval, with a conservative 95% "
+            "band around it and the number of scored samples as bars: a dip on 3 samples is not "
+            "a dip on 3,000.")
+    if metric != a.faithfulness_metric:
+        return text
+    rule = (f"fires when a service's {a.faithfulness_window_s // 60}-min mean is below "
+            f"{{its}} with at least {a.faithfulness_min_samples} samples")
+    if not levels:
+        own = sorted(a.faithfulness_min_by_judge.items())
+        others = ("; the " + _and([j for j, _ in own]) + f" judge{'s' if len(own) > 1 else ''} "
+                  "have levels of their own (" + ", ".join(f"{j} {v:g}" for j, v in own)
+                  + "), not drawn") if own else ""
+        general = [j for j in JUDGE_NAMES if j not in a.faithfulness_min_by_judge]
+        which = (f" (the {_and(general)} judge{'s' if len(general) > 1 else ''})"
+                 if general else "")
+        return (f"{text} The red line is {a.faithfulness_min:g}, the alert level of the judges "
+                f"without a level of their own{which}: their rule "
+                f"{rule.format(its='it')}{others}.")
+    by_level: dict[float, list[str]] = {}
+    for judge, level in sorted(levels.items()):
+        by_level.setdefault(level, []).append(judge)
+    if len(by_level) == 1:
+        ((level, judges),) = by_level.items()
+        who = f"the {_and(judges)} judge{'s' if len(judges) > 1 else ''}"
+        return (f"{text} The red line is {level:g}, the alert level of {who}, which scored this "
+                f"range: {'its' if len(judges) == 1 else 'each judge' + chr(39) + 's'} rule "
+                f"{rule.format(its='it')}.")
+    drawn = _and([f"{v:g} ({', '.join(js)})" for v, js in sorted(by_level.items())])
+    return (f"{text} The red lines are {drawn}, the alert levels of the judges that scored this "
+            f"range: each judge's rule {rule.format(its='its level')}.")
+
+
 def _quality(s: DashboardsSettings, metric: str) -> PanelSpec:
     db = s.database
     sql = f"""SELECT $__timeInterval(minute) AS time, service,
@@ -151,16 +207,7 @@ ORDER BY time, service"""
         format=FORMAT_TIME_SERIES, unit="percentunit", min=0, max=1, band=True,
         thresholds=((s.alerts.faithfulness_min,) if metric == s.alerts.faithfulness_metric
                     else ()),
-        description=(f"Sampling-weighted mean {metric} per service and interval, with a "
-                     "conservative 95% band around it and the number of scored samples as bars: "
-                     "a dip on 3 samples is not a dip on 3,000."
-                     + (f" The red line is the alert level ({s.alerts.faithfulness_min}: the "
-                        "faithfulness rule fires below it over "
-                        f"{s.alerts.faithfulness_window_s // 60} min with at least "
-                        f"{s.alerts.faithfulness_min_samples} samples)"
-                        + "".join(f"; the {j} judge's own level is {v}"
-                                  for j, v in sorted(s.alerts.faithfulness_min_by_judge.items()))
-                        + "." if metric == s.alerts.faithfulness_metric else "")))
+        description=quality_description(s, metric))
 
 
 def _histogram(s: DashboardsSettings, metric: str) -> PanelSpec:
@@ -316,12 +363,16 @@ GROUP BY time, judge
     return Section("Judge cost and throughput", (
         PanelSpec(
             key="judge_calls", title="Judge LLM calls", kind="timeseries",
-            format=FORMAT_TIME_SERIES, unit="short",
+            format=FORMAT_TIME_SERIES, unit="short", totals=True,
             description="LLM calls per interval (a call shared by several metrics counts once).",
+            zero_note="No LLM calls in this range: {judges} scored it on this machine, without "
+                      "an LLM.",
             sql=judge_series(" sum(llm_calls) AS llm_calls")),
         PanelSpec(
             key="judge_tokens", title="Judge tokens", kind="timeseries",
-            format=FORMAT_TIME_SERIES, unit="short",
+            format=FORMAT_TIME_SERIES, unit="short", totals=True,
+            zero_note="No LLM tokens in this range: {judges} scored it on this machine, without "
+                      "an LLM.",
             sql=judge_series(
                 "\n  sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens"
             )),
@@ -336,7 +387,7 @@ GROUP BY time, judge
                              having="HAVING sum(rows) > 0\n")),
         PanelSpec(
             key="judge_errors", title="Scores without a value, by reason", kind="timeseries",
-            format=FORMAT_TIME_SERIES, unit="short", width=24,
+            format=FORMAT_TIME_SERIES, unit="short", width=24, totals=True,
             description="Judge errors (timeouts, unparseable output…), budget and size skips.",
             sql=f"""SELECT $__timeInterval(ts) AS time, reason, toFloat64(count()) AS scores
 FROM `{db}`.`scores_dedup`
@@ -376,7 +427,7 @@ GROUP BY time, series
 ORDER BY time, series"""
     return PanelSpec(key=key, title=title, kind="timeseries", format=FORMAT_TIME_SERIES,
                      sql=sql, unit=unit, width=width, description=description,
-                     series_names=names_t if by == "name" else ())
+                     series_names=names_t if by == "name" else (), totals=kind == "counter")
 
 
 
@@ -389,7 +440,10 @@ def _pipeline_section(s: DashboardsSettings) -> Section:
                HEALTH["spans"], "counter", "name"),
         health("health_traces", "Traces assembled / evicted / scored", HEALTH["traces"],
                "counter", "name",
-               description="traces_not_rag: traces with no question, no answer and no LLM call "
+               description="traces_assembled: every trace the assembler handed on (complete, "
+                           "timed out, evicted, drained at shutdown, re-scored), as the status "
+                           "lines count it; traces_evicted and traces_timed_out are part of it. "
+                           "traces_not_rag: traces with no question, no answer and no LLM call "
                            "(index building, embedding batches); counted, no score rows. "
                            "traces_expired_incomplete: traces evicted before their root span "
                            "arrived with nothing to score; counted, no score rows."),

@@ -18,10 +18,10 @@ from typing import Any
 
 from ragpulse.scorer.store import without_format
 
-from .alerts import RuleResult, evaluate_all
-from .frames import Frame, Series, context, run_panel
+from .alerts import RuleResult, evaluate_all, instance_text
+from .frames import Frame, Series, auto_interval, context, run_panel
 from .macros import expand
-from .queries import PanelSpec, data_range_sql, judges_sql, sections
+from .queries import PanelSpec, data_range_sql, judges_sql, quality_description, sections
 from .settings import DashboardsSettings
 
 __all__ = ["build_report", "render_html"]
@@ -32,6 +32,8 @@ SAMPLES_COLOR = "#8e9aa6"
 PALETTE = ("#3274d9", "#e0752d", "#56a64b", "#a352cc", "#d44a3a", "#1f9e89", "#8f3bb8",
            "#c9a400", "#5c6e91", "#e05f9e")
 NARROW_W, WIDE_W, H = 640, 1240, 230
+LONE_HALF_W = 3.0
+"""Half the width in px of a lone point's band: an error bar as wide as the point's dot."""
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 14, 10, 26
 
 
@@ -76,6 +78,10 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 def _fmt(v: float, unit: str) -> str:
     if unit == "percentunit":
         return f"{v * 100:.0f}%"
+    if unit == "ms":
+        return f"{v / 1000:.3g} s" if abs(v) >= 1000 else f"{v:.3g} ms"
+    if unit == "ms_as_s":  # milliseconds on an axis that reaches a second: all ticks in seconds
+        return f"{v / 1000:.3g} s"
     a = abs(v)
     if a >= 1e6:
         return f"{v / 1e6:.1f}M"
@@ -89,8 +95,6 @@ def _fmt(v: float, unit: str) -> str:
 # Tick steps for the time axis, in seconds: whole minutes, hours and days, so labels never repeat.
 _TIME_STEPS = (60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400,
                2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400)
-MIN_AXIS_S = 300
-"""The shortest time axis drawn: a few minutes of data still get five one-minute ticks."""
 
 
 def _time_ticks(t0: float, t1: float, most: int = 7) -> list[float]:
@@ -139,13 +143,17 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
                    thresholds: Sequence[float] = ()) -> str:
     """A line chart of a time-series frame over ``[t0, t1]``; with ``panel.band`` the ``ci_*``
     series become a shaded band per label set and ``samples`` a bar strip under the chart.
-    ``thresholds`` are drawn as dashed red lines (alert levels).
+    ``thresholds`` are drawn as dashed red lines (alert levels). A value of a panel that
+    groups by interval (``panel.bucketed``) is drawn in the middle of its interval, and its
+    sample bar spans the interval, so an axis that runs from the first interval's start to the
+    last one's end is covered by the data.
 
     The legend names exactly what is drawn: a coloured key per series (except series of
     counts that are 0 throughout: one grey key for all of them, drawn as one grey line), the
     alert level, the band and the sample bars, and the panel's expected series that returned
-    no rows at all."""
+    no rows at all; on panels of counts (``panel.totals``) each key carries its total."""
     p = frame.panel
+    shift = interval_s / 2 if p.bucketed else 0.0
     cw = WIDE_W if p.width >= 24 else NARROW_W  # chart width in px
     lines = [s for s in frame.series if not (p.band and s.value in ("ci_low", "ci_high", "samples"))]
     bands = {s.labels: s for s in frame.series if p.band and s.value == "ci_low"}
@@ -179,21 +187,18 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
             colors[k] = PALETTE[len(colors) % len(PALETTE)]
         return colors[k]
 
-    # Break lines only at real gaps: 2.5 steps of the series' own resolution (drift is hourly
-    # even when the interval is a minute).
-    steps = sorted((b[0] - a[0]).total_seconds() for x_ in frame.series
-                   for a, b in zip(x_.points, x_.points[1:]))
-    gap = 2.5 * max(interval_s, steps[len(steps) // 2] if steps else 0.0)
+    gap = _gap(frame, interval_s)
     for labels, low in bands.items():
-        for outline in _band_outlines(low, highs[labels], x, y, gap) if labels in highs else ():
+        for outline in (_band_outlines(low, highs[labels], x, y, gap, shift, LONE_HALF_W)
+                        if labels in highs else ()):
             out.append(f'<path class="band" d="{outline} Z" fill="{color(labels, "mean")}" '
                        'fill-opacity="0.18" stroke="none"/>')
     for s in zero + live:  # the grey zero lines first, so coloured ones are drawn over them
         c = ZERO_COLOR if s in zero else color(s.labels, s.value)
         for seg in _segments(s.points, gap):
-            pts = [(x(t.timestamp()), y(min(max(v, lo), hi))) for t, v in seg]
+            pts = [(x(t.timestamp() + shift), y(min(max(v, lo), hi))) for t, v in seg]
             if len(pts) == 1:
-                out.append(f'<circle class="series" cx="{pts[0][0]:.1f}" cy="{pts[0][1]:.1f}" r="2" '
+                out.append(f'<circle class="series" cx="{pts[0][0]:.1f}" cy="{pts[0][1]:.1f}" r="3" '
                            f'fill="{c}"/>')
             else:
                 out.append(f'<path class="series" d="{_path(pts)}" fill="none" stroke="{c}" '
@@ -202,13 +207,23 @@ def svg_timeseries(frame: Frame, t0: datetime, t1: datetime, interval_s: float,
         yy = y(tv)
         out.append(f'<line class="threshold" x1="{PAD_L}" y1="{yy:.1f}" x2="{cw - PAD_R}" '
                    f'y2="{yy:.1f}" stroke="{ALERT_COLOR}" stroke-dasharray="5,4" stroke-width="1.2"/>')
-    out.append(f'<rect x="{PAD_L}" y="{PAD_T}" width="{cw - PAD_L - PAD_R}" height="{H - PAD_B - PAD_T}" '
-               'fill="none" stroke="#c7ccd1"/>')
+    out.append(f'<rect class="frame" x="{PAD_L}" y="{PAD_T}" width="{cw - PAD_L - PAD_R}" '
+               f'height="{H - PAD_B - PAD_T}" fill="none" stroke="#c7ccd1"/>')
     if samples:
-        out += _sample_bars(samples, x, cw, strip, interval_s, span)
+        out += _sample_bars(samples, x, strip, interval_s)
     out.append("</svg>")
+    totals = ({key(s.labels, s.value): sum(v for _, v in s.points) for s in live}
+              if p.totals else {})
     return "".join(out) + _legend(p, colors, lines, zero, single, bool(bands), bool(samples),
-                                  thresholds)
+                                  thresholds, totals)
+
+
+def _gap(frame: Frame, interval_s: float) -> float:
+    """Seconds between points beyond which a line breaks: 2.5 steps of the series' own
+    resolution (drift is hourly even when the interval is a minute)."""
+    steps = sorted((b[0] - a[0]).total_seconds() for s in frame.series
+                   for a, b in zip(s.points, s.points[1:]))
+    return 2.5 * max(interval_s, steps[len(steps) // 2] if steps else 0.0)
 
 
 def _value_range(frame: Frame, thresholds: Sequence[float]) -> tuple[float, float]:
@@ -225,17 +240,21 @@ def _value_range(frame: Frame, thresholds: Sequence[float]) -> tuple[float, floa
     return lo, hi
 
 
-def _band_outlines(low: Series, high: Series, x: Scale, y: Scale, gap: float) -> list[str]:
+def _band_outlines(low: Series, high: Series, x: Scale, y: Scale, gap: float, shift: float,
+                   half: float) -> list[str]:
     """SVG path outlines of the 95 % band between the ``ci_low`` and ``ci_high`` series, one
-    per run of points without a gap."""
+    per run of points without a gap; points are drawn ``shift`` seconds after their time, and a
+    lone point's band is ``2 * half`` px wide (a line of one point has no width)."""
     out = []
     hmap = dict(high.points)
     pts = [(t, lv, hmap[t]) for t, lv in low.points if t in hmap]
     for seg in _segments([(t, 0.0) for t, _, _ in pts], gap):
         ts = {t for t, _ in seg}
-        sp = [q for q in pts if q[0] in ts]
-        poly = [(x(t.timestamp()), y(h)) for t, _, h in sp] + \
-               [(x(t.timestamp()), y(lv)) for t, lv, _ in reversed(sp)]
+        sp = [(x(t.timestamp() + shift), lv, h) for t, lv, h in pts if t in ts]
+        if len(sp) == 1:
+            ((xx, lv, h),) = sp
+            sp = [(xx - half, lv, h), (xx + half, lv, h)]
+        poly = [(xx, y(h)) for xx, _, h in sp] + [(xx, y(lv)) for xx, lv, _ in reversed(sp)]
         out.append(_path(poly))
     return out
 
@@ -243,6 +262,8 @@ def _band_outlines(low: Series, high: Series, x: Scale, y: Scale, gap: float) ->
 def _grid(x: Scale, y: Scale, lo: float, hi: float, unit: str, cw: int, span: float) -> list[str]:
     """Horizontal grid lines with value ticks over ``[lo, hi]``, vertical ones with time ticks."""
     out = []
+    if unit == "ms" and hi >= 1000:
+        unit = "ms_as_s"
     for tv in _nice_ticks(lo, hi):
         yy = y(tv)
         out.append(f'<line x1="{PAD_L}" y1="{yy:.1f}" x2="{cw - PAD_R}" y2="{yy:.1f}" stroke="#e4e7eb"/>')
@@ -256,9 +277,16 @@ def _grid(x: Scale, y: Scale, lo: float, hi: float, unit: str, cw: int, span: fl
     return out
 
 
-def _sample_bars(samples: Sequence[Series], x: Scale, cw: int, strip: int, interval_s: float,
-                 span: float) -> list[str]:
-    """The strip of scored-sample bars (all ``samples`` series summed) under the chart."""
+def _half_bar(x: Scale, interval_s: float) -> float:
+    """Half the width in px of an interval's bar: 80 % of the interval, at least 1 px wide."""
+    return max(0.5, (x(x.lo + interval_s) - x(x.lo)) * 0.4)
+
+
+def _sample_bars(samples: Sequence[Series], x: Scale, strip: int,
+                 interval_s: float) -> list[str]:
+    """The strip of scored-sample bars (all ``samples`` series summed) under the chart: one bar
+    per interval, across the middle 80 % of it and never outside the plot (the first interval
+    may start before the axis), so the labels left of the plot stay clear of them."""
     out = []
     totals: dict[datetime, float] = {}
     for s in samples:
@@ -266,24 +294,31 @@ def _sample_bars(samples: Sequence[Series], x: Scale, cw: int, strip: int, inter
             totals[t] = totals.get(t, 0.0) + v
     top = max(totals.values(), default=1.0) or 1.0
     base = H + strip - 4
-    bw = max(1.0, (cw - PAD_L - PAD_R) * interval_s / max(span, 1) * 0.8)
+    half = _half_bar(x, interval_s)
+    left, right = min(x.out_lo, x.out_hi), max(x.out_lo, x.out_hi)
     out.append(f'<text x="{PAD_L - 6}" y="{H + 14}" text-anchor="end" class="tick">'
                f'{esc(_fmt(top, "short"))}</text>')
     out.append(f'<text x="{PAD_L - 6}" y="{base}" text-anchor="end" class="tick">n</text>')
     for t, v in sorted(totals.items()):
+        mid = x(t.timestamp() + interval_s / 2)
+        a, b = max(left, mid - half), min(right, mid + half)
+        if b <= a:
+            continue
         bh = (strip - 10) * v / top
-        out.append(f'<rect class="samples" x="{x(t.timestamp()) - bw / 2:.1f}" y="{base - bh:.1f}" '
-                   f'width="{bw:.1f}" height="{bh:.1f}" fill="{SAMPLES_COLOR}"/>')
+        out.append(f'<rect class="samples" x="{a:.1f}" y="{base - bh:.1f}" '
+                   f'width="{b - a:.1f}" height="{bh:.1f}" fill="{SAMPLES_COLOR}"/>')
     return out
 
 
 def _legend(panel: PanelSpec, colors: dict[tuple[str, ...], str], lines: Sequence[Series],
             zero: Sequence[Series], single: bool, banded: bool, sampled: bool,
-            thresholds: Sequence[float]) -> str:
-    """The legend: a key per coloured series, one for all-zero series, the band, the sample
-    bars, each alert level, and the panel's expected series that returned no rows."""
-    keys = [f'<span class="key"><i style="background:{c}"></i>{esc(" ".join(k) or "value")}</span>'
-            for k, c in colors.items()]
+            thresholds: Sequence[float], totals: Mapping[tuple[str, ...], float]) -> str:
+    """The legend: a key per coloured series (with its total over the range, where
+    ``totals`` has one), one for all-zero series, the band, the sample bars, each alert level,
+    and the panel's expected series that returned no rows."""
+    keys = [f'<span class="key"><i style="background:{c}"></i>{esc(" ".join(k) or "value")}'
+            + (f'<b class="total"> {esc(_fmt(totals[k], "short"))}</b>' if k in totals else "")
+            + "</span>" for k, c in colors.items()]
     if zero:
         values = list(dict.fromkeys(z.value for z in zero))
         labels = list(dict.fromkeys(" ".join(z.labels) for z in zero if z.labels))
@@ -322,7 +357,7 @@ def svg_histogram(frame: Frame, bins: int = 20) -> str:
     for v in values:
         counts[min(bins - 1, max(0, int((v - lo) / (hi - lo) * bins)))] += 1
     top = max(counts) or 1
-    w, h = 420, 200
+    w, h = NARROW_W, H  # the time charts' size: in panels of one width, text of one size
     x = Scale(0, bins, PAD_L, w - PAD_R)
     y = Scale(0, top, h - PAD_B, PAD_T)
     out = [(f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
@@ -372,6 +407,8 @@ def _panel_html(frame: Frame, s: DashboardsSettings, t0: datetime, t1: datetime,
     elif not frame.rows:
         expected = (f" (expected: {', '.join(p.series_names)})" if p.series_names else "")
         body = f'<p class="empty">no data in this range{esc(expected)}</p>'
+    elif p.zero_note and frame.series and all(_all_zero(x) for x in frame.series):
+        body = f'<p class="empty">{esc(_zero_note(p.zero_note, frame.series))}</p>'
     elif p.kind == "timeseries":
         body = svg_timeseries(frame, t0, t1, interval_s, p.thresholds)
     elif p.kind == "histogram":
@@ -383,6 +420,14 @@ def _panel_html(frame: Frame, s: DashboardsSettings, t0: datetime, t1: datetime,
             f'<p class="desc">{esc(p.description)}</p>{body}</section>')
 
 
+def _zero_note(template: str, series: Sequence[Series]) -> str:
+    """``template`` with ``{judges}`` naming the label values of ``series``: "the fast judge",
+    "the fast and model judges"."""
+    names = list(dict.fromkeys(s.labels[0] for s in series if s.labels))
+    said = (", ".join(names[:-1]) + " and " + names[-1]) if len(names) > 1 else "".join(names)
+    return template.format(judges=f"the {said} judge{'s' if len(names) > 1 else ''}")
+
+
 def _alerts_html(results: Sequence[RuleResult]) -> str:
     rows = []
     for r in results:
@@ -390,9 +435,7 @@ def _alerts_html(results: Sequence[RuleResult]) -> str:
             state, detail = "error", r.error
         elif r.firing:
             state = "firing"
-            detail = "; ".join(
-                (", ".join(f"{k}={v}" for k, v in i.labels.items()) or "all")
-                + ("" if i.value is None else f" ({i.value:.3g})") for i in r.firing)
+            detail = "; ".join(instance_text(r.rule, i) for i in r.firing)
         else:
             state, detail = "ok", f"{len(r.instances)} series evaluated"
         rows.append(f'<tr class="{state}"><td>{esc(state)}</td><td>{esc(r.rule.title)}</td>'
@@ -405,9 +448,9 @@ CSS = """
 body{font:13px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:18px;color:#1f2328;background:#f4f5f7}
 h1{font-size:20px;margin:0 0 4px} h2{font-size:16px;margin:22px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
 h3{font-size:13px;margin:0 0 2px} .desc{color:#57606a;margin:0 0 6px;font-size:11px}
-.grid{display:flex;flex-wrap:wrap;gap:12px} .panel{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:10px;flex:1 1 560px;max-width:760px;box-sizing:border-box}
+.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:12px;max-width:1560px} .panel{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:10px;box-sizing:border-box;min-width:0}
 .panel svg.chart{width:100%;height:auto}
-.panel.wide{flex:1 1 100%;max-width:1300px} .tick{font-size:10px;fill:#57606a} .legend{font-size:11px;color:#57606a;margin-top:4px}
+.panel.wide{grid-column:1/-1} .tick{font-size:10px;fill:#57606a} .legend{font-size:11px;color:#57606a;margin-top:4px}
 .key{margin-right:10px;white-space:nowrap} .key i{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 .key i.dash{width:14px;height:0;border-top:2px dashed;border-radius:0;vertical-align:middle} .key.missing{color:#8c959f;font-style:italic} .key.zero,.key.missing{white-space:normal}
 table{border-collapse:collapse;font-size:12px;background:#fff} td,th{border:1px solid #d0d7de;padding:3px 6px;text-align:left}
@@ -422,14 +465,15 @@ def render_html(frames: Sequence[tuple[str, Sequence[Frame]]], alerts: Sequence[
                 data: tuple[datetime, datetime] | None = None) -> str:
     """The HTML page. ``[t0, t1]`` is the charts' time axis; ``requested`` the range asked for
     and ``data`` the part of it that has data, when the axis was zoomed to it (the header
-    says so)."""
+    says so, and names the axis too where it reaches past the data to whole intervals)."""
     fmt = "%Y-%m-%d %H:%M"
     if requested is not None and data is not None and data != requested:
         d0, d1 = data
         short = "%H:%M" if d0.date() == d1.date() == requested[1].date() else fmt
         rng = (f"{requested[0]:{fmt}} – {requested[1]:{fmt}} UTC · <b>data from "
-               f"{d0:{short}} to {d1:{short}}</b> (the charts are drawn over "
-               f"{t0:{short}} – {t1:{short}})")
+               f"{d0:{short}} to {d1:{short}}</b>")
+        if (f"{t0:{short}}", f"{t1:{short}}") != (f"{d0:{short}}", f"{d1:{short}}"):
+            rng += f" (in whole intervals: {t0:{short}} – {t1:{short}})"
     else:
         rng = f"{t0:{fmt}} – {t1:{fmt}} UTC"
     parts = [(f"<!doctype html><html lang=en><head><meta charset=utf-8>"
@@ -464,14 +508,17 @@ def data_range(client: Any, settings: DashboardsSettings, t0: datetime,
     return max(t0, utc[0]), min(t1, utc[1] + timedelta(seconds=60))
 
 
-def _axis(data: tuple[datetime, datetime], t0: datetime, t1: datetime) -> tuple[datetime, datetime]:
-    """The charts' time axis for data in ``data``: the data's span, widened to at least
-    :data:`MIN_AXIS_S` (ending at the data's end, within ``[t0, t1]``)."""
-    d0, d1 = data
-    if (d1 - d0).total_seconds() < MIN_AXIS_S:
-        d0 = max(t0, d1 - timedelta(seconds=MIN_AXIS_S))
-        d1 = min(t1, d0 + timedelta(seconds=MIN_AXIS_S))
-    return d0, d1
+def _axis(data: tuple[datetime, datetime], interval_s: float) -> tuple[datetime, datetime]:
+    """The charts' time axis for data in ``data``: from the start of the interval holding the
+    data's first minute to the end of the interval holding its last (intervals start at whole
+    multiples of ``interval_s`` since the epoch, as ``$__timeInterval`` groups them), so every
+    interval drawn is a whole one and the data fills the axis at every length: one minute of
+    data is a one-minute axis."""
+    step = int(interval_s)
+    first = int(data[0].timestamp()) // step * step
+    last = -(-int(math.ceil(data[1].timestamp())) // step) * step
+    return (datetime.fromtimestamp(first, UTC),
+            datetime.fromtimestamp(max(last, first + step), UTC))
 
 
 def judge_levels(client: Any, settings: DashboardsSettings, ctx: Any) -> dict[str, float]:
@@ -489,16 +536,14 @@ def judge_levels(client: Any, settings: DashboardsSettings, ctx: Any) -> dict[st
 
 
 def _with_levels(p: PanelSpec, settings: DashboardsSettings, levels: Mapping[str, float]) -> PanelSpec:
-    """The faithfulness panel with the alert levels that apply to the judges in the range (the
-    dashboard's panel draws the general level, 0.7, which no rule applies to local-judge
-    scores: their own levels are lower)."""
-    if not levels or p.key != f"quality_{settings.alerts.faithfulness_metric}":
+    """The faithfulness panel with the alert levels that apply to the judges in the range, and
+    a caption that names those (the dashboard's panel draws the general level, 0.7, which no
+    rule applies to local-judge scores: their own levels are lower)."""
+    metric = settings.alerts.faithfulness_metric
+    if not levels or p.key != f"quality_{metric}":
         return p
-    said = ", ".join(f"{j} {v:g}" for j, v in sorted(levels.items()))
     return replace(p, thresholds=tuple(sorted(set(levels.values()))),
-                   description=f"{p.description} In this report the red line is instead the "
-                               f"level of the judge{'s' if len(levels) > 1 else ''} that scored "
-                               f"this range: {said}.")
+                   description=quality_description(settings, metric, levels))
 
 
 def build_report(client: Any, settings: DashboardsSettings, t0: datetime, t1: datetime, *,
@@ -508,11 +553,18 @@ def build_report(client: Any, settings: DashboardsSettings, t0: datetime, t1: da
     queries (one at a time); a failing query is shown in its panel, never raised.
 
     The panels run over the part of the range that has data (:func:`data_range`), with an
-    interval chosen for that span: three minutes of demo data fill the chart in one-minute steps
-    instead of a sliver at the right edge of 24 hours. Alerts are evaluated at ``t1``."""
+    interval chosen for that span and an axis of whole intervals around it (:func:`_axis`):
+    two minutes of demo data fill the chart in one-minute steps instead of a sliver at the
+    right edge of 24 hours. The queries never read outside ``[t0, t1]``. Alerts are evaluated
+    at ``t1``."""
     data = data_range(client, settings, t0, t1)
-    axis = _axis(data, t0, t1) if data else (t0, t1)
-    ctx = context(*axis, selection=selection)
+    if data:
+        interval_s = auto_interval(*data)
+        axis = _axis(data, interval_s)
+        ctx = context(max(t0, axis[0]), min(t1, axis[1]), interval_s, selection=selection)
+    else:
+        axis = (t0, t1)
+        ctx = context(t0, t1, selection=selection)
     levels = judge_levels(client, settings, ctx)
     frames = [(sec.title, [run_panel(client, _with_levels(p, settings, levels), ctx)
                            for p in sec.panels]) for sec in sections(settings)]

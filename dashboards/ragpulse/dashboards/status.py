@@ -4,6 +4,7 @@ each, and the alert rules' state, all from the dashboard's own queries."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,12 +13,13 @@ from typing import Any
 from ragpulse.common.schema import ADVICE, NOT_RAG
 from ragpulse.scorer.store import without_controls
 
-from .alerts import RuleResult, evaluate_all
+from .alerts import RuleResult, evaluate_all, instance_text
 from .frames import context, run_panel
 from .queries import panels, sections
 from .settings import DashboardsSettings
 
-__all__ = ["MetricLine", "ReasonLine", "collect_status", "render_status", "sparkline", "unscorable_traces"]
+__all__ = ["MetricLine", "ReasonLine", "collect_status", "render_status", "sparkline",
+           "status_interval", "unscorable_traces"]
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -65,10 +67,30 @@ def duration(seconds: float) -> str:
     return f"{s}s"
 
 
+def status_interval(t0: datetime, t1: datetime, points: int = 24) -> float:
+    """The interval ``status`` splits ``[t0, t1]`` into: the range over ``points``, rounded up
+    to whole minutes (the rollup's resolution), so the trend has at most ``points`` + 1
+    characters (the first interval may start before ``t0``). The column headers name it whether
+    or not the range has data. Pure."""
+    return 60.0 * max(1, math.ceil((t1 - t0).total_seconds() / points / 60))
+
+
+def _slots(t0: datetime, t1: datetime, interval_s: float) -> tuple[float, int]:
+    """The start (epoch seconds) of the first interval of ``[t0, t1]`` and how many intervals
+    the range touches. Intervals start at whole multiples of ``interval_s`` since the epoch, as
+    ``$__timeInterval`` groups the rows: one trend character per interval, so two adjacent
+    intervals are two adjacent characters."""
+    step = int(interval_s)
+    first = int(t0.timestamp()) // step * step
+    return float(first), max(1, -(-(int(math.ceil(t1.timestamp())) - first) // step))
+
+
 def collect_status(client: Any, settings: DashboardsSettings, t0: datetime, t1: datetime,
                    points: int = 24) -> tuple[list[MetricLine], list[RuleResult], list[str]]:
-    """Metric lines, rule results and query errors for ``[t0, t1]``. Blocks on the queries."""
-    ctx = context(t0, t1, interval_s=max(60.0, (t1 - t0).total_seconds() // points // 60 * 60))
+    """Metric lines, rule results and query errors for ``[t0, t1]``, in steps of
+    :func:`status_interval`. Blocks on the queries."""
+    ctx = context(t0, t1, interval_s=status_interval(t0, t1, points))
+    first, n_slots = _slots(t0, t1, ctx.interval_s)
     results = evaluate_all(client, settings, t1)
     errors = [f"{r.rule.uid}: {r.error}" for r in results if r.error]
     quality = [p for p in sections(settings)[0].panels if p.band]
@@ -91,12 +113,11 @@ def collect_status(client: Any, settings: DashboardsSettings, t0: datetime, t1: 
             total = sum(counts.get(t, 0.0) for t, _ in mean.points)
             range_mean = (sum(v * counts.get(t, 0.0) for t, v in mean.points) / total
                           if total else last)
-            # One slot per interval across the range, so gaps show as gaps.
-            slots: list[float | None] = [None] * points
-            span = (t1 - t0).total_seconds() or 1
+            # One slot per interval across the range, so gaps show as gaps (and only gaps do).
+            slots: list[float | None] = [None] * n_slots
             for t, v in mean.points:
-                i = min(points - 1, int((t - t0).total_seconds() / span * points))
-                slots[i] = v
+                i = int((t.timestamp() - first) // ctx.interval_s)
+                slots[min(n_slots - 1, max(0, i))] = v
             service = labels[0] if labels else ""
             firing = tuple(sorted({r.rule.uid.removeprefix("ragpulse-") for r in results
                                    for i in r.firing if _concerns(i.labels, r.rule.uid, metric,
@@ -161,10 +182,11 @@ def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
 
 
 def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],
-           errors: Sequence[str], title: str, reasons: Sequence[ReasonLine] = (),
-           since: str = "range") -> None:
+                  errors: Sequence[str], title: str, reasons: Sequence[ReasonLine] = (),
+                  since: str = "range", interval_s: float | None = None) -> None:
     """Print the summary with rich (tables; colours only on a terminal). Every column header
-    names the window it covers: ``since`` (the whole range, e.g. ``24h``) or the last interval."""
+    names the window it covers: ``since`` (the whole range, e.g. ``24h``) or the last interval
+    (``interval_s``, :func:`status_interval`; named even when no line has data)."""
     from rich.markup import escape as markup_escape
     from rich.table import Table
 
@@ -174,7 +196,8 @@ def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[R
         # rows stored before labels were cleaned at ingest may hold them)
         return markup_escape(without_controls(text))
 
-    iv = duration(lines[0].interval_s) if lines and lines[0].interval_s else "interval"
+    seconds = interval_s or (lines[0].interval_s if lines else 0.0)
+    iv = duration(seconds) if seconds else "interval"
     t = Table(title=title, title_justify="left", header_style="bold",
               caption=(f"mean, n: the whole {since}; last, its band and n: the last {iv} with "
                        f"scores (starting at the time shown); trend: {since} in {iv} steps"),
@@ -207,13 +230,12 @@ def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[R
     a = Table(title="alert rules", title_justify="left", header_style="bold")
     a.add_column("state")
     a.add_column("rule")
-    a.add_column("firing for")
+    a.add_column("firing where: value")
     for r in results:
         if r.error:
             a.add_row("[yellow]error[/]", escape(r.rule.title), escape(r.error[:100]))
         elif r.firing:
-            who = "; ".join(", ".join(f"{k}={v}" for k, v in i.labels.items()) or "pipeline"
-                            for i in r.firing)
+            who = "; ".join(instance_text(r.rule, i) for i in r.firing)
             a.add_row("[bold red]FIRING[/]", escape(r.rule.title), escape(who))
         else:
             a.add_row("[green]ok[/]", escape(r.rule.title), "")

@@ -198,6 +198,7 @@ class Embedded:
     s3: Any = None
     scorer: Any = None
     collector: Any = None
+    collector_health: Any = None
     demo: Any = None
     _chdb_path: str = ""
     _stopped: bool = False
@@ -371,6 +372,21 @@ class Embedded:
                                "bearer token: set RAGPULSE_OTLP__AUTH_TOKEN or pass "
                                "--allow-anonymous-ingest")
         self.collector = build_collector(settings).start()
+        self._start_collector_health()
+
+    def _start_collector_health(self) -> None:
+        """The collector's ``pipeline_health`` rows, into ``up``'s own store, as a standalone
+        collector writes them with ``RAGPULSE_TELEMETRY__CLICKHOUSE``: without them the
+        report's and Grafana's span panels (received, accepted, refused) stay empty under
+        ``up``. Same interval as the scorer's rows; the recorder connects lazily, on its thread."""
+        from .telemetry import StatsSource, pipeline_health_recorder
+
+        client = self.client
+        self.collector_health = pipeline_health_recorder(
+            StatsSource("collector", self.collector.stats), lambda: client,
+            self.settings.database,
+            interval_s=self.scorer_settings().pipeline_health_interval_s,
+        ).start()
 
     def endpoints(self) -> dict[str, str]:
         """What ``ragpulse up`` prints at start-up: each endpoint and choice, by name."""
@@ -487,6 +503,11 @@ class Embedded:
             self.demo.shutdown()
         if self.collector is not None:
             self.collector.shutdown()
+        if self.collector_health is not None:  # the last minute's final counts, then no more
+            try:
+                self.collector_health.shutdown()
+            except Exception:  # a failed last write must not stop the drain
+                log.exception("the collector's last pipeline_health write failed")
         if self.scorer is not None:
             deadline = time.monotonic() + self.settings.drain_timeout_s
             produced_stats = self.collector.stats() if self.collector is not None else {}
@@ -660,8 +681,9 @@ def status_line(st: dict[str, Any], elapsed_s: float) -> str:
     def g(key: str) -> int:
         return int(st.get(key, 0) or 0)
 
-    emitted = sum(g(f"scorer.traces_{k}") for k in
-                  ("assembled", "timed_out", "evicted", "drained", "rescored"))
+    # traces_assembled counts every trace the assembler handed on, whatever the cause (the
+    # pipeline-health panel draws the same counter)
+    emitted = g("scorer.traces_assembled")
     outcomes = {
         "sampled out": g("scorer.traces_sampled_out"),
         "not RAG": g("scorer.traces_not_rag"),

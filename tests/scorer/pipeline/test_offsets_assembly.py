@@ -166,6 +166,32 @@ def test_eviction_by_trace_count_and_by_span_count_is_counted_oldest_first():
     assert a.counters["traces_evicted"] == 1 and b.counters["traces_evicted"] == 1
 
 
+def test_every_trace_handed_on_counts_as_assembled_whatever_the_cause():
+    """Issue 42, item 7: `traces_assembled` counted complete traces only, so after a drain the
+    report drew fewer traces assembled than scored (690 against 694), while `up`'s status line
+    summed five counters. Now it counts every emission; the cause counters are parts of it."""
+    clock = Clock()
+    a = make(clock, max_traces=2, late_spans="rescore")
+    a.add("a" * 32, [root("a" * 32)])
+    clock.t += 3
+    emitted = a.pop_ready()  # complete
+    a.add("a" * 32, [child("a" * 32)])  # late: reopened, re-scored after a new grace
+    a.add("b" * 32, [child("b" * 32)])
+    a.add("c" * 32, [child("c" * 32)])  # three buffered: the oldest without a root is evicted
+    clock.t += 3
+    emitted += a.pop_ready()  # evicted b, re-scored a
+    clock.t += 8
+    emitted += a.pop_ready()  # c has had no root for max_wait_s: timed out
+    a.add("e" * 32, [root("e" * 32)])
+    emitted += a.drain()  # shutdown before e's grace: drained
+    c = a.counters
+    assert sorted(t.cause for t in emitted) == ["complete", "drain", "evicted", "rescore",
+                                                "timeout"], emitted
+    assert c["traces_assembled"] == len(emitted) == 5, c
+    assert (c["traces_evicted"], c["traces_rescored"], c["traces_timed_out"],
+            c["traces_drained"]) == (1, 1, 1, 1), c
+
+
 def test_drain_emits_everything_and_forget_removes_revoked_partitions():
     clock = Clock()
     a = make(clock)

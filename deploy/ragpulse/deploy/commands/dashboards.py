@@ -226,7 +226,12 @@ def status(
     health check)."""
     from rich.console import Console
 
-    from ragpulse.dashboards import collect_status, render_status, unscorable_traces
+    from ragpulse.dashboards import (
+        collect_status,
+        render_status,
+        status_interval,
+        unscorable_traces,
+    )
 
     s = load_settings(settings, database=database)
     t0, t1 = _range(since, until)
@@ -240,6 +245,6 @@ def status(
     console = Console(width=max(132, Console().width))
     render_status(console, lines, results, errors + reason_errors,
            f"ragpulse status · {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC · {dsn}",
-           reasons=reasons, since=since.strip().lower())
+           reasons=reasons, since=since.strip().lower(), interval_s=status_interval(t0, t1))
     if any(r.firing for r in results):
         raise typer.Exit(3)

@@ -38,8 +38,9 @@ def status_line(stats: dict[str, Any]) -> str:
     g = stats.get
     return (
         f"consumed {g('records_consumed', 0)} records / {g('spans_consumed', 0)} spans"
-        f" | assembled {g('traces_assembled', 0)} (timeout {g('traces_timed_out', 0)},"
-        f" evicted {g('traces_evicted', 0)}, late spans {g('spans_late', 0)})"
+        f" | assembled {g('traces_assembled', 0)} (of which timed out"
+        f" {g('traces_timed_out', 0)}, evicted {g('traces_evicted', 0)}, drained"
+        f" {g('traces_drained', 0)}; late spans {g('spans_late', 0)})"
         f" | sampled {g('traces_sampled', 0)} (out {g('traces_sampled_out', 0)})"
         f" | scored {g('traces_scored', 0)} (unscorable {g('traces_unscorable', 0)})"
         f" | written {g('rows_written', 0)} rows"

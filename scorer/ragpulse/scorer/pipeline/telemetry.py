@@ -69,16 +69,27 @@ PARTS: dict[str, tuple[Kind, str]] = {
     "spans_late": ("counter", "spans of already emitted traces (ignored or re-scored)"),
     "traces_assembled": (
         "counter",
-        "traces emitted complete (root span seen plus the grace period)",
+        "traces the assembler handed on, for any cause: complete (root span seen plus the grace "
+        "period), timed out, evicted, drained, re-scored; every one ends in one outcome "
+        "(scored, unscorable, sampled out, ...), so it is never below traces_scored",
     ),
-    "traces_timed_out": ("counter", "traces emitted without a root span after assembly.max_wait_s"),
+    "traces_timed_out": (
+        "counter",
+        "of traces_assembled: emitted without a root span after assembly.max_wait_s",
+    ),
     "traces_evicted": (
         "counter",
-        "traces evicted from the full assembly buffer or over a service's "
+        "of traces_assembled: evicted from the full assembly buffer or over a service's "
         "max_incomplete_per_service",
     ),
-    "traces_rescored": ("counter", "emitted traces reopened by late spans (late_spans=rescore)"),
-    "traces_drained": ("counter", "traces emitted early because the scorer was shutting down"),
+    "traces_rescored": (
+        "counter",
+        "of traces_assembled: emitted traces reopened by late spans (late_spans=rescore)",
+    ),
+    "traces_drained": (
+        "counter",
+        "of traces_assembled: emitted early because the scorer was shutting down",
+    ),
     # the span decoder (traces.span_decoder), consumer thread
     "records_undecodable": ("counter", "records the decoder could not read (dead-lettered)"),
     # the ClickHouse writer (store.writer), its own thread; prefixed ``writer_``
