@@ -23,14 +23,15 @@ from . import rag_corpus as rc
 
 
 def tasks(share: float, seed: int = 0, skip: frozenset[str] = frozenset()) -> list[dict]:
-    """``share`` of every batch file's answers (at least one each), as blind tasks; batch files
-    named in ``skip`` (relabelled before) are left out."""
+    """``share`` of every batch file's answers (at least one each), as blind tasks; answers
+    whose task id is in ``skip`` (relabelled before) are left out."""
     rng = random.Random(seed)
     out = []
     for path in sorted(rc.BATCHES.glob("*.jsonl.gz")):
-        if path.name in skip:
+        answers = [(r, j) for _, r, _ in rc.read_jsonl(path) if r for j in range(len(r["answers"]))
+                   if f"{r['id']}#{j}" not in skip]
+        if not answers:
             continue
-        answers = [(r, j) for _, r, _ in rc.read_jsonl(path) if r for j in range(len(r["answers"]))]
         for r, j in rng.sample(answers, max(1, round(share * len(answers)))):
             out.append({"task": f"{r['id']}#{j}", "batch": path.name, "lang": r["lang"],
                         "question": r["question"], "contexts": r["contexts"],
@@ -65,15 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--out", type=Path, required=True)
     sp.add_argument("--skip-relabelled", type=Path, nargs="*", default=[],
-                    help="labels files of earlier rounds: their batch files are left out")
+                    help="labels files of earlier rounds: their answers are left out")
     sp = sub.add_parser("agree")
     sp.add_argument("--labels", type=Path, nargs="+", required=True)
     sp.add_argument("--min", type=float, default=0.9)
     a = ap.parse_args(argv)
     if a.cmd == "sample":
-        done = frozenset(agreement([json.loads(line) for p in a.skip_relabelled
-                                    for line in p.read_text(encoding="utf-8").splitlines()
-                                    if line.strip()]))
+        done = frozenset(json.loads(line)["task"] for p in a.skip_relabelled
+                         for line in p.read_text(encoding="utf-8").splitlines() if line.strip())
         rows = tasks(a.share, a.seed, done)
         a.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
         print(f"{len(rows)} tasks -> {a.out}")
