@@ -587,7 +587,7 @@ def tune(args: argparse.Namespace) -> str:
             g.append(group_of(r["id"]))
     lines += ["", *head]
     lines += _cv_cut("used_threshold (answer from this context?)", np.array(x), np.array(y), g)
-    judge._executor.shutdown()
+    asyncio.run(judge.aclose())
     return "\n".join(lines)
 
 

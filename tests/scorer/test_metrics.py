@@ -80,6 +80,19 @@ async def test_context_utilization_uses_the_same_formula():
     assert s.value == pytest.approx(0.58333, abs=1e-4)
 
 
+@pytest.mark.parametrize(("verdicts", "expected"), [
+    ([0, 1, 0, 1], 0.5),       # docs/metrics.md's worked example: (1/2 + 2/4) / 2
+    ([1, 1, 0, 0], 1.0),       # the same two passages ranked first
+    ([1, 0, 0, 1], 0.75),      # at ranks 1 and 4
+    ([1, 1, 0, 1], 2.75 / 3),  # passage 1 read as used: 0.917
+])
+async def test_context_utilization_worked_example(verdicts, expected):
+    s = await score("context_utilization", {Fact.CONTEXT_USED: verdicts},
+                    FULL.model_copy(update={"contexts": tuple(f"c{i}" for i in verdicts)}))
+    assert s.value == pytest.approx(expected)
+    assert s.counts == {"contexts": 4, "used": sum(verdicts)}
+
+
 @pytest.mark.parametrize(("ratings", "expected", "status"), [
     ([2, 1], 0.75, "ok"),
     ([2, None], 1.0, "ok"),     # one unusable rating: use the other

@@ -50,7 +50,7 @@ async def test_statement_support_and_context_used(judge: NliJudge) -> None:
     assert tag.startswith("chunks#") and len(tag) == len("chunks#") + 8
     assert support.prompt_version == f"nli-support@2/{tag}/expected"
     used = out[Fact.CONTEXT_USED]
-    assert used.prompt_version == f"nli-support@2/{tag}/context-used"
+    assert used.prompt_version == f"nli-support@2/{tag}/context-used@2"
     assert used.value == [0, 1] and used.extra["entailment"][1] > 0.99
     assert judge.samples == 1 and judge.pairs == 4  # 2 statements x 2 contexts, one run
 

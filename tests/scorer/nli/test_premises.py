@@ -187,8 +187,15 @@ def test_packed_premise_stays_within_its_tokens(tiny_dir: Path,
     assert p2[0, 1] == 0.0 and p2[0, 0] == p2[0, 2]  # context 1 gave nothing: no credit
 
 
-async def test_packed_context_used_counts_every_context_of_the_premise(tiny_dir: Path,
-                                                                        use_embedder) -> None:
+async def test_a_packed_premise_credits_the_context_the_statement_draws_on(
+        tiny_dir: Path, use_embedder) -> None:
+    """Context utilization (``context-used@2``): a statement draws on the context it matches
+    best, the model's P added to the match. Under ``packed`` both contexts of the premise get
+    the statement's P, so the match decides: the statement's words are in context 1. (Until
+    @2 every context of the premise counted as used, distractors included: docs/benchmarks.md,
+    "Context utilization across judges".) Under
+    ``sentences`` the tiny model's P (its word ``evidence``, in context 0 only) outweighs
+    the match."""
     sample = Sample(id="fuse", question="", answer="Paris is the capital of the amazon.",
                     contexts=("The amazon evidence .", "Paris is the capital .", FILLER))
     facts = frozenset({Fact.STATEMENT_SUPPORT, Fact.CONTEXT_USED})
@@ -202,7 +209,12 @@ async def test_packed_context_used_counts_every_context_of_the_premise(tiny_dir:
         finally:
             await judge.aclose()
     assert got["sentences"][Fact.CONTEXT_USED].value == [1, 0, 0]
-    assert got["packed"][Fact.CONTEXT_USED].value == [1, 1, 0]
+    packed = got["packed"][Fact.CONTEXT_USED]
+    assert packed.value == [0, 1, 0]
+    p = packed.extra["entailment"]
+    assert p[0] == p[1] > 0.9 and p[2] == 0.0  # the premise's P, credited to both
+    match = packed.extra["alignment"]
+    assert match[1] > match[0] > 0.1
     for f in got.values():
         assert f[Fact.STATEMENT_SUPPORT].value == [1]
 
@@ -340,11 +352,12 @@ def test_views_sentence_view_can_run_the_best_sentence_alone(
     assert sent.support_matrix(STMT, TWO)[1] == 2 * len(STMT)
 
 
-async def test_views_counts_both_passages_of_a_fused_statement_as_used(
+async def test_views_credit_the_context_the_statement_draws_on(
         tiny_dir: Path, use_embedder, monkeypatch: pytest.MonkeyPatch) -> None:
     """The sentence view runs the best sentence (one passage) alone, the packed premise both
-    passages. The other passage's cell was at most half the packed P, so a fused answer's second
-    passage could never count as used: it gets the statement's P, as under packed."""
+    passages; each passage that gave the packed premise a sentence gets the statement's P
+    (statement support reads the row's best). Context utilization then counts the passage the
+    statement matches best, as under ``packed``, not every passage of the premise."""
     sample = Sample(id="fuse", question="", answer="Paris is the capital of the amazon.",
                     contexts=("The amazon evidence .", "Paris is the capital .", FILLER))
     facts = frozenset({Fact.STATEMENT_SUPPORT, Fact.CONTEXT_USED})
@@ -357,7 +370,7 @@ async def test_views_counts_both_passages_of_a_fused_statement_as_used(
     finally:
         await judge.aclose()
     assert len(seen) == 2  # the best sentence alone, both packed
-    assert got[Fact.CONTEXT_USED].value == [1, 1, 0]
+    assert got[Fact.CONTEXT_USED].value == [0, 1, 0]
     assert got[Fact.STATEMENT_SUPPORT].value == [1]
     used = got[Fact.CONTEXT_USED].extra["entailment"]
     best = got[Fact.STATEMENT_SUPPORT].extra["probabilities"][0]

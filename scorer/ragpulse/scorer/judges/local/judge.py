@@ -13,8 +13,10 @@ QUESTION_SIMILARITY      one calibrated similarity: cosine(question, answer) ble
                          generate questions, so ``questions`` holds the user question itself.
 CONTEXT_USEFUL           per context: best sentence relevance to the question >= cut (question
                          and contexts only, as the metric is defined: the answer never decides)
-CONTEXT_USED             per context: best alignment of an answer statement to its sentences
-                         >= cut
+CONTEXT_USED             per context: some answer statement draws on it: the statement's best
+                         match (IDF-weighted lexical share + embedding cosine) over the
+                         contexts' sentences is in it, and reaches ``used_threshold``
+                         (``analysis.drawn_from``)
 CONTEXT_RATINGS          two views mapped to 0/1/2: lexical (IDF-weighted question coverage of
                          the best sentence) and blended (coverage + embedding cosine)
 CONTEXT_SENTENCES        context sentences whose relevance passes the cut / all sentences
@@ -37,12 +39,14 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import numpy as np
+
 from ...embeddings import Embedder, USEEmbedder
 from ...metrics import EXPECTED_SHARE
 from ...model import Fact, Finding, Reason, Sample
 from ...segment import split_statements
 from ..base import BlockingWorkers, Needs
-from .analysis import SampleAnalysis, rate
+from .analysis import SampleAnalysis, drawn_from, rate
 from .settings import LocalJudgeSettings
 
 __all__ = ["LocalJudge"]
@@ -54,7 +58,7 @@ _VERSIONS: dict[Fact, str] = {
     Fact.STATEMENTS: "local-statements@1",
     Fact.QUESTION_SIMILARITY: "local-question-similarity@1",
     Fact.CONTEXT_USEFUL: "local-context-useful@2",
-    Fact.CONTEXT_USED: "local-context-used@1",
+    Fact.CONTEXT_USED: "local-context-used@2",
     Fact.CONTEXT_RATINGS: "local-context-ratings@1",
     Fact.CONTEXT_SENTENCES: "local-context-sentences@1",
     Fact.ANSWER_SIMILARITY: "local-answer-similarity@1",
@@ -238,10 +242,11 @@ class LocalJudge:
                         relevance=[round(v, 4) for v in best], threshold=cut)
 
     def _context_used(self, a: SampleAnalysis) -> Finding:
-        best = a.used
+        match = a.statement_match
         cut = self.settings.used_threshold
-        return self._ok(Fact.CONTEXT_USED, [int(v >= cut) for v in best],
-                        alignment=[round(v, 4) for v in best], threshold=cut)
+        best = match.max(axis=0) if len(match) else np.zeros(len(a.contexts))
+        return self._ok(Fact.CONTEXT_USED, drawn_from(match, cut),
+                        alignment=[round(float(v), 4) for v in best], threshold=cut)
 
     def _context_ratings(self, a: SampleAnalysis) -> Finding:
         s = self.settings

@@ -16,10 +16,13 @@ STATEMENT_SUPPORT        per answer statement (``segment.split_statements``, as 
                          each P is the logistic blend of the model's and the lexical
                          detector's (``support-lr@5``) P; both are kept in ``Finding.extra``
                          (only for samples with at most ``blend_max_contexts`` contexts)
-CONTEXT_USED             per context: the best P(supported) of any answer statement (the answer
-                         itself when it has no statement) against that context (its chunks, or
-                         the premises it gave a sentence to) >= ``threshold``. The same pairs
-                         as STATEMENT_SUPPORT: asking for both runs the model once
+CONTEXT_USED             per context: some answer statement (the answer itself when it has no
+                         statement) draws on it: as the local judge decides it (the context
+                         whose sentence the statement matches best, if the match reaches its
+                         ``used_threshold``: ``local.analysis.drawn_from``), with the model's
+                         P(supported) against each context added to the match, so the model
+                         decides between contexts that match alike. The same pairs as
+                         STATEMENT_SUPPORT: asking for both runs the model once
 REFERENCE_ATTRIBUTION,   the local judge's computation with this model as its support detector
 CORRECTNESS
 everything else          the local judge (USE embeddings, lexical views), unchanged
@@ -37,12 +40,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ...embeddings import Embedder
 from ...metrics import EXPECTED_SHARE
 from ...model import Fact, Finding, Reason, Sample
 from ...segment import split_statements
 from ..base import BlockingWorkers, Needs
 from ..local import LocalJudge, LocalJudgeSettings
+from ..local.analysis import SampleAnalysis, drawn_from
 from .blend import BLEND_FILE, Blend, BlendError
 from .onnx_model import NliModel, PairsTooMany
 from .settings import NliJudgeSettings, passages
@@ -245,13 +251,33 @@ class NliJudge:
                 Fact.STATEMENT_SUPPORT, [int(p >= cut) for p in probs], prompt_version=version,
                 model=self.model, extra=extra)
         if Fact.CONTEXT_USED in facts:
-            used = [float(v) for v in matrix.max(axis=0)] if len(hyps) else \
-                [0.0] * len(sample.contexts)
-            out[Fact.CONTEXT_USED] = Finding(
-                Fact.CONTEXT_USED, [int(v >= cut) for v in used],
-                prompt_version=f"{self.nli.version}/context-used", model=self.model,
-                extra={"entailment": [round(v, 4) for v in used], "threshold": cut})
+            try:
+                out[Fact.CONTEXT_USED] = self._context_used(sample, matrix if len(hyps) else None)
+            except Exception as e:  # the local match (embedder, hostile text): this fact only
+                self._count("errors")
+                log.warning("nli judge: context used failed on sample %s", sample.id,
+                            exc_info=True)
+                out[Fact.CONTEXT_USED] = Finding(Fact.CONTEXT_USED, None, Reason.JUDGE_ERROR,
+                                                 model=self.model,
+                                                 detail=f"{type(e).__name__}: {e}")
         return out
+
+    def _context_used(self, sample: Sample, matrix: Any) -> Finding:
+        """CONTEXT_USED from the local judge's statement-to-context match and the model's
+        statements x contexts P (``None`` when the answer is empty)."""
+        local = self.local.settings
+        match = SampleAnalysis(sample, local, self.local.embedder).statement_match
+        n = len(sample.contexts)
+        if matrix is None:  # an empty answer: no statement, no P
+            matrix = np.zeros(match.shape)
+        used = drawn_from(match, local.used_threshold, evidence=matrix)
+        extra = {"entailment": [round(float(v), 4) for v in matrix.max(axis=0)] if len(matrix)
+                 else [0.0] * n,
+                 "alignment": [round(float(v), 4) for v in match.max(axis=0)] if len(match)
+                 else [0.0] * n,
+                 "threshold": local.used_threshold}
+        return Finding(Fact.CONTEXT_USED, used, prompt_version=f"{self.nli.version}/context-used@2",
+                       model=self.model, extra=extra)
 
     def _blends(self, sample: Sample) -> bool:
         """Whether ``sample``'s statement support is the blend (``blend_max_contexts``)."""
