@@ -7,7 +7,7 @@ A test checks that ``stats()`` reports exactly these names.
 
 from __future__ import annotations
 
-__all__ = ["COUNTERS"]
+__all__ = ["COUNTERS", "PER_WORKER"]
 
 COUNTERS: dict[str, str] = {
     # receive: transport
@@ -58,3 +58,12 @@ COUNTERS: dict[str, str] = {
     "queue_bytes": "Gauge: record bytes accepted and not yet acknowledged or failed.",
     "kafka_unavailable": "Gauge: 1 while recent delivery failures make the collector answer 503.",
 }
+
+PER_WORKER: dict[str, str] = {
+    "worker_http_requests": "OTLP/HTTP requests handled by each process of `ragpulse collector --workers N`, by its index (label worker; 0: the first process); with http_requests, which sums them.",
+    "worker_grpc_requests": "OTLP/gRPC Export calls handled by each process of `ragpulse collector --workers N`, by its index (label worker).",
+    "worker_http_connections": "Gauge: OTLP/HTTP connections each process of `ragpulse collector --workers N` holds now, by its index (label worker).",
+}
+"""Counters ``ragpulse collector`` reports per worker process (a ``{worker index: value}``
+mapping in its stats, label ``worker``), beside the sums in :data:`COUNTERS`; only with
+``--workers`` above 1."""
