@@ -17,6 +17,7 @@ import json
 import logging
 import mmap
 import os
+import random
 import socket
 import ssl
 import threading
@@ -255,6 +256,24 @@ class _Handler(GuardedRequestHandler):
     lean_head = True
     no_cors = False  # set on a refused preflight (its connection is then closed)
     server: _Server
+    # When this connection is retired (max_connection_age_s, max_connection_requests): the
+    # answer that passes either limit says 'Connection: close'.
+    _retire_at = float("inf")
+    _requests_left = -1  # -1: no limit
+
+    def setup(self) -> None:
+        super().setup()
+        s = self.server.receiver._settings
+        if s.max_connection_age_s:
+            self._retire_at = time.monotonic() + s.max_connection_age_s * random.uniform(0.9, 1.1)
+        if s.max_connection_requests:
+            self._requests_left = max(1, round(s.max_connection_requests * random.uniform(0.9, 1.1)))
+
+    def retire(self) -> bool:
+        """Whether the answer being sent is this connection's last (its age or request count
+        passed its limit); counts one request."""
+        self._requests_left -= 1
+        return self._requests_left == 0 or time.monotonic() >= self._retire_at
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s " + format, self.address_string(), *args)
@@ -318,6 +337,7 @@ class HttpReceiver:
             "http_unauthenticated": 0,
             "http_refused_origin": 0,
             "http_tls_failed": 0,
+            "http_connections_retired": 0,
         }
         # A loopback listener no token protects is what DNS rebinding reaches: check Host there.
         self._check_host = is_loopback(settings.http_host)
@@ -656,6 +676,10 @@ def _send(h: _Handler, code: int, content_type: str, body: bytes, extra: dict[st
     h.send_header("Content-Length", str(len(body)))
     for k, v in (extra or {}).items():
         h.send_header(k, v)
+    if not h.close_connection and h.retire():
+        # Old enough: the client reconnects, to the process with the fewest connections.
+        h.close_connection = True
+        h.server.receiver._count("http_connections_retired")
     if h.close_connection:
         h.send_header("Connection", "close")
     h.end_headers()

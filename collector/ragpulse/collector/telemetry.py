@@ -21,6 +21,7 @@ COUNTERS: dict[str, str] = {
     "http_unsupported": "HTTP requests answered 415: content type or encoding not supported.",
     "http_unauthenticated": "HTTP requests answered 401: missing or wrong bearer token (otlp.auth_token).",
     "http_refused_origin": "HTTP requests and CORS preflights answered 403 before the body was read: a Host not naming this machine on a loopback listener (DNS rebinding), an Origin neither of this machine nor in otlp.cors_allowed_origins, a browser's Sec-Fetch-Site: cross-site without an allowed Origin, or a preflight asking for another method or header.",
+    "http_connections_retired": "HTTP connections answered with 'Connection: close' because they passed otlp.max_connection_age_s or otlp.max_connection_requests (the client reconnects, to the worker holding the fewest).",
     "http_tls_failed": "HTTP connections closed because the TLS handshake failed (otlp.tls_cert_file set).",
     "grpc_requests": "OTLP/gRPC Export calls handled (any outcome).",
     "grpc_refused_busy": "gRPC calls answered RESOURCE_EXHAUSTED with RetryInfo before their message was read: Export calls in progress at min(max_concurrent_requests, 2 * grpc_workers).",
