@@ -39,7 +39,7 @@ COUNTERS: dict[str, str] = {
     "spans_refused": "Spans of requests refused as a whole (the client retries them).",
     "spans_dropped_non_rag": "Spans of traces without a RAG span (filter mode 'rag'): dropped on purpose.",
     "traces_dropped_non_rag": "Per-request trace groups dropped by the RAG filter.",
-    "traces_exported": "Per-trace records handed to the producer.",
+    "traces_exported": "Traces (of one request each) handed to the producer: a record each with producer.records=per_trace, several per record with per_partition (records_sent counts the records).",
     "recent_rag_traces": "Gauge: RAG trace ids remembered for late spans (bounded by filter.remember_traces).",
     # export
     "producers_rebuilt": "Kafka producers replaced after an unrecoverable state (fatal idempotence error, long outage).",

@@ -44,6 +44,7 @@ def collector(
     partitions: Annotated[int | None, typer.Option("--partitions", min=1, help="Partitions if the topic is created.")] = None,
     queue_max_spans: Annotated[int | None, typer.Option("--queue-max-spans", min=1, help="Spans in flight before 429.")] = None,
     confirm: Annotated[str | None, typer.Option("--confirm", help="Answer after 'enqueue' (default) or Kafka 'ack'.")] = None,
+    records: Annotated[str | None, typer.Option("--records", help="What one Kafka record holds: 'per-partition' (a request's traces of one partition, unkeyed) or 'per-trace' (keyed by trace id, otelcol's partition_traces_by_id format). Env: RAGPULSE_PRODUCER__RECORDS (per_partition, per_trace).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", min=1, max=64, help="Processes sharing the ports (one HTTP listening socket, gRPC with SO_REUSEPORT); needs fixed ports. Default: one per usable core (at most 8) with fixed ports, else 1.")] = None,
     status_interval_s: Annotated[float, typer.Option("--status-interval", min=0, help="Seconds between status lines; 0: none.")] = 10.0,
     worker: Annotated[bool, typer.Option("--worker", hidden=True, help="Internal: run as a spawned worker.")] = False,
@@ -53,7 +54,8 @@ def collector(
     allow_anonymous_ingest: Annotated[bool, typer.Option("--allow-anonymous-ingest", help="Off loopback, accept OTLP without a bearer token (otherwise set RAGPULSE_OTLP__AUTH_TOKEN). Env: RAGPULSE_OTLP__ALLOW_ANONYMOUS_INGEST.")] = False,
     cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="Origin of a web page whose browser OTLP exporter may send (repeatable; 'https://*.example.com' patterns). Env: RAGPULSE_OTLP__CORS_ALLOWED_ORIGINS (a JSON list).")] = None,
 ) -> None:
-    """Receive OTLP traces, keep RAG traces and produce them to Kafka, one record per trace."""
+    """Receive OTLP traces, keep RAG traces and produce them to Kafka, each trace in the
+    partition otelcol-contrib picks for its trace id."""
     from ragpulse.deploy.logs import configure_logging, protect_std_streams
 
     protect_std_streams()  # a dead stderr pipe must not stop the drain
@@ -62,7 +64,8 @@ def collector(
     settings = _settings(kafka=kafka, topic=topic, http=http, grpc=grpc, no_grpc=no_grpc,
                          no_http=no_http, pass_all=pass_all, partitions=partitions,
                          queue_max_spans=queue_max_spans, confirm=confirm, workers=workers,
-                         allow_anonymous_ingest=allow_anonymous_ingest, cors_origin=cors_origin)
+                         allow_anonymous_ingest=allow_anonymous_ingest, cors_origin=cors_origin,
+                         records=records)
     _require_auth_off_loopback(settings)
     service = _start(settings, http_shared)
     if worker:
@@ -76,7 +79,8 @@ def collector(
 def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: str | None,
               no_grpc: bool, no_http: bool, pass_all: bool, partitions: int | None,
               queue_max_spans: int | None, confirm: str | None, workers: int | None,
-              allow_anonymous_ingest: bool = False, cors_origin: list[str] | None = None) -> Any:
+              allow_anonymous_ingest: bool = False, cors_origin: list[str] | None = None,
+              records: str | None = None) -> Any:
     """The flags over ``RAGPULSE_*``; exits with status 2 naming each invalid field."""
     from ragpulse.collector import CollectorSettings
 
@@ -99,6 +103,8 @@ def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: s
         overrides["producer"]["partitions"] = partitions
     if confirm is not None:
         overrides["producer"]["confirm"] = confirm
+    if records is not None:
+        overrides["producer"]["records"] = records.replace("-", "_")
     if queue_max_spans is not None:
         overrides["queue"]["max_spans"] = queue_max_spans
     if workers is not None:
