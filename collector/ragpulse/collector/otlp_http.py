@@ -179,14 +179,22 @@ class SharedListener:
 
     def wait_turn(self, connections: int) -> None:
         """Before accepting: wait while another process holds fewer connections (it takes this
-        one), at most _ACCEPT_WAIT_S (a stuck or stopped process does not block the port)."""
+        one), at most _ACCEPT_WAIT_S (a stuck or stopped process does not block the port).
+
+        This process's own count is read again while it waits: a connection of this process
+        that closes meanwhile publishes the lower count (a client that closes and reconnects at
+        once is still counted when its new connection arrives), and a process must not wait for
+        itself (it did: 0.1 s per new connection under clients that reconnect per request)."""
         counts = self._counts
-        counts[self.index] = connections
+        me = self.index
+        counts[me] = connections
         if connections <= min(counts):
             return
         deadline = time.monotonic() + _ACCEPT_WAIT_S
-        while connections > min(counts) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             time.sleep(_ACCEPT_POLL_S)
+            if counts[me] <= min(counts):
+                return
 
     def close(self) -> None:
         """This process stops accepting: the others no longer wait for it."""
