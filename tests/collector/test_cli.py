@@ -12,9 +12,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from ragpulse.common import KafkaSettings
+from ragpulse.common import KafkaSettings, partition_for_key
 from ragpulse.deploy.broker import free_port
-from tests.collector.conftest import read_records
+from tests.collector.conftest import read_traces
 from tests.collector.payloads import rag_request
 
 CLI = [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", "collector"]
@@ -98,8 +98,12 @@ def test_runs_until_sigterm_then_drains(kafka_broker: Any) -> None:
             proc.wait()
     assert proc.returncode == 0, err
     assert "35 spans acknowledged by Kafka" in out
-    records = read_records(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_spans"), 5)
-    assert len(records) == 5
+    # The default record form (per partition): 5 traces, 35 spans, each trace in the
+    # partition its id picks.
+    traces = read_traces(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_spans"), 5)
+    assert len(traces) == 5 and sum(map(len, traces.values())) == 35
+    for trace_id, where in traces.items():
+        assert set(where) == {partition_for_key(trace_id.encode(), 6)}
 
 
 def _connections_by_process(port: int, pids: list[int]) -> list[int]:
@@ -183,9 +187,12 @@ def test_workers_share_the_ports_and_drain(kafka_broker: Any) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    expected = 16 + rounds * 4 * 2  # 2 traces a request
-    records = read_records(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_workers"), expected)
-    assert len(records) == expected
+    # Every span of every request, each trace in one partition (the default record form, per
+    # partition): the 8 requests of seeds 0-7 hold 16 traces, the rounds resent seed 0's 2.
+    traces = read_traces(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_workers"), 16)
+    assert len(traces) == 16
+    assert sum(map(len, traces.values())) == (8 + rounds * 4) * 2 * 7  # 7 spans a trace
+    assert all(len(set(where)) == 1 for where in traces.values())
 
 
 def _metric_samples(text: str, name: str) -> dict[str, float]:

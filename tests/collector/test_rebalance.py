@@ -85,7 +85,10 @@ def test_a_skewed_start_evens_out_within_the_connection_age() -> None:
         assert shared.connections() == [2, 2]
         print(f"4/0 evened out to 2/2 {evened:.2f} s after the clients connected "
               f"(max_connection_age_s={age})")
-        assert evened < 1.1 * age + 1.0, evened
+        # Within one age (+10 %) and a request; on a loaded machine the second process may not
+        # be scheduled within the first one's 0.1 s accept wait, and a connection that comes
+        # back to the first waits for its next age: two ages at most.
+        assert evened < 2 * 1.1 * age + 0.5, evened
         assert retired_early == 0
         retired = first.stats()["http_connections_retired"] + second.stats()["http_connections_retired"]
         assert retired >= 2  # two moved to the second process

@@ -278,14 +278,14 @@ class ProducerSettings(_Frozen):
     )
     create_topic: bool = True
     records: Literal["per_partition", "per_trace"] = Field(
-        "per_trace",
-        description="What one Kafka record holds. per_trace: one trace of one request, keyed by "
-        "its trace id (otelcol-contrib's kafka exporter with partition_traces_by_id: true, "
-        "exactly). per_partition: every trace of one request that goes to the same partition, "
-        "unkeyed, the partition chosen from each trace id as for the keyed record (so each "
-        "trace stays on one partition, also beside otelcol on a shared topic); fewer, larger "
-        "records: less producer and delivery-report work per span, but one failed record fails "
-        "all its traces (docs/deploy.md).",
+        "per_partition",
+        description="What one Kafka record holds. per_partition (default): every trace of one "
+        "request that goes to the same partition, unkeyed, the partition chosen from each trace "
+        "id as for the keyed record (so each trace stays on one partition, also beside otelcol "
+        "on a shared topic); fewer, larger records: less producer and delivery-report work per "
+        "span, but one failed record fails all its traces. per_trace: one trace of one request, "
+        "keyed by its trace id (otelcol-contrib's kafka exporter with partition_traces_by_id: "
+        "true, exactly). docs/deploy.md, 'Kafka records'.",
     )
     confirm: Literal["enqueue", "ack"] = Field(
         "enqueue",

@@ -35,7 +35,7 @@ def _host_port(value: str, flag: str) -> tuple[str, int]:
 
 def collector(
     kafka: Annotated[str | None, typer.Option("--kafka", help="Bootstrap servers, host:port[,host:port]. Env: RAGPULSE_KAFKA__BOOTSTRAP_SERVERS.")] = None,
-    topic: Annotated[str | None, typer.Option("--topic", help="Topic for per-trace records (default otlp_spans).")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", help="Topic for the trace records (default otlp_spans).")] = None,
     http: Annotated[str | None, typer.Option("--http", help="OTLP/HTTP listen address (default 127.0.0.1:4318).")] = None,
     grpc: Annotated[str | None, typer.Option("--grpc", help="OTLP/gRPC listen address (default 127.0.0.1:4317).")] = None,
     no_grpc: Annotated[bool, typer.Option("--no-grpc", help="Do not serve OTLP/gRPC.")] = False,
@@ -44,7 +44,7 @@ def collector(
     partitions: Annotated[int | None, typer.Option("--partitions", min=1, help="Partitions if the topic is created.")] = None,
     queue_max_spans: Annotated[int | None, typer.Option("--queue-max-spans", min=1, help="Spans in flight before 429.")] = None,
     confirm: Annotated[str | None, typer.Option("--confirm", help="Answer after 'enqueue' (default) or Kafka 'ack'.")] = None,
-    records: Annotated[str | None, typer.Option("--records", help="What one Kafka record holds: 'per-partition' (a request's traces of one partition, unkeyed) or 'per-trace' (keyed by trace id, otelcol's partition_traces_by_id format). Env: RAGPULSE_PRODUCER__RECORDS (per_partition, per_trace).")] = None,
+    records: Annotated[str | None, typer.Option("--records", help="What one Kafka record holds: 'per-partition' (default: a request's traces of one partition, unkeyed) or 'per-trace' (keyed by trace id, otelcol's partition_traces_by_id format). Env: RAGPULSE_PRODUCER__RECORDS (per_partition, per_trace).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", min=1, max=64, help="Processes sharing the ports (one HTTP listening socket, gRPC with SO_REUSEPORT); needs fixed ports. Default: one per usable core (at most 8) with fixed ports, else 1.")] = None,
     status_interval_s: Annotated[float, typer.Option("--status-interval", min=0, help="Seconds between status lines; 0: none.")] = 10.0,
     worker: Annotated[bool, typer.Option("--worker", hidden=True, help="Internal: run as a spawned worker.")] = False,
