@@ -5,7 +5,8 @@ subprocesses against the tansu broker with the environment the Kubernetes manife
 containers (ConfigMap + Secret + container env, read from ``deploy/k8s``). Only addresses are
 replaced for this machine (broker, loopback hosts, free ports, one chDB directory per replica since
 a chDB store belongs to one process), plus a shorter session timeout (tansu's group joins take
-half of it, INFRA.md 1.3) and two metrics to keep the local judge's CPU within the test budget.
+half of it, INFRA.md 1.3) and the fast judge with two metrics to keep the judge's CPU within the
+test budget.
 
 The example RAG app (``deploy/example-app/app.py``) sends one batch of traces through the
 OpenTelemetry SDK to the collector in three parts: replica B is stopped with SIGTERM after the
@@ -44,6 +45,7 @@ pytestmark = pytest.mark.slow
 METRICS = "faithfulness,context_precision"
 N_TRACES = 32
 GROUP = "ragpulse-scorer"
+OTLP_TOKEN = "test-otlp-token"  # the manifests' Secret holds a placeholder
 
 
 _T0 = [time.monotonic()]
@@ -211,6 +213,7 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(
                 "RAGPULSE_HEALTH__PORT": str(c_health),
                 "RAGPULSE_OTLP__HTTP_HOST": "127.0.0.1",
                 "RAGPULSE_OTLP__HTTP_PORT": str(c_port),
+                "RAGPULSE_OTLP__AUTH_TOKEN": OTLP_TOKEN,
                 "RAGPULSE_OTLP__GRPC_HOST": "127.0.0.1",
                 "RAGPULSE_OTLP__GRPC_PORT": str(free_port()),
                 "RAGPULSE_TELEMETRY__CLICKHOUSE": f"chdb://{tmp_path / 'collector'}",
@@ -236,6 +239,9 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(
                     "RAGPULSE_CONSUMER__HEARTBEAT_INTERVAL_MS": "1000",
                     # A tuple field: pydantic-settings reads it as JSON from the environment.
                     "RAGPULSE_EVALUATE__METRICS": json.dumps(METRICS.split(",")),
+                    # the manifests run the default model judge (test_manifests checks it); here
+                    # the fast one keeps two replicas' start and CPU within the test budget
+                    "RAGPULSE_JUDGE": "fast",
                     "RAGPULSE_STATUS_INTERVAL_S": "0.5",
                     "RAGPULSE_INSTANCE": name,
                 },
@@ -260,9 +266,12 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(
             "both replicas to own partitions",
         )
 
+        # the collector requires the OTLP token the manifests give it from their Secret (a test
+        # value here); the app sends it as compose's example app does
         app_env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{c_port}",
+            "OTEL_EXPORTER_OTLP_HEADERS": f"authorization=Bearer%20{OTLP_TOKEN}",
             "OTEL_BSP_SCHEDULE_DELAY": "200",
         }
 
