@@ -44,7 +44,7 @@ def test_the_fixed_set_carries_the_corpus_labels() -> None:
     answers = {f"{r['id']}{'abcde'[j]}": (r, a) for r in committed()
                for j, a in enumerate(r["answers"])}
     rows = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines()]
-    assert len(rows) == 14 and {r["lang"] for r in rows} == {"en", "ja", "zh"}
+    assert len(rows) == 15 and {r["lang"] for r in rows} == {"en", "ja", "zh"}
     for row in rows:
         scenario, answer = answers[row["id"]]
         assert all(s["label"] == 1 for s in answer["statements"])

@@ -1,14 +1,14 @@
 """The two local judges agree on context utilization, and each is near the truth (issue 39,
 item 3).
 
-The fixed set, ``data/utilization_agreement.jsonl``, is 14 faithful answers of the RAG corpus
+The fixed set, ``data/utilization_agreement.jsonl``, is 15 faithful answers of the RAG corpus
 (``train/corpus``; English 5, Japanese 5, Chinese 4), chosen by rule, not by score:
 ``python bench/utilization_agreement.py --write-fixture tests/scorer/data/utilization_agreement.jsonl``
 takes, per language, the first answers that use one passage ranked first, one passage ranked
 lower, two passages (two answers) and three passages. ``used`` is the union of the answer's
 statements' ``support`` labels. Each answer is judged as the bench judges it: as retrieved,
 with its passages reversed, and (when it uses two or more) with only the passages it uses, so
-used passages sit at every rank and some answers use all of theirs: 36 retrievals.
+used passages sit at every rank and some answers use all of theirs: 39 retrievals.
 
 Measured on this set (2026-11-29): MAE against the truth fast 0.049, model 0.032; mean absolute
 difference between the judges 0.016 (means: truth 0.730, fast 0.752, model 0.736). Before
@@ -72,7 +72,7 @@ async def _utilization(name: str, samples: list[Sample]) -> np.ndarray:
                     reason="no bundled model in this checkout")
 async def test_the_local_judges_agree_on_context_utilization() -> None:
     cases = retrievals()
-    assert len(cases) == 36 and {len(s.contexts) for s, _ in cases} >= {2, 3, 4}
+    assert len(cases) == 39 and {len(s.contexts) for s, _ in cases} >= {2, 3, 4}
     truth = np.array([average_precision(used) for _, used in cases])
     samples = [s for s, _ in cases]
     fast = await _utilization("fast", samples)

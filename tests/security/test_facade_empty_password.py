@@ -77,10 +77,15 @@ def test_up_refuses_a_user_without_a_password_off_loopback(tmp_path: Path, how: 
 
 
 @pytest.fixture
-def passwordless(chdb_dir: Path, rag_schema: Any,
-                 caplog: pytest.LogCaptureFixture) -> Iterator[ClickHouseHttpFacade]:
+def passwordless(chdb_dir: Path, rag_schema: Any, caplog: pytest.LogCaptureFixture,
+                 monkeypatch: pytest.MonkeyPatch) -> Iterator[ClickHouseHttpFacade]:
     f = build_facade(str(chdb_dir), FacadeSettings(database=rag_schema.database,
                                                     username="default", advertise=False))
+    # a library's logging.config.dictConfig earlier in the session disables existing loggers
+    # (disable_existing_loggers): the facade's warning must reach caplog whatever ran before
+    for name in ("ragpulse", "ragpulse.deploy", "ragpulse.deploy.facade"):
+        monkeypatch.setattr(logging.getLogger(name), "disabled", False)
+        monkeypatch.setattr(logging.getLogger(name), "propagate", True)
     with caplog.at_level(logging.WARNING, logger="ragpulse.deploy.facade"):
         f.start()
     yield f
