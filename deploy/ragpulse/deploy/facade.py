@@ -639,7 +639,7 @@ class ClickHouseHttpFacade:
         log.info("read-only ClickHouse HTTP facade for %s on %s (login %s)", self.path, self.url,
                  "required" if s.auth_required else "off: loopback only")
         if s.auth_required and not s.secret_login:
-            log.warning("the ClickHouse facade on %s has user %r with an EMPTY password: anyone "
+            log.warning("the ClickHouse facade on %s has user %r with an EMPTY password, so anyone "
                         "on this machine can read the store; set a password to keep them out",
                         self.url, s.username)
 
