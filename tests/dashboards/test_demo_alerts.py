@@ -1,5 +1,6 @@
 """``make demo``'s traffic must not fire the faithfulness alerts: the demo's planned interactions
-(``ragpulse.deploy.demo``, seeded as ``ragpulse up --demo``), scored by the default local judge,
+(``ragpulse.deploy.demo``, seeded as ``ragpulse up --demo``), scored by the default judge (the
+bundled model, as ``make demo`` runs it),
 written through the real ScoreWriter into chDB over a week, and every faithfulness rule
 evaluated at the end of it. A degraded last hour (half the answers replaced by the demo's own
 wrong answers) fires the baseline-relative drop, the primary faithfulness alert."""
@@ -18,7 +19,7 @@ import pytest
 from ragpulse.dashboards.alerts import evaluate, rule_specs
 from ragpulse.dashboards.settings import DashboardsSettings
 from ragpulse.deploy.demo import CORPUS, plan_scenario
-from ragpulse.scorer import Evaluator, Sample
+from ragpulse.scorer import DEFAULT_JUDGE, Evaluator, Sample
 from ragpulse.scorer.judges.factory import build_judge
 from ragpulse.scorer.store import ScoredTraceMeta, init_schema, rows_from_scores
 
@@ -35,9 +36,8 @@ FAITHFULNESS_RULES = ("ragpulse-faithfulness", "ragpulse-drift")
 
 
 async def _score(plans: list[Any], answers: list[str]) -> list[Any]:
-    # the fast judge (USE + lexical), as `ragpulse up --judge fast` builds it; the default model
-    # judge's demo alerts are issue 39's item 5
-    judge = build_judge("fast", threads=1)
+    # the default judge (the bundled model), as `ragpulse up` builds it (issue 39, item 5)
+    judge = build_judge(DEFAULT_JUDGE, threads=1)
     try:
         ev = Evaluator(judge, ["faithfulness"], max_concurrency=4)
         samples = [Sample(id=str(i), question=p.question, contexts=list(p.contexts), answer=a)
@@ -111,17 +111,18 @@ def _firing(client: Any, settings: DashboardsSettings) -> dict[str, set[str]]:
 def test_demo_traffic_fires_no_faithfulness_alert(chdb_client: Any, databases) -> None:
     s = DashboardsSettings(database=databases["steady"])
     firing = _firing(chdb_client, s)
-    assert "ragpulse-faithfulness-low-fast" in firing  # the fast judge's own level is checked
+    assert f"ragpulse-faithfulness-low-{DEFAULT_JUDGE}" in firing  # its own level is checked
     assert all(not v for v in firing.values()), firing
     # the absolute rules did see every service (enough samples): quiet, not silent
     low = evaluate(chdb_client, next(r for r in rule_specs(s)
-                                     if r.uid == "ragpulse-faithfulness-low-fast"), NOW)
+                                     if r.uid == f"ragpulse-faithfulness-low-{DEFAULT_JUDGE}"), NOW)
     assert {i.labels["service"] for i in low.instances} == {"support-bot", "docs-search", "faq-ja"}
 
 
 def test_degraded_demo_fires_the_drop(chdb_client: Any, databases) -> None:
     s = DashboardsSettings(database=databases["degraded"])
     firing = _firing(chdb_client, s)
-    assert firing["ragpulse-faithfulness-drop"] == {"support-bot/fast", "docs-search/fast", "faq-ja/fast"}
+    assert firing["ragpulse-faithfulness-drop"] == {f"{svc}/{DEFAULT_JUDGE}" for svc in
+                                                    ("support-bot", "docs-search", "faq-ja")}
     drop = next(r for r in rule_specs(s) if r.uid == "ragpulse-faithfulness-drop")
     assert drop.severity == "critical"

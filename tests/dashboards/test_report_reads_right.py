@@ -315,6 +315,25 @@ def test_status_trend_has_one_block_per_interval(chdb_dir: Path, dbs: dict[int, 
     assert re.fullmatch(r"[▁▂▃▄▅▆▇█]+", trend.strip()) and " " not in trend.strip(), repr(trend)
 
 
+@pytest.mark.parametrize("minutes", [2, 7])
+def test_status_names_the_judges_and_the_levels_that_apply(minutes: int, chdb_dir: Path,
+                                                           dbs: dict[int, str]) -> None:
+    """Issue 39, item 5: `status` says which judge scored faithfulness and which alert level
+    its rule applies (the report's caption says the same); a judge without a level of its own
+    is under the general one, and the line says so."""
+    from ragpulse.dashboards.levels import FAITHFULNESS_LEVELS
+
+    res = _status(chdb_dir, dbs[minutes], "--since", "1h", "--until", UNTIL)
+    flat = " ".join(res.output.split())
+    fast = f"fast (alert level {FAITHFULNESS_LEVELS['fast']:g})"
+    want = (f"faithfulness judged by {fast}" if minutes == 2 else
+            f"faithfulness judged by {fast}, llm (alert level 0.7, the general level)")
+    assert want + ": a service fires when its mean is below its judge's level" in flat, res.output
+    # nothing scored in the range: no judge line
+    empty = _status(chdb_dir, dbs[minutes], "--since", "1h", "--until", "2026-10-01T00:00:00Z")
+    assert "judged by" not in empty.output, empty.output
+
+
 def test_status_headers_name_the_interval_without_data(chdb_dir: Path,
                                                         dbs: dict[int, str]) -> None:
     """Item 8: on an empty window the headers said "last interval" and "trend: 1h in interval

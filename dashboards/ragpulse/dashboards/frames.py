@@ -14,10 +14,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .macros import ALL, QueryContext, expand
-from .queries import FORMAT_TIME_SERIES, PanelSpec
-from .settings import SEGMENT_DIMENSIONS
+from .queries import FORMAT_TIME_SERIES, PanelSpec, judges_sql
+from .settings import SEGMENT_DIMENSIONS, DashboardsSettings
 
-__all__ = ["Frame", "Series", "auto_interval", "context", "run_panel"]
+__all__ = ["Frame", "Series", "auto_interval", "context", "judge_levels", "run_panel"]
 
 
 @dataclass
@@ -122,6 +122,20 @@ def run_panel(client: Any, panel: PanelSpec, ctx: QueryContext) -> Frame:
         except ValueError as exc:
             frame.error = str(exc)
     return frame
+
+
+def judge_levels(client: Any, settings: DashboardsSettings, ctx: Any) -> dict[str, float]:
+    """The faithfulness alert level of each judge that scored faithfulness in the range and
+    selection of ``ctx`` (the panels' own): its own (``faithfulness_min_by_judge``) or the
+    general one. Empty when the query fails or no judge did. Blocks on one query over the
+    per-minute rollup, with the panels' time macros (epoch seconds: no time zone involved)."""
+    a = settings.alerts
+    try:
+        rows = client.query(expand(judges_sql(settings), ctx)).result_rows
+    except Exception:
+        return {}
+    return {str(j): a.faithfulness_min_by_judge.get(str(j), a.faithfulness_min)
+            for (j,) in rows}
 
 
 def since(spec: str) -> timedelta:

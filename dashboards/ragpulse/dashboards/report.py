@@ -19,9 +19,9 @@ from typing import Any
 from ragpulse.scorer.store import without_format
 
 from .alerts import RuleResult, evaluate_all, instance_text
-from .frames import Frame, Series, auto_interval, context, run_panel
+from .frames import Frame, Series, auto_interval, context, judge_levels, run_panel
 from .macros import expand
-from .queries import PanelSpec, data_range_sql, judges_sql, quality_description, sections
+from .queries import PanelSpec, data_range_sql, quality_description, sections
 from .settings import DashboardsSettings
 
 __all__ = ["build_report", "render_html"]
@@ -519,20 +519,6 @@ def _axis(data: tuple[datetime, datetime], interval_s: float) -> tuple[datetime,
     last = -(-int(math.ceil(data[1].timestamp())) // step) * step
     return (datetime.fromtimestamp(first, UTC),
             datetime.fromtimestamp(max(last, first + step), UTC))
-
-
-def judge_levels(client: Any, settings: DashboardsSettings, ctx: Any) -> dict[str, float]:
-    """The faithfulness alert level of each judge that scored faithfulness in the range and
-    selection of ``ctx`` (the panels' own): its own (``faithfulness_min_by_judge``) or the
-    general one. Empty when the query fails or no judge did. Blocks on one query over the
-    per-minute rollup, with the panels' time macros (epoch seconds: no time zone involved)."""
-    a = settings.alerts
-    try:
-        rows = client.query(expand(judges_sql(settings), ctx)).result_rows
-    except Exception:
-        return {}
-    return {str(j): a.faithfulness_min_by_judge.get(str(j), a.faithfulness_min)
-            for (j,) in rows}
 
 
 def _with_levels(p: PanelSpec, settings: DashboardsSettings, levels: Mapping[str, float]) -> PanelSpec:

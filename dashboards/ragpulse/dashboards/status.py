@@ -5,7 +5,7 @@ each, and the alert rules' state, all from the dashboard's own queries."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,7 @@ from .frames import context, run_panel
 from .queries import panels, sections
 from .settings import DashboardsSettings
 
-__all__ = ["MetricLine", "ReasonLine", "collect_status", "render_status", "sparkline",
+__all__ = ["MetricLine", "ReasonLine", "collect_status", "judges_line", "render_status", "sparkline",
            "status_interval", "unscorable_traces"]
 
 BLOCKS = "▁▂▃▄▅▆▇█"
@@ -181,12 +181,29 @@ def _concerns(labels: dict[str, str], uid: str, metric: str, service: str,
     return metric == s.alerts.faithfulness_metric or not uid.startswith("ragpulse-faithfulness-")
 
 
+def judges_line(settings: DashboardsSettings, levels: Mapping[str, float]) -> str:
+    """Which judges scored the range's faithfulness and the alert level each one's absolute
+    rule applies (``levels``: :func:`~ragpulse.dashboards.frames.judge_levels`); empty when
+    none did. A judge without a level of its own (a user's ``nli`` model, ``llm``) is under the
+    general one, and the line says so."""
+    if not levels:
+        return ""
+    own = settings.alerts.faithfulness_min_by_judge
+    parts = [f"{j} (alert level {v:g}{'' if j in own else ', the general level'})"
+             for j, v in sorted(levels.items())]
+    return (f"{settings.alerts.faithfulness_metric} judged by " + ", ".join(parts)
+            + ": a service fires when its mean is below its judge's level; levels per judge: "
+            "docs/judges.md")
+
+
 def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],
                   errors: Sequence[str], title: str, reasons: Sequence[ReasonLine] = (),
-                  since: str = "range", interval_s: float | None = None) -> None:
+                  since: str = "range", interval_s: float | None = None,
+                  judges: str = "") -> None:
     """Print the summary with rich (tables; colours only on a terminal). Every column header
     names the window it covers: ``since`` (the whole range, e.g. ``24h``) or the last interval
-    (``interval_s``, :func:`status_interval`; named even when no line has data)."""
+    (``interval_s``, :func:`status_interval`; named even when no line has data). ``judges``
+    (:func:`judges_line`) is printed under the table."""
     from rich.markup import escape as markup_escape
     from rich.table import Table
 
@@ -219,6 +236,8 @@ def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[R
     if not lines:
         t.add_row("(no scores in range)", "", "", "", "", "", "", "", "")
     console.print(t)
+    if judges:
+        console.print(escape(judges), highlight=False)
     if reasons:
         u = Table(title="traces without scores", title_justify="left", header_style="bold")
         u.add_column("reason", no_wrap=True)

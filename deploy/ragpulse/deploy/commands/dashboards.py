@@ -232,6 +232,8 @@ def status(
         status_interval,
         unscorable_traces,
     )
+    from ragpulse.dashboards.frames import context, judge_levels
+    from ragpulse.dashboards.status import judges_line
 
     s = load_settings(settings, database=database)
     t0, t1 = _range(since, until)
@@ -239,12 +241,14 @@ def status(
     try:
         lines, results, errors = collect_status(client, s, t0, t1)
         reasons, reason_errors = unscorable_traces(client, s, t0, t1)
+        judges = judges_line(s, judge_levels(client, s, context(t0, t1)))
     finally:
         client.close()
     # Wide enough for metric names and alert lists even when piped (rich assumes 80 then).
     console = Console(width=max(132, Console().width))
     render_status(console, lines, results, errors + reason_errors,
            f"ragpulse status · {t0:%Y-%m-%d %H:%M} – {t1:%Y-%m-%d %H:%M} UTC · {dsn}",
-           reasons=reasons, since=since.strip().lower(), interval_s=status_interval(t0, t1))
+           reasons=reasons, since=since.strip().lower(), interval_s=status_interval(t0, t1),
+           judges=judges)
     if any(r.firing for r in results):
         raise typer.Exit(3)
