@@ -16,7 +16,13 @@ from .provisioning import export, files, write_atomic
 from .push import GrafanaPushError, push
 from .report import build_report
 from .settings import AlertSettings, DashboardsSettings, DriftSettings
-from .status import collect_status, render_status, status_interval, unscorable_traces
+from .status import (
+    collect_status,
+    render_status,
+    status_interval,
+    status_judges,
+    unscorable_traces,
+)
 
 __all__ = [
     "ALL",
@@ -42,6 +48,7 @@ __all__ = [
     "rule_specs",
     "since",
     "status_interval",
+    "status_judges",
     "unscorable_traces",
     "write_atomic",
 ]

@@ -14,12 +14,12 @@ from ragpulse.common.schema import ADVICE, NOT_RAG
 from ragpulse.scorer.store import without_controls
 
 from .alerts import RuleResult, evaluate_all, instance_text
-from .frames import context, run_panel
+from .frames import context, judge_levels, run_panel
 from .queries import panels, sections
 from .settings import DashboardsSettings
 
 __all__ = ["MetricLine", "ReasonLine", "collect_status", "judges_line", "render_status", "sparkline",
-           "status_interval", "unscorable_traces"]
+           "status_interval", "status_judges", "unscorable_traces"]
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -194,6 +194,12 @@ def judges_line(settings: DashboardsSettings, levels: Mapping[str, float]) -> st
     return (f"{settings.alerts.faithfulness_metric} judged by " + ", ".join(parts)
             + ": a service fires when its mean is below its judge's level; levels per judge: "
             "docs/judges.md")
+
+
+def status_judges(client: Any, settings: DashboardsSettings, t0: datetime, t1: datetime) -> str:
+    """:func:`judges_line` for the judges that scored faithfulness in ``[t0, t1]``. Blocks on
+    one query."""
+    return judges_line(settings, judge_levels(client, settings, context(t0, t1)))
 
 
 def render_status(console: Any, lines: Sequence[MetricLine], results: Sequence[RuleResult],

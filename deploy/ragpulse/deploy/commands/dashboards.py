@@ -230,10 +230,9 @@ def status(
         collect_status,
         render_status,
         status_interval,
+        status_judges,
         unscorable_traces,
     )
-    from ragpulse.dashboards.frames import context, judge_levels
-    from ragpulse.dashboards.status import judges_line
 
     s = load_settings(settings, database=database)
     t0, t1 = _range(since, until)
@@ -241,7 +240,7 @@ def status(
     try:
         lines, results, errors = collect_status(client, s, t0, t1)
         reasons, reason_errors = unscorable_traces(client, s, t0, t1)
-        judges = judges_line(s, judge_levels(client, s, context(t0, t1)))
+        judges = status_judges(client, s, t0, t1)
     finally:
         client.close()
     # Wide enough for metric names and alert lists even when piped (rich assumes 80 then).
