@@ -43,7 +43,7 @@ __all__ = [
 FORMAT_TIME_SERIES = 0
 FORMAT_TABLE = 1
 
-PanelKind = Literal["timeseries", "table", "histogram", "stat"]
+PanelKind = Literal["timeseries", "table", "histogram"]
 
 # pipeline_health names this package reads (written by the collector and the scorer; see
 # ragpulse.scorer.pipeline.telemetry and the collector's counters).
