@@ -177,3 +177,41 @@ def test_a_counter_two_steps_count_is_summed_and_undeclared_names_are_refused() 
     assert merged == {"traces_dropped": 3, "traces_scored": 0, "paused": 1}
     with pytest.raises(KeyError):
         Counters(["traces_droped"])
+
+
+def test_counters_one_writer_per_name_and_snapshots_from_another_thread() -> None:
+    """Issue 43, item 4: ``Counters`` takes no lock (single writer per name, stated on the
+    class): two writer threads, each with its own names, and a reader snapshotting throughout;
+    no increment is lost and every snapshot is monotonic per name."""
+    import threading
+
+    from ragpulse.scorer.pipeline.telemetry import Counters
+
+    c = Counters(["traces_scored", "traces_dropped"])
+    n = 200_000
+    seen: list[dict[str, int]] = []
+    done = threading.Event()
+
+    def write(name: str) -> None:
+        for _ in range(n):
+            c.add(name)
+
+    def read() -> None:
+        while not done.is_set():
+            seen.append(c.snapshot())
+
+    reader = threading.Thread(target=read)
+    writers = [threading.Thread(target=write, args=(name,)) for name in ("traces_scored",
+                                                                          "traces_dropped")]
+    reader.start()
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    done.set()
+    reader.join()
+    assert c.snapshot() == {"traces_scored": n, "traces_dropped": n}
+    assert len(seen) > 1
+    for name in ("traces_scored", "traces_dropped"):
+        values = [s[name] for s in seen]
+        assert values == sorted(values)
