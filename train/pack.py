@@ -24,10 +24,12 @@ import numpy as np
 
 KEEP_FLOAT = ("pos.", "ttype", "word.")  # Gathers, not MatMuls: kept as they are
 Q, S = "__q__", "__scale__"
+D = "__dq__"  # int8 of (weight - base) per output channel, scale under S: a continuation's change
+BASE = "__base__"  # the base's fingerprint (:func:`fingerprint`), when packed against one
 
 
-def _quantize(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    w = w.astype(np.float16).astype(np.float32)
+def _quantize(w: np.ndarray, fp16: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    w = w.astype(np.float16).astype(np.float32) if fp16 else w.astype(np.float32)
     scale = (np.abs(w).max(axis=1) / np.float32(127.0)).astype(np.float32)
     safe = np.where(scale > 0, scale, np.float32(1.0))
     q = np.clip(np.round(w / safe[:, None]), -127, 127).astype(np.int8)
@@ -44,19 +46,42 @@ def read_shards(folder: Path, prefix: str = "weights") -> dict[str, np.ndarray]:
     return state
 
 
-def pack(weights: Path, dest: Path, parts: int = 2) -> list[Path]:
-    """``weights`` (a ``train.train`` output folder) as ``dest-K.npz``, ``parts`` files."""
+def fingerprint(state: dict[str, np.ndarray]) -> str:
+    """sha256 over a state's names and fp16 values: which base a delta pack was made against."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for k in sorted(state):
+        h.update(k.encode())
+        h.update(np.ascontiguousarray(state[k], dtype=np.float16).tobytes())
+    return h.hexdigest()
+
+
+def pack(weights: Path, dest: Path, parts: int = 2, base: Path | None = None) -> list[Path]:
+    """``weights`` (a ``train.train`` output folder) as ``dest-K.npz``, ``parts`` files.
+
+    With ``base`` (the ``--init`` shards a continuation started from), each 2-D weight travels
+    as its change from the base, int8 per output channel: a continuation at a small learning
+    rate moves weights by less than one step of the weights' own int8 grid, which quantizing
+    the weights themselves would erase; its change keeps about 1 % of its own largest value."""
     state = read_shards(weights)
     if not state:
         raise SystemExit(f"no weights-*.npz in {weights}")
+    ref = read_shards(base) if base is not None else {}
+    if base is not None and not ref:
+        raise SystemExit(f"no weights-*.npz in {base}")
     arrays: list[dict[str, np.ndarray]] = [{} for _ in range(parts)]
     sizes = [0] * parts
     for k in sorted(state, key=lambda k: -state[k].size):  # biggest first, to the lightest part
         v = state[k]
         i = sizes.index(min(sizes))
         if v.ndim == 2 and k.endswith(".weight") and not k.startswith(KEEP_FLOAT):
-            q, s = _quantize(v)
-            arrays[i][Q + k], arrays[i][S + k] = q, s
+            if k in ref and ref[k].shape == v.shape:
+                q, s = _quantize(v.astype(np.float32) - ref[k].astype(np.float32), fp16=False)
+                arrays[i][D + k], arrays[i][S + k] = q, s
+            else:
+                q, s = _quantize(v)
+                arrays[i][Q + k], arrays[i][S + k] = q, s
             sizes[i] += q.nbytes
         else:
             arrays[i][k] = v.astype(np.float16)
@@ -68,6 +93,8 @@ def pack(weights: Path, dest: Path, parts: int = 2) -> list[Path]:
     metrics = weights / "metrics.json"
     if metrics.is_file():
         arrays[0]["__metrics__"] = np.frombuffer(metrics.read_bytes(), dtype=np.uint8)
+    if ref:
+        arrays[0][BASE] = np.frombuffer(fingerprint(ref).encode(), dtype=np.uint8)
     dest.parent.mkdir(parents=True, exist_ok=True)
     out = []
     for i, a in enumerate(arrays):
@@ -77,12 +104,22 @@ def pack(weights: Path, dest: Path, parts: int = 2) -> list[Path]:
     return out
 
 
-def unpack(src: Path, weights: Path) -> Path:
+def unpack(src: Path, weights: Path, base: Path | None = None) -> Path:
     """``src-K.npz`` back into ``weights``: ``weights-0.npz`` (fp16, what ``train.export
-    --weights`` and ``train.train --init`` read), ``valid_scores.npz``, ``metrics.json``."""
+    --weights`` and ``train.train --init`` read), ``valid_scores.npz``, ``metrics.json``.
+    A pack made against a base needs the same ``base`` (its fingerprint is checked)."""
     files = sorted(src.parent.glob(f"{src.name}-*.npz"))
     if not files:
         raise SystemExit(f"no {src.name}-*.npz in {src.parent}")
+    ref = read_shards(base) if base is not None else {}
+    packed_base = next((np.load(p)[BASE].tobytes().decode() for p in files
+                        if BASE in np.load(p).files), None)
+    if packed_base is not None:
+        if not ref:
+            raise SystemExit(f"{src.name} holds changes from a base: give --base (the --init "
+                             "shards the run started from)")
+        if fingerprint(ref) != packed_base:
+            raise SystemExit(f"{src.name} was packed against another base than {base}")
     state: dict[str, np.ndarray] = {}
     valid: dict[str, np.ndarray] = {}
     weights.mkdir(parents=True, exist_ok=True)
@@ -93,7 +130,11 @@ def unpack(src: Path, weights: Path) -> Path:
                 name = k[len(Q):]
                 w = z[k].astype(np.float32) * z[S + name][:, None]
                 state[name] = w.astype(np.float16)
-            elif k.startswith(S):
+            elif k.startswith(D):
+                name = k[len(D):]
+                w = ref[name].astype(np.float32) + z[k].astype(np.float32) * z[S + name][:, None]
+                state[name] = w.astype(np.float16)
+            elif k.startswith(S) or k == BASE:
                 continue
             elif k.startswith("__valid__"):
                 valid[k[len("__valid__"):]] = z[k]
@@ -113,14 +154,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dest", type=Path, help="pack into DEST-K.npz")
     ap.add_argument("--unpack", type=Path, help="unpack SRC-K.npz into --weights")
     ap.add_argument("--parts", type=int, default=2)
+    ap.add_argument("--base", type=Path, help="the --init shards the run continued from: pack "
+                    "its 2-D weights as changes from them (and unpack them so)")
     a = ap.parse_args(argv)
     if (a.dest is None) == (a.unpack is None):
         ap.error("give --dest (pack) or --unpack")
     if a.dest is not None:
-        paths = pack(a.weights, a.dest, a.parts)
+        paths = pack(a.weights, a.dest, a.parts, a.base)
         print(json.dumps({str(p): p.stat().st_size for p in paths}))
     else:
-        print(unpack(a.unpack, a.weights))
+        print(unpack(a.unpack, a.weights, a.base))
     return 0
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .bundle import load_base
+from .bundle import bundle_config, load_base
 from .model import FaithModel
 from .pack import read_shards
 
@@ -239,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     log(f"device {device}; train {len(tr_ids)} pairs (positive {y_tr.mean():.3f}, mean length "
         f"{np.mean(lengths):.0f}), valid {len(va_ids)}; tokenized in {time.time() - t_start:.0f}s")
 
+    if not a.init and bundle_config(bundle).get("trimmed"):
+        raise SystemExit(f"{bundle} is a trimmed bundle (train.handoff: no encoder layers): "
+                         "train from --init weights (python -m train.from_onnx)")
     model = build(bundle)
     if a.init:
         load_shards(model, Path(a.init))

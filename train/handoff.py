@@ -1,0 +1,122 @@
+"""What a continuation round carries to a GPU machine, small enough to travel.
+
+    python -m train.handoff --model-dir scorer/ragpulse/scorer/judges/nli/faith_e5 \\
+        --bundle .devrun/faith3/bundle --data .devrun/c2 --out .devrun/handoff
+
+A device call takes at most 64 MiB of working tree (the shipped ``model.onnx`` alone is 53 MB,
+so it is moved aside for the call) and a continuation needs three things there: the model to
+continue, the frozen word embeddings and the data. ``OUT`` gets
+
+- ``bundle/``: the bundle (``train.bundle``) trimmed to its embeddings and tokenizer, about
+  20 MB instead of 33: the encoder layers come from the model, so a trimmed bundle refuses to
+  train without ``--init`` (``train.train``);
+- ``init.onnx``: the model's graph without its word-embedding table (about 22 MB): on the
+  device ``python -m train.from_onnx --onnx OUT/init.onnx --out W`` reads it back into the
+  ``--init`` shards, exactly as from the whole graph (``read_weights`` never reads that table);
+- ``data/``: ``train.jsonl.gz``, ``valid.jsonl.gz`` and ``STATS.txt`` of the continuation data
+  (``train.data.continuation``);
+- ``MANIFEST.txt``: each file's size and sha256, and the total, which must stay under the
+  limit given (``--limit-mib``, default 50: the tree without ``model.onnx`` is about 10 MB).
+
+``train/round_corpus.sh`` is the device side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["strip_onnx", "trim_bundle", "write_handoff"]
+
+_EMBEDDINGS = ("emb.word", "emb.pos", "emb.type", "emb.ln.w", "emb.ln.b")
+
+
+def trim_bundle(src: Path, out: Path) -> Path:
+    """``src``'s bundle with its embeddings, tokenizer and config only (``trimmed`` set)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with np.load(src / "base.npz") as z:
+        cfg = json.loads(z["config"].tobytes().decode())
+        cfg["q4"] = [n for n in cfg["q4"] if n in _EMBEDDINGS]
+        cfg["trimmed"] = True
+        arrays = {n: z[n] for n in ("kept_ids", *_EMBEDDINGS) if n in z.files}
+    np.savez(out / "base.npz", config=np.frombuffer(json.dumps(cfg).encode(), np.uint8),
+             **arrays)
+    shutil.copy(src / "tokenizer.json", out / "tokenizer.json")
+    return out
+
+
+def strip_onnx(model_onnx: Path, out: Path) -> Path:
+    """``model_onnx`` without the initializers of its word-embedding table (``word.weight``,
+    quantized or not). Not a runnable graph: input for ``train.from_onnx --onnx``."""
+    import onnx
+
+    m = onnx.load(str(model_onnx))
+    keep = [i for i in m.graph.initializer if not i.name.startswith("word.weight")]
+    if len(keep) == len(m.graph.initializer):
+        raise ValueError(f"{model_onnx}: no word.weight initializer to strip")
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(keep)
+    onnx.save(m, str(out))
+    return out
+
+
+def _sha256(p: Path) -> str:
+    h = hashlib.sha256()
+    with p.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_handoff(model_dir: Path, bundle: Path, data: Path, out: Path,
+                  limit_mib: float = 50.0) -> list[tuple[str, int]]:
+    """Write ``out`` (see the module docstring); (relative path, bytes) per file. Raises
+    ValueError when the data folder lacks a file or the total is over ``limit_mib``."""
+    missing = [n for n in ("train.jsonl.gz", "valid.jsonl.gz") if not (data / n).is_file()]
+    if missing:
+        raise ValueError(f"{data}: no {', '.join(missing)} (python -m train.data.continuation)")
+    out.mkdir(parents=True, exist_ok=True)
+    trim_bundle(bundle, out / "bundle")
+    strip_onnx(model_dir / "model.onnx", out / "init.onnx")
+    (out / "data").mkdir(exist_ok=True)
+    for n in ("train.jsonl.gz", "valid.jsonl.gz", "STATS.txt"):
+        if (data / n).is_file():
+            shutil.copy(data / n, out / "data" / n)
+    files = sorted(p for p in out.rglob("*") if p.is_file() and p.name != "MANIFEST.txt")
+    sizes = [(str(p.relative_to(out)), p.stat().st_size) for p in files]
+    total = sum(n for _, n in sizes)
+    lines = [f"{n:>10}  {_sha256(out / rel)}  {rel}" for rel, n in sizes]
+    lines.append(f"{total:>10}  total ({total / 2**20:.1f} MiB)")
+    (out / "MANIFEST.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if total > limit_mib * 2**20:
+        raise ValueError(f"{out}: {total / 2**20:.1f} MiB, over the {limit_mib:g} MiB limit")
+    return sizes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model-dir", required=True, help="the exported model to continue")
+    ap.add_argument("--bundle", required=True, help="its bundle (train.device --vocab-from)")
+    ap.add_argument("--data", required=True, help="continuation data (train.data.continuation)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--limit-mib", type=float, default=50.0)
+    a = ap.parse_args(argv)
+    try:
+        sizes = write_handoff(Path(a.model_dir), Path(a.bundle), Path(a.data), Path(a.out),
+                              a.limit_mib)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print((Path(a.out) / "MANIFEST.txt").read_text(encoding="utf-8"), end="")
+    print(f"{len(sizes)} files", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

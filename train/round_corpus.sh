@@ -1,0 +1,56 @@
+#!/bin/bash
+# The RAG corpus continuation on a GPU machine (issue 40): the shipped model continued on the
+# corpus's training-domain pairs plus replayed data v6 rows, two runs side by side, each
+# returned as its change from the shipped model (train.pack --base), judged back here.
+#
+# Here, first (about 2 min; train/README.md, "The RAG corpus continuation"):
+#   python -m train.device --dest .devrun/faith4 --vocab-from scorer/ragpulse/scorer/judges/nli/faith_e5/tokenizer.json
+#   python -m train.data.continuation --base DATA_V6 --out .devrun/c2 --replay 8000 --polarity 0 --corpus 2
+#   python -m train.handoff --model-dir scorer/ragpulse/scorer/judges/nli/faith_e5 \
+#       --bundle .devrun/faith4/bundle --data .devrun/c2 --out .devrun/handoff
+#   mv scorer/ragpulse/scorer/judges/nli/faith_e5/model.onnx /tmp/   # 53 MB: the tree must fit
+# then one device call with carry [".devrun/handoff"] and this command:
+#   OUT=$OUT bash train/round_corpus.sh
+# and put model.onnx back. $OUT gets each run's pack (about 11-22 MB in 2 files) and logs.txt.
+# Back here, per run R: python -m train.from_onnx --model-dir .../faith_e5 --out W4;
+#   python -m train.pack --unpack FILES/R --weights W/R --base W4; export (--format block8, so
+#   that the change survives), calibrate and evaluate under the ship rule (train/README.md).
+#
+# RUNS="name:lr:seed ..." (default "a:1e-5:0 b:2e-5:0"), BUDGET seconds each (default 300),
+# EPOCHS (default 3), BATCH (default 32); EXTRA adds train.train options ("--limit 64
+# --valid-limit 64 --device cpu" and BUDGET=0 for a dry run here). Exits non-zero when a run
+# failed (its log in $OUT/logs.txt says where).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/round_corpus}; mkdir -p "$OUT"
+H=${HANDOFF:-.devrun/handoff}; RUNS=${RUNS:-a:1e-5:0 b:2e-5:0}; BUDGET=${BUDGET:-300}
+W=${WORK:-/tmp/round_corpus_work}; mkdir -p "$W"
+for f in bundle/base.npz bundle/tokenizer.json init.onnx data/train.jsonl.gz data/valid.jsonl.gz; do
+  [ -f "$H/$f" ] || { echo "no $H/$f: write the hand-off with python -m train.handoff (see this script's header)" >&2; exit 1; }
+done
+export PYTHONUNBUFFERED=1
+uptime; nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>&1 | tail -2
+cat "$H/data/STATS.txt" 2>/dev/null
+python3 -m train.from_onnx --onnx "$H/init.onnx" --out "$W/init" > "$W/init.log" 2>&1 \
+  || { cat "$W/init.log"; echo "reading the model back failed" >&2; exit 1; }
+run() {  # name lr seed
+  python3 -m train.train --bundle "$H/bundle" --train "$H/data/train.jsonl.gz" \
+    --valid "$H/data/valid.jsonl.gz" --out "$W/run-$1" --ckpt "$W/ck-$1" --init "$W/init" \
+    --max-len 256 --batch "${BATCH:-32}" --lr "$2" --head-lr "$2" --epochs "${EPOCHS:-3}" \
+    --seed "$3" --time-budget "$BUDGET" ${EXTRA:-} > "$W/log-$1.txt" 2>&1 \
+    && python3 -m train.pack --weights "$W/run-$1" --dest "$OUT/$1" --base "$W/init" \
+    >> "$W/log-$1.txt" 2>&1
+  echo "run $1 rc $?" >> "$W/log-$1.txt"
+}
+NAMES=""
+for r in $RUNS; do
+  IFS=: read -r name lr seed <<< "$r"
+  NAMES="$NAMES $name"; run "$name" "$lr" "$seed" &
+done
+wait
+for n in $NAMES; do echo "== $n"; grep -v 'step [0-9]*00/\|"n":\|"auroc"\|pos_mean_p\|^ *}\|^ *{' "$W/log-$n.txt" | tail -12; done
+for n in $NAMES; do cat "$W/log-$n.txt"; done > "$OUT/logs.txt"
+ls -la "$OUT"; uptime
+failed=""
+for n in $NAMES; do grep -qx "run $n rc 0" "$W/log-$n.txt" || failed="$failed $n"; done
+[ -z "$failed" ] || { echo "failed:$failed"; exit 1; }
