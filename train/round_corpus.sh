@@ -11,7 +11,7 @@
 #   mv scorer/ragpulse/scorer/judges/nli/faith_e5/model.onnx /tmp/   # 53 MB: the tree must fit
 # then one device call with carry [".devrun/handoff"] and this command:
 #   OUT=$OUT bash train/round_corpus.sh
-# and put model.onnx back. $OUT gets each run's pack (about 11-22 MB in 2 files) and logs.txt.
+# and put model.onnx back. $OUT gets each run's pack (2 files) and logs.txt.
 # Back here, per run R: python -m train.from_onnx --model-dir .../faith_e5 --out W4;
 #   python -m train.pack --unpack FILES/R --weights W/R --base W4; export (--format block8, so
 #   that the change survives), calibrate and evaluate under the ship rule (train/README.md).
@@ -25,16 +25,21 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/round_corpus}; mkdir -p "$OUT"
 H=${HANDOFF:-.devrun/handoff}; RUNS=${RUNS:-a:1e-5:0 b:2e-5:0}; BUDGET=${BUDGET:-300}
 W=${WORK:-/tmp/round_corpus_work}; mkdir -p "$W"
-for f in bundle/base.npz bundle/tokenizer.json init.onnx data/train.jsonl.gz data/valid.jsonl.gz; do
+for f in bundle/base.npz bundle/tokenizer.json init.onnx data/train.jsonl.xz data/valid.jsonl.gz; do
   [ -f "$H/$f" ] || { echo "no $H/$f: write the hand-off with python -m train.handoff (see this script's header)" >&2; exit 1; }
 done
 export PYTHONUNBUFFERED=1
 uptime; nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>&1 | tail -2
 cat "$H/data/STATS.txt" 2>/dev/null
+python3 - "$H/data/train.jsonl.xz" "$W/train.jsonl" <<'PY' || { echo "unpacking the data failed" >&2; exit 1; }
+import lzma, shutil, sys
+with lzma.open(sys.argv[1]) as f, open(sys.argv[2], "wb") as g:
+    shutil.copyfileobj(f, g, 1 << 20)
+PY
 python3 -m train.from_onnx --onnx "$H/init.onnx" --out "$W/init" > "$W/init.log" 2>&1 \
   || { cat "$W/init.log"; echo "reading the model back failed" >&2; exit 1; }
 run() {  # name lr seed
-  python3 -m train.train --bundle "$H/bundle" --train "$H/data/train.jsonl.gz" \
+  python3 -m train.train --bundle "$H/bundle" --train "$W/train.jsonl" \
     --valid "$H/data/valid.jsonl.gz" --out "$W/run-$1" --ckpt "$W/ck-$1" --init "$W/init" \
     --max-len 256 --batch "${BATCH:-32}" --lr "$2" --head-lr "$2" --epochs "${EPOCHS:-3}" \
     --seed "$3" --time-budget "$BUDGET" ${EXTRA:-} > "$W/log-$1.txt" 2>&1 \

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import shutil
 import subprocess
 import sys
@@ -50,7 +51,10 @@ def test_the_handoff_continues_as_the_whole_model_does(shipped: Path, tiny_bundl
     h = tmp_path / "handoff"
     sizes = dict(write_handoff(shipped, tiny_bundle, tiny_data, h))
     assert set(sizes) == {"bundle/base.npz", "bundle/tokenizer.json", "init.onnx",
-                          "data/train.jsonl.gz", "data/valid.jsonl.gz"}
+                          "data/train.jsonl.xz", "data/valid.jsonl.gz"}
+    with gzip.open(tiny_data / "train.jsonl.gz", "rb") as f, \
+            lzma.open(h / "data" / "train.jsonl.xz", "rb") as g:
+        assert f.read() == g.read()
     assert "total" in (h / "MANIFEST.txt").read_text()
     with np.load(h / "bundle" / "base.npz") as z:
         assert not [n for n in z.files if n.startswith("l")]  # no encoder layers travel
@@ -122,14 +126,16 @@ def test_the_round_script_trains_each_run_from_the_model_and_packs_its_change(
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "modules.txt"
-    fake = bin_dir / "python3"  # records every module run instead of running it
-    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nexit 0\n")
+    fake = bin_dir / "python3"  # records every module run instead of running it; runs the rest
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = \"-m\" ]; then echo \"$@\" >> {log}; exit 0; fi\n"
+                    f"exec {sys.executable} \"$@\"\n")
     fake.chmod(0o755)
     h = tmp_path / "handoff"
-    for f in ("bundle/base.npz", "bundle/tokenizer.json", "init.onnx", "data/train.jsonl.gz",
-              "data/valid.jsonl.gz"):
+    for f in ("bundle/base.npz", "bundle/tokenizer.json", "init.onnx", "data/valid.jsonl.gz"):
         (h / f).parent.mkdir(parents=True, exist_ok=True)
         (h / f).write_bytes(b"")
+    with lzma.open(h / "data" / "train.jsonl.xz", "wt") as f:
+        f.write('{"premise": "p", "hypothesis": "h", "label": 1}\n')
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path / "out"), "HANDOFF": str(h),
            "WORK": str(tmp_path / "work"), "BUDGET": "0"}
     run = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, cwd=REPO,
@@ -138,7 +144,9 @@ def test_the_round_script_trains_each_run_from_the_model_and_packs_its_change(
     calls = [c.split() for c in log.read_text().splitlines()]
     work = tmp_path / "work"
     assert calls[0][:2] == ["-m", "train.from_onnx"] and calls[0][3] == str(h / "init.onnx")
+    assert (work / "train.jsonl").read_text().startswith('{"premise": "p"')
     trains = [c for c in calls if c[1] == "train.train"]
+    assert all(c[c.index("--train") + 1] == f"{work}/train.jsonl" for c in trains)
     assert sorted((c[c.index("--lr") + 1], c[c.index("--seed") + 1]) for c in trains) == \
         [("1e-5", "0"), ("2e-5", "0")]
     assert all(c[c.index("--init") + 1] == f"{work}/init" for c in trains)
