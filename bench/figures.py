@@ -34,7 +34,7 @@ __all__ = ["QUOTE", "Quote", "check", "pages", "quotes", "resolve", "tables", "w
 
 REPO = Path(__file__).resolve().parent.parent
 BENCHMARKS = REPO / "docs" / "benchmarks.md"
-QUOTE = re.compile(r"<!-- fig (?P<address>[^>]*?) -->(?P<value>[^<]*)<!-- /fig -->")
+QUOTE = re.compile(r"<!-- fig (?P<address>[^>]*?) -->(?P<value>[^<`]*)<!-- /fig -->")
 _PART = re.compile(r"^(?P<column>.*?)\[(?P<index>\d+)\]$")
 
 
