@@ -9,7 +9,8 @@ a bench wrote there, never a retyped number:
   (``bench/judge_speed.py`` for the section between two ``<!-- bench/judge_speed.py -->`` lines)
   or its heading (``## Collector throughput``: the text up to the next ``## `` heading), for the
   benches that rewrite their section by heading.
-* ``ROW``: the row's leading cells, comma-separated (``model`` or ``model, dev (all), faithful``).
+* ``ROW``: the row's leading cells, comma-separated (``model`` or ``model, dev (all), faithful``;
+  ``*`` matches any cell: ``fast, *, HaluEval``).
   Bold and code marks are ignored, and judge names are compared under their current names, so
   ``model`` finds a row a bench wrote as ``local-model`` before the rename (issue 39).
 * ``COLUMN``: the column's header; ``COLUMN[i]`` takes the i-th part (from 0) of a cell that
@@ -118,7 +119,9 @@ def resolve(source: str, row: tuple[str, ...], column: str, text: str | None = N
             continue
         at = header.index(column)
         for cells in rows:
-            if len(cells) > at and tuple(_canonical(c) for c in cells[:len(want)]) == want:
+            lead = tuple(_canonical(c) for c in cells[:len(want)])
+            if len(cells) > at and len(lead) == len(want) and all(
+                    w in ("*", c) for w, c in zip(want, lead, strict=True)):
                 value = cells[at].replace("**", "").strip()
                 if index is not None:
                     parts = [p.strip() for p in value.split(" / ")]
