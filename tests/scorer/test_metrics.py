@@ -1,4 +1,6 @@
-"""Every worked example of ../shared/METRICS.md, reproduced through the real evaluator."""
+"""Every worked example of docs/metrics.md, reproduced through the real evaluator (the page's
+"Worked examples", "Also available", "With a reference" and "Worked examples that do not follow
+from their formulas" sections)."""
 
 from __future__ import annotations
 
@@ -34,8 +36,8 @@ async def test_faithfulness_seed001_three_of_five_supported_is_0_6():
 
 async def test_faithfulness_seed001_verdict_line_no_no_yes_no_yes():
     # The verdict line the seed prints, "No. No. Yes. No. Yes.", holds two Yes: by the
-    # definition (supported / |S|) that is 0.4. The seed's 0.6 counts the three "No" (its slip;
-    # METRICS.md copies it). We follow the definition and say so in docs/metrics.md.
+    # definition (supported / |S|) that is 0.4. The seed's 0.6 counts the three "No" (its
+    # slip). We follow the definition: docs/metrics.md, "Worked examples that do not follow".
     s = await score("faithfulness", {Fact.STATEMENTS: ["a", "b", "c", "d", "e"],
                                      Fact.STATEMENT_SUPPORT: [0, 0, 1, 0, 1]})
     assert s.value == pytest.approx(0.4)
@@ -124,7 +126,7 @@ async def test_answer_similarity_is_the_cosine():
 
 
 def test_answer_correctness_seed003_weights_and_similarity():
-    # METRICS.md: F1 0.5 and similarity 0.6 give 0.525 with weights 0.75 / 0.25.
+    # docs/metrics.md, answer_correctness: F1 0.5 and similarity 0.6 give 0.525 (0.75 / 0.25).
     # (TP 1, FP 1, FN 1 is the statement count whose F1 is 0.5.)
     assert answer_correctness_value(1, 1, 1, 0.6) == pytest.approx(0.525)
     # The seed's own counts, TP 1 / FP 1 / FN 2, give F1 = 1 / (1 + 0.5 * 3) = 0.4 by its own

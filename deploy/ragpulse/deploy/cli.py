@@ -46,17 +46,26 @@ def _register() -> None:
         status,
         up,
     )
+    from ragpulse.deploy.envhelp import ENV_EPILOG
 
-    app.command("score", help="Score RAG samples from a JSONL file (batch, like ragas.evaluate).")(score)
-    app.command("scorer", help="Run the live scorer: Kafka spans in, scores into ClickHouse.")(scorer)
-    app.command("collector", help="Run the OTLP collector: traces in, per-trace Kafka records out.")(collector)
+    # Every command's help ends with ENV_EPILOG (db's and dashboards' subcommands add it
+    # themselves): the options that have a variable name it, the others have none.
+    app.command("score", help="Score RAG samples from a JSONL file (batch, like ragas.evaluate).",
+                epilog=ENV_EPILOG)(score)
+    app.command("scorer", help="Run the live scorer: Kafka spans in, scores into ClickHouse.",
+                epilog=ENV_EPILOG)(scorer)
+    app.command("collector", help="Run the OTLP collector: traces in, per-trace Kafka records out.",
+                epilog=ENV_EPILOG)(collector)
     app.add_typer(db, name="db")
-    app.command("up", help="Run everything on this machine: broker, collector, scorer, chDB.")(up)
+    app.command("up", help="Run everything on this machine: broker, collector, scorer, chDB.",
+                epilog=ENV_EPILOG)(up)
 
     app.add_typer(dashboards, name="dashboards")
-    app.command("report", help="Render the dashboards from ClickHouse into one self-contained HTML file.")(report)
+    app.command("report", help="Render the dashboards from ClickHouse into one self-contained HTML file.",
+                epilog=ENV_EPILOG)(report)
     app.command("status", help="Terminal summary per metric: last value, interval, trend, alerts "
-                "firing. Exit code 3 when an alert fires (for scripts and cron), 1 on errors.")(status)
+                "firing. Exit code 3 when an alert fires (for scripts and cron), 1 on errors.",
+                epilog=ENV_EPILOG)(status)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Each verdict sees exactly the inputs its metric's definition names (../shared/METRICS.md),
+"""Each verdict sees exactly the inputs its metric's definition names (docs/metrics.md),
 whatever other metrics run beside it, and a metric's value does not depend on the metric set."""
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from ragpulse.deploy.envhelp import env_help, env_name
 from ragpulse.deploy.signals import StopSignals
 
 __all__ = ["collector"]
@@ -32,25 +33,44 @@ def _host_port(value: str, flag: str) -> tuple[str, int]:
     return host, int(port)
 
 
+# The CollectorSettings fields (dotted) each flag sets; their variables, RAGPULSE_<FIELD> with
+# "__" for ".", are named in --help. --status-interval and --log-level have none; --health-port
+# reads RAGPULSE_HEALTH__*.
+_SETTINGS_OF = {
+    "kafka": ("kafka.bootstrap_servers",), "topic": ("kafka.topic",),
+    "http": ("otlp.http_host", "otlp.http_port"), "grpc": ("otlp.grpc_host", "otlp.grpc_port"),
+    "no_grpc": ("otlp.grpc_enabled",), "no_http": ("otlp.http_enabled",),
+    "pass_all": ("filter.mode",), "partitions": ("producer.partitions",),
+    "queue_max_spans": ("queue.max_spans",), "confirm": ("producer.confirm",),
+    "workers": ("otlp.workers",), "allow_anonymous_ingest": ("otlp.allow_anonymous_ingest",),
+    "cors_origin": ("otlp.cors_allowed_origins",),
+}
+
+
+def _h(text: str, param: str) -> str:
+    """``text`` with the variables of the settings the flag ``param`` sets."""
+    return env_help(text, *(env_name(f) for f in _SETTINGS_OF[param]))
+
+
 def collector(
-    kafka: Annotated[str | None, typer.Option("--kafka", help="Bootstrap servers, host:port[,host:port]. Env: RAGPULSE_KAFKA__BOOTSTRAP_SERVERS.")] = None,
-    topic: Annotated[str | None, typer.Option("--topic", help="Topic for per-trace records (default otlp_spans).")] = None,
-    http: Annotated[str | None, typer.Option("--http", help="OTLP/HTTP listen address (default 127.0.0.1:4318).")] = None,
-    grpc: Annotated[str | None, typer.Option("--grpc", help="OTLP/gRPC listen address (default 127.0.0.1:4317).")] = None,
-    no_grpc: Annotated[bool, typer.Option("--no-grpc", help="Do not serve OTLP/gRPC.")] = False,
-    no_http: Annotated[bool, typer.Option("--no-http", help="Do not serve OTLP/HTTP.")] = False,
-    pass_all: Annotated[bool, typer.Option("--pass-all", help="Produce every trace, not only those with RAG spans.")] = False,
-    partitions: Annotated[int | None, typer.Option("--partitions", min=1, help="Partitions if the topic is created.")] = None,
-    queue_max_spans: Annotated[int | None, typer.Option("--queue-max-spans", min=1, help="Spans in flight before 429.")] = None,
-    confirm: Annotated[str | None, typer.Option("--confirm", help="Answer after 'enqueue' (default) or Kafka 'ack'.")] = None,
-    workers: Annotated[int | None, typer.Option("--workers", min=1, max=64, help="Processes sharing the ports (one HTTP listening socket, gRPC with SO_REUSEPORT); needs fixed ports. Default: one per usable core (at most 8) with fixed ports, else 1.")] = None,
+    kafka: Annotated[str | None, typer.Option("--kafka", help=_h("Bootstrap servers, host:port[,host:port].", "kafka"))] = None,
+    topic: Annotated[str | None, typer.Option("--topic", help=_h("Topic for per-trace records (default otlp_spans).", "topic"))] = None,
+    http: Annotated[str | None, typer.Option("--http", help=_h("OTLP/HTTP listen address (default 127.0.0.1:4318).", "http"))] = None,
+    grpc: Annotated[str | None, typer.Option("--grpc", help=_h("OTLP/gRPC listen address (default 127.0.0.1:4317).", "grpc"))] = None,
+    no_grpc: Annotated[bool, typer.Option("--no-grpc", help=_h("Do not serve OTLP/gRPC (the variable: false).", "no_grpc"))] = False,
+    no_http: Annotated[bool, typer.Option("--no-http", help=_h("Do not serve OTLP/HTTP (the variable: false).", "no_http"))] = False,
+    pass_all: Annotated[bool, typer.Option("--pass-all", help=_h("Produce every trace, not only those with RAG spans (the variable: all).", "pass_all"))] = False,
+    partitions: Annotated[int | None, typer.Option("--partitions", min=1, help=_h("Partitions if the topic is created.", "partitions"))] = None,
+    queue_max_spans: Annotated[int | None, typer.Option("--queue-max-spans", min=1, help=_h("Spans in flight before 429.", "queue_max_spans"))] = None,
+    confirm: Annotated[str | None, typer.Option("--confirm", help=_h("Answer after 'enqueue' (default) or Kafka 'ack'.", "confirm"))] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, max=64, help=_h("Processes sharing the ports (one HTTP listening socket, gRPC with SO_REUSEPORT); needs fixed ports. Default: one per usable core (at most 8) with fixed ports, else 1.", "workers"))] = None,
     status_interval_s: Annotated[float, typer.Option("--status-interval", min=0, help="Seconds between status lines; 0: none.")] = 10.0,
     worker: Annotated[bool, typer.Option("--worker", hidden=True, help="Internal: run as a spawned worker.")] = False,
     http_shared: Annotated[str | None, typer.Option("--http-shared", hidden=True, help="Internal: a spawned worker's inherited OTLP/HTTP listening socket.")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
-    health_port: Annotated[int | None, typer.Option("--health-port", min=0, max=65535, help="Serve /healthz /readyz /metrics on this port. Env: RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT.")] = None,
-    allow_anonymous_ingest: Annotated[bool, typer.Option("--allow-anonymous-ingest", help="Off loopback, accept OTLP without a bearer token (otherwise set RAGPULSE_OTLP__AUTH_TOKEN). Env: RAGPULSE_OTLP__ALLOW_ANONYMOUS_INGEST.")] = False,
-    cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="Origin of a web page whose browser OTLP exporter may send (repeatable; 'https://*.example.com' patterns). Env: RAGPULSE_OTLP__CORS_ALLOWED_ORIGINS (a JSON list).")] = None,
+    health_port: Annotated[int | None, typer.Option("--health-port", min=0, max=65535, help=env_help("Serve /healthz /readyz /metrics on this port.", "RAGPULSE_HEALTH__ENABLED", "RAGPULSE_HEALTH__PORT"))] = None,
+    allow_anonymous_ingest: Annotated[bool, typer.Option("--allow-anonymous-ingest", help=_h("Off loopback, accept OTLP without a bearer token (otherwise set RAGPULSE_OTLP__AUTH_TOKEN).", "allow_anonymous_ingest"))] = False,
+    cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help=_h("Origin of a web page whose browser OTLP exporter may send (repeatable; 'https://*.example.com' patterns; the variable takes a JSON list).", "cors_origin"))] = None,
 ) -> None:
     """Receive OTLP traces, keep RAG traces and produce them to Kafka, one record per trace."""
     from ragpulse.deploy.logs import configure_logging, protect_std_streams

@@ -17,6 +17,7 @@ import typer
 from pydantic import ValidationError
 
 from ragpulse.dashboards import DashboardsSettings
+from ragpulse.deploy.envhelp import ENV_EPILOG
 from ragpulse.deploy.logs import mask_secrets
 
 __all__ = ["dashboards", "report", "status"]
@@ -60,7 +61,7 @@ def load_settings(path: Path | None, **overrides: Any) -> DashboardsSettings:
         raise _fail(f"invalid dashboard settings: {msgs}", 2) from None
 
 
-@dashboards.command("export")
+@dashboards.command("export", epilog=ENV_EPILOG)
 def export_cmd(
     directory: Annotated[Path, typer.Argument(help="Output directory (created if missing).")],
     settings: Annotated[Path | None, typer.Option("--settings", help=_SETTINGS_HELP)] = None,
@@ -83,7 +84,7 @@ def export_cmd(
         typer.echo(str(p))
 
 
-@dashboards.command("push")
+@dashboards.command("push", epilog=ENV_EPILOG)
 def push_cmd(
     grafana_url: Annotated[str, typer.Option("--grafana-url", envvar="GRAFANA_URL",
                                              help="Grafana root URL, e.g. http://grafana:3000")],

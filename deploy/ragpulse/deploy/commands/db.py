@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 from pydantic import ValidationError
 
+from ragpulse.deploy.envhelp import ENV_EPILOG
 from ragpulse.scorer.store import (
     DEFAULT_DSN,
     MIGRATIONS,
@@ -43,7 +44,7 @@ def _settings(database: str, ttl_days: int, rollup_ttl_days: int, health_ttl_day
         raise typer.Exit(2) from None
 
 
-@db.command("init")
+@db.command("init", epilog=ENV_EPILOG)
 def init(
     clickhouse: str = typer.Option(DEFAULT_DSN, "--clickhouse",
                                    envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP),
@@ -79,7 +80,7 @@ def init(
         typer.echo(line)
 
 
-@db.command("status")
+@db.command("status", epilog=ENV_EPILOG)
 def status(
     clickhouse: str = typer.Option(DEFAULT_DSN, "--clickhouse",
                                    envvar="RAGPULSE_CLICKHOUSE__DSN", help=_DSN_HELP),

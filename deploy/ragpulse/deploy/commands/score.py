@@ -32,6 +32,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ragpulse.deploy.envhelp import env_help
 from ragpulse.scorer import (
     DEFAULT_JUDGE,
     DEFAULT_METRICS,
@@ -357,7 +358,7 @@ def score(
     metrics: Annotated[str | None, typer.Option("--metrics", "-m", help="Comma-separated metrics (default: the five reference-free ones). 'aspect_critique' adds all five built-in criteria.")] = None,
     judge: Annotated[JudgeChoice, typer.Option("--judge", help=judge_help() + " docs/judges.md.")] = JudgeChoice(DEFAULT_JUDGE),
     model: Annotated[str | None, typer.Option("--model", help="LLM judge model name.")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL (default: $OPENAI_BASE_URL or OpenAI).")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help=env_help("OpenAI-compatible base URL (default: the variable, else OpenAI).", "OPENAI_BASE_URL"))] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256, help="Samples in flight at once.")] = 8,
     votes: Annotated[int, typer.Option("--votes", min=1, max=15, help="LLM self-consistency: votes per verdict.")] = 1,
     tokens_per_hour: Annotated[int | None, typer.Option("--tokens-per-hour", min=1, help="LLM token budget per hour; over it, scores are skipped with reason budget_exhausted.")] = None,

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from ragpulse.deploy.envhelp import env_help, env_name
 from ragpulse.deploy.logs import mask_secrets
 from ragpulse.deploy.signals import StopSignals
 from ragpulse.scorer import DEFAULT_JUDGE, judge_help
@@ -70,61 +71,81 @@ def _settings_from(overrides: dict[str, Any]) -> Any:
     return ScorerSettings.model_validate(merged)
 
 
+# The ScorerSettings field (dotted) each flag sets; its variable, RAGPULSE_<FIELD> with "__" for
+# ".", is named in --help. --log-level has none; --health-port reads RAGPULSE_HEALTH__*.
+_SETTING_OF = {
+    "kafka": "kafka.bootstrap_servers", "topic": "kafka.topic", "clickhouse": "clickhouse",
+    "database": "database", "group": "consumer.group_id", "judge": "judge",
+    "model": "judge_model", "base_url": "judge_base_url", "model_dir": "nli.model_dir",
+    "positive_label": "nli.positive_label", "metrics": "evaluate.metrics",
+    "sample_rate": "sampling.default_rate", "service_rate": "sampling.service_rates",
+    "grace": "assembly.grace_s", "max_in_flight": "evaluate.max_in_flight",
+    "drain_timeout": "drain_timeout_s", "status_interval": "status_interval_s",
+}
+
+
+def _h(text: str, param: str) -> str:
+    """``text`` with the variable of the setting the flag ``param`` sets."""
+    return env_help(text, env_name(_SETTING_OF[param]))
+
+
 def scorer(
     kafka: Annotated[
-        str | None, typer.Option("--kafka", help="bootstrap servers host:port[,host:port]")
+        str | None, typer.Option("--kafka", help=_h("bootstrap servers host:port[,host:port]", "kafka"))
     ] = None,
-    topic: Annotated[str | None, typer.Option(help="spans topic (default otlp_spans)")] = None,
+    topic: Annotated[str | None, typer.Option(help=_h("spans topic (default otlp_spans)", "topic"))] = None,
     clickhouse: Annotated[
         str | None,
         typer.Option(
-            "--clickhouse", help="chdb:///path (owned by this process) or http(s)://host:8123"
+            "--clickhouse", help=_h("chdb:///path (owned by this process) or http(s)://host:8123",
+                                   "clickhouse"),
         ),
     ] = None,
-    database: Annotated[str | None, typer.Option(help="ClickHouse database (default rag)")] = None,
-    group: Annotated[str | None, typer.Option("--group", help="consumer group id")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help=judge_help() + " Default: " + DEFAULT_JUDGE + ".")] = None,
+    database: Annotated[str | None, typer.Option(help=_h("ClickHouse database (default rag)", "database"))] = None,
+    group: Annotated[str | None, typer.Option("--group", help=_h("consumer group id", "group"))] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help=_h(judge_help() + " Default: " + DEFAULT_JUDGE + ".", "judge"))] = None,
     model_dir: Annotated[
         str | None,
-        typer.Option("--model-dir", help="NLI judge: directory with model.onnx, tokenizer.json, "
-                     "config.json (env RAGPULSE_NLI__MODEL_DIR)"),
+        typer.Option("--model-dir", help=_h("NLI judge: directory with model.onnx, tokenizer.json, "
+                                        "config.json", "model_dir")),
     ] = None,
     positive_label: Annotated[
         str | None,
-        typer.Option("--positive-label", help="NLI judge: label name or index meaning "
-                     "'supported' (default: detected)"),
+        typer.Option("--positive-label", help=_h("NLI judge: label name or index meaning "
+                                             "'supported' (default: detected)", "positive_label")),
     ] = None,
-    model: Annotated[str | None, typer.Option("--model", help="LLM judge model")] = None,
+    model: Annotated[str | None, typer.Option("--model", help=_h("LLM judge model", "model"))] = None,
     base_url: Annotated[
-        str | None, typer.Option("--base-url", help="OpenAI-compatible base URL")
+        str | None, typer.Option("--base-url", help=_h("OpenAI-compatible base URL", "base_url"))
     ] = None,
-    metrics: Annotated[str | None, typer.Option(help="comma-separated metric names")] = None,
+    metrics: Annotated[str | None, typer.Option(help=_h("comma-separated metric names", "metrics"))] = None,
     sample_rate: Annotated[
         float | None,
         typer.Option(
             "--sampling-rate", "--sample-rate",
-            help="share of traces judged (0..1; errors and negative feedback always); "
-            "--sample-rate is its old name",
+            help=_h("share of traces judged (0..1; errors and negative feedback always); "
+                    "--sample-rate is its old name", "sample_rate"),
         ),
     ] = None,
     service_rate: Annotated[
         list[str] | None,
         typer.Option(
             "--service-rate",
-            help="per-service rate SERVICE=RATE (glob patterns allowed); repeatable",
+            help=_h("per-service rate SERVICE=RATE (glob patterns allowed); repeatable; the "
+                    'variable takes a JSON object, {"SERVICE": RATE}', "service_rate"),
         ),
     ] = None,
     grace: Annotated[
-        float | None, typer.Option("--grace", help="seconds to wait after a root span")
+        float | None, typer.Option("--grace", help=_h("seconds to wait after a root span", "grace"))
     ] = None,
     max_in_flight: Annotated[
-        int | None, typer.Option(help="traces evaluating/writing at once")
+        int | None, typer.Option(help=_h("traces evaluating/writing at once", "max_in_flight"))
     ] = None,
     drain_timeout: Annotated[
-        float | None, typer.Option(help="seconds to drain on SIGINT/SIGTERM")
+        float | None, typer.Option(help=_h("seconds to drain on SIGINT/SIGTERM", "drain_timeout"))
     ] = None,
     status_interval: Annotated[
-        float | None, typer.Option(help="seconds between status lines")
+        float | None, typer.Option(help=_h("seconds between status lines", "status_interval"))
     ] = None,
     log_level: Annotated[str, typer.Option(help="logging level")] = "WARNING",
     health_port: Annotated[
@@ -133,8 +154,8 @@ def scorer(
             "--health-port",
             min=0,
             max=65535,
-            help="serve /healthz /readyz /metrics here "
-            "(env RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT)",
+            help=env_help("serve /healthz /readyz /metrics here",
+                          "RAGPULSE_HEALTH__ENABLED", "RAGPULSE_HEALTH__PORT"),
         ),
     ] = None,
 ) -> None:
@@ -150,23 +171,16 @@ def scorer(
     configure_logging(log_level)
     settings = _settings_or_exit(
         {
-            "kafka.bootstrap_servers": kafka,
-            "kafka.topic": topic,
-            "clickhouse": clickhouse,
-            "database": database,
-            "consumer.group_id": group,
-            "judge": judge,
-            "judge_model": model,
-            "judge_base_url": base_url,
-            "nli.model_dir": model_dir,
-            "nli.positive_label": positive_label,
-            "evaluate.metrics": metrics,
-            "sampling.default_rate": sample_rate,
-            "sampling.service_rates": _service_rates(service_rate),
-            "assembly.grace_s": grace,
-            "evaluate.max_in_flight": max_in_flight,
-            "drain_timeout_s": drain_timeout,
-            "status_interval_s": status_interval,
+            _SETTING_OF[param]: value
+            for param, value in (
+                ("kafka", kafka), ("topic", topic), ("clickhouse", clickhouse),
+                ("database", database), ("group", group), ("judge", judge), ("model", model),
+                ("base_url", base_url), ("model_dir", model_dir),
+                ("positive_label", positive_label), ("metrics", metrics),
+                ("sample_rate", sample_rate), ("service_rate", _service_rates(service_rate)),
+                ("grace", grace), ("max_in_flight", max_in_flight),
+                ("drain_timeout", drain_timeout), ("status_interval", status_interval),
+            )
         }
     )
     if settings.judge == "nli" and settings.nli.model_dir is None:

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from ragpulse.deploy.envhelp import env_help, env_name
 from ragpulse.scorer import DEFAULT_JUDGE, judge_help
 
 __all__ = ["up"]
@@ -33,32 +34,47 @@ def _given(ctx: typer.Context, param: str) -> bool:
     return source is not None and source.name == "COMMANDLINE"
 
 
+# The EmbeddedSettings field each flag sets, where its name differs from the parameter's; every
+# parameter but ctx and verbose is a field (its variable RAGPULSE_UP__<FIELD>, named in --help).
+_FIELD_OF = {"model": "judge_model", "base_url": "judge_base_url", "model_dir": "judge_model_dir",
+             "grace": "grace_s", "status_interval": "status_interval_s",
+             "drain_timeout": "drain_timeout_s"}
+# Variables a part of `up` also reads for a flag's setting, named after up's own.
+_ALSO_ENV = {"model_dir": ("RAGPULSE_NLI__MODEL_DIR",)}
+
+
+def _h(text: str, param: str) -> str:
+    """``text`` with the variable of the setting the flag ``param`` sets."""
+    return env_help(text, env_name(_FIELD_OF.get(param, param), "RAGPULSE_UP__"),
+                    *_ALSO_ENV.get(param, ()))
+
+
 def up(
     ctx: typer.Context,
-    data_dir: Annotated[Path, typer.Option("--data-dir", help="Where chDB keeps the scores (DATA_DIR/chdb).")] = Path(".ragpulse"),
-    demo: Annotated[bool, typer.Option("--demo", help="Drive realistic RAG traffic through the OpenTelemetry SDK.")] = False,
-    demo_rate: Annotated[float, typer.Option("--demo-rate", help="Demo traces per second.")] = 2.0,
-    demo_limit: Annotated[int | None, typer.Option("--demo-limit", help="Stop the demo after N traces.")] = None,
-    host: Annotated[str, typer.Option("--host", help="Interface for every listener.")] = "127.0.0.1",
-    http_port: Annotated[int, typer.Option("--http-port", help="OTLP/HTTP port (0: free port).")] = 4318,
-    grpc_port: Annotated[int, typer.Option("--grpc-port", help="OTLP/gRPC port (0: free port).")] = 4317,
-    clickhouse_port: Annotated[int, typer.Option("--clickhouse-port", help="ClickHouse-HTTP facade port (0: free port).")] = 8123,
-    kafka_port: Annotated[int, typer.Option("--kafka-port", help="Embedded broker port (0: free port).")] = 0,
-    s3_base_port: Annotated[int, typer.Option("--s3-base-port", help="Durable storage (SeaweedFS): first of its ten consecutive ports on 127.0.0.1, BASE..BASE+9 (0: free ports).")] = 0,
-    judge: Annotated[str, typer.Option("--judge", help=judge_help() + " docs/judges.md.")] = DEFAULT_JUDGE,
-    model_dir: Annotated[Path | None, typer.Option("--model-dir", help="NLI judge: directory with model.onnx, tokenizer.json, config.json (or RAGPULSE_NLI__MODEL_DIR).")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="LLM judge model.")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="LLM judge base URL.")] = None,
-    sampling_rate: Annotated[float | None, typer.Option("--sampling-rate", help="Share of traces judged, by trace id (default: what the judge keeps up with at 2 traces/s, or at --demo-rate: with the default rate 1.0 for both local judges; docs/benchmarks.md).")] = None,
-    grace: Annotated[float, typer.Option("--grace", help="Seconds to wait after a trace's root span ends before scoring it.")] = 2.0,
-    status_interval: Annotated[float, typer.Option("--status-interval", help="Seconds between status lines.")] = 5.0,
-    drain_timeout: Annotated[float, typer.Option("--drain-timeout", help="Ctrl-C: seconds allowed to score what was accepted.")] = 60.0,
+    data_dir: Annotated[Path, typer.Option("--data-dir", help=_h("Where chDB keeps the scores (DATA_DIR/chdb).", 'data_dir'))] = Path(".ragpulse"),
+    demo: Annotated[bool, typer.Option("--demo", help=_h("Drive realistic RAG traffic through the OpenTelemetry SDK.", 'demo'))] = False,
+    demo_rate: Annotated[float, typer.Option("--demo-rate", help=_h("Demo traces per second.", 'demo_rate'))] = 2.0,
+    demo_limit: Annotated[int | None, typer.Option("--demo-limit", help=_h("Stop the demo after N traces.", 'demo_limit'))] = None,
+    host: Annotated[str, typer.Option("--host", help=_h("Interface for every listener.", 'host'))] = "127.0.0.1",
+    http_port: Annotated[int, typer.Option("--http-port", help=_h("OTLP/HTTP port (0: free port).", 'http_port'))] = 4318,
+    grpc_port: Annotated[int, typer.Option("--grpc-port", help=_h("OTLP/gRPC port (0: free port).", 'grpc_port'))] = 4317,
+    clickhouse_port: Annotated[int, typer.Option("--clickhouse-port", help=_h("ClickHouse-HTTP facade port (0: free port).", 'clickhouse_port'))] = 8123,
+    kafka_port: Annotated[int, typer.Option("--kafka-port", help=_h("Embedded broker port (0: free port).", 'kafka_port'))] = 0,
+    s3_base_port: Annotated[int, typer.Option("--s3-base-port", help=_h("Durable storage (SeaweedFS): first of its ten consecutive ports on 127.0.0.1, BASE..BASE+9 (0: free ports).", 's3_base_port'))] = 0,
+    judge: Annotated[str, typer.Option("--judge", help=_h(judge_help() + " docs/judges.md.", 'judge'))] = DEFAULT_JUDGE,
+    model_dir: Annotated[Path | None, typer.Option("--model-dir", help=_h("NLI judge: directory with model.onnx, tokenizer.json, config.json.", 'model_dir'))] = None,
+    model: Annotated[str | None, typer.Option("--model", help=_h("LLM judge model.", 'model'))] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help=_h("LLM judge base URL.", 'base_url'))] = None,
+    sampling_rate: Annotated[float | None, typer.Option("--sampling-rate", help=_h("Share of traces judged, by trace id (default: what the judge keeps up with at 2 traces/s, or at --demo-rate: with the default rate 1.0 for both local judges; docs/benchmarks.md).", 'sampling_rate'))] = None,
+    grace: Annotated[float, typer.Option("--grace", help=_h("Seconds to wait after a trace's root span ends before scoring it.", 'grace'))] = 2.0,
+    status_interval: Annotated[float, typer.Option("--status-interval", help=_h("Seconds between status lines.", 'status_interval'))] = 5.0,
+    drain_timeout: Annotated[float, typer.Option("--drain-timeout", help=_h("Ctrl-C: seconds allowed to score what was accepted.", 'drain_timeout'))] = 60.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log component details.")] = False,
-    clickhouse_user: Annotated[str | None, typer.Option("--clickhouse-user", help="Login of the ClickHouse facade (required off loopback).")] = None,
-    clickhouse_password: Annotated[str | None, typer.Option("--clickhouse-password", help="Its password; prefer RAGPULSE_UP__CLICKHOUSE_PASSWORD(_FILE): flags show in `ps`.")] = None,
-    clickhouse_token: Annotated[str | None, typer.Option("--clickhouse-token", help="Bearer token the facade also accepts; prefer RAGPULSE_UP__CLICKHOUSE_TOKEN(_FILE).")] = None,
-    allow_anonymous_ingest: Annotated[bool, typer.Option("--allow-anonymous-ingest", help="Off loopback, accept OTLP without a bearer token (otherwise set RAGPULSE_OTLP__AUTH_TOKEN).")] = False,
-    durable: Annotated[bool, typer.Option("--durable/--in-memory", help="Durable (default): broker on S3 storage (SeaweedFS, DATA_DIR/s3) and requests acknowledged once Kafka has them, so every acknowledged trace survives a crash. --in-memory: lighter, but a crash loses what the broker holds.")] = True,
+    clickhouse_user: Annotated[str | None, typer.Option("--clickhouse-user", help=_h("Login of the ClickHouse facade (required off loopback).", 'clickhouse_user'))] = None,
+    clickhouse_password: Annotated[str | None, typer.Option("--clickhouse-password", help=_h("Its password; prefer RAGPULSE_UP__CLICKHOUSE_PASSWORD(_FILE): flags show in `ps`.", 'clickhouse_password'))] = None,
+    clickhouse_token: Annotated[str | None, typer.Option("--clickhouse-token", help=_h("Bearer token the facade also accepts; prefer RAGPULSE_UP__CLICKHOUSE_TOKEN(_FILE).", 'clickhouse_token'))] = None,
+    allow_anonymous_ingest: Annotated[bool, typer.Option("--allow-anonymous-ingest", help=_h("Off loopback, accept OTLP without a bearer token (otherwise set RAGPULSE_OTLP__AUTH_TOKEN).", 'allow_anonymous_ingest'))] = False,
+    durable: Annotated[bool, typer.Option("--durable/--in-memory", help=_h("Durable (default): broker on S3 storage (SeaweedFS, DATA_DIR/s3) and requests acknowledged once Kafka has them, so every acknowledged trace survives a crash. --in-memory: lighter, but a crash loses what the broker holds.", 'durable'))] = True,
 ) -> None:
     """Run broker, collector, scorer and ClickHouse (chDB) on this machine, on loopback."""
     from ..embedded import EmbeddedSettings, run_embedded
@@ -79,9 +95,7 @@ def up(
         "clickhouse_token": clickhouse_token, "allow_anonymous_ingest": allow_anonymous_ingest}
     # Flags override RAGPULSE_UP__*, but a flag left at its default must not: pass only what was
     # given on the command line, so the environment and then the settings' defaults apply.
-    param_of = {"judge_model": "model", "judge_base_url": "base_url", "judge_model_dir": "model_dir",
-                "grace_s": "grace",
-                "status_interval_s": "status_interval", "drain_timeout_s": "drain_timeout"}
+    param_of = {field: param for param, field in _FIELD_OF.items()}
     overrides = {
         name: value for name, value in values.items()
         if _given(ctx, param_of.get(name, name))

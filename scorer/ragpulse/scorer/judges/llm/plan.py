@@ -2,7 +2,7 @@
 
 Isolation rule: one request asks only tasks that declare the *same* inputs in their prompt file,
 so every verdict sees exactly the inputs its metric's definition names, whatever other metrics
-run beside it (``../shared/METRICS.md``). The card's four metrics take three independent
+run beside it (``docs/metrics.md``). The card's four metrics take three independent
 requests, sent concurrently:
 
 * ``assess`` / ``context_useful`` (question + contexts): context_precision;
