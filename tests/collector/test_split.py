@@ -10,7 +10,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from ragpulse.collector.split import MalformedRequest, split_request
+from ragpulse.collector.split import RAG_MARKERS, MalformedRequest, split_request
 from tests.collector.payloads import T0, rag_request
 
 # T0 (tests.collector.payloads): midnight UTC yesterday, a plausible start time for every span
@@ -99,6 +99,35 @@ def test_rag_conventions_are_detected(key: str | None, value: str | None, event:
     rag, plain = split_request(req.SerializeToString()).records
     assert rag.rag and not plain.rag
     assert all(r.rag for r in split_request(req.SerializeToString(), keep_all=True).records)
+
+
+def _span_with(key: str | None, event: str | None = None) -> bytes:
+    req = ExportTraceServiceRequest()
+    span = req.resource_spans.add().scope_spans.add().spans.add()
+    span.trace_id, span.span_id, span.name = random.randbytes(16), random.randbytes(8), "op"
+    span.start_time_unix_nano = span.end_time_unix_nano = T0
+    span.attributes.add(key="http.method", value=AnyValue(string_value="POST"))
+    if key:
+        span.attributes.add(key=key, value=AnyValue(string_value="v"))
+    if event:
+        span.events.add(name=event, time_unix_nano=1)
+    return req.SerializeToString()
+
+
+@pytest.mark.parametrize("marker", RAG_MARKERS)
+def test_every_declared_marker_is_found_as_a_key_and_an_event(marker: str) -> None:
+    """The markers come from the convention declarations and some are looked for by what they
+    share (``ai.``, ``.result``): each is still found at the start of a key or an event name."""
+    (as_key,) = split_request(_span_with(marker + "x")).records
+    (as_event,) = split_request(_span_with(None, marker + "x")).records
+    assert as_key.rag and as_event.rag
+
+
+@pytest.mark.parametrize("key", ["openai.model", "task.result", "ai.obs", "ai.other.attribute.key", "mygen_ai.x", "xllm.y",
+                                 "db.query.resul", "confident", "http.route"])
+def test_near_misses_of_the_markers_are_not_rag(key: str) -> None:
+    (record,) = split_request(_span_with(key, key)).records
+    assert not record.rag
 
 
 def test_invalid_trace_ids_are_counted_not_exported() -> None:

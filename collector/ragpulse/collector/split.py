@@ -41,11 +41,11 @@ https://protobuf.dev/programming-guides/encoding/.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from binascii import hexlify
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 
 from ragpulse.common import RAG_MARKERS as _CONVENTION_MARKERS
 
@@ -64,23 +64,26 @@ RAG_MARKERS: tuple[str, ...] = _CONVENTION_MARKERS
 markers and shared prefixes, declared in :mod:`ragpulse.common.conventions`, most common first
 (a RAG span usually stops at the first ``find``)."""
 
+_Needle = tuple[bytes, tuple[tuple[bytes, int, bool], ...]]
 
 
-def _needles(markers: tuple[str, ...]) -> tuple[tuple[bytes, tuple[bytes, ...]], ...]:
-    """What :func:`_is_rag_span` looks for: ``(needle, markers)``, in marker order; markers
-    sharing a suffix of 6 bytes or more (``db.query.result``, ``db.search.result``) are found
-    by that suffix together, one ``find`` less for every span of a non-RAG trace."""
-    groups: dict[bytes, list[bytes]] = {}
+def _needles(markers: tuple[str, ...]) -> tuple[_Needle, ...]:
+    """What :func:`_is_rag_span` looks for: ``(needle, ((marker, offset of the needle in it,
+    whether the marker is the needle), ...))`` in marker order. Markers sharing 3 bytes or more
+    (``gen_ai.`` and ``ai.observability.`` share ``ai.``, the two vector-DB events ``.result``)
+    are found by what they share, together: one ``find`` less each, for every span of a non-RAG
+    trace."""
+    groups: list[tuple[bytes, list[bytes]]] = []
     for m in (m.encode() for m in markers):
-        for needle in groups:
-            common = os.path.commonprefix([needle[::-1], m[::-1]])[::-1]
-            if len(common) >= 6:
-                groups = {(common if n == needle else n): (g + [m] if n == needle else g)
-                          for n, g in groups.items()}
+        for n, (needle, group) in enumerate(groups):
+            match = SequenceMatcher(None, needle, m, autojunk=False).find_longest_match()
+            if match.size >= 3:
+                groups[n] = (needle[match.a:match.a + match.size], group + [m])
                 break
         else:
-            groups[m] = [m]
-    return tuple((n, tuple(g)) for n, g in groups.items())
+            groups.append((m, [m]))
+    return tuple((needle, tuple((m, m.index(needle), m == needle) for m in group))
+                 for needle, group in groups)
 
 
 _NEEDLES = _needles(RAG_MARKERS)
@@ -97,45 +100,35 @@ def _is_rag_span(buf: bytes, start: int, end: int) -> bool:
     """Whether the span's ``buf[start:end]`` (the whole span, or its fields from the attributes
     on) has a RAG attribute key or event name.
 
-    ``bytes.find`` per needle (:data:`_NEEDLES`; C speed, no decoding), then the hit must be one
-    of the needle's markers and the bytes before it the framing of an attribute key or an event
-    name (:func:`_framed`)."""
+    ``bytes.find`` per needle (:data:`_NEEDLES`; C speed, no decoding); the hit must be one of
+    the needle's markers and the bytes before it the framing of an attribute key or an event
+    name: a span attribute (``Span.attributes``, tag 0x4A) or event attribute
+    (``Event.attributes``, tag 0x1A) is ``tag, KeyValue length, 0x0A, key length, key``; an
+    event name is ``0x12, length, name``. Requiring that framing keeps string *values* that
+    merely start with "llm." (``AnyValue.string_value`` is also tag 0x0A) out.
+    """
     find = buf.find
     for needle, markers in _NEEDLES:
         i = find(needle, start, end)
         while i >= 0:
-            if len(markers) == 1:
-                if _framed(buf, i, len(needle), end):
-                    return True
-            else:
-                tail = i + len(needle)
-                for marker in markers:
-                    k = tail - len(marker)
-                    if k >= start and buf.startswith(marker, k) and _framed(buf, k, len(marker), end):
+            for marker, offset, whole in markers:
+                k = i - offset
+                if not whole and (k < start or not buf.startswith(marker, k)):
+                    continue
+                length = buf[k - 1]
+                if len(marker) <= length < 0x80 and k + length <= end:
+                    tag = buf[k - 2]
+                    if tag == 0x12:
                         return True
+                    if tag == 0x0A:
+                        j = k - 4  # skip the KeyValue length varint backwards: last byte < 0x80
+                        if buf[k - 3] < 0x80:
+                            limit = j - 4
+                            while j > limit and buf[j] >= 0x80:
+                                j -= 1
+                            if buf[j] in (0x4A, 0x1A):
+                                return True
             i = find(needle, i + 1, end)
-    return False
-
-
-def _framed(buf: bytes, i: int, n: int, end: int) -> bool:
-    """Whether the ``n``-byte marker at ``buf[i]`` starts an attribute key or an event name: a
-    span attribute (``Span.attributes``, tag 0x4A) or event attribute (``Event.attributes``, tag
-    0x1A) is ``tag, KeyValue length, 0x0A, key length, key``; an event name is ``0x12, length,
-    name``. Requiring that framing keeps string *values* that merely start with "llm."
-    (``AnyValue.string_value`` is also tag 0x0A) out."""
-    length = buf[i - 1]
-    if n <= length < 0x80 and i + length <= end:
-        tag = buf[i - 2]
-        if tag == 0x12:
-            return True
-        if tag == 0x0A:
-            j = i - 4  # skip the KeyValue length varint backwards: last byte < 0x80
-            if buf[i - 3] < 0x80:
-                limit = j - 4
-                while j > limit and buf[j] >= 0x80:
-                    j -= 1
-                if buf[j] in (0x4A, 0x1A):
-                    return True
     return False
 
 
