@@ -1,8 +1,8 @@
-"""OTel GenAI semantic conventions (https://opentelemetry.io/docs/specs/semconv/gen-ai/): the
-current JSON ``gen_ai.input.messages``/``gen_ai.output.messages``/``gen_ai.system_instructions``,
-``gen_ai.operation.name`` (``chat``, ``retrieval``, ``execute_tool``...), ``gen_ai.retrieval.*``,
-and the pre-1.37 ``gen_ai.prompt``/``gen_ai.completion`` string attributes. Span events of both
-generations are in :mod:`.events`.
+"""OTel GenAI semantic conventions (https://opentelemetry.io/docs/specs/semconv/gen-ai/), the
+readers its declaration (:data:`ragpulse.common.CONVENTIONS`) cannot express: the current JSON
+``gen_ai.input.messages``/``gen_ai.output.messages``/``gen_ai.system_instructions``, the pre-1.37
+``gen_ai.prompt``/``gen_ai.completion`` string attributes, ``execute_tool`` spans on a datastore.
+Span events of both generations are in :mod:`.events`.
 
 Readers only: :mod:`.sources` puts them in precedence order. Pure and thread-safe.
 """

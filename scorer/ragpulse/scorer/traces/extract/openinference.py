@@ -1,7 +1,7 @@
-"""OpenInference (Arize): ``openinference.span.kind``, flattened ``llm.input_messages.<i>``/
-``llm.output_messages.<i>`` messages, the legacy ``llm.prompts``/``llm.choices``, flattened
-``retrieval.documents.<i>`` and a RERANKER's ``reranker.*_documents.<i>``, ``input.value``/
-``output.value`` I/O and ``llm.prompt_template.variables``.
+"""OpenInference (Arize), the readers its declaration (:data:`ragpulse.common.CONVENTIONS`)
+cannot express: flattened ``llm.input_messages.<i>``/``llm.output_messages.<i>`` messages, the
+legacy ``llm.prompts``/``llm.choices``, flattened ``retrieval.documents.<i>`` and a RERANKER's
+``reranker.*_documents.<i>``, and ``llm.prompt_template.variables``.
 
 Readers only: :mod:`.sources` puts them in precedence order. Pure and thread-safe.
 """
