@@ -1,7 +1,8 @@
 """OpenLLMetry (Traceloop), the readers its declaration (:data:`ragpulse.common.CONVENTIONS`)
-cannot express: vector-DB retriever spans by name, the LlamaIndex retriever and synthesizer tasks, and the legacy flattened ``gen_ai.prompt.<i>``/
-``gen_ai.completion.<i>`` messages of instrumentors not yet migrated to the GenAI JSON messages
-(after the migration OpenLLMetry writes :mod:`.genai`'s attributes).
+cannot express: vector-DB retriever spans by name, the LlamaIndex retriever and synthesizer
+tasks, and the legacy flattened ``gen_ai.prompt.<i>``/``gen_ai.completion.<i>`` messages of
+instrumentors not yet migrated to the GenAI JSON messages (after the migration OpenLLMetry
+writes :mod:`.genai`'s attributes).
 
 Readers only: :mod:`.sources` puts them in precedence order. Pure and thread-safe.
 """
