@@ -82,15 +82,7 @@ def test_single_trace_request_is_forwarded_unchanged() -> None:
     ],
 )
 def test_rag_conventions_are_detected(key: str | None, value: str | None, event: str | None) -> None:
-    req = ExportTraceServiceRequest()
-    span = req.resource_spans.add().scope_spans.add().spans.add()
-    span.trace_id, span.span_id, span.name = random.randbytes(16), random.randbytes(8), "op"
-    span.start_time_unix_nano = span.end_time_unix_nano = T0
-    span.attributes.add(key="http.method", value=AnyValue(string_value="POST"))
-    if key:
-        span.attributes.append(KeyValue(key=key, value=AnyValue(string_value=value)))
-    if event:
-        span.events.add(name=event, time_unix_nano=1)
+    req = _span_with(key, event, value)
     other = req.resource_spans[0].scope_spans[0].spans.add()
     other.trace_id, other.span_id, other.name = random.randbytes(16), random.randbytes(8), "GET /x"
     other.start_time_unix_nano = other.end_time_unix_nano = T0
@@ -101,32 +93,34 @@ def test_rag_conventions_are_detected(key: str | None, value: str | None, event:
     assert all(r.rag for r in split_request(req.SerializeToString(), keep_all=True).records)
 
 
-def _span_with(key: str | None, event: str | None = None) -> bytes:
+def _span_with(key: str | None, event: str | None = None, value: str | None = "v",
+               ) -> ExportTraceServiceRequest:
+    """A request of one span with an HTTP attribute, plus attribute ``key`` and event ``event``."""
     req = ExportTraceServiceRequest()
     span = req.resource_spans.add().scope_spans.add().spans.add()
     span.trace_id, span.span_id, span.name = random.randbytes(16), random.randbytes(8), "op"
     span.start_time_unix_nano = span.end_time_unix_nano = T0
     span.attributes.add(key="http.method", value=AnyValue(string_value="POST"))
     if key:
-        span.attributes.add(key=key, value=AnyValue(string_value="v"))
+        span.attributes.append(KeyValue(key=key, value=AnyValue(string_value=value)))
     if event:
         span.events.add(name=event, time_unix_nano=1)
-    return req.SerializeToString()
+    return req
 
 
 @pytest.mark.parametrize("marker", RAG_MARKERS)
 def test_every_declared_marker_is_found_as_a_key_and_an_event(marker: str) -> None:
     """The markers come from the convention declarations and some are looked for by what they
     share (``ai.``, ``.result``): each is still found at the start of a key or an event name."""
-    (as_key,) = split_request(_span_with(marker + "x")).records
-    (as_event,) = split_request(_span_with(None, marker + "x")).records
+    (as_key,) = split_request(_span_with(marker + "x").SerializeToString()).records
+    (as_event,) = split_request(_span_with(None, marker + "x").SerializeToString()).records
     assert as_key.rag and as_event.rag
 
 
 @pytest.mark.parametrize("key", ["openai.model", "task.result", "ai.obs", "ai.other.attribute.key", "mygen_ai.x", "xllm.y",
                                  "db.query.resul", "confident", "http.route"])
 def test_near_misses_of_the_markers_are_not_rag(key: str) -> None:
-    (record,) = split_request(_span_with(key, key)).records
+    (record,) = split_request(_span_with(key, key).SerializeToString()).records
     assert not record.rag
 
 
