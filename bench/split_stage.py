@@ -1,12 +1,14 @@
 """The collector's split stage (``split_request``: byte-level split, RAG filter, per-span checks,
 records built) in CPU µs per span, this tree against git revisions, in one process.
 
-    .venv/bin/python bench/split_stage.py --baseline main [--baseline REV ...]
+    .venv/bin/python bench/split_stage.py --baseline main [--baseline REV ...] [--payload plain]
 
 Each revision's ``collector/ragpulse/collector/split.py`` (stdlib-only) is loaded as its own
 module; all split the bench's requests (``bench/collector.py``'s default payload: 24
 ``load_request`` bodies of 20 traces x 5 spans) in alternation, and each keeps its least CPU
 time (``time.process_time``) over the rounds, so a drifting shared machine moves all alike.
+``--payload plain``: requests of non-RAG traces only (``rag_request``'s HTTP and database
+spans), where the RAG filter looks for every marker in every span: its worst case.
 The records of every revision are checked to be byte-identical to this tree's first.
 """
 
@@ -23,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.collector.payloads import load_request
+from tests.collector.payloads import load_request, rag_request
 
 SPLIT = "collector/ragpulse/collector/split.py"
 
@@ -41,9 +43,15 @@ def main() -> None:
     parser.add_argument("--baseline", action="append", default=[], metavar="REV")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--passes", type=int, default=20, help="passes over the bodies per round")
+    parser.add_argument("--payload", choices=("load", "plain"), default="load")
     args = parser.parse_args()
-    bodies = [load_request(20, 5, seed=1000 + i).SerializeToString() for i in range(24)]
-    spans = 100 * len(bodies) * args.passes
+    if args.payload == "load":
+        requests = [load_request(20, 5, seed=1000 + i) for i in range(24)]
+    else:
+        requests = [rag_request(30, seed=1000 + i, plain_every=1) for i in range(24)]
+    bodies = [r.SerializeToString() for r in requests]
+    spans = sum(len(ss.spans) for r in requests for rs in r.resource_spans
+                for ss in rs.scope_spans) * args.passes
     tmp = Path(tempfile.mkdtemp(prefix="split-stage-"))
     modules = {"this tree": load(REPO / SPLIT, "split_this")}
     for i, rev in enumerate(args.baseline):

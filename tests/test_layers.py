@@ -291,6 +291,24 @@ MODULE_ALLOWED: dict[str, set[str]] = {
     "ragpulse.scorer.judges.local.lexicon": set(),
     "ragpulse.scorer.judges.local.text": {"lexicon"},
     "ragpulse.scorer.judges.local.support_detector": {"lexicon"},
+    # trace extraction: value readers <- messages, families <- simple readers <- one module per
+    # convention family <- source tables <- facts <- the walk (trace)
+    **{f"ragpulse.scorer.traces.extract.{name}": allowed for name, allowed in {
+        "values": set(),
+        "families": set(),
+        "results": set(),
+        "messages": {"values"},
+        "readers": {"families", "messages", "values"},
+        "prompt": {"readers"},
+        "events": {"messages", "readers", "values"},
+        "genai": {"families", "messages", "readers", "values"},
+        "openinference": {"families", "messages", "readers", "values"},
+        "openllmetry": {"families", "messages", "prompt", "readers", "values"},
+        "sources": {"events", "genai", "openinference", "openllmetry", "readers", "values"},
+        "facts": {"families", "sources", "values"},
+        "trace": {"facts", "families", "messages", "openinference", "openllmetry", "prompt",
+                  "readers", "results", "sources", "values"},
+    }.items()},
 }
 
 
@@ -305,3 +323,32 @@ def test_split_modules_point_one_way(module: str) -> None:
     imported |= {n for _, target, names in _imports(module, MODULES[module]) if target == package
                  for n in names if n in siblings}
     assert imported <= MODULE_ALLOWED[module], sorted(imported - MODULE_ALLOWED[module])
+
+
+# Packages split into modules whose names are their interfaces: no module imports another's
+# ``_``-prefixed name (``from .values import _x``) or reaches into it (``genai._x``), from inside
+# the package or outside it.
+PRIVATE_KEPT = ("ragpulse.scorer.traces.extract",)
+
+
+@pytest.mark.parametrize("package", PRIVATE_KEPT)
+def test_private_names_stay_in_their_module(package: str) -> None:
+    problems = []
+    for module, path in MODULES.items():
+        where = path.relative_to(REPO)
+        for line, target, names in _imports(module, path):
+            if (target == package or target.startswith(package + ".")) and target != module:
+                hidden = [n for n in names if n.startswith("_")]
+                if hidden:
+                    problems.append(f"{where}:{line}: imports {hidden} from {target}")
+        if module.rsplit(".", 1)[0] != package:
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        sibling_modules = {a.asname or a.name for node in ast.walk(tree)
+                           if isinstance(node, ast.ImportFrom) and node.level == 1
+                           and node.module is None for a in node.names}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in sibling_modules and node.attr.startswith("_")):
+                problems.append(f"{where}:{node.lineno}: reaches {node.value.id}.{node.attr}")
+    assert not problems, "\n".join(problems)

@@ -10,7 +10,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from ragpulse.collector.split import MalformedRequest, split_request
+from ragpulse.collector.split import RAG_MARKERS, MalformedRequest, split_request
 from tests.collector.payloads import T0, rag_request
 
 # T0 (tests.collector.payloads): midnight UTC yesterday, a plausible start time for every span
@@ -82,6 +82,20 @@ def test_single_trace_request_is_forwarded_unchanged() -> None:
     ],
 )
 def test_rag_conventions_are_detected(key: str | None, value: str | None, event: str | None) -> None:
+    req = _span_with(key, event, value)
+    other = req.resource_spans[0].scope_spans[0].spans.add()
+    other.trace_id, other.span_id, other.name = random.randbytes(16), random.randbytes(8), "GET /x"
+    other.start_time_unix_nano = other.end_time_unix_nano = T0
+    other.attributes.add(key="http.route", value=AnyValue(string_value="llm.gen_ai.retrieval. in a value"))
+    other.events.add(name="exception")
+    rag, plain = split_request(req.SerializeToString()).records
+    assert rag.rag and not plain.rag
+    assert all(r.rag for r in split_request(req.SerializeToString(), keep_all=True).records)
+
+
+def _span_with(key: str | None, event: str | None = None, value: str | None = "v",
+               ) -> ExportTraceServiceRequest:
+    """A request of one span with an HTTP attribute, plus attribute ``key`` and event ``event``."""
     req = ExportTraceServiceRequest()
     span = req.resource_spans.add().scope_spans.add().spans.add()
     span.trace_id, span.span_id, span.name = random.randbytes(16), random.randbytes(8), "op"
@@ -91,14 +105,23 @@ def test_rag_conventions_are_detected(key: str | None, value: str | None, event:
         span.attributes.append(KeyValue(key=key, value=AnyValue(string_value=value)))
     if event:
         span.events.add(name=event, time_unix_nano=1)
-    other = req.resource_spans[0].scope_spans[0].spans.add()
-    other.trace_id, other.span_id, other.name = random.randbytes(16), random.randbytes(8), "GET /x"
-    other.start_time_unix_nano = other.end_time_unix_nano = T0
-    other.attributes.add(key="http.route", value=AnyValue(string_value="llm.gen_ai.retrieval. in a value"))
-    other.events.add(name="exception")
-    rag, plain = split_request(req.SerializeToString()).records
-    assert rag.rag and not plain.rag
-    assert all(r.rag for r in split_request(req.SerializeToString(), keep_all=True).records)
+    return req
+
+
+@pytest.mark.parametrize("marker", RAG_MARKERS)
+def test_every_declared_marker_is_found_as_a_key_and_an_event(marker: str) -> None:
+    """The markers come from the convention declarations and some are looked for by what they
+    share (``ai.``, ``.result``): each is still found at the start of a key or an event name."""
+    (as_key,) = split_request(_span_with(marker + "x").SerializeToString()).records
+    (as_event,) = split_request(_span_with(None, marker + "x").SerializeToString()).records
+    assert as_key.rag and as_event.rag
+
+
+@pytest.mark.parametrize("key", ["openai.model", "task.result", "ai.obs", "ai.other.attribute.key", "mygen_ai.x", "xllm.y",
+                                 "db.query.resul", "confident", "http.route"])
+def test_near_misses_of_the_markers_are_not_rag(key: str) -> None:
+    (record,) = split_request(_span_with(key, key).SerializeToString()).records
+    assert not record.rag
 
 
 def test_invalid_trace_ids_are_counted_not_exported() -> None:

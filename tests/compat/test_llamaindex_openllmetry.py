@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from ragpulse.scorer.traces import extract
-from ragpulse.scorer.traces.extract.openllmetry import _synthesis_contexts
+from ragpulse.scorer.traces.extract.openllmetry import synthesis_contexts
 from tests.scorer.traces.sdk import Recorder
 
 from . import apps
@@ -78,4 +78,4 @@ def test_every_synthesizer_span_shape_yields_the_nodes(rec: Recorder) -> None:
             shapes.setdefault("context_str", s)
     assert set(shapes) == {"nodes", "text_chunks", "context_str"}, [s.name for s in spans]
     for shape, span in shapes.items():
-        assert _synthesis_contexts(span) == list(DOCS), shape
+        assert synthesis_contexts(span) == list(DOCS), shape

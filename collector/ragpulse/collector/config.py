@@ -201,9 +201,9 @@ class OtlpSettings(_Frozen):
 class FilterSettings(_Frozen):
     """Which traces are produced to Kafka.
 
-    ``rag`` keeps a trace when the request holds at least one RAG span of it (any of the three
-    conventions, see :mod:`ragpulse.collector.split`), together with the trace's other spans in
-    that request (the HTTP root, database calls). Spans of a trace that arrive in a *later*
+    ``rag`` keeps a trace when the request holds at least one RAG span of it (a span of any
+    convention declared in :mod:`ragpulse.common.conventions`), together with the trace's other
+    spans in that request (the HTTP root, database calls). Spans of a trace that arrive in a *later*
     request without a RAG span of their own (typically the root span, which ends last) are kept
     when the trace id was seen with a RAG span within the last ``remember_traces`` RAG traces
     (a bounded LRU). Spans that arrive *before* any RAG span of their trace is seen are dropped

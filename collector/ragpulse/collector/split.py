@@ -12,9 +12,9 @@ several times cheaper than copying protobuf sub-messages or ``json_format``.
 
 RAG classification is done on the same bytes: a span attribute is serialized as
 ``0x4A <len> 0x0A <len> <key> ...`` (``Span.attributes`` → ``KeyValue.key``) and an event name as
-``0x12 <len> <name>`` (``Span.Event.name``), so one compiled regular expression over a span's byte
-range finds the markers of the three conventions (OpenInference, OTel GenAI, OpenLLMetry; see
-docs/instrumentation.md) without decoding attributes. A
+``0x12 <len> <name>`` (``Span.Event.name``), so a ``bytes.find`` per marker over a span's byte
+range finds the markers of every convention (:data:`RAG_MARKERS`, from
+:data:`ragpulse.common.CONVENTIONS`; docs/instrumentation.md) without decoding attributes. A
 false positive needs a string value holding those control bytes before a marker, and only means
 a trace is kept; nothing is missed as long as the key is shorter than 128 bytes (always, here).
 
@@ -45,6 +45,9 @@ import re
 import time
 from binascii import hexlify
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+
+from ragpulse.common import RAG_MARKERS as _CONVENTION_MARKERS
 
 __all__ = [
     "MAX_FUTURE_NS",
@@ -56,18 +59,34 @@ __all__ = [
     "split_request",
 ]
 
-# Attribute-key prefixes and event names that make a span a RAG/LLM span.
-RAG_MARKERS: tuple[str, ...] = (
-    "openinference.span.kind",  # OpenInference: LLM, RETRIEVER, RERANKER, EMBEDDING, CHAIN, ...
-    "gen_ai.",  # OTel GenAI (gen_ai.operation.name, gen_ai.retrieval.*, legacy gen_ai.prompt.N ...)
-    "llm.",  # OpenInference llm.* and legacy OpenLLMetry llm.request.type / llm.usage.*
-    "retrieval.",  # OpenInference retrieval.documents.N.document.*
-    "traceloop.span.kind",  # OpenLLMetry workflow/task/agent/tool
-    "db.query.result",  # vector-DB instrumentations: retrieved documents as span events
-    "db.search.result",
-)
+RAG_MARKERS: tuple[str, ...] = _CONVENTION_MARKERS
+"""Attribute-key and event-name prefixes that make a span a RAG/LLM span: every convention's
+markers and shared prefixes, declared in :mod:`ragpulse.common.conventions`, most common first
+(a RAG span usually stops at the first ``find``)."""
 
-_MARKERS = tuple(m.encode() for m in RAG_MARKERS)
+_Needle = tuple[bytes, tuple[tuple[bytes, int, bool], ...]]
+
+
+def _needles(markers: tuple[str, ...]) -> tuple[_Needle, ...]:
+    """What :func:`_is_rag_span` looks for: ``(needle, ((marker, offset of the needle in it,
+    whether the marker is the needle), ...))`` in marker order. Markers sharing 3 bytes or more
+    (``gen_ai.`` and ``ai.observability.`` share ``ai.``, the two vector-DB events ``.result``)
+    are found by what they share, together: one ``find`` less each, for every span of a non-RAG
+    trace."""
+    groups: list[tuple[bytes, list[bytes]]] = []
+    for m in (m.encode() for m in markers):
+        for n, (needle, group) in enumerate(groups):
+            match = SequenceMatcher(None, needle, m, autojunk=False).find_longest_match()
+            if match.size >= 3:
+                groups[n] = (needle[match.a:match.a + match.size], group + [m])
+                break
+        else:
+            groups.append((m, [m]))
+    return tuple((needle, tuple((m, m.index(needle), m == needle) for m in group))
+                 for needle, group in groups)
+
+
+_NEEDLES = _needles(RAG_MARKERS)
 
 MIN_START_NS = 946_684_800 * 10**9
 """Earliest accepted ``start_time_unix_nano`` and ``end_time_unix_nano``: 2000-01-01T00:00:00Z. Zero (unset), 1 ns and
@@ -78,32 +97,38 @@ MAX_FUTURE_NS = 86_400 * 10**9
 
 
 def _is_rag_span(buf: bytes, start: int, end: int) -> bool:
-    """Whether the span in ``buf[start:end]`` has a RAG attribute key or event name.
+    """Whether the span's ``buf[start:end]`` (the whole span, or its fields from the attributes
+    on) has a RAG attribute key or event name.
 
-    ``bytes.find`` per marker (C memchr/two-way speed, no decoding), then the bytes before a hit
-    must be the framing of an attribute key or an event name: a span attribute (``Span.attributes``,
-    tag 0x4A) or event attribute (``Event.attributes``, tag 0x1A) is ``tag, KeyValue length, 0x0A,
-    key length, key``; an event name is ``0x12, length, name``. Requiring that framing keeps string
-    *values* that merely start with "llm." (``AnyValue.string_value`` is also tag 0x0A) out.
+    ``bytes.find`` per needle (:data:`_NEEDLES`; C speed, no decoding); the hit must be one of
+    the needle's markers and the bytes before it the framing of an attribute key or an event
+    name: a span attribute (``Span.attributes``, tag 0x4A) or event attribute
+    (``Event.attributes``, tag 0x1A) is ``tag, KeyValue length, 0x0A, key length, key``; an
+    event name is ``0x12, length, name``. Requiring that framing keeps string *values* that
+    merely start with "llm." (``AnyValue.string_value`` is also tag 0x0A) out.
     """
     find = buf.find
-    for marker in _MARKERS:
-        i = find(marker, start, end)
+    for needle, markers in _NEEDLES:
+        i = find(needle, start, end)
         while i >= 0:
-            length = buf[i - 1]
-            if len(marker) <= length < 0x80 and i + length <= end:
-                tag = buf[i - 2]
-                if tag == 0x12:
-                    return True
-                if tag == 0x0A:
-                    j = i - 4  # skip the KeyValue length varint backwards: last byte < 0x80
-                    if buf[i - 3] < 0x80:
-                        limit = j - 4
-                        while j > limit and buf[j] >= 0x80:
-                            j -= 1
-                        if buf[j] in (0x4A, 0x1A):
-                            return True
-            i = find(marker, i + 1, end)
+            for marker, offset, whole in markers:
+                k = i - offset
+                if not whole and (k < start or not buf.startswith(marker, k)):
+                    continue
+                length = buf[k - 1]
+                if len(marker) <= length < 0x80 and k + length <= end:
+                    tag = buf[k - 2]
+                    if tag == 0x12:
+                        return True
+                    if tag == 0x0A:
+                        j = k - 4  # skip the KeyValue length varint backwards: last byte < 0x80
+                        if buf[k - 3] < 0x80:
+                            limit = j - 4
+                            while j > limit and buf[j] >= 0x80:
+                                j -= 1
+                            if buf[j] in (0x4A, 0x1A):
+                                return True
+            i = find(needle, i + 1, end)
     return False
 
 
@@ -441,7 +466,8 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int, oldest_ns: int = MIN_STAR
                 if sp_end > ss_end:
                     raise MalformedRequest("span overruns its scope")
                 total += 1
-                if span_ok(buf, sp_start, sp_end) is not None:  # the layout SDKs write, valid
+                ok = span_ok(buf, sp_start, sp_end)
+                if ok is not None:  # the layout SDKs write, valid
                     trace_id = buf[sp_start + 2 : sp_start + 18]
                 else:  # another layout, or a value to reject: the field walk names the field
                     if length >= 18 and buf[sp_start] == 0x0A and buf[sp_start + 1] == 0x10:
@@ -469,7 +495,10 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int, oldest_ns: int = MIN_STAR
                         run[3] = sp_end  # a scope or resource boundary puts bytes between)
                     else:
                         entry.append([ri, si, sframe, sp_end])
-                if check_rag and trace_id not in rag and _is_rag_span(buf, sp_start, sp_end):
+                # The RAG markers are looked for from the attributes on: the fast check's match
+                # ends there (ids, name and times hold none).
+                if check_rag and trace_id not in rag and _is_rag_span(
+                        buf, sp_start if ok is None else ok.end(), sp_end):
                     rag.add(trace_id)
     result.spans_total = total
     result.spans_invalid = sum(rejected)

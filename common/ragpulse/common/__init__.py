@@ -6,6 +6,9 @@ on each other. Its source tree is ``common/``.
 
 * the span attribute names ragpulse defines (feedback, versions), re-exported from
   :mod:`ragpulse.instrument`, which owns them because it runs in apps without this package.
+* :mod:`.conventions` — the instrumentation conventions ragpulse reads, each declared once
+  (:data:`CONVENTIONS`): the collector's RAG filter (:data:`RAG_MARKERS`), the extractor's
+  detection and simple readers, the content advice and the docs' table derive from it.
 * :mod:`.kafka` — the Kafka wire contract: :class:`KafkaSettings` (connection and topic),
   :func:`ensure_topic`, and the trace-id partitioner otelcol-contrib's kafka exporter uses
   (:func:`partition_for_key`).
@@ -36,6 +39,15 @@ from ragpulse.instrument import (
     RETRIEVER_VERSION,
 )
 
+from .conventions import (
+    CONVENTIONS,
+    RAG_MARKERS,
+    Convention,
+    Read,
+    SpanKind,
+    convention_matrix,
+    conventions_in,
+)
 from .http import (
     BodyError,
     BodyTooLarge,
@@ -63,23 +75,30 @@ from .kafka import (
 )
 
 __all__ = [
+    "CONVENTIONS",
     "FEEDBACK_COMMENT",
     "FEEDBACK_EVENT",
     "FEEDBACK_LABEL",
     "FEEDBACK_SCORE",
     "PROMPT_VERSION",
+    "RAG_MARKERS",
     "RETRIEVER_VERSION",
     "BodyError",
     "BodyTooLarge",
     "ConnectionLimits",
+    "Convention",
     "GuardedHTTPServer",
     "GuardedRequestHandler",
     "KafkaSettings",
     "KafkaUnavailable",
     "MalformedBody",
+    "Read",
+    "SpanKind",
     "TopicError",
     "bearer_ok",
     "browser_refusal",
+    "convention_matrix",
+    "conventions_in",
     "ensure_topic",
     "inflate_bounded",
     "is_loopback",

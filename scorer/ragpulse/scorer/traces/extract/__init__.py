@@ -1,9 +1,9 @@
 """Extract (question, contexts, answer) and row metadata from the spans of one trace.
 
 A pure function of the spans (:func:`extract`), reading the attribute names documented in
-docs/instrumentation.md §5 across OpenInference, OTel GenAI (new and pre-1.37, attributes and
-events), OpenLLMetry (new and legacy), ``db.query.result`` span events, and two cheap dialects
-(TruLens, Confident AI).
+docs/instrumentation.md §5 across the conventions declared in :mod:`ragpulse.common.conventions`:
+OpenInference, OTel GenAI (new and pre-1.37, attributes and events), OpenLLMetry (new and
+legacy), ``db.query.result`` span events, TruLens and Confident AI.
 
 Each field has an ordered table of (source, reader) rows in :mod:`.sources`, and the first row
 that yields a value wins; each extraction records in ``meta.sources`` which row that was. In
@@ -20,10 +20,13 @@ short:
 * **answer**: the root's output (``ROOT_ANSWER``); else the last assistant message of the LLM
   span that ended last (``LLM_OUTPUT``, then ``LLM_EVENTS``).
 
-Modules: one per convention family (:mod:`.openinference`, :mod:`.genai`, :mod:`.openllmetry`,
-:mod:`.events`, :mod:`.dialects`) holding readers only, :mod:`.prompt` for the prompt fallback,
-:mod:`.values` for the tolerant readers they share, :mod:`.sources` for the tables,
-:mod:`.trace` for the walk, :mod:`.facts` for the row metadata, :mod:`.results` for the types.
+Modules, each used by the others through its public names only (``tests/test_layers.py``): one
+per convention family whose values need code (:mod:`.openinference`, :mod:`.genai`,
+:mod:`.openllmetry`, :mod:`.events`), :mod:`.readers` for the simple readers the declarations'
+keys are read with, :mod:`.values` (tolerant scalars and JSON), :mod:`.messages` (LLM message
+shapes), :mod:`.families` (each span's attribute families, memoized), :mod:`.prompt` for the
+prompt fallback, :mod:`.sources` for the tables, :mod:`.trace` for the walk, :mod:`.facts` for
+the row metadata, :mod:`.results` for the types.
 Attribute values of unexpected types are skipped, never raised on.
 """
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ..span import AttrValue, Span
-from .values import _DOC_TEXT_KEYS, Message, _attr_messages, _pick, _role, _structured, _text
+from .messages import Message, attr_messages, role_of
+from .readers import DOC_TEXT_KEYS, pick
+from .values import as_text, structured
 
 EventReader = Callable[[Mapping[str, AttrValue]], list[Message] | None]
 """Messages of one event, or ``None`` when the event does not carry the attribute at all."""
 
 
-_LEGACY_INPUT_EVENTS = {
+LEGACY_INPUT_EVENTS = {
     "gen_ai.system.message": "system",
     "gen_ai.user.message": "user",
     "gen_ai.assistant.message": "assistant",
@@ -29,7 +31,7 @@ def _event_content(attrs: Mapping[str, AttrValue]) -> str | None:
     for key in ("content", "gen_ai.event.content", "message", "body"):
         if key in attrs:
             v = attrs[key]
-            msgs = _attr_messages(v, "")
+            msgs = attr_messages(v, "")
             if msgs:
                 return msgs[-1][1]
     return None
@@ -39,7 +41,7 @@ def messages_in(key: str, default_role: str) -> EventReader:
     """A reader of the JSON messages in event attribute ``key``."""
 
     def read(ea: Mapping[str, AttrValue]) -> list[Message] | None:
-        return _attr_messages(ea[key], default_role) if key in ea else None
+        return attr_messages(ea[key], default_role) if key in ea else None
 
     return read
 
@@ -52,7 +54,7 @@ def one_message(default_role: str, role_attribute: bool = True) -> EventReader:
         t = _event_content(ea)
         if t is None:
             return None
-        return [(_role(ea.get("role"), default_role) if role_attribute else default_role, t)]
+        return [(role_of(ea.get("role"), default_role) if role_attribute else default_role, t)]
 
     return read
 
@@ -66,12 +68,12 @@ def result_documents(span: Span, fams: dict[str, list[str]]) -> list[str]:
     docs = []
     for e in span.events:
         if e.name == "db.query.result":
-            t = _text(e.attributes.get("db.query.result.document"))
+            t = as_text(e.attributes.get("db.query.result.document"))
             if t is not None:
                 docs.append(t)
         elif e.name == "db.search.result":
-            ent = _structured(e.attributes.get("db.search.result.entity"))
-            t = _pick(ent, _DOC_TEXT_KEYS) if isinstance(ent, dict) else None
+            ent = structured(e.attributes.get("db.search.result.entity"))
+            t = pick(ent, DOC_TEXT_KEYS) if isinstance(ent, dict) else None
             if t is not None:
                 docs.append(t)
     return docs

@@ -10,17 +10,19 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ragpulse import common
+from ragpulse.common import conventions_in
 
 from ..span import AttrValue, Span
+from .families import key_info
 from .sources import MODEL, PROVIDER, Source
-from .values import _key_info, _number, _text
+from .values import as_number, as_text
 
 
 class _Call(Protocol):
     span: Span
 
 
-def _first_attr(spans: Sequence[Span], table: Sequence[Source]) -> str | None:
+def first_attr(spans: Sequence[Span], table: Sequence[Source]) -> str | None:
     """The first row's key (in table order) found on any span (in order) or its resource, read
     by the row's converter."""
     for row in table:
@@ -54,13 +56,13 @@ def _read_feedback(
     sk = _SCORE_KEYS + (("score", "value") if bare else ())
     lk = _LABEL_KEYS + (("label",) if bare else ())
     ck = _COMMENT_KEYS + (("comment",) if bare else ())
-    score = next((n for k in sk if (n := _number(attrs.get(k))) is not None), None)
-    label = next((t for k in lk if (t := _text(attrs.get(k))) is not None), None)
-    comment = next((t for k in ck if (t := _text(attrs.get(k))) is not None), None)
+    score = next((n for k in sk if (n := as_number(attrs.get(k))) is not None), None)
+    label = next((t for k in lk if (t := as_text(attrs.get(k))) is not None), None)
+    comment = next((t for k in ck if (t := as_text(attrs.get(k))) is not None), None)
     return score, label, comment
 
 
-def _feedback(spans: Sequence[Span]) -> tuple[float | None, str | None, str | None]:
+def feedback(spans: Sequence[Span]) -> tuple[float | None, str | None, str | None]:
     """The latest user feedback in the trace, from attributes or ``ragpulse.feedback`` events."""
     best: tuple[int, float | None, str | None, str | None] | None = None
     for s in spans:
@@ -81,7 +83,7 @@ def _feedback(spans: Sequence[Span]) -> tuple[float | None, str | None, str | No
     return (best[1], best[2], best[3]) if best else (None, None, None)
 
 
-def _tokens(calls: Sequence[_Call], table: Sequence[Source]) -> int | None:
+def token_sum(calls: Sequence[_Call], table: Sequence[Source]) -> int | None:
     """The token counts of the LLM calls summed, each call's first key of ``table`` that holds a
     number; ``None`` when no call has one."""
     total = None
@@ -94,21 +96,19 @@ def _tokens(calls: Sequence[_Call], table: Sequence[Source]) -> int | None:
     return total
 
 
-def _conventions(
+def trace_conventions(
     spans: Sequence[Span], attr_conventions: Sequence[frozenset[str]] | None = None
 ) -> tuple[str, ...]:
-    """The instrumentation conventions seen in the trace. ``attr_conventions``: each span's
-    conventions from its attribute keys (:func:`_key_info`), in order, when already known."""
+    """The ids of the conventions the trace's attribute keys and event names show
+    (:func:`ragpulse.common.conventions_in`). ``attr_conventions``: each span's conventions from
+    its attribute keys (:func:`.families.key_info`), in order, when already known."""
     found: set[str] = set()
     for i, s in enumerate(spans):
         found |= (
-            attr_conventions[i] if attr_conventions is not None else _key_info(s.attributes)[1]
+            attr_conventions[i] if attr_conventions is not None else key_info(s.attributes)[1]
         )
         if s.events:
-            if any(e.name.startswith("gen_ai.") for e in s.events):
-                found.add("gen_ai")
-            if any(e.name == "db.query.result" for e in s.events):
-                found.add("db.query.result")
+            found |= conventions_in(e.name for e in s.events)
     return tuple(sorted(found))
 
 
@@ -116,16 +116,16 @@ def _conventions(
 _CLASS_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*(?=[.\s]|$)")
 
 
-def _model(llm_spans: Sequence[Span], ordered: Sequence[Span]) -> str:
+def model_of(llm_spans: Sequence[Span], ordered: Sequence[Span]) -> str:
     """The row's model: a model attribute of the final LLM span, then of the other LLM spans
     (or, without any, of any span); else the LLM spans' provider; else the final LLM span's
     class, as instrumentations name spans after it (``MockLLM.predict``, ``MockLLM.task``).
     ``""`` when none of these exists."""
-    found = _first_attr(llm_spans or ordered, MODEL)
+    found = first_attr(llm_spans or ordered, MODEL)
     if found is None and llm_spans:
-        found = _first_attr(llm_spans, PROVIDER)
+        found = first_attr(llm_spans, PROVIDER)
         if found is None:
-            name = _text(llm_spans[0].attributes.get("traceloop.entity.name")) or llm_spans[0].name
+            name = as_text(llm_spans[0].attributes.get("traceloop.entity.name")) or llm_spans[0].name
             m = _CLASS_NAME.match(name)
             found = m.group(0) if m else None
     return found or ""

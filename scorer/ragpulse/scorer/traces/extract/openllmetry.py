@@ -1,7 +1,8 @@
-"""OpenLLMetry (Traceloop): ``traceloop.span.kind``/``traceloop.entity.*`` task records, the
-LlamaIndex retriever and synthesizer tasks, and the legacy flattened ``gen_ai.prompt.<i>``/
-``gen_ai.completion.<i>`` messages of instrumentors not yet migrated to the GenAI JSON messages
-(after the migration OpenLLMetry writes :mod:`.genai`'s attributes).
+"""OpenLLMetry (Traceloop), the readers its declaration (:data:`ragpulse.common.CONVENTIONS`)
+cannot express: vector-DB retriever spans by name, the LlamaIndex retriever and synthesizer
+tasks, and the legacy flattened ``gen_ai.prompt.<i>``/``gen_ai.completion.<i>`` messages of
+instrumentors not yet migrated to the GenAI JSON messages (after the migration OpenLLMetry
+writes :mod:`.genai`'s attributes).
 
 Readers only: :mod:`.sources` puts them in precedence order. Pure and thread-safe.
 """
@@ -11,19 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..span import AttrValue, Span
-from .prompt import _contexts_from_variables
-from .values import (
-    Message,
-    _content_text,
-    _doc_texts,
-    _indexed,
-    _is_node_json,
-    _role,
-    _structured,
-    _text,
-)
-
-Families = dict[str, list[str]]
+from .families import Families, indexed
+from .messages import Message, content_text, role_of
+from .prompt import contexts_from_variables
+from .readers import doc_texts, is_node_json
+from .values import as_text, structured
 
 
 def _flat_messages(
@@ -31,10 +24,10 @@ def _flat_messages(
 ) -> list[Message]:
     """OpenLLMetry legacy ``gen_ai.prompt.<i>.role|content``."""
     out: list[Message] = []
-    for m in _indexed(attrs, prefix, fams):
-        t = _content_text(m.get("content")) if isinstance(m.get("content"), str) else None
+    for m in indexed(attrs, prefix, fams):
+        t = content_text(m.get("content")) if isinstance(m.get("content"), str) else None
         if t is not None:
-            out.append((_role(m.get("role"), default_role), t))
+            out.append((role_of(m.get("role"), default_role), t))
     return out
 
 
@@ -70,7 +63,7 @@ def _is_node_list(v: AttrValue) -> bool:
 _SYNTHESIS_MARKERS = ('"nodes"', '"text_chunks"', '"context_str"')
 
 
-def _synthesis_contexts(span: Span) -> list[str]:
+def synthesis_contexts(span: Span) -> list[str]:
     """The retrieved texts a LlamaIndex response synthesizer was given, from its OpenLLMetry
     task span's ``traceloop.entity.input``: ``nodes`` (``CompactAndRefine.synthesize``),
     ``text_chunks`` (``get_response``) or ``{"kwds": {"context_str": ...}}``
@@ -78,7 +71,7 @@ def _synthesis_contexts(span: Span) -> list[str]:
     v = span.attributes.get("traceloop.entity.input")
     if not isinstance(v, str) or not any(m in v for m in _SYNTHESIS_MARKERS):
         return []
-    parsed = _structured(v)
+    parsed = structured(v)
     if not isinstance(parsed, dict):
         return []
     for scope in (parsed, parsed.get("kwargs"), parsed.get("kwds")):
@@ -86,13 +79,13 @@ def _synthesis_contexts(span: Span) -> list[str]:
             continue
         nodes = scope.get("nodes")
         if isinstance(nodes, list) and all(  # NodeWithScore only: a splitter's nodes are not
-            isinstance(n, dict) and "node" in n or isinstance(n, str) and _is_node_json(n)
+            isinstance(n, dict) and "node" in n or isinstance(n, str) and is_node_json(n)
             for n in nodes
-        ) and (docs := _doc_texts(nodes)):
+        ) and (docs := doc_texts(nodes)):
             return docs
         chunks = scope.get("text_chunks")
-        if isinstance(chunks, list) and (docs := [c for c in chunks if _text(c)]):
+        if isinstance(chunks, list) and (docs := [c for c in chunks if as_text(c)]):
             return docs
-        if docs := _contexts_from_variables({"context_str": scope.get("context_str")}):
+        if docs := contexts_from_variables({"context_str": scope.get("context_str")}):
             return docs
     return []

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .values import _CONTEXT_KEYS, _doc_texts
+from .readers import CONTEXT_KEYS, doc_texts
 
 _BLOCK_OPEN = re.compile(
     r"<(context|contexts|documents|sources|retrieved_context)\b[^>\n]*>", re.IGNORECASE
@@ -147,12 +147,12 @@ def split_prompt(text: str) -> tuple[list[str], str | None]:
     return contexts, question
 
 
-def _contexts_from_variables(variables: Mapping[str, Any]) -> list[str]:
-    for key in _CONTEXT_KEYS:
+def contexts_from_variables(variables: Mapping[str, Any]) -> list[str]:
+    for key in CONTEXT_KEYS:
         v = variables.get(key)
         if isinstance(v, str) and v.strip():
             inner = _tag_block(v)
             return _split_block(inner.strip() if inner is not None else v.strip())
-        if isinstance(v, list) and (docs := _doc_texts(v)):
+        if isinstance(v, list) and (docs := doc_texts(v)):
             return docs
     return []

@@ -1,8 +1,9 @@
 """The source tables: for each field the extractor fills, its sources in precedence order, as
 (name, convention, reader) rows. :mod:`.trace` walks them and the first row that yields a value
-wins; adding a convention is adding its readers (one module per convention family) and rows
-here. docs/instrumentation.md §5 shows :func:`source_matrix` of these tables, and
-``tests/scorer/traces/test_source_tables.py`` keeps the two equal.
+wins. The rows of declared fields and span kinds come from the convention declarations
+(:data:`ragpulse.common.CONVENTIONS`, in their order); the rows below them name the readers of
+a convention's reader module. docs/instrumentation.md §5 shows :func:`source_matrix` of these
+tables, and ``tests/scorer/traces/test_source_tables.py`` keeps the two equal.
 
 ``name`` is what ``TraceFacts.sources`` records for a hit (the question, contexts and answer
 rows) and what the docs show; the row-metadata tables are attribute keys read on the final LLM
@@ -15,28 +16,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from . import dialects, events, genai, openinference, openllmetry
-from .values import (
-    _model_name,
-    _text,
-    _token_count,
-    _version,
+from ragpulse.common import CONVENTIONS, SpanKind
+
+from ..span import Span
+from . import events, genai, openinference, openllmetry
+from .readers import (
     answer_at,
     context_list_at,
     documents_at,
     entity_input_query,
     entity_input_question,
     question_at,
+    root_question_at,
 )
+from .values import as_model_name, as_text, as_token_count, as_version
 
-OPENINFERENCE = "OpenInference"
-GENAI = "OTel GenAI"
-GENAI_LEGACY = "OTel GenAI pre-1.37"
-OPENLLMETRY = "OpenLLMetry"
-OPENLLMETRY_LEGACY = "OpenLLMetry legacy"
-VECTOR_DB = "vector-DB events"
-TRULENS = "TruLens"
-CONFIDENT = "Confident AI"
+_NAMES = {c.id: c.name for c in CONVENTIONS}
+OPENINFERENCE = _NAMES["openinference"]
+GENAI = _NAMES["gen_ai"]
+GENAI_LEGACY = f"{GENAI} pre-1.37"
+OPENLLMETRY = _NAMES["openllmetry"]
+OPENLLMETRY_LEGACY = f"{OPENLLMETRY} legacy"
+VECTOR_DB = _NAMES["db.query.result"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,60 +65,63 @@ class EventSource:
 
 # -- question ------------------------------------------------------------------------------------
 
-ROOT_QUESTION: tuple[Source, ...] = (
-    Source("root:input.value", OPENINFERENCE, openinference.input_question),
-    Source("root:traceloop.entity.input", OPENLLMETRY, entity_input_question("traceloop.entity.input")),
-    Source("root:gen_ai.task.input", GENAI, entity_input_question("gen_ai.task.input")),
-    Source("root:ai.observability.record_root.input", TRULENS,
-           question_at("ai.observability.record_root.input")),
-    Source("root:confident.trace.input", CONFIDENT, question_at("confident.trace.input")),
-)
+def _declared(field: str, readers: dict[str, Callable[[str], Any]], prefix: str = "",
+              by_form: bool = False) -> tuple[Source, ...]:
+    """The rows of one declared field (:class:`ragpulse.common.Read`) of every convention, each
+    read by the reader its form names: in declaration order, or with ``by_form`` the forms in
+    the order of ``readers`` first."""
+    reads = [(c.name, r) for c in CONVENTIONS for r in getattr(c, field)]
+    if by_form:
+        reads.sort(key=lambda cr: list(readers).index(cr[1].form))
+    return tuple(Source(prefix + r.key, name, readers[r.form](r.key)) for name, r in reads)
+
+
+ROOT_QUESTION = _declared("root_input", {"text": root_question_at, "call": entity_input_question},
+                          "root:")
 """The question the root span records as its input. ``read(attributes) -> str | None``."""
 
-RETRIEVAL_QUERY: tuple[Source, ...] = (
-    Source("input.value", OPENINFERENCE, question_at("input.value")),
-    Source("gen_ai.retrieval.query.text", GENAI, question_at("gen_ai.retrieval.query.text")),
-    Source("reranker.query", OPENINFERENCE, question_at("reranker.query")),
-    Source("ai.observability.retrieval.query_text", TRULENS,
-           question_at("ai.observability.retrieval.query_text")),
-    Source("traceloop.entity.input", OPENLLMETRY, entity_input_query("traceloop.entity.input")),
-    Source("gen_ai.task.input", GENAI, entity_input_query("gen_ai.task.input")),
-)
-"""The query a retriever (else a reranker) was asked, when the root records no question.
-``read(attributes) -> str | None``."""
+RETRIEVAL_QUERY = _declared("query", {"text": question_at, "call": entity_input_query},
+                            by_form=True)
+"""The query a retriever (else a reranker) was asked, when the root records no question: the
+plain values first, then the function-call records. ``read(attributes) -> str | None``."""
 
 # -- contexts ------------------------------------------------------------------------------------
 
+def _is_kind(kind: SpanKind) -> Callable[[Span], bool]:
+    """:meth:`SpanKind.matches` on a span, inlined: it runs for every span of every trace."""
+    key, values = kind.key, kind.values
+    if not values:
+        return lambda span: span.attributes.get(key) is not None
+    return lambda span: (v := span.attributes.get(key)).__class__ is str and v in values
+
+
 RETRIEVAL_SPAN: tuple[Source, ...] = (
-    Source("openinference.span.kind = RETRIEVER", OPENINFERENCE, openinference.is_retriever),
-    Source("gen_ai.operation.name = retrieval, vector_db_retrieve, retrieve", GENAI,
-           genai.is_retrieval_operation),
-    Source("span name vector_db_retrieve*", OPENLLMETRY, openllmetry.is_vector_db_span),
-    Source("ai.observability.span_type = retrieval", TRULENS, dialects.is_trulens_retrieval),
+    *(Source(str(k), c.name, _is_kind(k)) for c in CONVENTIONS for k in c.retriever),
     Source("gen_ai.operation.name = execute_tool on a datastore tool", GENAI,
            genai.is_datastore_tool),
-    Source("confident.span.retrieval_context", CONFIDENT, dialects.is_confident_retrieval),
-    Source("gen_ai.retrieval.documents", GENAI, genai.has_retrieval_documents),
+    Source("span name vector_db_retrieve*", OPENLLMETRY, openllmetry.is_vector_db_span),
     Source("task span with a LlamaIndex node list output", OPENLLMETRY,
            openllmetry.is_retriever_task),
     Source("db.query.result / db.search.result events", VECTOR_DB, events.has_result_events),
 )
-"""What makes a span a retrieval span (any row). ``read(span) -> bool``. OpenInference
-RERANKER spans are handled apart: their output replaces the retrievals they reranked."""
+"""What makes a span a retrieval span (any row): the declared kinds, then the readers'.
+``read(span) -> bool``. Rerankers (:data:`RERANKER_KINDS`) are handled apart: their output
+replaces the retrievals they reranked."""
 
 RETRIEVAL_DOCUMENTS: tuple[Source, ...] = (
     Source("retrieval.documents", OPENINFERENCE, openinference.retrieval_documents),
-    Source("gen_ai.retrieval.documents", GENAI, documents_at("gen_ai.retrieval.documents")),
-    Source("traceloop.entity.output", OPENLLMETRY, documents_at("traceloop.entity.output")),
-    Source("gen_ai.task.output", GENAI, documents_at("gen_ai.task.output")),
+    *_declared("documents", {"documents": documents_at, "contexts": context_list_at}),
     Source("event:db.query.result", VECTOR_DB, events.result_documents),
-    Source("ai.observability.retrieval.retrieved_contexts", TRULENS,
-           context_list_at("ai.observability.retrieval.retrieved_contexts")),
-    Source("confident.span.retrieval_context", CONFIDENT,
-           context_list_at("confident.span.retrieval_context")),
     Source("gen_ai.tool.call.result", GENAI, genai.tool_result_documents),
 )
 """The documents of one retrieval span, in rank order. ``read(span, families) -> list[str]``."""
+
+LLM_KINDS: tuple[SpanKind, ...] = tuple(k for c in CONVENTIONS for k in c.llm)
+"""What makes a span an LLM call even without messages."""
+RERANKER_KINDS: tuple[SpanKind, ...] = tuple(k for c in CONVENTIONS for k in c.reranker)
+MESSAGE_FAMILIES = frozenset(f for c in CONVENTIONS for f in c.messages)
+"""Attribute families (first two dotted components) that can hold an LLM call's messages: the
+message readers below run only on spans with one of them, an LLM kind, or span events."""
 
 # -- the LLM call's messages ---------------------------------------------------------------------
 
@@ -158,7 +162,7 @@ LLM_EVENTS: tuple[EventSource, ...] = (
     *(
         EventSource(name, "input", "event:gen_ai.<role>.message", GENAI_LEGACY,
                     events.one_message(role), append=True)
-        for name, role in events._LEGACY_INPUT_EVENTS.items()
+        for name, role in events.LEGACY_INPUT_EVENTS.items()
     ),
     EventSource("gen_ai.choice", "output", "event:gen_ai.choice", GENAI_LEGACY,
                 events.one_message("assistant", role_attribute=False), append=True),
@@ -171,61 +175,54 @@ LLM_EVENTS: tuple[EventSource, ...] = (
 
 # -- answer --------------------------------------------------------------------------------------
 
-ROOT_ANSWER: tuple[Source, ...] = (
-    Source("root:output.value", OPENINFERENCE, answer_at("output.value")),
-    Source("root:traceloop.entity.output", OPENLLMETRY, answer_at("traceloop.entity.output")),
-    Source("root:gen_ai.task.output", GENAI, answer_at("gen_ai.task.output")),
-    Source("root:ai.observability.record_root.output", TRULENS,
-           answer_at("ai.observability.record_root.output")),
-    Source("root:confident.trace.output", CONFIDENT, answer_at("confident.trace.output")),
-)
+ROOT_ANSWER = _declared("root_output", {"text": answer_at}, "root:")
 """The answer the root span records as its output (else the final LLM call's last assistant
 message, from :data:`LLM_OUTPUT`). ``read(attributes) -> str | None``."""
 
 # -- row metadata: attribute keys, each table read with one converter ------------------------------
 
 MODEL: tuple[Source, ...] = (
-    Source("llm.model_name", OPENINFERENCE, _model_name),
-    Source("gen_ai.request.model", GENAI, _model_name),
-    Source("gen_ai.response.model", GENAI, _model_name),
-    Source("llm.request.model_name", OPENLLMETRY_LEGACY, _model_name),
-    Source("llm.response.model_name", OPENLLMETRY_LEGACY, _model_name),
+    Source("llm.model_name", OPENINFERENCE, as_model_name),
+    Source("gen_ai.request.model", GENAI, as_model_name),
+    Source("gen_ai.response.model", GENAI, as_model_name),
+    Source("llm.request.model_name", OPENLLMETRY_LEGACY, as_model_name),
+    Source("llm.response.model_name", OPENLLMETRY_LEGACY, as_model_name),
 )
 PROVIDER: tuple[Source, ...] = (
-    Source("llm.provider", OPENINFERENCE, _model_name),
-    Source("traceloop.association.properties.ls_provider", OPENLLMETRY, _model_name),
-    Source("gen_ai.provider.name", GENAI, _model_name),
-    Source("gen_ai.system", GENAI_LEGACY, _model_name),
-    Source("llm.system", OPENINFERENCE, _model_name),
+    Source("llm.provider", OPENINFERENCE, as_model_name),
+    Source("traceloop.association.properties.ls_provider", OPENLLMETRY, as_model_name),
+    Source("gen_ai.provider.name", GENAI, as_model_name),
+    Source("gen_ai.system", GENAI_LEGACY, as_model_name),
+    Source("llm.system", OPENINFERENCE, as_model_name),
 )
 """The model's provider, when no span names the model (LangChain's own name: ``ls_provider``)."""
 PROMPT_VERSION: tuple[Source, ...] = (
-    Source("ragpulse.prompt.version", "ragpulse", _version),
-    Source("llm.prompt_template.version", OPENINFERENCE, _version),
-    Source("traceloop.prompt.version", OPENLLMETRY, _version),
-    Source("traceloop.entity.version", OPENLLMETRY, _version),
+    Source("ragpulse.prompt.version", "ragpulse", as_version),
+    Source("llm.prompt_template.version", OPENINFERENCE, as_version),
+    Source("traceloop.prompt.version", OPENLLMETRY, as_version),
+    Source("traceloop.entity.version", OPENLLMETRY, as_version),
 )
 RETRIEVER_VERSION: tuple[Source, ...] = (
-    Source("ragpulse.retriever.version", "ragpulse", _version),
-    Source("retriever.version", "ragpulse", _version),
+    Source("ragpulse.retriever.version", "ragpulse", as_version),
+    Source("retriever.version", "ragpulse", as_version),
 )
 SESSION: tuple[Source, ...] = (
-    Source("session.id", OPENINFERENCE, _text),
-    Source("gen_ai.conversation.id", GENAI, _text),
+    Source("session.id", OPENINFERENCE, as_text),
+    Source("gen_ai.conversation.id", GENAI, as_text),
 )
 USER: tuple[Source, ...] = (
-    Source("user.id", OPENINFERENCE, _text),
-    Source("enduser.id", "OTel", _text),
+    Source("user.id", OPENINFERENCE, as_text),
+    Source("enduser.id", "OTel", as_text),
 )
 PROMPT_TOKENS: tuple[Source, ...] = (
-    Source("llm.token_count.prompt", OPENINFERENCE, _token_count),
-    Source("gen_ai.usage.input_tokens", GENAI, _token_count),
-    Source("gen_ai.usage.prompt_tokens", GENAI_LEGACY, _token_count),
+    Source("llm.token_count.prompt", OPENINFERENCE, as_token_count),
+    Source("gen_ai.usage.input_tokens", GENAI, as_token_count),
+    Source("gen_ai.usage.prompt_tokens", GENAI_LEGACY, as_token_count),
 )
 COMPLETION_TOKENS: tuple[Source, ...] = (
-    Source("llm.token_count.completion", OPENINFERENCE, _token_count),
-    Source("gen_ai.usage.output_tokens", GENAI, _token_count),
-    Source("gen_ai.usage.completion_tokens", GENAI_LEGACY, _token_count),
+    Source("llm.token_count.completion", OPENINFERENCE, as_token_count),
+    Source("gen_ai.usage.output_tokens", GENAI, as_token_count),
+    Source("gen_ai.usage.completion_tokens", GENAI_LEGACY, as_token_count),
 )
 
 

@@ -6,26 +6,34 @@ attribute values.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragpulse.common import SpanKind
 from ragpulse.common.schema import CONTENT_NOT_CAPTURED, NOT_RAG, content_advice
 
 from ...model import Sample
 from ..span import Span
-from . import genai, openinference, openllmetry
-from .facts import _conventions, _feedback, _first_attr, _model, _tokens
-from .prompt import _contexts_from_variables, split_prompt
+from . import openinference, openllmetry
+from .facts import feedback, first_attr, model_of, token_sum, trace_conventions
+from .families import Families, families, key_info
+from .messages import Message
+from .openinference import SPAN_KIND
+from .prompt import contexts_from_variables, split_prompt
+from .readers import QUESTION_KEYS, pick
 from .results import Extraction, ExtractionSettings, TraceFacts
 from .sources import (
     COMPLETION_TOKENS,
     LLM_EVENTS,
     LLM_INPUT,
+    LLM_KINDS,
     LLM_OUTPUT,
     LLM_SYSTEM,
+    MESSAGE_FAMILIES,
     PROMPT_TOKENS,
     PROMPT_VERSION,
+    RERANKER_KINDS,
     RETRIEVAL_DOCUMENTS,
     RETRIEVAL_QUERY,
     RETRIEVAL_SPAN,
@@ -37,17 +45,7 @@ from .sources import (
     Source,
     keys,
 )
-from .values import (
-    _OI_KIND,
-    _QUESTION_KEYS,
-    _REDACTED,
-    Message,
-    _dedupe,
-    _families,
-    _key_info,
-    _pick,
-    _unique,
-)
+from .values import REDACTED
 
 
 @dataclass(slots=True)
@@ -59,25 +57,14 @@ class _LLMCall:
     source_out: str
 
 
-_LLM_FAMILIES = frozenset(
-    {
-        "llm.input_messages",
-        "llm.output_messages",
-        "llm.prompts",
-        "llm.choices",
-        "llm.request",
-        "llm.model_name",
-        "gen_ai.input",
-        "gen_ai.output",
-        "gen_ai.prompt",
-        "gen_ai.completion",
-        "gen_ai.system_instructions",
-        "gen_ai.operation",
-    }
-)
-"""Attribute families (:func:`_families`) that can make a span an LLM call. The OpenInference
-span kind is not one: every OpenInference span has it, and it matters only when it says "LLM"
-(checked separately), so CHAIN and RETRIEVER spans skip the message conventions entirely."""
+def _is_kind(kinds: Sequence[SpanKind], a: Any) -> bool:
+    """Whether attributes ``a`` make a span one of ``kinds`` (a loop, not ``any()``: this runs
+    for every span of every trace)."""
+    for k in kinds:  # SpanKind.matches, inlined
+        v = a.get(k.key)
+        if v is not None and (not k.values or v.__class__ is str and v in k.values):
+            return True
+    return False
 
 
 def _first_messages(
@@ -114,15 +101,16 @@ def _event_messages(
     return ev["input"], src["input"], ev["output"], src["output"], ev["system"]
 
 
-def _llm_call(span: Span, fams: dict[str, list[str]] | None = None) -> _LLMCall | None:
+def _llm_call(span: Span, fams: Families | None = None) -> _LLMCall | None:
     """The messages of one span if it is an LLM call, else ``None``. ``fams``: the span's
-    :func:`_families`, when the caller computed them already. Each side comes from the first
+    :func:`families`, when the caller computed them already. Each side comes from the first
     row of :data:`.sources.LLM_INPUT` / :data:`.sources.LLM_OUTPUT` that yields messages; span
     events fill a side the attributes left empty."""
     a = span.attributes
     if fams is None:
-        fams = _families(a)
-    if not span.events and fams.keys().isdisjoint(_LLM_FAMILIES) and a.get(_OI_KIND) != "LLM":
+        fams = families(a)
+    is_llm = _is_kind(LLM_KINDS, a)
+    if not (is_llm or span.events) and fams.keys().isdisjoint(MESSAGE_FAMILIES):
         return None
     inputs, src_in = _first_messages(LLM_INPUT, a, fams)
     outputs, src_out = _first_messages(LLM_OUTPUT, a, fams)
@@ -135,11 +123,6 @@ def _llm_call(span: Span, fams: dict[str, list[str]] | None = None) -> _LLMCall 
             outputs, src_out = ev_out, ev_src_out
     if system and not any(r == "system" for r, _ in inputs):
         inputs = system + inputs
-    is_llm = (
-        a.get(_OI_KIND) == "LLM"
-        or genai.is_llm_operation(a)
-        or a.get("llm.request.type") in ("chat", "completion")
-    )
     if not (inputs or outputs or is_llm):
         return None
     return _LLMCall(span, inputs, outputs, src_in, src_out)
@@ -155,13 +138,13 @@ def _is_retrieval(span: Span) -> bool:
 
 
 def _retrieved(
-    span: Span, fams: dict[str, list[str]] | None = None
+    span: Span, fams: Families | None = None
 ) -> tuple[list[str], str]:
     """The documents of one retrieval span in rank order, and which source held them (the first
     row of :data:`.sources.RETRIEVAL_DOCUMENTS` that yields any). ``fams``: the span's
-    :func:`_families`, when the caller computed them already."""
+    :func:`families`, when the caller computed them already."""
     if fams is None:
-        fams = _families(span.attributes)
+        fams = families(span.attributes)
     for row in RETRIEVAL_DOCUMENTS:
         if docs := row.read(span, fams):
             return docs, row.name
@@ -175,6 +158,25 @@ def _first_text(table: Sequence[Source], span: Span) -> tuple[str | None, str]:
         if (t := row.read(attrs)) is not None:
             return t, row.name
     return None, ""
+
+
+def _dedupe(texts: Iterable[str], limit: int) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for t in texts:
+        key = t.strip()
+        if key and key not in seen:
+            seen.add(key)
+            out.append(key)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _unique(spans: list[Span]) -> list[Span]:
+    """Spans in order without repeats (by identity: spans hold dicts and are not hashable)."""
+    seen: set[int] = set()
+    return [s for s in spans if not (id(s) in seen or seen.add(id(s)))]  # type: ignore[func-returns-value]
 
 
 def _root(spans: Sequence[Span]) -> Span:
@@ -204,7 +206,7 @@ def _content_not_captured(
         return False
     if present.isdisjoint(_IO_KEYS):
         return True
-    return all(s.attributes.get(k, _REDACTED) == _REDACTED for s in spans for k in _IO_KEYS)
+    return all(s.attributes.get(k, REDACTED) == REDACTED for s in spans for k in _IO_KEYS)
 
 
 _DEFAULT_SETTINGS = ExtractionSettings()
@@ -260,7 +262,7 @@ def _view(spans: Sequence[Span]) -> _TraceView:
     root = _root(ordered)
     # Each span's attribute families and conventions, computed once (and memoized per key set):
     # the LLM, retrieval and convention scans all look attributes up by family.
-    infos = [_key_info(s.attributes) for s in ordered]
+    infos = [key_info(s.attributes) for s in ordered]
     calls = [c for s, i in zip(ordered, infos) if (c := _llm_call(s, i[0])) is not None]
     with_output = [c for c in calls if c.outputs]
     final = (
@@ -268,7 +270,7 @@ def _view(spans: Sequence[Span]) -> _TraceView:
         if with_output
         else (max(calls, key=lambda c: (c.span.end_ns, c.span.start_ns)) if calls else None)
     )
-    root_is_io = root.attributes.get(_OI_KIND) not in (
+    root_is_io = root.attributes.get(SPAN_KIND) not in (
         "LLM",
         "RETRIEVER",
         "RERANKER",
@@ -295,11 +297,11 @@ def _retrieved_contexts(view: _TraceView, settings: ExtractionSettings) -> list[
     retrievals, rerankers = view.retrievals, view.rerankers
     for s, info in zip(view.ordered, view.infos):
         f = info[0]
-        if s.attributes.get(_OI_KIND) == "RERANKER":
-            outs = openinference._oi_documents(s.attributes, "reranker.output_documents.", f)
+        if _is_kind(RERANKER_KINDS, s.attributes):
+            outs = openinference.flattened_documents(s.attributes, "reranker.output_documents.", f)
             if outs:
                 rerankers.append(
-                    (s, openinference._oi_documents(s.attributes, "reranker.input_documents.", f), outs)
+                    (s, openinference.flattened_documents(s.attributes, "reranker.input_documents.", f), outs)
                 )
         elif _is_retrieval(s):
             docs, src = _retrieved(s, f)
@@ -325,7 +327,7 @@ def _retrieved_contexts(view: _TraceView, settings: ExtractionSettings) -> list[
     # No retrieval span with text (retrieval outside LlamaIndex, or a retriever the
     # instrumentation does not wrap): the nodes the synthesizer was given, first span first.
     for s in view.ordered:
-        if docs := openllmetry._synthesis_contexts(s):
+        if docs := openllmetry.synthesis_contexts(s):
             view.sources["contexts"] = "synthesis:traceloop.entity.input"
             return _dedupe(docs, settings.max_contexts)
     return contexts
@@ -350,13 +352,13 @@ def _from_final_prompt(view: _TraceView, final: _LLMCall, question: str | None,
     """What is still missing, from the final LLM call: its template variables first, then its
     messages (contexts only with ``settings.prompt_fallback``)."""
     sources = view.sources
-    variables = openinference._template_variables(final.span)
+    variables = openinference.template_variables(final.span)
     if variables is not None:
         if not contexts and settings.prompt_fallback:
-            contexts = _dedupe(_contexts_from_variables(variables), settings.max_contexts)
+            contexts = _dedupe(contexts_from_variables(variables), settings.max_contexts)
             if contexts:
                 sources["contexts"] = "prompt:llm.prompt_template.variables"
-        if question is None and (question := _pick(variables, _QUESTION_KEYS)) is not None:
+        if question is None and (question := pick(variables, QUESTION_KEYS)) is not None:
             sources["question"] = "prompt:llm.prompt_template.variables"
     users = [t for r, t in final.inputs if r == "user"]
     others = [t for r, t in final.inputs if r in ("system", "developer")]
@@ -416,19 +418,19 @@ def _facts(view: _TraceView, trace_id: str, present: set[str]) -> TraceFacts:
     llm_spans = [final.span] + [c.span for c in calls if c is not final] if final else []
     errors = [s for s in ordered if s.is_error]
     err = root if root.is_error else (errors[0] if errors else None)
-    score, label, comment = _feedback(ordered)
+    score, label, comment = feedback(ordered)
     svc_span = root if root.service_name else next((s for s in ordered if s.service_name), root)
     return TraceFacts(
         trace_id=trace_id,
         service=svc_span.service_name or "",
         environment=svc_span.environment or "",
-        model=_model(llm_spans, ordered),
+        model=model_of(llm_spans, ordered),
         prompt_version=None
         if present.isdisjoint(_PROMPT_VERSION_KEYS)
-        else _first_attr(_unique(llm_spans + [root] + ordered), PROMPT_VERSION),
+        else first_attr(_unique(llm_spans + [root] + ordered), PROMPT_VERSION),
         retriever_version=None
         if present.isdisjoint(_RETRIEVER_VERSION_KEYS)
-        else _first_attr(
+        else first_attr(
             _unique(
                 [s for s, _, _ in view.retrievals] + [r for r, _, _ in view.rerankers]
                 + [root] + ordered
@@ -443,13 +445,13 @@ def _facts(view: _TraceView, trace_id: str, present: set[str]) -> TraceFacts:
         feedback_score=score,
         feedback_label=label,
         feedback_comment=comment,
-        prompt_tokens=_tokens(calls, PROMPT_TOKENS),
-        completion_tokens=_tokens(calls, COMPLETION_TOKENS),
+        prompt_tokens=token_sum(calls, PROMPT_TOKENS),
+        completion_tokens=token_sum(calls, COMPLETION_TOKENS),
         session_id=None
         if present.isdisjoint(_SESSION_KEYS)
-        else _first_attr(ordered, SESSION),
-        user_id=None if present.isdisjoint(_USER_KEYS) else _first_attr(ordered, USER),
-        conventions=_conventions(ordered, [i[1] for i in view.infos]),
+        else first_attr(ordered, SESSION),
+        user_id=None if present.isdisjoint(_USER_KEYS) else first_attr(ordered, USER),
+        conventions=trace_conventions(ordered, [i[1] for i in view.infos]),
         sources=view.sources,
     )
 
