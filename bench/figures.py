@@ -53,7 +53,8 @@ class Quote:
 
 def pages(repo: Path = REPO) -> list[Path]:
     """The pages that may quote: README.md and every page of docs/ (benchmarks.md's own prose
-    included; a quote inside a generated section would be overwritten by its bench)."""
+    included; a quote inside a generated section would be overwritten by its bench). Not
+    docs/history/: a dated record keeps the figures of its day."""
     return [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
 
 

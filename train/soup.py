@@ -15,7 +15,7 @@ the logit's scale, and the runs' own calibrations do not carry over.
 
 Why: on the hand-written sets, five seeds of one recipe on one data set range over 0.744-0.771
 (dev) and 0.659-0.756 (confirmation set); the soup of all five beats the mean of its runs on
-both (docs/judges.md).
+both (docs/history/judges.md, "Data v5, five seeds and a soup").
 """
 
 from __future__ import annotations

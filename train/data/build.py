@@ -238,7 +238,7 @@ def main() -> None:
                     help="window tilings per WikiText article (data v3: 3; v4: 6)")
     ap.add_argument("--more-sources", action="store_true",
                     help="data v6: add JNLI-Neg train, PAWS-X zh, BEGIN, JaQuAD and CMRC 2018 train "
-                         "(docs/faithfulness-data.md, \"Data v6 sources\")")
+                         "(docs/history/faithfulness-data.md, \"Data v6 sources\")")
     ap.add_argument("--exclude", nargs="*", default=[],
                     help=f"builders to leave out: {', '.join([*nli.BUILDERS, *nli.MORE_BUILDERS])}, "
                          "qa_ja, qa_zh, qa_en, templates, long_ja, long_zh, long_en, pack_en, pack_ja, "

@@ -10,7 +10,7 @@ base data plus those pairs: data v5 is ``--base DATA4 --replay 1000000 --polarit
 --exceptions 1000 --shapes 3000``; ``DIR/valid.jsonl.gz``: the base validation file plus 2 % of the polarity pairs,
 split by premise. ``--extra DATA6 --extra-sources begin pawsx_zh ...`` adds every training and
 validation row of those sources from another build (human-labelled sets that the base lacks,
-for a continuation on CPU: docs/faithfulness-data.md, "A CPU continuation on the data v6
+for a continuation on CPU: docs/history/faithfulness-data.md, "A CPU continuation on the data v6
 sources"). ``--contrasts-from DIR`` adds ``contrast.py``'s pairs made from the human-labelled
 rows of that build's training file (a supported pair and its one-value-changed twin; pairs whose
 premise is in the base's validation file are left out, 2 % of the rest by premise go to

@@ -55,7 +55,7 @@ WIKITEXT2 = Source("pytorch/examples", "77f55b912142e11fcfdf5b530231fb9c52f181e8
                    "repository BSD-3-Clause; WikiText text CC BY-SA 3.0 (Merity et al. 2016, from Wikipedia)",
                    "word_language_model/data/wikitext-2/{valid,test}.txt (train.txt is not in the snapshot)")
 
-# data v6 (--more-sources): found reachable after data v5 (docs/faithfulness-data.md, "Data v6 sources")
+# data v6 (--more-sources): found reachable after data v5 (docs/history/faithfulness-data.md, "Data v6 sources")
 CMRC2018_TRAIN = Source("SunYanCN/bert-text", "4b97af7e32e8220195fd0d7151ad869f192c78b0",
                         "CC BY-SA 4.0 (ymcui/cmrc2018's LICENCE; this repository redistributes it)",
                         "data/cmrc2018.tar.gz: cmrc2018/cmrc2018_train.json is byte-identical to the "

@@ -60,7 +60,7 @@ def test_bundled_model_scores_each_statement() -> None:
     assert found.prompt_version.startswith(f"nli-support@2/{tag}+support-lr@5/blend(")
     docs = (Path(__file__).resolve().parents[3] / "docs" / "judges.md").read_text()
     assert f"nli-support@2/{tag}+support-lr@5/{judge.blend.tag}/expected" in docs
-    # (this pair is one the model still gets wrong: docs/judges.md, "what it misses")
+    # (this pair is one the model still gets wrong: docs/history/judges.md, "What it misses")
 
 
 def test_a_missing_bundled_model_is_a_clear_error(tmp_path) -> None:

@@ -44,20 +44,15 @@ def build_judge(
     """A ready judge. Raises ``ValueError`` with a user-facing message for bad options.
 
     ``choice`` is a judge's name or an old name of one (``registry``). ``model`` (the default)
-    is the NLI judge with ragpulse's own bundled model
-    (:data:`BUNDLED_MODEL_DIR`, unless ``model_dir``/``nli.model_dir`` name another),
-    ``terse_claims="with-question"``, ``premise="views"`` with ``premise_view_sentences=1`` and
-    ``premise_neighbours=0`` (each statement against its 2 best-overlapping sentences: with one
-    context each alone; with several, its P is the mean of the best sentence's alone and both
-    packed into one premise), ``candidates=2`` (for ``premise="chunks"``) and 2 workers of one
-    onnxruntime thread (unless ``nli`` sets them).
-
-    The LLM judge reads ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` when ``api_key``/``base_url`` are
-    not given; every judge embeds with the local multilingual USE model. The NLI judge starts from
-    ``nli`` (default settings, with ``threads`` onnxruntime threads, when ``None``); ``model_dir``,
-    ``positive_label`` and ``batch_size`` given here override it. It loads its model here: a
-    missing or malformed model directory, an unknown label or a missing ``nli`` extra is a
-    ``ValueError`` now, not on the first sample.
+    is the NLI judge with ragpulse's bundled model (:data:`BUNDLED_MODEL_DIR`, unless
+    ``model_dir``/``nli.model_dir`` name another) and the settings it was chosen with
+    (:func:`_local_model_settings`; docs/judges.md, "The model judge"), settings given in
+    ``nli`` winning. The NLI judges start from ``nli`` (defaults with ``threads`` onnxruntime
+    threads when ``None``); ``model_dir``, ``positive_label`` and ``batch_size`` override it,
+    and the model is loaded here, so a missing or malformed model directory, an unknown label or
+    a missing ``nli`` extra fails now, not on the first sample. The LLM judge reads
+    ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` when ``api_key``/``base_url`` are not given. Every
+    judge embeds with the local multilingual USE model.
     """
     from ..embeddings import USEEmbedder
 
@@ -74,7 +69,8 @@ def build_judge(
         # the nli judge with the bundled model and the settings it was chosen with (terse
         # claims with the question, 2 candidate chunks, views premises of the best sentence and
         # the best two packed, the blend for one-context samples): the measurements behind each
-        # are in docs/judges.md ("Premises chosen before the model" and after); given ones win.
+        # are in docs/history/judges.md ("Premises chosen before the model" and after); given
+        # ones win.
         own = _local_model_settings(nli)
         return _nli_judge(own, embedder, threads=threads, model_dir=model_dir,
                           positive_label=positive_label, batch_size=batch_size, name="model")

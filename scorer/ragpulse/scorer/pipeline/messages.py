@@ -1,11 +1,7 @@
 """What flows between the scorer's steps and threads: small typed values.
 
-Messages between steps (all on the consumer thread)::
-
-    consume ──Record──► decode ──DecodedRecord──► assemble ──AssembledTrace──► prepare
-    decode ──Undecodable──► dead_letter
-    prepare ──KeptTrace──► evaluate ──Scored──► write
-    prepare, evaluate, write, dead_letter ──Done──► commit
+Messages between steps, all on the consumer thread: which one travels on which link of the
+chain is drawn in docs/architecture.md ("Path 2").
 
 Messages from other threads to the consumer thread, through :class:`~.steps.Inbox`:
 

@@ -1,41 +1,21 @@
 """The live scorer: the processing steps wired together, with three threads and a lifecycle.
 
-One Kafka record to committed score rows, step by step (each a module of this package, all
-behind the interface of :mod:`.steps`, after getsentry/arroyo's processing strategies)::
+:class:`Scorer` builds the chain of steps (each a module of this package behind the interface of
+:mod:`.steps`; the chain and the message on each link are drawn in docs/architecture.md,
+"Path 2") and hands it to the processing loop (:mod:`.processor`), which owns the consumer
+group, the offset tracker and the traces in flight. Threads:
 
-    consume ─► decode ─► assemble ─► prepare ─► evaluate ─► write ─► commit
-                  └────► dead_letter ──────────────────────────────────┘
-
-* :mod:`.processor`: the processing loop (:class:`~.processor.StreamProcessor`, arroyo's
-  ``StreamProcessor`` role): the consumer group, the offset tracker and the traces in flight;
-  each round applies the inbox, polls every step, pauses the partitions while a step refuses
-  work (``MessageRejected``), fetches records; rebalances. Steps reach its state only through
-  the narrow callbacks it hands the chain's factory (:class:`~.processor.Bookkeeping`).
-* :mod:`.decode`: record to spans by trace, or a dead letter (:mod:`.dead_letter`).
-* :mod:`.assemble`: spans to traces (:mod:`.trace_buffer`), released after a grace period.
-* :mod:`.prepare`: extract, sample, redact; traces not scored go straight to commit.
-* :mod:`.evaluate`: admit within ``evaluate.max_in_flight``, judge on the event loop.
-* :mod:`.write`: rows to the ClickHouse writer; refused or failed rows are held and retried.
-* :mod:`.commit`: release finished records, commit the partitions' low watermarks. Last.
-
-Threads and who owns what:
-
-* the **consumer thread** runs the processor, which owns the ``KafkaConsumer``, the offset
-  tracker and the in-flight set, and every step's state, and makes every scheduling decision.
-  Other threads never touch that state: they post typed messages (:mod:`.messages`) to its
-  inbox, applied at the start of each round (``stats()`` reads snapshots, from any thread).
+* the **consumer thread** runs the loop and owns every step's state; other threads never touch
+  it: they post typed messages (:mod:`.messages`) to its inbox (``stats()`` reads snapshots,
+  from any thread);
 * the **event-loop thread** runs the metric :class:`~ragpulse.scorer.Evaluator` (judges are
-  asyncio components) for the evaluate step.
-* the **writer** (``ragpulse.scorer.store.ScoreWriter``, its own thread) batches rows into
-  ClickHouse inserts and resolves a future per submission once ClickHouse acknowledged it.
+  asyncio components) for the evaluate step;
+* the **writer** (``ragpulse.scorer.store.ScoreWriter``) batches rows into ClickHouse inserts
+  and resolves a future per submission once ClickHouse acknowledged it.
 
-Guarantees (docs/reliability.md): offsets are committed only after ClickHouse acknowledged the
-rows of every trace a record holds spans of, or after the dead-letter topic acknowledged the
-record; failed writes are retried under the one retry policy (``writer.retry``) and hold the
-commit back. A crash replays from the last commit, and the ``scores`` table's ReplacingMergeTree
-key makes the replayed rows overwrite the first ones (at-least-once delivery, exactly-once in
-``scores FINAL``). Backpressure pauses the partitions, never sleeps. Rebalances commit what this
-member finished before the partitions' next owners read them (:mod:`.processor`).
+Offsets are committed only after every trace a record holds spans of is in ClickHouse or
+dead-lettered (at-least-once; exactly-once in ``scores FINAL``): docs/architecture.md and
+docs/reliability.md say where each guarantee lives and which test holds it.
 """
 
 from __future__ import annotations

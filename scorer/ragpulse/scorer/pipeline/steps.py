@@ -2,11 +2,8 @@
 
 The scorer is a chain of steps, each in its own module named for its stage, in the shape of
 getsentry/arroyo's processing strategies (``arroyo/processing/strategies/abstract.py``), driven
-by the processing loop (:class:`~.processor.StreamProcessor`, which consumes)::
-
-    consume ─► decode ─► assemble ─► prepare ─► evaluate ─► write ─► commit
-                  └────► dead_letter ──────────────────────────────────┘
-    (prepare hands the traces it will not score straight to commit)
+by the processing loop (:class:`~.processor.StreamProcessor`, which consumes); the chain is
+drawn in docs/architecture.md ("Path 2").
 
 A step knows only the steps after it and the few callbacks of the processor it needs
 (:class:`~.processor.Bookkeeping`), both passed to its constructor. Its interface:

@@ -1,32 +1,15 @@
 """Local faithfulness: P(statement is supported by the contexts), with no API and no download.
 
-No package available here ships an NLI model, so the detector reads the evidence a careful
-reader checks first and combines it with a small logistic regression trained on public labeled
-sets (``bench/train_faithfulness.py``; method, data and measured quality in
-``docs/local-faithfulness.md``):
-
-- numbers and named entities in the statement that the contexts never mention (the commonest
-  hallucinations in summaries and answers are a changed figure, date or name);
-- content-word coverage: English stems, CJK character bigrams (no tokenizer needed for Japanese
-  or Chinese), over all contexts, the best single context sentence and the best two;
-- the best-aligned context sentence by multilingual USE cosine, plus lexical recall in it;
-- negation mismatch with that sentence (not/never/no, ない/ません/ず, 不/没/未);
-- novel n-grams and the length ratio to the aligned sentence (paraphrase vs invention);
-- rewording-tolerant coverage: synonyms and spelling variants mapped to one stem, shared word
-  stems, single kanji/katakana characters, after CJK numerals and open-ended ranges ("12 or
-  newer" / "12 and later") are written one way.
-
-A long English statement is scored clause by clause (:func:`split_clauses`) and gets the mean of
-its clauses, so one invented clause in a chained summary sentence is not diluted by the rest.
-
-A copy-like statement (a verbatim or trimmed copy of a context sentence: see
-:func:`featurize_with_copies`) gets at least the weights' ``copy_floor``, the rate at which such
-statements are faithful in the labeled sets; the linear model alone compresses them to ~0.76.
-A paraphrase-like statement (:func:`paraphrase_like`) likewise gets at least the weights'
-``paraphrase_floor``. The logit is mapped to a probability by the weights' isotonic
-``calibration`` knots (:func:`calibrated_proba`).
-
-The features are few and general on purpose: the detector is judged on data it never saw.
+:class:`SupportDetector` reads the evidence a careful reader checks first (numbers and names the
+contexts never mention, content-word coverage over all contexts and the best sentences, the
+USE-aligned sentence and its negation, novel n-grams, rewording-tolerant coverage) and combines
+it with a small logistic regression trained on public labelled sets
+(``bench/train_faithfulness.py``). A long English statement is scored clause by clause
+(:func:`split_clauses`, the mean of its clauses); copy-like and paraphrase-like statements get
+at least the weights' ``copy_floor`` / ``paraphrase_floor``
+(:func:`featurize_with_copies`, :func:`paraphrase_like`); the logit becomes a probability
+through the weights' isotonic ``calibration`` knots (:func:`calibrated_proba`). The features,
+their definitions, the training data and the measured quality: docs/local-faithfulness.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``local-model`` judge's blend with the lexical detector: per statement,
+"""The ``model`` judge's blend with the lexical detector: per statement,
 
     P = sigmoid(intercept + lexical * logit(P_lexical) + model * logit(P_model))
 

@@ -28,93 +28,49 @@ _TAGGED_ELSEWHERE = frozenset({"model_name", "blend", "blend_max_contexts", "max
 
 class NliJudgeSettings(BaseModel):
     """Frozen settings of :class:`~ragpulse.scorer.judges.nli.NliJudge` (env ``RAGPULSE_NLI__*``
-    under ``ragpulse scorer``/``up``; flags ``--model-dir``, ``--positive-label`` ...).
+    under ``ragpulse scorer``/``up``; flags ``--model-dir``, ``--positive-label`` ...). The
+    settings table, how premises are chosen, and the measurements behind the ``model`` judge's
+    defaults: docs/judges.md ("Configuring the NLI judges", "How the NLI judge scores").
 
-    Model
-        ``model_dir``: a directory with ``model.onnx`` (or ``onnx/model.onnx``), ``tokenizer.json``
-        and ``config.json`` (``id2label``, ``max_position_embeddings``); required by the judge,
-        optional here so that the service settings validate without it when another judge runs.
-        ``positive_label``: the label that means "the premise supports the hypothesis", by name
-        or by index (``"1"``); ``None`` detects it among ``entailment``/``supported``/
-        ``consistent``/``faithful``... ``model_name``: stored beside every score; ``None`` takes
-        ``config.json``'s ``_name_or_path`` when it is a hub name, else the directory's name.
+    Model: ``model_dir`` holds ``model.onnx`` (or ``onnx/model.onnx``), ``tokenizer.json`` and
+    ``config.json``; optional here so the service settings validate when another judge runs.
+    ``positive_label`` is the label meaning "supported" (name or index; ``None`` detects it).
+    ``model_name`` is stored beside every score (``None``: ``config.json``'s hub name, else the
+    directory's name).
 
-    Windows
-        ``max_length``: tokens per pair; ``None`` is the model's own limit (``tokenizer.json``'s
-        truncation, ``tokenizer_config.json``'s ``model_max_length``, ``config.json``'s
-        ``max_position_embeddings``; the smallest wins, and a larger value here is cut to it).
-        A statement keeps at most ``max_statement_tokens`` (``None``: half the window); a context
-        longer than the rest of the window is split into chunks overlapping by ``chunk_overlap``
-        tokens, and a statement's P(supported) is its best chunk's. ``candidates``: run each
-        statement only against the chunks sharing the most of its tokens (``None``: all); the
-        others count as P = 0.
+    Windows: ``max_length`` tokens per pair (``None`` and larger values: the model's own limit);
+    a statement keeps at most ``max_statement_tokens`` (``None``: half); longer contexts are cut
+    into chunks overlapping by ``chunk_overlap``; ``candidates`` runs a statement only against
+    the chunks sharing most of its tokens (the others count as P = 0).
 
-    Premises (chosen before the model)
-        ``premise``: what a statement is judged against. ``chunks``: the windows above (with
-        ``candidates``). ``sentences``: each context split into sentences
-        (``segment.split_sentences``, EN/JA/ZH); per statement the ``premise_sentences``
-        sentences (over all contexts) sharing the largest share of its distinct tokens, each run
-        as one premise with up to ``premise_neighbours`` sentences on either side, the window
-        capped at ``premise_tokens`` tokens (nearest neighbours first; a sentence longer than the
-        cap is cut into overlapping pieces that count as sentences); ``P[i, j]`` is the best of
-        context ``j``'s windows, ``candidates`` is not used. ``packed``: the same windows of one
-        statement joined into one premise in document order (best-ranked first until
-        ``premise_tokens``), across contexts, so a statement that fuses two passages can be
-        supported by both; its P counts for every context that gave the premise a sentence
-        (context utilization: each of them was used together). ``auto``: ``packed`` for a
-        sample with two or more non-blank contexts (retrieved passages an answer may fuse),
-        ``sentences`` for one (a single document). ``views``: for a sample with two or more
-        non-blank contexts, both ``sentences`` and ``packed``, ``P`` the mean of their two
-        matrices (a statement's P: the mean of its best single sentence's and its packed
-        premise's, which holds those sentences; one more pair per statement on such samples: with
-        ``premise_sentences`` 2, three pairs where ``sentences`` runs two; context utilization:
-        every context of the packed premise gets the statement's P, as under ``packed``);
-        ``sentences`` for one. ``premise_view_sentences``: under ``views`` with two or more
-        contexts, how many of those best sentences (at most ``premise_sentences``) the sentence
-        view runs alone (``None``: all of them; 1: only the best one, so one pair beside the
-        packed one: with ``premise_sentences`` 2 as many pairs as ``sentences``); the packed
-        premise still holds all of them. ``premise_heading``: when a
-        context's first sentence has at most this many tokens and the context goes on (a title:
-        "12-month Fixed Deposit.", "Results 2023."), it heads every premise taken from a later
-        sentence of that context, within ``premise_tokens``, so a sentence that leaves its
-        subject to the title is judged with it; 0 (default): off. ``evidence``: premises that
-        can hold a statement's evidence, the best deciding (never a mean): its ``candidates``
-        chunks (a passage that fits the window is one premise, a longer one overlapping
-        windows), its best ``premise_view_sentences`` sentences alone and, with two or more
-        passages, its best sentences packed across them (issue 39: a statement that fuses two
-        sentences of one passage is supported by the passage).
+    Premises: ``premise`` is what a statement is judged against: ``chunks`` (the windows),
+    ``sentences`` (its ``premise_sentences`` best-overlapping sentences over all contexts, each
+    alone with up to ``premise_neighbours`` neighbours within ``premise_tokens``), ``packed``
+    (those joined into one premise across contexts; its P counts for every context that gave
+    it a sentence), ``auto`` (``packed`` with two or more non-blank contexts, else
+    ``sentences``), ``views`` (with two or more, the mean of ``sentences`` and ``packed``; else
+    ``sentences``) or ``evidence`` (its chunks, best sentences and packed premise, the best
+    deciding). ``premise_view_sentences`` caps the sentences run alone under ``views`` and
+    ``evidence`` (``None``: all); ``premise_heading`` > 0 puts a context's title-like first
+    sentence of at most that many tokens in front of premises from its later sentences.
 
-    Resources
-        ``threads``: onnxruntime intra-op threads. ``batch_size``: pairs per forward pass.
-        ``workers``: threads running samples' inference; ``max_pending``: samples admitted at
-        once (others wait asynchronously). ``max_pairs``: statement-chunk pairs per sample; beyond
-        it the model's facts are ``input_too_large`` (status skipped), not minutes of CPU.
+    Resources (never a score): ``threads`` (onnxruntime intra-op), ``batch_size`` (pairs per
+    forward pass), ``workers`` (inference threads), ``max_pending`` (samples admitted at once).
+    ``max_pairs`` bounds pairs per sample: beyond it the model's facts are ``input_too_large``.
 
-    Claims
-        ``terse_claims``: how a terse statement ("Yes.", "No.", a bare name or number: at most
-        4 words, or 8 CJK characters) becomes a hypothesis. ``as-is``: judged alone.
-        ``with-question``: one followed by another statement is judged together with it
-        ("No. The Basic plan only includes email support.", both statements get its
-        probability); a lone one is judged as the claim it makes about the question
-        (``question + " " + statement``). The bundled ``local-model`` was trained on both forms.
+    Claims: ``terse_claims`` ``as-is`` judges a terse statement ("Yes.", a bare value) alone;
+    ``with-question`` judges it with the statement that follows it, or a lone one as
+    ``question + " " + statement``.
 
-    Blend
-        ``blend``: whether statement support blends the model's P(supported) with the lexical
-        detector's (``support-lr@5``) through the weights in the model directory's
-        ``blend.json`` (:mod:`~ragpulse.scorer.judges.nli.blend`). ``auto``: when that file
-        exists (the bundled ``local-model`` ships one); ``on``: required (a missing file is an
-        error at start); ``off``: the model alone. Weights fitted for another model or other
-        lexical weights are an error at start in ``auto`` and ``on`` alike.
-        ``blend_max_contexts``: blend only samples with at most this many non-blank contexts;
-        a sample with more gets the model alone (``None``: every sample). Retrieved passages
-        that hold the wrong value attached to another entity are what a wrong RAG answer is
-        often made of, and a word-overlap detector finds those words supported: on the
-        multi-passage dev and confirmation sets the model alone beats the blend.
+    Blend: ``blend`` blends the model's P with ``support-lr@5``'s through the model directory's
+    ``blend.json`` (:mod:`~ragpulse.scorer.judges.nli.blend`): ``auto`` when the file exists,
+    ``on`` required, ``off`` never; weights fitted for another model or lexical detector are an
+    error at start. ``blend_max_contexts`` blends only samples with at most that many non-blank
+    contexts (``None``: all).
 
-    Decision
-        ``threshold``: P(supported) at or above which a statement counts as supported (the
-        counts, context utilization's "used"). ``faithfulness_value`` as for the local judge:
-        ``expected`` makes faithfulness the mean P(supported), ``verdicts`` the thresholded share.
+    Decision: ``threshold`` is the P(supported) at which a statement counts as supported;
+    ``faithfulness_value`` ``expected`` makes faithfulness the mean P, ``verdicts`` the
+    thresholded share.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
