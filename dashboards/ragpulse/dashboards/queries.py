@@ -318,7 +318,10 @@ def why_sql(settings: DashboardsSettings, metric: str, baseline: tuple[str, str]
     of the contribution's interval nearest to no change, taken in the direction of the overall
     change (the part of the change the segment accounts for surely); then the others, by the
     same bound. ``share`` is the contribution over the overall change; ``rate_share`` and
-    ``mix_share`` its two parts."""
+    ``mix_share`` its two parts.
+
+    Long because: one SQL text, read top to bottom, is what Grafana, the report and ``status``
+    share; its four nested levels (rows, segments, shares, contributions) belong together."""
     w = settings.why
     (b0, b1), (n0, n1) = baseline, now
     dims = ",\n      ".join(f"('{d}', toString({d}))" for d in SEGMENT_DIMENSIONS)
@@ -404,13 +407,14 @@ def _why_section(s: DashboardsSettings) -> Section:
             kind="table", format=FORMAT_TABLE, width=24, height=10,
             description=(
                 f"The second half of the time range against the first: the change of the mean "
-                f"{metric} (row 'all'), split per segment of each dimension into rate (the "
+                f"{metric} (in Grafana the row 'all', in the report the sentence above the "
+                "table), split per segment of each dimension into rate (the "
                 "segment got worse or better) and mix (it got more or less traffic, and scores "
-                "below or above the average); share is the part of the change, rate_share and "
-                f"mix_share its two parts, ci_low..ci_high the {w.confidence:.0%} interval of "
-                f"the contribution. Ranked: segments with at least {w.min_samples} scores in "
-                "each window they appear in, by the end of that interval nearest to no change "
-                "(a segment of 3 traces never tops the list); then the others (ranked = 0). "
+                "below or above the average). Share: the segment's part of the change (rate and "
+                f"mix shares its two parts), with the {w.confidence:.0%} interval of its "
+                f"contribution. Ranked: segments with at least {w.min_samples} scores in each "
+                "window they appear in, by the end of that interval nearest to no change (a "
+                "segment of 3 traces never tops the list); then the others, unranked. "
                 f"`ragpulse status --why {metric}` shows the same with windows of your choice."),
             sql=why_sql(s, metric, (WHY_HALVES[0], WHY_HALVES[1]),
                         (WHY_HALVES[1], WHY_HALVES[2]))),

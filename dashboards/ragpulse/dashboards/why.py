@@ -135,13 +135,13 @@ class WhyResult:
                 f"mix {_pct(top.mix_share)}; its contribution {top.contribution:+.3f}, "
                 f"interval {top.low:+.3f} to {top.high:+.3f}).")
 
-    def sure(self, s: SegmentChange) -> bool:
-        """Whether ``s``'s contribution interval lies wholly on the side of the overall change
-        (the ranking's bound is above zero)."""
+    def sure(self, segment: SegmentChange) -> bool:
+        """Whether ``segment``'s contribution interval lies wholly on the side of the overall
+        change (the ranking's bound is above zero)."""
         o = self.overall
         if o is None:
             return False
-        return s.high < 0 if o.contribution < 0 else s.low > 0
+        return segment.high < 0 if o.contribution < 0 else segment.low > 0
 
 
 def _pct(x: float) -> str:
