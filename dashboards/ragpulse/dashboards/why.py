@@ -27,7 +27,7 @@ from .macros import expand
 from .queries import why_sql
 from .settings import DashboardsSettings
 
-__all__ = ["SegmentChange", "WhyResult", "explain_change", "halves", "render_why",
+__all__ = ["SegmentChange", "WhyResult", "caption", "explain_change", "halves", "render_why",
            "result_from_frame", "result_from_rows", "why_html", "why_windows"]
 
 _METRIC = re.compile(r"^[A-Za-z0-9_:.-]{1,128}$")
@@ -264,6 +264,18 @@ HEADERS = ("#", "segment", "share", "rate", "mix", "contribution", "mean",
 """The table's columns. ``#`` is the rank, ``–`` for a segment under the minimum count."""
 
 
+def caption(result: WhyResult) -> str:
+    """What the table's columns mean and the ranking rule, in two sentences."""
+    return (
+        "share: the part of the change; rate: the segment got worse or better; mix: it got more "
+        "or less traffic and scores below or above the average; contribution: to the change, ± "
+        f"its {result.confidence:.0%} interval; mean, scores, traffic: baseline → now. Ranked "
+        f"(#) with at least {result.min_samples} scores in each window it appears in (– and "
+        f"\"too few\": fewer), by the end of the {result.confidence:.0%} interval of its "
+        "contribution nearest to no change; one dimension at a time, so a segment's rate "
+        "includes shifts inside it.")
+
+
 def render_why(console: Any, result: WhyResult, title: str) -> None:
     """Print the decomposition with rich: the summary, then the ranked table (colours only on
     a terminal; data cells are text, never markup)."""
@@ -279,15 +291,7 @@ def render_why(console: Any, result: WhyResult, title: str) -> None:
     console.print(escape(result.summary()), highlight=False)
     if result.error or not result.segments:
         return
-    t = Table(header_style="bold", caption=(
-        f"share: the part of the change; rate: the segment got worse or better; mix: it got more "
-        f"or less traffic and scores below or above the average; contribution: to the change, "
-        f"± its {result.confidence:.0%} interval. Ranked (#) with at least "
-        f"{result.min_samples} scores in each window it appears in (– and \"too few\": "
-        "fewer), by the end of the "
-        f"{result.confidence:.0%} interval of its contribution nearest to no change; one "
-        "dimension at a time, so a segment's rate includes shifts inside it."),
-        caption_justify="left")
+    t = Table(header_style="bold", caption=caption(result), caption_justify="left")
     for h in HEADERS:
         t.add_column(h, justify="right" if h in ("share", "rate", "mix", "#") else "left",
                      no_wrap=h != "what")
@@ -307,6 +311,7 @@ def why_html(result: WhyResult) -> str:
             ' class="unranked"' if not s.ranked else "")
         body.append(f"<tr{cls}>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     table = (f'<table class="data why"><thead><tr>{head}</tr></thead>'
-             f'<tbody>{"".join(body)}</tbody></table>') if body else ""
+             f'<tbody>{"".join(body)}</tbody></table>'
+             f'<p class="desc">{esc(caption(result))}</p>') if body else ""
     cls = "error" if result.error else "why-summary"
     return f'<p class="{cls}">{esc(result.summary())}</p>{table}'
