@@ -271,3 +271,30 @@ def test_the_demo_story() -> None:
     assert halluc(after, prompt_version="v2") > halluc(after, prompt_version="v1") + 0.25
     assert halluc(after, service="faq-ja") == pytest.approx(halluc(before, service="faq-ja"), abs=0.03)
     assert {p.prompt_version for p in before if p.service == "faq-ja"} == {"ja-v1"}
+
+
+def test_segment_names_are_text_in_the_terminal_and_the_report() -> None:
+    """A service called ``[/]x`` or holding an escape sequence prints as text, never as rich
+    markup or a terminal control; in HTML it is escaped."""
+    import io
+
+    from rich.console import Console
+
+    from ragpulse.dashboards.why import SegmentChange, render_why, why_html
+
+    def seg(rank: int, dimension: str, segment: str, contribution: float) -> SegmentChange:
+        return SegmentChange(rank, dimension, segment, 1.0, 1.0, 0.0, contribution,
+                             contribution - 0.01, contribution + 0.01, contribution,
+                             contribution - 0.01, contribution + 0.01, 0.0, 50, 50, 0.8,
+                             0.8 + contribution, 1.0 if dimension == "all" else 0.5,
+                             1.0 if dimension == "all" else 0.5, True)
+
+    r = WhyResult("faithfulness", (START, MID), (MID, END), overall=seg(0, "all", "", -0.1),
+                  segments=[seg(1, "service", "[/]x\x1b]8;;http://evil\x1b\\<b>", -0.1)])
+    out = io.StringIO()
+    render_why(Console(file=out, width=200, force_terminal=False), r, "t")
+    text = out.getvalue()
+    assert "service = [/]x" in text and "\x1b" not in text
+    assert "First: service = [/]x" in re.sub(r"\s+", " ", text)
+    html = why_html(r)
+    assert "&lt;b&gt;" in html and "<b>" not in html
