@@ -114,8 +114,10 @@ def _options(p: PanelSpec) -> dict[str, Any]:
         return {"bucketSize": 0.05, "bucketOffset": 0, "combine": False,
                 "legend": {"displayMode": "list", "placement": "bottom", "showLegend": False}}
     if p.kind == "table":
+        # the drop decomposition comes ranked; the worst traces lowest value first
+        first = "rank" if p.key.startswith("why_") else "value"
         return {"showHeader": True, "cellHeight": "sm",
-                "sortBy": [{"displayName": "value", "desc": False}]}
+                "sortBy": [{"displayName": first, "desc": False}]}
     return {}
 
 

@@ -23,6 +23,7 @@ from .frames import Frame, Series, auto_interval, context, judge_levels, run_pan
 from .macros import expand
 from .queries import PanelSpec, data_range_sql, quality_description, sections
 from .settings import DashboardsSettings
+from .why import result_from_frame, why_html
 
 __all__ = ["build_report", "render_html"]
 
@@ -400,7 +401,9 @@ def html_table(frame: Frame, settings: DashboardsSettings) -> str:
 
 
 def _panel_html(frame: Frame, s: DashboardsSettings, t0: datetime, t1: datetime,
-                interval_s: float) -> str:
+                interval_s: float, queried: tuple[datetime, datetime] | None = None) -> str:
+    """One panel's section; ``queried`` is the range its query ran over (default ``[t0, t1]``,
+    the axis): the "What changed" panel compares its two halves."""
     p = frame.panel
     if frame.error:
         body = f'<p class="error">query failed: {esc(frame.error)}</p>'
@@ -409,6 +412,8 @@ def _panel_html(frame: Frame, s: DashboardsSettings, t0: datetime, t1: datetime,
         body = f'<p class="empty">no data in this range{esc(expected)}</p>'
     elif p.zero_note and frame.series and all(_all_zero(x) for x in frame.series):
         body = f'<p class="empty">{esc(_zero_note(p.zero_note, frame.series))}</p>'
+    elif p.key.startswith("why_"):
+        body = why_html(result_from_frame(frame, s, *(queried or (t0, t1))))
     elif p.kind == "timeseries":
         body = svg_timeseries(frame, t0, t1, interval_s, p.thresholds)
     elif p.kind == "histogram":
@@ -456,6 +461,7 @@ h3{font-size:13px;margin:0 0 2px} .desc{color:#57606a;margin:0 0 6px;font-size:1
 table{border-collapse:collapse;font-size:12px;background:#fff} td,th{border:1px solid #d0d7de;padding:3px 6px;text-align:left}
 tr.firing td:first-child{color:#fff;background:#d44a3a} tr.ok td:first-child{color:#fff;background:#56a64b} tr.error td:first-child{background:#e0b400}
 .empty{color:#8c959f;font-style:italic} .error{color:#d44a3a} .meta{color:#57606a}
+table.why tr.first td{font-weight:600;background:#fff4e5} table.why tr.unranked td{color:#8c959f} .why-summary{margin:0 0 6px}
 """
 
 
@@ -483,9 +489,11 @@ def render_html(frames: Sequence[tuple[str, Sequence[Frame]]], alerts: Sequence[
              (f'<p class="meta">{rng} · interval {int(interval_s)} s · '
               f"database <code>{esc(settings.database)}</code> · {esc(source)}</p>"),
              "<h2>Alerts</h2>", _alerts_html(alerts)]
+    # the range the panels' queries ran over: the axis, within the range asked for
+    queried = (max(t0, requested[0]), min(t1, requested[1])) if requested else (t0, t1)
     for title, fs in frames:
         parts.append(f"<h2>{esc(title)}</h2><div class=grid>")
-        parts += [_panel_html(f, settings, t0, t1, interval_s) for f in fs]
+        parts += [_panel_html(f, settings, t0, t1, interval_s, queried) for f in fs]
         parts.append("</div>")
     parts.append("</body></html>\n")
     return "".join(parts)

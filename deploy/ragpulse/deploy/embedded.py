@@ -655,8 +655,13 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
             table.add_row(f"[cyan]{k}[/cyan]", escape(v))  # paths and URLs are text
         console.print(table)
         if settings.demo:
+            from .demo import TURN_AFTER_S
+
+            turn = TURN_AFTER_S / 60
             console.print(f"demo traffic: {settings.demo_rate:g} traces/s through the "
-                          "OpenTelemetry SDK (3 services, English and Japanese)")
+                          "OpenTelemetry SDK (3 services, English and Japanese); after "
+                          f"{turn:g} minutes prompt v2 turns unfaithful: from minute "
+                          f"{2 * turn:g}, `ragpulse status --why faithfulness` shows it")
         console.print("Ctrl-C drains (scores what was accepted) and stops.")
         t0 = time.monotonic()
         signals.every(settings.status_interval_s, lambda: console.print(
