@@ -78,6 +78,12 @@ class AlertSettings(BaseModel):
     drop_fraction: float = Field(default=0.10, gt=0, lt=1)
     """Relative rule: fire when the recent mean is this fraction below the baseline, the same
     hours of the previous ``baseline_days`` days (so a normal daily cycle is not a drop)."""
+    drop_confidence: float = Field(default=0.95, ge=0, lt=1)
+    """The drop must hold at this confidence: the rule's value is the end of the change's
+    interval nearest to no change (the recent and baseline means each with the bound
+    ``sqrt(m (1 - m) / n)`` on its standard error that any score in [0, 1] respects), so an
+    hour of a bimodal judge's noise (the model judge scores most answers near 0 or 1) does not
+    read as a drop. 0: the plain change of the means."""
     drop_window_s: int = Field(default=3600, ge=300, le=6 * 3600)
     baseline_days: int = Field(default=7, ge=1, le=28)
     drop_min_samples: int = Field(default=20, ge=1)
