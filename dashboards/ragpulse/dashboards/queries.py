@@ -340,7 +340,7 @@ def _distributions_section(s: DashboardsSettings) -> Section:
             description=_worst_description(s),
             sql=f"""SELECT ts AS time, trace_id, service, metric, round(assumeNotNull(value), 3) AS value,
   u.statement AS unsupported_statement,
-  if(k > 0, round(u.support, 2), NULL) AS p_supported,
+  if(k > 0, round(toFloat64(u.support), 2), NULL) AS p_supported,
   if(k > 0 AND u.context >= 0, toString(u.context + 1), '') AS passage,
   u.passage AS closest_text,
   prompt_version, model, environment, retriever_version, explanation
