@@ -172,3 +172,15 @@ def test_the_panel_sql_names_the_alerted_metric_first() -> None:
     sql = next(p for p in panels(s) if p.key == "worst_traces").sql
     assert "ORDER BY metric != 'groundedness', value ASC" in sql
     assert "LEFT ARRAY JOIN unsupported" in sql
+
+
+def test_a_database_not_yet_migrated_says_how_to_migrate(tmp_path: Path, chdb_dir: Path,
+                                                         chdb_client: Any) -> None:
+    name = f"rag_v6_{uuid.uuid4().hex[:8]}"
+    init_schema(chdb_client, fixed_date_schema(name), target=6)
+    try:
+        page = _report(tmp_path / "v6.html", chdb_dir, name)
+    finally:
+        chdb_client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
+    m = re.search(r'data-panel="worst_traces">.*?<p class="error">(.*?)</p>', page, re.S)
+    assert m and "`ragpulse db init` migrates it" in m.group(1), m

@@ -426,7 +426,10 @@ def _panel_html(frame: Frame, s: DashboardsSettings, t0: datetime, t1: datetime,
                 interval_s: float) -> str:
     p = frame.panel
     if frame.error:
-        body = f'<p class="error">query failed: {esc(frame.error)}</p>'
+        hint = (" (this database's schema is older than this ragpulse's: `ragpulse db init` "
+                "migrates it, as the scorer and `ragpulse up` do when they start)"
+                if "UNKNOWN_IDENTIFIER" in frame.error or "Missing columns" in frame.error else "")
+        body = f'<p class="error">query failed{esc(hint)}: {esc(frame.error)}</p>'
     elif not frame.rows:
         expected = (f" (expected: {', '.join(p.series_names)})" if p.series_names else "")
         body = f'<p class="empty">no data in this range{esc(expected)}</p>'
