@@ -480,7 +480,7 @@ h3{font-size:13px;margin:0 0 2px} .desc{color:#57606a;margin:0 0 6px;font-size:1
 .key{margin-right:10px;white-space:nowrap} .key i{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 .key i.dash{width:14px;height:0;border-top:2px dashed;border-radius:0;vertical-align:middle} .key.missing{color:#8c959f;font-style:italic} .key.zero,.key.missing{white-space:normal}
 table{border-collapse:collapse;font-size:12px;background:#fff} td,th{border:1px solid #d0d7de;padding:3px 6px;text-align:left;vertical-align:top}
-td.text{min-width:220px;max-width:420px;overflow-wrap:anywhere}
+table.data{display:block;overflow-x:auto;max-width:100%} td.text{min-width:220px;max-width:420px;overflow-wrap:anywhere} table.data td:first-child{white-space:nowrap}
 tr.firing td:first-child{color:#fff;background:#d44a3a} tr.ok td:first-child{color:#fff;background:#56a64b} tr.error td:first-child{background:#e0b400}
 .empty{color:#8c959f;font-style:italic} .error{color:#d44a3a} .meta{color:#57606a}
 """
