@@ -30,6 +30,7 @@ __all__ = [
     "FORMAT_TABLE",
     "FORMAT_TIME_SERIES",
     "HEALTH",
+    "WORST_TEXT_COLUMNS",
     "PanelSpec",
     "Section",
     "data_range_sql",
@@ -86,6 +87,9 @@ class PanelSpec:
     """Quality panels: ``ci_low``/``ci_high`` are the band (dashed lines in Grafana, shaded in
     the report), ``samples`` bars (right axis in Grafana, a strip under the chart in the report)."""
     trace_link: bool = False
+    text_columns: tuple[str, ...] = ()
+    """Table columns of stored trace text, shown whole rather than cut (they are bounded when
+    stored), and inspectable in Grafana."""
     thresholds: tuple[float, ...] = ()
     """Alert levels drawn as lines (the faithfulness rule's minimum, the drift rule's z)."""
     series_names: tuple[str, ...] = ()
@@ -463,20 +467,40 @@ def _distributions_section(s: DashboardsSettings) -> Section:
         _histogram(s, m) for m in s.metrics) + (
         PanelSpec(
             key="worst_traces", title="Worst recent traces", kind="table", format=FORMAT_TABLE,
-            width=24, height=10, trace_link=True,
-            description=("Lowest scores in range; the trace id links to the tracing UI."
-                         if s.trace_url_template else
-                         "Lowest scores in range. Set trace_url_template (--trace-url) to link "
-                         "each trace id to your tracing UI."),
+            width=24, height=12, trace_link=True, text_columns=WORST_TEXT_COLUMNS,
+            description=_worst_description(s),
             sql=f"""SELECT ts AS time, trace_id, service, metric, round(assumeNotNull(value), 3) AS value,
-  environment, model, prompt_version, retriever_version, explanation
+  u.statement AS unsupported_statement,
+  if(k > 0, round(toFloat64(u.support), 2), NULL) AS p_supported,
+  if(k > 0 AND u.context >= 0, toString(u.context + 1), '') AS passage,
+  u.passage AS closest_text,
+  prompt_version, model, environment, retriever_version, explanation
 FROM `{db}`.`scores_dedup`
+LEFT ARRAY JOIN unsupported AS u, arrayEnumerate(unsupported) AS k
 WHERE $__timeFilter(ts) AND status = 'ok'
   AND $__conditionalAll(metric IN (${{metric:singlequote}}), $metric)
   AND {f}
-ORDER BY value ASC, ts DESC
+ORDER BY metric != {_q(s.alerts.faithfulness_metric)}, value ASC, ts DESC, trace_id, k
 LIMIT {s.worst_traces_limit}"""),
     ))
+
+
+WORST_TEXT_COLUMNS = ("unsupported_statement", "closest_text")
+"""The worst-traces table's columns of stored trace text: the report shows them whole (they are
+bounded when stored), escaped, and Grafana lets a cell be inspected."""
+
+
+def _worst_description(s: DashboardsSettings) -> str:
+    metric = s.alerts.faithfulness_metric
+    link = ("the trace id links to the tracing UI." if s.trace_url_template else
+            "set trace_url_template (--trace-url) to link each trace id to your tracing UI.")
+    return (f"Lowest scores in range, {metric} first (the metric the alerts watch), then the "
+            "other metrics. A faithfulness row per statement the judge found unsupported "
+            "(lowest P(supported) first): the statement, the passage that came closest (its "
+            "rank, 1 = first retrieved) and the span of it the judge compared the statement "
+            "with (the model judge's best premise, the fast judge's best sentence, the context "
+            "the LLM judge cited). Empty where excerpts are off, for rows scored before "
+            f"ragpulse stored them, and for scores without an unsupported statement; {link}")
 
 
 def _judge_section(s: DashboardsSettings) -> Section:
