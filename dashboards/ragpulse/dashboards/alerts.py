@@ -117,7 +117,7 @@ def rule_specs(settings: DashboardsSettings) -> list[RuleSpec]:
     fm = _q(a.faithfulness_metric)
     w, day = a.drop_window_s, 86400
     z = round(NormalDist().inv_cdf(0.5 + a.drop_confidence / 2), 4)
-    bound = f" or less ({a.drop_confidence:.0%} bound)" if z > 0 else ""
+    bound = f" at its {a.drop_confidence:.0%} bound" if z > 0 else ""
     return [
         RuleSpec(
             uid="ragpulse-faithfulness-drop",
