@@ -123,8 +123,8 @@ class Proc:
 
     def output(self) -> str:
         """Log lines (warnings, errors) and the last status lines, for failure messages."""
-        status = [x for x in self.lines if x.startswith("consumed ")]
-        other = [x for x in self.lines if not x.startswith("consumed ")]
+        status = [x for x in self.lines if ", traces assembled " in x]  # deploy.statusline
+        other = [x for x in self.lines if ", traces assembled " not in x]
         errors = ""
         code, text = self.get("/metrics")
         if code == 200:
