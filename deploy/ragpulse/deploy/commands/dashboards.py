@@ -17,8 +17,8 @@ import typer
 from pydantic import ValidationError
 
 from ragpulse.dashboards import DashboardsSettings
-from ragpulse.deploy.envhelp import ENV_EPILOG
 from ragpulse.deploy.logs import mask_secrets
+from ragpulse.deploy.options import ENV_EPILOG
 
 __all__ = ["dashboards", "report", "status"]
 

@@ -202,3 +202,10 @@ class ScorerSettings(BaseSettings):
     def _dsn(cls, v: str) -> str:
         dsn_scheme(v)
         return v
+
+    @model_validator(mode="after")
+    def _nli_model_dir(self) -> ScorerSettings:
+        if self.judge == "nli" and self.nli.model_dir is None:
+            raise ValueError("judge nli needs nli.model_dir (--model-dir or "
+                             "RAGPULSE_NLI__MODEL_DIR; docs/judges.md)")
+        return self
