@@ -30,6 +30,8 @@ ROWS: dict[str, dict[str, tuple[list[str], dict[str, str], dict[str, Any]]]] = {
         "demo": (["--demo"], {"RAGPULSE_UP__DEMO": "true"}, {"demo": True}),
         "demo_rate": (["--demo-rate", "3.5"], {"RAGPULSE_UP__DEMO_RATE": "3.5"}, {"demo_rate": 3.5}),
         "demo_limit": (["--demo-limit", "7"], {"RAGPULSE_UP__DEMO_LIMIT": "7"}, {"demo_limit": 7}),
+        "demo_story": (["--demo-story", "incident"], {"RAGPULSE_UP__DEMO_STORY": "incident"},
+                       {"demo_story": "incident"}),
         "host": (["--host", "::1"], {"RAGPULSE_UP__HOST": "::1"}, {"host": "::1"}),
         "http_port": (["--http-port", "14318"], {"RAGPULSE_UP__HTTP_PORT": "14318"}, {"http_port": 14318}),
         "grpc_port": (["--grpc-port", "14317"], {"RAGPULSE_UP__GRPC_PORT": "14317"}, {"grpc_port": 14317}),

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -86,6 +86,10 @@ class EmbeddedSettings(BaseSettings):
     demo: bool = False
     demo_rate: float = Field(2.0, gt=0.0, le=500.0, description="demo traces per second")
     demo_limit: int | None = Field(None, ge=1, description="stop the demo after this many traces")
+    demo_story: Literal["drop", "incident"] = Field(
+        "drop", description="the demo's story: drop (prompt v2 turns unfaithful after 5 minutes; "
+        "status --why explains it, no alert) or incident (support-bot on a bad prompt from the "
+        "first trace: its absolute-level alert fires)")
     clickhouse_user: str | None = Field(
         None, description="login of the ClickHouse facade (with clickhouse_password); required "
         "when host is not loopback")
@@ -251,7 +255,8 @@ class Embedded:
             from .demo import DemoTraffic
 
             self.demo = DemoTraffic(self.collector.http_endpoint, rate=self.settings.demo_rate,
-                                    limit=self.settings.demo_limit).start()
+                                    limit=self.settings.demo_limit,
+                                    story=self.settings.demo_story).start()
 
     def _start_store(self) -> None:
         from ragpulse.scorer.store import SchemaSettings, init_schema, open_store, write_owner
@@ -656,10 +661,17 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
             from .demo import TURN_AFTER_S
 
             turn = TURN_AFTER_S / 60
-            console.print(f"demo traffic: {settings.demo_rate:g} traces/s through the "
-                          "OpenTelemetry SDK (3 services, English and Japanese); after "
-                          f"{turn:g} minutes prompt v2 turns unfaithful: from minute "
-                          f"{2 * turn:g}, `ragpulse status --why faithfulness` shows it")
+            if settings.demo_story == "incident":
+                console.print(f"demo traffic: {settings.demo_rate:g} traces/s through the "
+                              "OpenTelemetry SDK (3 services, English and Japanese); "
+                              "support-bot runs a bad prompt (v2) from the first trace: its "
+                              "faithfulness alert fires once it has its minimum of samples "
+                              "(`ragpulse status`)")
+            else:
+                console.print(f"demo traffic: {settings.demo_rate:g} traces/s through the "
+                              "OpenTelemetry SDK (3 services, English and Japanese); after "
+                              f"{turn:g} minutes prompt v2 turns unfaithful: from minute "
+                              f"{2 * turn:g}, `ragpulse status --why faithfulness` shows it")
         console.print("Ctrl-C drains (scores what was accepted) and stops.")
         t0 = time.monotonic()
         signals.every(settings.status_interval_s, lambda: console.print(

@@ -21,6 +21,7 @@ __all__ = ["up"]
 # --help); --verbose sets none. RAGPULSE_NLI__MODEL_DIR is read by the scorer for --model-dir's.
 OPTIONS = Options({
     "data_dir": "data_dir", "demo": "demo", "demo_rate": "demo_rate", "demo_limit": "demo_limit",
+    "demo_story": "demo_story",
     "host": "host", "http_port": "http_port", "grpc_port": "grpc_port",
     "clickhouse_port": "clickhouse_port", "kafka_port": "kafka_port",
     "s3_base_port": "s3_base_port", "judge": "judge", "model_dir": "judge_model_dir",
@@ -39,6 +40,7 @@ def up(
     demo: Annotated[bool, typer.Option("--demo", help=_h("Drive realistic RAG traffic through the OpenTelemetry SDK.", 'demo'))] = False,
     demo_rate: Annotated[float, typer.Option("--demo-rate", help=_h("Demo traces per second.", 'demo_rate'))] = 2.0,
     demo_limit: Annotated[int | None, typer.Option("--demo-limit", help=_h("Stop the demo after N traces.", 'demo_limit'))] = None,
+    demo_story: Annotated[str, typer.Option("--demo-story", help=_h("The demo's story: drop (prompt v2 turns unfaithful after 5 minutes; `status --why faithfulness` explains it; no alert) or incident (support-bot on a bad prompt from the first trace: its faithfulness alert fires).", 'demo_story'))] = "drop",
     host: Annotated[str, typer.Option("--host", help=_h("Interface for every listener.", 'host'))] = "127.0.0.1",
     http_port: Annotated[int, typer.Option("--http-port", help=_h("OTLP/HTTP port (0: free port).", 'http_port'))] = 4318,
     grpc_port: Annotated[int, typer.Option("--grpc-port", help=_h("OTLP/gRPC port (0: free port).", 'grpc_port'))] = 4317,
