@@ -245,7 +245,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--write-docs", action="store_true",
                    help="write the result into docs/benchmarks.md")
     args = p.parse_args(argv)
-    sys.path.insert(0, str(REPO))
     configs = [(int(t), int(b), int(n)) for n in args.threads.split(",")
                for t in args.tokens.split(",") for b in args.batches.split(",")]
     with tempfile.TemporaryDirectory(prefix="nli-bench-") as tmp:
@@ -259,8 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     body = report(rows, build_s, size_mb)
     print(body)
     if args.write_docs:
-        sys.path.insert(0, str(REPO / "bench"))
-        from quality import write_docs  # the shared docs writer, one section per bench
+        from bench.quality import write_docs
 
         command = "python bench/nli_speed.py " + " ".join(
             shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))

@@ -28,9 +28,6 @@ import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tests.scorer.pipeline.traffic builds the records
-
 from ragpulse.common import KafkaSettings, ensure_topic
 from ragpulse.deploy.broker import TansuBroker
 from ragpulse.scorer import Fact
@@ -44,7 +41,9 @@ from ragpulse.scorer.store import (
     init_schema,
     open_store,
 )
-from tests.scorer.pipeline.traffic import make_traces, otelcol_records, rotel_records
+from testkit.traffic import make_traces, otelcol_records, rotel_records
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SECTION = "## Scorer overhead"
 PART = "(part of the next) "  # a stage measured alone that the next line includes: not summed

@@ -28,7 +28,7 @@ import pytest
 
 from ragpulse.deploy import facade as facade_module
 from ragpulse.deploy.facade import ClickHouseHttpFacade, FacadeSettings, build_facade
-from tests.fakes.clickhouse_server import writable_server
+from testkit.clickhouse_server import writable_server
 
 # -- recorded from HTTP -----------------------------------------------------------------------
 RESULT_HEADERS = {"X-ClickHouse-Query-Id", "X-ClickHouse-Format", "X-ClickHouse-Timezone",

@@ -27,7 +27,7 @@ from ragpulse.scorer.store import (
     latest_version,
     read_owner,
 )
-from tests.fakes.clickhouse_server import writable_server
+from testkit.clickhouse_server import writable_server
 from tests.scorer.store.helpers import rows
 
 

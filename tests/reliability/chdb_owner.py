@@ -9,7 +9,7 @@ import sys
 import threading
 
 from ragpulse.scorer.store import SchemaSettings, init_schema, open_store
-from tests.fakes.clickhouse_server import writable_server
+from testkit.clickhouse_server import writable_server
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import pytest
 from ragpulse.scorer import Evaluator, Fact, Reason
 from ragpulse.scorer.judges.base import Needs
 from ragpulse.scorer.model import status_of
-from tests.fakes.openai_server import Reply
+from testkit.openai_server import Reply
 
 from .test_call_plan import ASSESS, CARD, EMBEDDER, SAMPLE
 

@@ -10,6 +10,7 @@ one unkeyed record (rotel, otelcol without partitioning).
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -17,14 +18,33 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from tests.security.corpus import BASE_NS as CORPUS_BASE_NS
-from tests.security.corpus import anyvalue
+__all__ = ["BASE_NS", "RagTrace", "anyvalue", "encode", "make_traces", "otelcol_records",
+           "rotel_records"]
 
-__all__ = ["RagTrace", "encode", "make_traces", "otelcol_records", "rotel_records"]
+# Midnight UTC yesterday, fixed for the process (rows must be replay-stable): spans must pass
+# the receiver's time check (2000-01-01 to a day ahead) and rows the 90-day TTL of rag.scores (a
+# fixed date stopped doing so 90 days after it; issue 17).
+BASE_NS = (time.time_ns() // 86_400_000_000_000 - 1) * 86_400_000_000_000
 
-# A time fixed for the process (rows must be replay-stable) and recent enough for the 90-day
-# TTL of rag.scores: a fixed date's rows were deleted on insert 90 days after it (issue 17).
-BASE_NS = CORPUS_BASE_NS
+
+def anyvalue(v: object) -> common_pb2.AnyValue:
+    """An OTLP attribute value of any Python value (lists, dicts and bytes too)."""
+    if isinstance(v, common_pb2.AnyValue):
+        return v
+    if isinstance(v, bool):
+        return common_pb2.AnyValue(bool_value=v)
+    if isinstance(v, int):
+        return common_pb2.AnyValue(int_value=v)
+    if isinstance(v, float):
+        return common_pb2.AnyValue(double_value=v)
+    if isinstance(v, bytes):
+        return common_pb2.AnyValue(bytes_value=v)
+    if isinstance(v, (list, tuple)):
+        return common_pb2.AnyValue(array_value=common_pb2.ArrayValue(values=[anyvalue(x) for x in v]))
+    if isinstance(v, dict):
+        return common_pb2.AnyValue(kvlist_value=common_pb2.KeyValueList(
+            values=[common_pb2.KeyValue(key=k, value=anyvalue(x)) for k, x in v.items()]))
+    return common_pb2.AnyValue(string_value=str(v))
 
 
 @dataclass(frozen=True)
