@@ -963,7 +963,10 @@ def run_benchmark(args: argparse.Namespace) -> int:
 def render_section(results: Mapping[str, Mapping[str, SideCost]],
                    extra: Mapping[str, Mapping[str, Any]], args: argparse.Namespace,
                    ragas_ver: str) -> str:
-    """The Markdown section for docs/benchmarks.md."""
+    """The Markdown section for docs/benchmarks.md.
+
+    Long because: one Markdown section, written top to bottom: its tables and the prose between them read the same results.
+    """
     lang_names = {"en": "English (HaluEval QA)", "ja": "Japanese (JSQuAD)"}
     lines = [
         SECTION_TITLE,

@@ -40,7 +40,11 @@ HYPOTHESIS_TOKENS = 20  # a statement of about 15 words
 
 def build_bert_base(directory: Path, seed: int = 0) -> Path:
     """Write a BERT-base-size ONNX sequence classifier with random weights, a word-level
-    ``tokenizer.json`` and a ``config.json`` into ``directory``."""
+    ``tokenizer.json`` and a ``config.json`` into ``directory``.
+
+    Long because: one ONNX graph built layer by layer: the nested helpers append to the same
+    initializer and node lists.
+    """
     import json
 
     import onnx

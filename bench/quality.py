@@ -525,7 +525,11 @@ def _cv_rating(name: str, x: np.ndarray, y: np.ndarray, groups: Sequence[str]) -
 
 
 def tune(args: argparse.Namespace) -> str:
-    """Cross-validate the local judge's cuts on its continuous views (blocking)."""
+    """Cross-validate the local judge's cuts on its continuous views (blocking).
+
+    Long because: one judge scores four sets once, and one report holds every view's cuts:
+    the rating views pool two sets' judged rows, and the comparison table reuses them.
+    """
     from ragpulse.scorer.embeddings import USEEmbedder
     from ragpulse.scorer.judges.local import LocalJudge, LocalJudgeSettings
 

@@ -202,6 +202,13 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]
 
 
 def run(n: int, fmt: str, per_record: int, gc_freeze: bool = True) -> dict[str, Any]:
+    """The real scorer service (``build_scorer``, a free judge) on ``n`` traces in ``fmt`` records
+    from a local broker to chDB: throughput from the first record consumed to the last trace
+    done, CPU by thread and garbage-collection time.
+
+    Long because: one broker, topic, store and service set up and torn down in order around
+    the measured window, whose clocks and counters the result reads.
+    """
     traces = make_traces(n, seed=int(time.time()) & 0xFFFF)
     records = otelcol_records(traces) if fmt == "otelcol" else rotel_records(traces, per_record)
     size = sum(len(v) for _, v in records)
@@ -526,6 +533,11 @@ def write_docs(
     stages: dict[str, float],
     baseline: dict[str, float] | None = None,
 ) -> None:
+    """Write the scorer throughput section of docs/benchmarks.md from ``results`` (the command,
+    the machine's load before and after, the stage breakdown and the ``baseline`` when given).
+
+    Long because: one Markdown section, written top to bottom from the same results.
+    """
     cmd = f".venv/bin/python bench/scorer.py --traces {a.traces} --format {a.format}"
     if a.repeat > 1:
         cmd += f" --repeat {a.repeat}"

@@ -27,24 +27,25 @@ __all__ = ["BASE_NS", "RagTrace", "anyvalue", "encode", "make_traces", "otelcol_
 BASE_NS = (time.time_ns() // 86_400_000_000_000 - 1) * 86_400_000_000_000
 
 
-def anyvalue(v: object) -> common_pb2.AnyValue:
+def anyvalue(value: object) -> common_pb2.AnyValue:
     """An OTLP attribute value of any Python value (lists, dicts and bytes too)."""
-    if isinstance(v, common_pb2.AnyValue):
-        return v
-    if isinstance(v, bool):
-        return common_pb2.AnyValue(bool_value=v)
-    if isinstance(v, int):
-        return common_pb2.AnyValue(int_value=v)
-    if isinstance(v, float):
-        return common_pb2.AnyValue(double_value=v)
-    if isinstance(v, bytes):
-        return common_pb2.AnyValue(bytes_value=v)
-    if isinstance(v, (list, tuple)):
-        return common_pb2.AnyValue(array_value=common_pb2.ArrayValue(values=[anyvalue(x) for x in v]))
-    if isinstance(v, dict):
+    if isinstance(value, common_pb2.AnyValue):
+        return value
+    if isinstance(value, bool):
+        return common_pb2.AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return common_pb2.AnyValue(int_value=value)
+    if isinstance(value, float):
+        return common_pb2.AnyValue(double_value=value)
+    if isinstance(value, bytes):
+        return common_pb2.AnyValue(bytes_value=value)
+    if isinstance(value, (list, tuple)):
+        return common_pb2.AnyValue(
+            array_value=common_pb2.ArrayValue(values=[anyvalue(x) for x in value]))
+    if isinstance(value, dict):
         return common_pb2.AnyValue(kvlist_value=common_pb2.KeyValueList(
-            values=[common_pb2.KeyValue(key=k, value=anyvalue(x)) for k, x in v.items()]))
-    return common_pb2.AnyValue(string_value=str(v))
+            values=[common_pb2.KeyValue(key=k, value=anyvalue(x)) for k, x in value.items()]))
+    return common_pb2.AnyValue(string_value=str(value))
 
 
 @dataclass(frozen=True)
@@ -123,15 +124,15 @@ def _span(
 
 
 def make_traces(
-    n: int,
+    count: int,
     *,
     seed: int = 0,
     services: Sequence[str] = ("support-bot", "docs-qa"),
     unscorable_every: int = 0,
 ) -> list[RagTrace]:
-    """``n`` distinct traces; every ``unscorable_every``-th has no contexts (0: none)."""
+    """``count`` distinct traces; every ``unscorable_every``-th has no contexts (0: none)."""
     out = []
-    for i in range(n):
+    for i in range(count):
         tid = f"{seed:08x}{i + 1:024x}"
         contexts: tuple[str, ...] = (
             f"Document {i}: the warranty covers parts for {i % 5 + 1} years.",
