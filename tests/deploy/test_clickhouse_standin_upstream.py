@@ -1,5 +1,5 @@
 """The product's ClickHouse HTTP facade and the writable stand-in built on it
-(tests/fakes/clickhouse_server.py), checked against what ClickHouse documents for its HTTP
+(testkit/clickhouse_server.py), checked against what ClickHouse documents for its HTTP
 interface. No ClickHouse server runs on these machines, so the scorer's HTTP write path and
 the outage tests meet this stand-in, never ClickHouse itself (docs/deploy.md says which checks
 ran against what). The fixtures below are recorded from ClickHouse's repository:

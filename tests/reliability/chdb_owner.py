@@ -1,5 +1,5 @@
 """Run as a subprocess: own a chDB directory (schema + a writable ClickHouse-HTTP server on a
-given port, tests/fakes/clickhouse_server.py), print its URL, serve until killed. The ClickHouse
+given port, testkit/clickhouse_server.py), print its URL, serve until killed. The ClickHouse
 outage test SIGKILLs it and starts it again on the same directory and port, like a database
 server crashing and coming back."""
 

@@ -3,7 +3,7 @@
 nothing is written, and afterwards every trace is scored — none lost, none turned into an error.
 
 Real parts: tansu broker, chDB, the scorer service, the real LLM judge against the real fake
-OpenAI server (tests/fakes/openai_server.py), whose handler answers 429 with ``retry-after-ms``
+OpenAI server (testkit/openai_server.py), whose handler answers 429 with ``retry-after-ms``
 while the outage lasts and like the content-aware model afterwards.
 """
 

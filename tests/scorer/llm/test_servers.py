@@ -1,7 +1,7 @@
 """OpenAI-compatible servers that are not api.openai.com, over the wire through the real openai
 client: rejected parameters, structured-output fallback, reasoning models, silent prompt
 truncation, Azure's content filter and context-length errors. Each mode of the fake server
-copies the wire response of the server named in its docstring (tests/fakes/openai_server.py)."""
+copies the wire response of the server named in its docstring (testkit/openai_server.py)."""
 
 from __future__ import annotations
 
