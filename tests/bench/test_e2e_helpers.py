@@ -96,7 +96,7 @@ def test_process_tree_and_rss_of_a_real_child() -> None:
 
 
 def test_parse_status_reads_the_real_status_line() -> None:
-    from ragpulse.deploy.embedded import status_line
+    from ragpulse.deploy.statusline import status_line
 
     line = status_line({"collector.spans_received": 3114, "scorer.traces_assembled": 1038,
                         "scorer.traces_sampled": 153, "scorer.traces_sampled_out": 885,

@@ -3,7 +3,9 @@
 bundled model, as ``make demo`` runs it),
 written through the real ScoreWriter into chDB over a week, and every faithfulness rule
 evaluated at the end of it. A degraded last hour (half the answers replaced by the demo's own
-wrong answers) fires the baseline-relative drop, the primary faithfulness alert."""
+wrong answers) fires the baseline-relative drop, the primary faithfulness alert. The demo's
+``incident`` story (support-bot rolls prompt v2 out to every answer, 80 % hallucinated) fires
+the default judge's absolute-level alert for support-bot alone, within its first hour."""
 
 from __future__ import annotations
 
@@ -63,12 +65,12 @@ def demo_pools() -> tuple[list[Any], list[Any], list[Any]]:
     return plans, good, bad
 
 
-def _write(client: Any, database: str, plans: list[Any], week: list[Any], last_hour: list[Any]
-           ) -> None:
+def _write(client: Any, database: str, plans: list[Any], week: list[Any], last_hour: list[Any],
+           days: int = DAYS) -> None:
     rng = random.Random(22)
     rows: list = []
     n = 0
-    for day in range(DAYS):
+    for day in range(days):
         pool = last_hour if day == 0 else week
         end = NOW - timedelta(days=day)
         for m in range(60, 0, -1):
@@ -87,11 +89,18 @@ def _write(client: Any, database: str, plans: list[Any], week: list[Any], last_h
 @pytest.fixture(scope="module")
 def databases(chdb_client: Any, demo_pools) -> Iterator[dict[str, str]]:
     plans, good, bad = demo_pools
-    names = {kind: f"rag_demo_{kind}_{uuid.uuid4().hex[:8]}" for kind in ("steady", "degraded")}
+    names = {kind: f"rag_demo_{kind}_{uuid.uuid4().hex[:8]}"
+             for kind in ("steady", "degraded", "incident")}
+    rng = random.Random(39)
+    incident = [plan_scenario(rng, story="incident") for _ in range(POOL)]
+    scored = asyncio.run(_score(incident, [p.answer for p in incident]))
     try:
         for kind, name in names.items():
             init_schema(chdb_client, fixed_date_schema(name))
-            _write(chdb_client, name, plans, good, good if kind == "steady" else bad)
+            if kind == "incident":  # the story's first hour: no baseline needed for the level
+                _write(chdb_client, name, incident, scored, scored, days=1)
+            else:
+                _write(chdb_client, name, plans, good, good if kind == "steady" else bad)
         yield names
     finally:
         for name in names.values():
@@ -126,3 +135,16 @@ def test_degraded_demo_fires_the_drop(chdb_client: Any, databases) -> None:
                                                     ("support-bot", "docs-search", "faq-ja")}
     drop = next(r for r in rule_specs(s) if r.uid == "ragpulse-faithfulness-drop")
     assert drop.severity == "critical"
+
+
+def test_the_incident_story_fires_the_absolute_level_for_its_service(chdb_client: Any,
+                                                                     databases) -> None:
+    """Issue 39, item 5: the demo variant in which one segment (support-bot on prompt v2) turns
+    unfaithful fires the default judge's own absolute level, for that service alone, by the
+    alert rules' SQL on chDB; the other services' windows are seen and quiet."""
+    s = DashboardsSettings(database=databases["incident"])
+    low = evaluate(chdb_client, next(r for r in rule_specs(s)
+                                     if r.uid == f"ragpulse-faithfulness-low-{DEFAULT_JUDGE}"), NOW)
+    assert low.error is None, low.error
+    assert {i.labels["service"] for i in low.firing} == {"support-bot"}
+    assert {i.labels["service"] for i in low.instances} == {"support-bot", "docs-search", "faq-ja"}

@@ -191,7 +191,8 @@ def test_panel_layout() -> None:
 
 def test_no_trace_link_without_a_template() -> None:
     """Unset by default: nothing serves a tracing UI in the embedded mode, so no dead link."""
-    table = next(p for p in build_dashboard(DashboardsSettings())["panels"] if p["type"] == "table")
+    table = next(p for p in build_dashboard(DashboardsSettings())["panels"]
+                 if p["title"] == "Worst recent traces")
     assert not any(prop["id"] == "links" for o in table["fieldConfig"]["overrides"]
                    for prop in o["properties"])
     assert "links to the tracing UI" not in table["description"]
@@ -199,7 +200,7 @@ def test_no_trace_link_without_a_template() -> None:
 
 def test_trace_link_uses_the_configured_template() -> None:
     s = DashboardsSettings(trace_url_template="https://tempo.example/explore?trace={trace_id}&x=1")
-    table = next(p for p in build_dashboard(s)["panels"] if p["type"] == "table")
+    table = next(p for p in build_dashboard(s)["panels"] if p["title"] == "Worst recent traces")
     links = [prop["value"] for o in table["fieldConfig"]["overrides"]
              if o["matcher"] == {"id": "byName", "options": "trace_id"} for prop in o["properties"]
              if prop["id"] == "links"]

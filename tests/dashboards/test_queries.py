@@ -104,6 +104,12 @@ def check_format(panel, frame) -> None:
     elif panel.kind == "histogram":
         assert panel.format == FORMAT_TABLE and len(cols) == 1 and _is_num(frame.types[0]), cols
         assert all(0.0 <= r[0] <= 1.0 for r in frame.rows)
+    elif panel.key.startswith("why_"):
+        # the drop decomposition: the overall change first, then ranked segments
+        assert panel.format == FORMAT_TABLE
+        assert frame.columns[:4] == ["rank", "dimension", "segment", "share"], cols
+        assert frame.rows[0][:3] == (0, "all", "") and len(frame.rows) > 1
+        assert [r[0] for r in frame.rows] == list(range(len(frame.rows)))
     else:
         assert panel.format == FORMAT_TABLE
         assert frame.columns[:2] == ["time", "trace_id"] and "value" in frame.columns, cols

@@ -360,7 +360,7 @@ def test_firing_alerts_say_where_and_how_much(tmp_path: Path, chdb_dir: Path,
     assert "firing for" not in flat and "│ pipeline" not in res.output, res.output
     lag = "whole pipeline: consumer lag rising by 49.7 records/min"
     assert lag in flat, res.output
-    assert "service=drop, judge=fast: -39.1% against the same hours of the previous 7 days" \
+    assert "service=drop, judge=fast: -17.4% at its 95% bound against the same hours of the previous 7 days" \
         in flat, res.output
     html = _report(tmp_path / "r.html", chdb_dir, filled_db)
     assert "<td>all (" not in html

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from ragpulse.deploy import cli
-from ragpulse.deploy.envhelp import ENV_EPILOG
+from ragpulse.deploy.options import ENV_EPILOG
 
 runner = CliRunner()
 
@@ -52,7 +52,7 @@ LEAVES = _leaves(typer.main.get_command(_app()))  # type: ignore[arg-type]
 
 def _variables(param: Any) -> list[str]:
     """The variables an option's help names: click's ``envvar`` (typer shows it), or the
-    ``[env var: ...]`` that :func:`ragpulse.deploy.envhelp.env_help` appends."""
+    ``[env var: ...]`` that :func:`ragpulse.deploy.options.env_help` appends."""
     if param.envvar:
         return [param.envvar] if isinstance(param.envvar, str) else list(param.envvar)
     m = re.search(r"\\?\[env var: ([^\]]+)\]", getattr(param, "help", None) or "")

@@ -23,7 +23,8 @@ from ragpulse.deploy.diskspace import (
     free_bytes,
     human_bytes,
 )
-from ragpulse.deploy.embedded import Embedded, EmbeddedSettings, status_line
+from ragpulse.deploy.embedded import Embedded, EmbeddedSettings
+from ragpulse.deploy.statusline import status_line
 
 Usage = namedtuple("Usage", "total used free")
 

@@ -123,8 +123,8 @@ class Proc:
 
     def output(self) -> str:
         """Log lines (warnings, errors) and the last status lines, for failure messages."""
-        status = [x for x in self.lines if x.startswith("consumed ")]
-        other = [x for x in self.lines if not x.startswith("consumed ")]
+        status = [x for x in self.lines if ", traces assembled " in x]  # deploy.statusline
+        other = [x for x in self.lines if ", traces assembled " not in x]
         errors = ""
         code, text = self.get("/metrics")
         if code == 200:
@@ -307,7 +307,7 @@ def test_collector_and_two_scorer_replicas_survive_a_replica_restart(
         )
         assert b.stop(signal.SIGTERM) == 0, b.output()
         b_written_before = sum(
-            int(x) for x in re.findall(r"written (\d+) rows", b.lines[-1] if b.lines else "")
+            int(x) for x in re.findall(r"; rows (\d+), ", b.lines[-1] if b.lines else "")
         )
         sent += send(N_TRACES // 3, seed=2)
         b2 = scorer("replica-b", b_port)  # same store directory, same instance name

@@ -6,11 +6,13 @@ judge would have been sent; ClickHouse is read back to see what was stored.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from ragpulse.scorer.judges.base import Needs
+from ragpulse.scorer.metrics import EVIDENCE
 from ragpulse.scorer.model import Fact, Finding, Sample
 from ragpulse.scorer.pipeline import build_scorer
 from testkit.traffic import BASE_NS, RagTrace, otelcol_records
@@ -38,13 +40,22 @@ TRACES = [
 
 
 class RecordingJudge(TableJudge):
+    """Records the samples it is sent; like a real judge, names the passage that came closest
+    to its unsupported statement from the sample it was given (its first context)."""
+
     def __init__(self) -> None:
         super().__init__(FACTS)
         self.samples: list[Sample] = []
 
     async def gather(self, sample: Sample, needs: Needs) -> dict[Fact, Finding]:
         self.samples.append(sample)
-        return await super().gather(sample, needs)
+        out = await super().gather(sample, needs)
+        support = out.get(Fact.STATEMENT_SUPPORT)
+        if support is not None:
+            evidence = [None if ok else (0, sample.contexts[0]) for ok in support.value]
+            out[Fact.STATEMENT_SUPPORT] = dataclasses.replace(
+                support, extra={**support.extra, EVIDENCE: evidence})
+        return out
 
 
 def _stored(client: Any, db: str) -> list[tuple[str, str, str, str]]:
@@ -79,6 +90,21 @@ def test_the_judge_and_clickhouse_never_see_recognised_values(
     for value in PII:
         assert value not in stored
     by_trace = {t: (q, a) for (t, q, a, _) in rows}
+    # The unsupported statement and the passage that came closest: redacted, or not stored.
+    unsupported = chdb_client.query(
+        f"SELECT trace_id, unsupported FROM `{rag_schema.database}`.scores FINAL "
+        "WHERE metric = 'faithfulness' ORDER BY trace_id").result_rows
+    assert len(unsupported) == len(TRACES)
+    for value in PII:
+        assert value not in repr(unsupported)
+    if store_text:  # the first context as the judge saw it: "... call [PHONE_1]." (or _2)
+        sent = {s.id: s.contexts[0] for s in judge.samples}
+        assert all(sent[t].startswith("Warranty claims: mail [EMAIL_1] or call [PHONE_")
+                   for t in sent)
+        assert {t: [tuple(u.values()) for u in us] for t, us in unsupported} == {
+            t: [("It lasts years.", 0, c, None)] for t, c in sent.items()}
+    else:
+        assert [us for _, us in unsupported] == [[]] * len(TRACES)
     if store_text:
         assert by_trace[TRACES[0].trace_id] == (
             "How do I claim? My number is [PHONE_1].", "Mail [EMAIL_1]; we will call [PHONE_1].")

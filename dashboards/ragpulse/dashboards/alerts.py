@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from statistics import NormalDist
 from typing import Any, Literal
 
 from ragpulse.scorer import stored_judge_sql
@@ -115,20 +116,26 @@ def rule_specs(settings: DashboardsSettings) -> list[RuleSpec]:
     a, db = settings.alerts, settings.database
     fm = _q(a.faithfulness_metric)
     w, day = a.drop_window_s, 86400
+    z = round(NormalDist().inv_cdf(0.5 + a.drop_confidence / 2), 4)
+    bound = f" at its {a.drop_confidence:.0%} bound" if z > 0 else ""
     return [
         RuleSpec(
             uid="ragpulse-faithfulness-drop",
             title=f"Faithfulness {int(a.drop_fraction * 100)}% below its baseline",
             range_s=a.baseline_days * day + w, op="lt", threshold=-a.drop_fraction,
             severity="critical",
-            detail=f"{{value:+.1%}} against the same hours of the previous {a.baseline_days} days",
+            detail=(f"{{value:+.1%}}{bound} against the same hours of the previous "
+                    f"{a.baseline_days} days"),
             summary=(f"{{{{ $labels.service }}}}: {a.faithfulness_metric} ({{{{ $labels.judge }}}} judge) over the last "
-                     f"{w // 60} min changed by {{{{ humanizePercentage $values.B.Value }}}} against the same hours of the "
-                     f"previous {a.baseline_days} days"),
+                     f"{w // 60} min changed by {{{{ humanizePercentage $values.B.Value }}}}{bound} against the same "
+                     f"hours of the previous {a.baseline_days} days"),
             # Per service and judge: each judge is compared with its own baseline (their scales
             # differ), so switching judges never reads as a drop; a new judge fires only once it
-            # has baseline_min_samples of its own.
-            sql=f"""SELECT service, judge, r_mean / b_mean - 1 AS value
+            # has baseline_min_samples of its own. The value is the change at the end of its
+            # interval nearest to no change (drop_confidence), so noise does not fire it.
+            sql=f"""SELECT service, judge,
+  least(0, r_mean - b_mean + {z!r} * sqrt(greatest(0, r_mean * (1 - r_mean)) / r_n
+    + greatest(0, b_mean * (1 - b_mean)) / b_n)) / b_mean AS value
 FROM (
   SELECT service, judge,
     sumIf(weighted_value_sum, recent) / sumIf(weight_sum, recent) AS r_mean,

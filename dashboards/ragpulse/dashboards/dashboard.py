@@ -98,6 +98,11 @@ def _field_config(p: PanelSpec, s: DashboardsSettings) -> dict[str, Any]:
                               {"id": "unit", "value": "short"},
                               {"id": "min", "value": 0},
                               {"id": "max"}]})
+    if p.text_columns:  # statements and passages: wide, and a click shows a long one whole
+        overrides.append({"matcher": {"id": "byRegexp",
+                                      "options": "^(" + "|".join(p.text_columns) + ")$"},
+                          "properties": [{"id": "custom.minWidth", "value": 260},
+                                         {"id": "custom.inspect", "value": True}]})
     if p.trace_link and s.trace_url_template:
         url = s.trace_url_template.replace("{trace_id}", "${__value.raw}")
         overrides.append({"matcher": {"id": "byName", "options": "trace_id"},
@@ -114,8 +119,12 @@ def _options(p: PanelSpec) -> dict[str, Any]:
         return {"bucketSize": 0.05, "bucketOffset": 0, "combine": False,
                 "legend": {"displayMode": "list", "placement": "bottom", "showLegend": False}}
     if p.kind == "table":
-        return {"showHeader": True, "cellHeight": "sm",
-                "sortBy": [{"displayName": "value", "desc": False}]}
+        # rows in the query's order (the worst traces: faithfulness first); the drop
+        # decomposition by its rank
+        out: dict[str, Any] = {"showHeader": True, "cellHeight": "sm"}
+        if p.key.startswith("why_"):
+            out["sortBy"] = [{"displayName": "rank", "desc": False}]
+        return out
     return {}
 
 

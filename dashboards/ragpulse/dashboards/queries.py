@@ -30,6 +30,7 @@ __all__ = [
     "FORMAT_TABLE",
     "FORMAT_TIME_SERIES",
     "HEALTH",
+    "WORST_TEXT_COLUMNS",
     "PanelSpec",
     "Section",
     "data_range_sql",
@@ -38,6 +39,7 @@ __all__ = [
     "panels",
     "quality_description",
     "sections",
+    "why_sql",
 ]
 
 FORMAT_TIME_SERIES = 0
@@ -85,6 +87,9 @@ class PanelSpec:
     """Quality panels: ``ci_low``/``ci_high`` are the band (dashed lines in Grafana, shaded in
     the report), ``samples`` bars (right axis in Grafana, a strip under the chart in the report)."""
     trace_link: bool = False
+    text_columns: tuple[str, ...] = ()
+    """Table columns of stored trace text, shown whole rather than cut (they are bounded when
+    stored), and inspectable in Grafana."""
     thresholds: tuple[float, ...] = ()
     """Alert levels drawn as lines (the faithfulness rule's minimum, the drift rule's z)."""
     series_names: tuple[str, ...] = ()
@@ -284,10 +289,140 @@ FROM (
 ORDER BY time, segment"""
 
 
+WHY_HALVES = ("$__fromTime",
+              "toDateTime(intDiv(toUnixTimestamp($__fromTime) + toUnixTimestamp($__toTime), 2))",
+              "$__toTime")
+"""The panel's windows: the baseline is the first half of the time range, now the second."""
+
+
+def why_sql(settings: DashboardsSettings, metric: str, baseline: tuple[str, str],
+            now: tuple[str, str], *, with_filters: bool = True) -> str:
+    """The drop decomposition: which segment drove the change of ``metric``'s mean from the
+    ``baseline`` window ``[from, to)`` to the ``now`` window ``[from, to]`` (SQL time
+    expressions: macros for the panel, literal times for ``ragpulse status --why``).
+
+    One dimension at a time (``all`` first, then each of :data:`SEGMENT_DIMENSIONS`), the
+    change of the sampling-weighted mean ``M = sum_i p_i m_i`` (``p_i`` the segment's share of
+    the traffic, ``m_i`` its mean) is split per segment, exactly, into
+
+    * ``rate = (p0 + p1) / 2 * (m1 - m0)``: the segment got worse (or better);
+    * ``mix = (p1 - p0) * ((m0 + m1) / 2 - (M0 + M1) / 2)``: the segment got more (or less)
+      traffic, and it scores below (or above) the average;
+
+    so the rates and mixes of one dimension add up to ``M1 - M0``. A segment absent from one
+    window has no rate (its mean there is taken as the other window's): all of it is mix. The
+    contribution ``rate + mix`` has the standard error ``sqrt(p1² se1² + p0² se0²)`` (each
+    window's mean's, from the scores' weighted variance); ``rate`` has ``(p0 + p1) / 2 *
+    sqrt(se0² + se1²)``. The row ``all`` is the overall change (rate = the change, mix 0); a
+    dimension with one value in both windows (one environment) explains nothing and is left out,
+    and so is every segment while either window has no scores at all (``all`` says how many).
+
+    The ranking rule: a segment is ``ranked`` when it has at least ``why.min_samples`` scores
+    in each window it has traffic in; ranked segments come first, ordered by ``bound``, the end
+    of the contribution's interval nearest to no change, taken in the direction of the overall
+    change (the part of the change the segment accounts for surely); then the others, by the
+    same bound. ``share`` is the contribution over the overall change; ``rate_share`` and
+    ``mix_share`` its two parts.
+
+    Long because: one SQL text, read top to bottom, is what Grafana, the report and ``status``
+    share; its four nested levels (rows, segments, shares, contributions) belong together."""
+    w = settings.why
+    (b0, b1), (n0, n1) = baseline, now
+    dims = ",\n      ".join(f"('{d}', toString({d}))" for d in SEGMENT_DIMENSIONS)
+    cond = filters() if with_filters else "1=1"
+    return f"""SELECT
+  toUInt32(row_number() OVER (ORDER BY dimension != 'all', ranked DESC, bound DESC, dimension, segment) - 1) AS rank,
+  dimension, segment,
+  round(if(change = 0, 0, contribution / change), 4) AS share,
+  round(if(change = 0, 0, rate / change), 4) AS rate_share,
+  round(if(change = 0, 0, mix / change), 4) AS mix_share,
+  round(contribution, 5) AS contribution,
+  round(contribution - {w.z:.6f} * se, 5) AS ci_low,
+  round(contribution + {w.z:.6f} * se, 5) AS ci_high,
+  round(rate, 5) AS rate,
+  round(rate - {w.z:.6f} * rate_se, 5) AS rate_low,
+  round(rate + {w.z:.6f} * rate_se, 5) AS rate_high,
+  round(mix, 5) AS mix,
+  n0 AS n_baseline, n1 AS n_now,
+  if(n0 > 0, round(m0, 4), NULL) AS mean_baseline,
+  if(n1 > 0, round(m1, 4), NULL) AS mean_now,
+  round(p0, 4) AS traffic_baseline, round(p1, 4) AS traffic_now,
+  ranked
+FROM (
+  SELECT dimension, segment, n0, n1, p0, p1, m0, m1,
+    mean1 - mean0 AS change,
+    (p0 + p1) / 2 * (m1 - m0) AS rate,
+    (p1 - p0) * ((m0 + m1) / 2 - (mean0 + mean1) / 2) AS mix,
+    rate + mix AS contribution,
+    sqrt(p1 * p1 * e1 + p0 * p0 * e0) AS se,
+    (p0 + p1) / 2 * sqrt(e0 + e1) AS rate_se,
+    if(change < 0, -1, 1) * contribution - {w.z:.6f} * se AS bound,
+    toUInt8((n0 = 0 OR n0 >= {w.min_samples}) AND (n1 = 0 OR n1 >= {w.min_samples})) AS ranked
+  FROM (
+    SELECT dimension, segment, n0, n1,
+      count() OVER (PARTITION BY dimension) AS segments,
+      sum(w0) OVER (PARTITION BY dimension) AS tw0,
+      sum(w1) OVER (PARTITION BY dimension) AS tw1,
+      if(tw0 > 0, w0 / tw0, 0) AS p0,
+      if(tw1 > 0, w1 / tw1, 0) AS p1,
+      if(w0 > 0, s0 / w0, if(w1 > 0, s1 / w1, 0)) AS m0,
+      if(w1 > 0, s1 / w1, m0) AS m1,
+      if(n0 > 1, greatest(0, q0 / w0 - m0 * m0) / (n0 - 1), 0) AS e0,
+      if(n1 > 1, greatest(0, q1 / w1 - m1 * m1) / (n1 - 1), 0) AS e1,
+      if(tw0 > 0, sum(s0) OVER (PARTITION BY dimension) / tw0, 0) AS mean0,
+      if(tw1 > 0, sum(s1) OVER (PARTITION BY dimension) / tw1, 0) AS mean1
+    FROM (
+      SELECT dv.1 AS dimension, dv.2 AS segment,
+        countIf(NOT recent) AS n0, countIf(recent) AS n1,
+        sumIf(w, NOT recent) AS w0, sumIf(w, recent) AS w1,
+        sumIf(w * v, NOT recent) AS s0, sumIf(w * v, recent) AS s1,
+        sumIf(w * v * v, NOT recent) AS q0, sumIf(w * v * v, recent) AS q1
+      FROM (
+        SELECT ts >= {n0} AS recent, 1 / sampling_rate AS w, assumeNotNull(value) AS v,
+          arrayJoin([('all', ''),
+      {dims}]) AS dv
+        FROM `{settings.database}`.`scores_dedup`
+        WHERE metric = {_q(metric)} AND status = 'ok' AND value IS NOT NULL
+          AND ts >= {b0} AND ts <= {n1}
+          AND (ts < {b1} OR ts >= {n0})
+          AND {cond}
+      )
+      GROUP BY dimension, segment
+    )
+  )
+  WHERE dimension = 'all' OR (segments > 1 AND tw0 > 0 AND tw1 > 0)
+)
+ORDER BY rank
+LIMIT {w.limit + 1}"""
+
+
 def sections(settings: DashboardsSettings) -> tuple[Section, ...]:
     """The dashboard, section by section (each becomes a Grafana row and a report section)."""
-    return (_quality_section(settings), _drift_section(settings), _distributions_section(settings), _judge_section(settings),
-            _pipeline_section(settings))
+    return (_quality_section(settings), _why_section(settings), _drift_section(settings),
+            _distributions_section(settings), _judge_section(settings), _pipeline_section(settings))
+
+
+def _why_section(s: DashboardsSettings) -> Section:
+    metric = s.alerts.faithfulness_metric
+    w = s.why
+    return Section(f"What changed {metric}", (
+        PanelSpec(
+            key=f"why_{metric}", title=f"{metric}: which segment drove the change",
+            kind="table", format=FORMAT_TABLE, width=24, height=10,
+            description=(
+                f"The second half of the time range against the first: the change of the mean "
+                f"{metric} (in Grafana the row 'all', in the report the sentence above the "
+                "table), split per segment of each dimension into rate (the "
+                "segment got worse or better) and mix (it got more or less traffic, and scores "
+                "below or above the average). Share: the segment's part of the change (rate and "
+                f"mix shares its two parts), with the {w.confidence:.0%} interval of its "
+                f"contribution. Ranked: segments with at least {w.min_samples} scores in each "
+                "window they appear in, by the end of that interval nearest to no change (a "
+                "segment of 3 traces never tops the list); then the others, unranked. "
+                f"`ragpulse status --why {metric}` shows the same with windows of your choice."),
+            sql=why_sql(s, metric, (WHY_HALVES[0], WHY_HALVES[1]),
+                        (WHY_HALVES[1], WHY_HALVES[2]))),
+    ))
 
 
 def _quality_section(s: DashboardsSettings) -> Section:
@@ -332,20 +467,40 @@ def _distributions_section(s: DashboardsSettings) -> Section:
         _histogram(s, m) for m in s.metrics) + (
         PanelSpec(
             key="worst_traces", title="Worst recent traces", kind="table", format=FORMAT_TABLE,
-            width=24, height=10, trace_link=True,
-            description=("Lowest scores in range; the trace id links to the tracing UI."
-                         if s.trace_url_template else
-                         "Lowest scores in range. Set trace_url_template (--trace-url) to link "
-                         "each trace id to your tracing UI."),
+            width=24, height=12, trace_link=True, text_columns=WORST_TEXT_COLUMNS,
+            description=_worst_description(s),
             sql=f"""SELECT ts AS time, trace_id, service, metric, round(assumeNotNull(value), 3) AS value,
-  environment, model, prompt_version, retriever_version, explanation
+  u.statement AS unsupported_statement,
+  if(k > 0, round(toFloat64(u.support), 2), NULL) AS p_supported,
+  if(k > 0 AND u.context >= 0, toString(u.context + 1), '') AS passage,
+  u.passage AS closest_text,
+  prompt_version, model, environment, retriever_version, explanation
 FROM `{db}`.`scores_dedup`
+LEFT ARRAY JOIN unsupported AS u, arrayEnumerate(unsupported) AS k
 WHERE $__timeFilter(ts) AND status = 'ok'
   AND $__conditionalAll(metric IN (${{metric:singlequote}}), $metric)
   AND {f}
-ORDER BY value ASC, ts DESC
+ORDER BY metric != {_q(s.alerts.faithfulness_metric)}, value ASC, ts DESC, trace_id, k
 LIMIT {s.worst_traces_limit}"""),
     ))
+
+
+WORST_TEXT_COLUMNS = ("unsupported_statement", "closest_text")
+"""The worst-traces table's columns of stored trace text: the report shows them whole (they are
+bounded when stored), escaped, and Grafana lets a cell be inspected."""
+
+
+def _worst_description(s: DashboardsSettings) -> str:
+    metric = s.alerts.faithfulness_metric
+    link = ("the trace id links to the tracing UI." if s.trace_url_template else
+            "set trace_url_template (--trace-url) to link each trace id to your tracing UI.")
+    return (f"Lowest scores in range, {metric} first (the metric the alerts watch), then the "
+            "other metrics. A faithfulness row per statement the judge found unsupported "
+            "(lowest P(supported) first): the statement, the passage that came closest (its "
+            "rank, 1 = first retrieved) and the span of it the judge compared the statement "
+            "with (the model judge's best premise, the fast judge's best sentence, the context "
+            "the LLM judge cited). Empty where excerpts are off, for rows scored before "
+            f"ragpulse stored them, and for scores without an unsupported statement; {link}")
 
 
 def _judge_section(s: DashboardsSettings) -> Section:

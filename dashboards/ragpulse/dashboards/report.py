@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ragpulse.scorer.store import without_format
+from ragpulse.scorer.store import without_controls, without_format
 
 from .alerts import RuleResult, evaluate_all, instance_text
 from .frames import Frame, Series, auto_interval, context, judge_levels, run_panel
 from .macros import expand
 from .queries import PanelSpec, data_range_sql, quality_description, sections
 from .settings import DashboardsSettings
+from .why import result_from_frame, why_html
 
 __all__ = ["build_report", "render_html"]
 
@@ -378,10 +380,29 @@ def svg_histogram(frame: Frame, bins: int = 20) -> str:
     return "".join(out) + f'<div class="legend">{len(values)} scores</div>'
 
 
+TEXT_CELL_CHARS = 2000
+"""The most characters the report shows of a text column (``PanelSpec.text_columns``): the
+scorer stores them bounded (400 by default), so only rows written otherwise reach it."""
+
+
+_CELL_SPACE = re.compile(r"[\t\n\r\f\v]+")
+
+
+def _cell_text(value: Any, limit: int) -> str:
+    """``value`` as one line of cell text: runs of line breaks and tabs become one space, other
+    control characters U+FFFD (stored trace text is only made valid UTF-8), format characters
+    go (:func:`without_controls`), cut to ``limit`` characters with "…". Not yet escaped."""
+    text = without_controls(_CELL_SPACE.sub(" ", str(value)))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def html_table(frame: Frame, settings: DashboardsSettings) -> str:
     """A table frame as an HTML table; ``trace_id`` cells link to the tracing UI when the panel
-    asks for it (``settings.trace_url``)."""
+    asks for it (``settings.trace_url``). Cells are escaped text; NULL is an empty cell; the
+    panel's text columns (statements, passages) are shown whole up to
+    :data:`TEXT_CELL_CHARS`, other cells up to 120 characters."""
     head = "".join(f"<th>{esc(c)}</th>" for c in frame.columns)
+    text_columns = set(frame.panel.text_columns)
     body = []
     for row in frame.rows:
         cells = []
@@ -391,24 +412,34 @@ def html_table(frame: Frame, settings: DashboardsSettings) -> str:
                 cells.append(f'<td><a href="{esc(link)}">{esc(v)}</a></td>')
             elif isinstance(v, datetime):
                 cells.append(f"<td>{esc(v.strftime('%Y-%m-%d %H:%M:%S'))}</td>")
+            elif v is None:
+                cells.append("<td></td>")
+            elif c in text_columns:
+                cells.append(f'<td class="text">{esc(_cell_text(v, TEXT_CELL_CHARS))}</td>')
             else:
-                text = str(v)
-                cells.append(f"<td>{esc(text if len(text) <= 120 else text[:117] + '…')}</td>")
+                cells.append(f"<td>{esc(_cell_text(v, 120))}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (f'<table class="data"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
 
 
 def _panel_html(frame: Frame, s: DashboardsSettings, t0: datetime, t1: datetime,
-                interval_s: float) -> str:
+                interval_s: float, queried: tuple[datetime, datetime] | None = None) -> str:
+    """One panel's section; ``queried`` is the range its query ran over (default ``[t0, t1]``,
+    the axis): the "What changed" panel compares its two halves."""
     p = frame.panel
     if frame.error:
-        body = f'<p class="error">query failed: {esc(frame.error)}</p>'
+        hint = (" (this database's schema is older than this ragpulse's: `ragpulse db init` "
+                "migrates it, as the scorer and `ragpulse up` do when they start)"
+                if "UNKNOWN_IDENTIFIER" in frame.error or "Missing columns" in frame.error else "")
+        body = f'<p class="error">query failed{esc(hint)}: {esc(frame.error)}</p>'
     elif not frame.rows:
         expected = (f" (expected: {', '.join(p.series_names)})" if p.series_names else "")
         body = f'<p class="empty">no data in this range{esc(expected)}</p>'
     elif p.zero_note and frame.series and all(_all_zero(x) for x in frame.series):
         body = f'<p class="empty">{esc(_zero_note(p.zero_note, frame.series))}</p>'
+    elif p.key.startswith("why_"):
+        body = why_html(result_from_frame(frame, s, *(queried or (t0, t1))))
     elif p.kind == "timeseries":
         body = svg_timeseries(frame, t0, t1, interval_s, p.thresholds)
     elif p.kind == "histogram":
@@ -453,9 +484,11 @@ h3{font-size:13px;margin:0 0 2px} .desc{color:#57606a;margin:0 0 6px;font-size:1
 .panel.wide{grid-column:1/-1} .tick{font-size:10px;fill:#57606a} .legend{font-size:11px;color:#57606a;margin-top:4px}
 .key{margin-right:10px;white-space:nowrap} .key i{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 .key i.dash{width:14px;height:0;border-top:2px dashed;border-radius:0;vertical-align:middle} .key.missing{color:#8c959f;font-style:italic} .key.zero,.key.missing{white-space:normal}
-table{border-collapse:collapse;font-size:12px;background:#fff} td,th{border:1px solid #d0d7de;padding:3px 6px;text-align:left}
+table{border-collapse:collapse;font-size:12px;background:#fff} td,th{border:1px solid #d0d7de;padding:3px 6px;text-align:left;vertical-align:top}
+table.data{display:block;overflow-x:auto;max-width:100%} td.text{min-width:220px;max-width:420px;overflow-wrap:anywhere} table.data td:first-child{white-space:nowrap}
 tr.firing td:first-child{color:#fff;background:#d44a3a} tr.ok td:first-child{color:#fff;background:#56a64b} tr.error td:first-child{background:#e0b400}
 .empty{color:#8c959f;font-style:italic} .error{color:#d44a3a} .meta{color:#57606a}
+table.why tr.first td{font-weight:600;background:#fff4e5} table.why tr.unranked td{color:#8c959f} .why-summary{margin:0 0 6px}
 """
 
 
@@ -483,9 +516,11 @@ def render_html(frames: Sequence[tuple[str, Sequence[Frame]]], alerts: Sequence[
              (f'<p class="meta">{rng} · interval {int(interval_s)} s · '
               f"database <code>{esc(settings.database)}</code> · {esc(source)}</p>"),
              "<h2>Alerts</h2>", _alerts_html(alerts)]
+    # the range the panels' queries ran over: the axis, within the range asked for
+    queried = (max(t0, requested[0]), min(t1, requested[1])) if requested else (t0, t1)
     for title, fs in frames:
         parts.append(f"<h2>{esc(title)}</h2><div class=grid>")
-        parts += [_panel_html(f, settings, t0, t1, interval_s) for f in fs]
+        parts += [_panel_html(f, settings, t0, t1, interval_s, queried) for f in fs]
         parts.append("</div>")
     parts.append("</body></html>\n")
     return "".join(parts)

@@ -24,6 +24,7 @@ __all__ = [
     "AlertSettings",
     "DashboardsSettings",
     "DriftSettings",
+    "WhySettings",
 ]
 
 SEGMENT_DIMENSIONS = ("service", "environment", "model", "prompt_version", "retriever_version")
@@ -77,6 +78,12 @@ class AlertSettings(BaseModel):
     drop_fraction: float = Field(default=0.10, gt=0, lt=1)
     """Relative rule: fire when the recent mean is this fraction below the baseline, the same
     hours of the previous ``baseline_days`` days (so a normal daily cycle is not a drop)."""
+    drop_confidence: float = Field(default=0.95, ge=0, lt=1)
+    """The drop must hold at this confidence: the rule's value is the end of the change's
+    interval nearest to no change (the recent and baseline means each with the bound
+    ``sqrt(m (1 - m) / n)`` on its standard error that any score in [0, 1] respects), so an
+    hour of a bimodal judge's noise (the model judge scores most answers near 0 or 1) does not
+    read as a drop. 0: the plain change of the means."""
     drop_window_s: int = Field(default=3600, ge=300, le=6 * 3600)
     baseline_days: int = Field(default=7, ge=1, le=28)
     drop_min_samples: int = Field(default=20, ge=1)
@@ -183,6 +190,32 @@ class DriftSettings(BaseModel):
         return v
 
 
+class WhySettings(BaseModel):
+    """The drop decomposition (``ragpulse status --why``, the report's and the dashboard's
+    "What changed" panel): which segment drove the change of a metric's mean between a baseline
+    window and a recent one (``ragpulse.dashboards.why`` states the rule).
+
+    A segment is ranked only with at least ``min_samples`` scores in each window it has traffic
+    in; ranked segments are ordered by the end of the ``confidence`` interval of their
+    contribution nearest to no change, so a segment of 3 traces (a wide interval) never tops
+    the list by chance. Segments under the minimum are listed after them, marked.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_samples: int = Field(default=20, ge=2)
+    """Scores a segment needs in each window it appears in to be ranked."""
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    """Two-sided confidence of the intervals (0.95: 1.96 standard errors)."""
+    limit: int = Field(default=20, ge=1, le=1000)
+    """Segments listed (after the overall row), across all dimensions."""
+
+    @property
+    def z(self) -> float:
+        """The number of standard errors of the two-sided ``confidence`` interval."""
+        return NormalDist().inv_cdf(0.5 + self.confidence / 2)
+
+
 class DashboardsSettings(BaseModel):
     """Everything the generator needs. Frozen; validated on construction."""
 
@@ -211,6 +244,7 @@ class DashboardsSettings(BaseModel):
     default_range: str = "now-24h"
     alerts: AlertSettings = AlertSettings()
     drift: DriftSettings = DriftSettings()
+    why: WhySettings = WhySettings()
 
     @field_validator("datasource_uid")
     @classmethod

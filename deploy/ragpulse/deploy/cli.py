@@ -46,7 +46,7 @@ def _register() -> None:
         status,
         up,
     )
-    from ragpulse.deploy.envhelp import ENV_EPILOG
+    from ragpulse.deploy.options import ENV_EPILOG
 
     # Every command's help ends with ENV_EPILOG (db's and dashboards' subcommands add it
     # themselves): the options that have a variable name it, the others have none.

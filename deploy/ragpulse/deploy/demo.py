@@ -6,8 +6,23 @@ collector: ``support-bot`` (English, OpenInference spans), ``docs-search`` (Engl
 plus OTel GenAI attributes, with a reranker) and ``faq-ja`` (Japanese). Some answers are
 hallucinated (a changed number or name), some retrievals miss (irrelevant contexts), some answers
 are non-committal, and some users give a thumbs-down, so every dashboard has something to show.
-Prompt version ``v2`` of ``support-bot`` hallucinates more often than ``v1``: a regression a
-newcomer can find by the prompt-version template variable.
+
+The story (``ragpulse status --why faithfulness`` tells it): the English services answer with
+prompt ``v1`` or ``v2``, half the time each. For the first :data:`TURN_AFTER_S` seconds (5
+minutes) every prompt answers alike (4 % hallucinated); then ``v2`` turns unfaithful (40 %
+hallucinated) and, at the same time, ``faq-ja``'s traffic doubles without any change in its
+answers. Five minutes later, ``status --why faithfulness`` (the last 5 minutes against the 5
+before) names ``prompt_version = v2`` first, a rate (it got worse), and ``faq-ja`` as mix (it
+got more traffic), as do the report and the dashboard's "What changed" panel over the last 10
+minutes. No faithfulness alert fires: a regression of one prompt in half of two services'
+traffic is what the drop decomposition is for.
+
+The other story, ``incident`` (``ragpulse up --demo --demo-story incident``): from the first
+trace ``support-bot`` answers with prompt ``v2`` only, and :data:`INCIDENT_HALLUCINATED` of its
+answers are hallucinated (a bad prompt rolled out to the whole service at once). Its faithfulness
+falls under the judge's absolute alert level as soon as the rule has its minimum of samples
+(``ragpulse-faithfulness-low-<judge>`` fires for ``support-bot``, about a minute in at 2 traces/s),
+while ``docs-search`` and ``faq-ja`` stay quiet.
 
 Deterministic for a given seed. Not thread-safe: one :class:`DemoTraffic` per thread.
 """
@@ -19,7 +34,20 @@ import threading
 import time
 from dataclasses import dataclass
 
-__all__ = ["CORPUS", "DemoTraffic", "Scenario", "plan_scenario"]
+__all__ = ["CORPUS", "INCIDENT_HALLUCINATED", "STORIES", "TURN_AFTER_S", "DemoTraffic", "Scenario",
+           "plan_scenario"]
+
+V2_TURNED_HALLUCINATED = 0.40
+"""Share of prompt ``v2``'s answers that are hallucinated after the turn (4 % before, as ``v1``)."""
+INCIDENT_HALLUCINATED = 0.80
+"""Share of ``support-bot``'s answers that are hallucinated in the ``incident`` story."""
+STORIES = ("drop", "incident")
+"""The demo's stories: ``drop`` (default: prompt v2 turns unfaithful after :data:`TURN_AFTER_S`,
+no alert; ``status --why`` explains it) and ``incident`` (support-bot fires its absolute-level
+alert)."""
+TURN_AFTER_S = 300.0
+"""Seconds of demo traffic (at its rate) after which prompt ``v2`` turns unfaithful and
+``faq-ja``'s traffic doubles."""
 
 
 @dataclass(frozen=True)
@@ -109,18 +137,30 @@ class Scenario:
     rerank: bool
 
 
-def plan_scenario(rng: random.Random) -> Scenario:
-    """Draw one interaction. Pure: the same RNG state gives the same scenario."""
-    service, lang, env, genai = rng.choice(SERVICES)
+def plan_scenario(rng: random.Random, *, turned: bool = True, story: str = "drop") -> Scenario:
+    """Draw one interaction, before (``turned=False``) or after the demo's turn: after it,
+    prompt ``v2`` hallucinates more and ``faq-ja`` has twice the traffic of each other service.
+    ``story="incident"``: support-bot answers with ``v2`` only, :data:`INCIDENT_HALLUCINATED`
+    of them hallucinated, whatever ``turned`` says. Pure: the same RNG state gives the same
+    scenario."""
+    if story not in STORIES:
+        raise ValueError(f"unknown demo story {story!r}: one of {', '.join(STORIES)}")
+    service, lang, env, genai = rng.choices(SERVICES, weights=(1, 1, 2) if turned else (1, 1, 1))[0]
     docs = CORPUS[lang]
     doc = rng.choice(docs)
     others = [d for d in docs if d is not doc]
-    prompt_version = rng.choice(("v1", "v2")) if service == "support-bot" else "v1"
+    prompt_version = rng.choice(("v1", "v2")) if lang == "en" else "ja-v1"
     # Rates of a service worth running: most answers faithful, so no faithfulness alert fires
     # (neither the drop against the baseline nor the judge's absolute level, dashboards.levels;
-    # tests/dashboards checks it) and v2's regression shows in the prompt-version breakdown
-    # rather than as an alert storm on a new user's first screen.
-    p_halluc = 0.15 if prompt_version == "v2" else 0.04
+    # tests/dashboards checks it) and v2's regression shows in `status --why` and the
+    # prompt-version breakdown rather than as an alert storm on a new user's first screen.
+    # faq-ja has always been a little weaker: its growth lowers the mean by mix alone.
+    if story == "incident" and service == "support-bot":
+        prompt_version, p_halluc = "v2", INCIDENT_HALLUCINATED
+    elif prompt_version == "v2" and turned and story == "drop":
+        p_halluc = V2_TURNED_HALLUCINATED
+    else:
+        p_halluc = 0.12 if service == "faq-ja" else 0.04
     roll = rng.random()
     if roll < p_halluc:
         kind = "hallucinated"
@@ -154,20 +194,29 @@ def plan_scenario(rng: random.Random) -> Scenario:
 
 
 class DemoTraffic:
-    """Emits scenarios at ``rate`` traces per second to an OTLP/HTTP endpoint until stopped.
+    """Emits scenarios at ``rate`` traces per second to an OTLP/HTTP endpoint until stopped;
+    the first ``turn_after_s`` seconds' worth of them before the story's turn.
 
     ``start()`` returns at once (a daemon thread sends); ``shutdown()`` stops it and flushes every
     provider's exporter, so what was emitted reaches the collector. Idempotent.
     """
 
     def __init__(self, endpoint: str, *, rate: float = 2.0, seed: int = 7,
-                 limit: int | None = None) -> None:
+                 limit: int | None = None, turn_after_s: float = TURN_AFTER_S,
+                 story: str = "drop") -> None:
         if rate <= 0:
             raise ValueError("rate must be positive")
+        if story not in STORIES:
+            raise ValueError(f"unknown demo story {story!r}: one of {', '.join(STORIES)}")
+        self.story = story
+        if turn_after_s < 0:
+            raise ValueError("turn_after_s must not be negative")
         self.endpoint = endpoint
         self.rate = rate
         self.limit = limit
         self.sent = 0
+        self.turn_at = round(turn_after_s * rate)
+        """Traces sent before the turn (the story), counted rather than timed: deterministic."""
         self._rng = random.Random(seed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -226,7 +275,7 @@ class DemoTraffic:
         while not self._stop.is_set():
             if self.limit is not None and self.sent >= self.limit:
                 return
-            self.emit(plan_scenario(self._rng))
+            self.emit(plan_scenario(self._rng, turned=self.sent >= self.turn_at, story=self.story))
             next_at += interval
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 

@@ -28,13 +28,13 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ragpulse.scorer import DEFAULT_JUDGE, JUDGES, resolve_judge
 from ragpulse.scorer.store import DatabaseName
 
-from .diskspace import low_disk_note
 from .sampling import default_sampling_rate
 from .signals import StopSignals
+from .statusline import scorer_stats, status_line
 
 __all__ = ["Embedded", "EmbeddedSettings", "PortInUseError", "check_not_running", "check_ports",
            "judge_line", "otlp_token_configured", "redaction_line", "run_embedded",
-           "seaweed_line", "status_line"]
+           "seaweed_line"]
 
 log = logging.getLogger(__name__)
 
@@ -457,9 +457,7 @@ class Embedded:
         if self.collector is not None:
             out.update({f"collector.{k}": v for k, v in self.collector.stats().items()})
         if self.scorer is not None:
-            out.update({f"scorer.{k}": v for k, v in self.scorer.stats().items()})
-            unscorable = self.scorer.labelled_counters().get("traces_unscorable", {})
-            out.update({f"scorer.traces_unscorable.{r}": n for r, n in unscorable.items()})
+            out.update(scorer_stats(self.scorer))
         if self.facade is not None:
             out.update({f"facade.{k}": v for k, v in self.facade.stats().items()})
         if self.demo is not None:
@@ -655,8 +653,13 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
             table.add_row(f"[cyan]{k}[/cyan]", escape(v))  # paths and URLs are text
         console.print(table)
         if settings.demo:
+            from .demo import TURN_AFTER_S
+
+            turn = TURN_AFTER_S / 60
             console.print(f"demo traffic: {settings.demo_rate:g} traces/s through the "
-                          "OpenTelemetry SDK (3 services, English and Japanese)")
+                          "OpenTelemetry SDK (3 services, English and Japanese); after "
+                          f"{turn:g} minutes prompt v2 turns unfaithful: from minute "
+                          f"{2 * turn:g}, `ragpulse status --why faithfulness` shows it")
         console.print("Ctrl-C drains (scores what was accepted) and stops.")
         t0 = time.monotonic()
         signals.every(settings.status_interval_s, lambda: console.print(
@@ -671,42 +674,6 @@ def run_embedded(settings: EmbeddedSettings, console: Any) -> int:
             return 130
         console.print("stopped.")
         return 0
-
-
-def status_line(st: dict[str, Any], elapsed_s: float) -> str:
-    """One line that adds up: every trace the assembler emitted ended in exactly one outcome
-    (sampled out, no RAG query, evicted without a root and with nothing to score, written as
-    null rows because it could not be scored, scored, failed, dropped) or is still in progress (the remainder: waiting for or in the judge, or
-    emitted and not yet through the sampler). Unscorable traces are broken down by reason."""
-    def g(key: str) -> int:
-        return int(st.get(key, 0) or 0)
-
-    # traces_assembled counts every trace the assembler handed on, whatever the cause (the
-    # pipeline-health panel draws the same counter)
-    emitted = g("scorer.traces_assembled")
-    outcomes = {
-        "sampled out": g("scorer.traces_sampled_out"),
-        "not RAG": g("scorer.traces_not_rag"),
-        # evicted before its root came, with nothing to score (a root-less flood): no rows
-        "expired incomplete": g("scorer.traces_expired_incomplete"),
-        "unscorable": g("scorer.traces_unscorable"),
-        "scored": g("scorer.traces_scored"),
-        "failed": g("scorer.evaluate_errors"),
-        "dropped": g("scorer.traces_dropped"),
-    }
-    outcomes["in progress"] = max(0, emitted - sum(outcomes.values()))
-    reasons = sorted(((k.rsplit(".", 1)[1], int(v)) for k, v in st.items()
-                      if k.startswith("scorer.traces_unscorable.") and v), key=lambda x: -x[1])
-    why = f" ({', '.join(f'{r} {n}' for r, n in reasons)})" if reasons else ""
-    parts = " + ".join(f"{k} {v}" + (why if k == "unscorable" else "")
-                       for k, v in outcomes.items())
-    errors = (g("collector.spans_refused") + g("scorer.records_dead_lettered")
-              + g("scorer.evaluate_errors") + g("scorer.write_errors"))
-    return (f"[{elapsed_s:6.0f}s] spans received {g('collector.spans_received')}, "
-            f"traces assembled {emitted} = {parts}; rows {g('scorer.rows_written')}, "
-            f"lag {g('scorer.consumer_lag')}, errors {errors}"
-            + low_disk_note(st.get("disk.free_bytes"), st.get("disk.min_free_bytes"),
-                            str(st.get("disk.data_dir", ""))))
 
 
 def seaweed_line(ports: dict[str, int]) -> str:

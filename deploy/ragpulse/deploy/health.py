@@ -493,16 +493,15 @@ def start_observability(
     *,
     ready: Mapping[str, Check | None] | None = None,
     live: Check | None = None,
-    port: int | None = None,
     clickhouse: tuple[str, str] | None = None,
     instance: str | None = None,
     settings: ObservabilitySettings | None = None,
 ) -> Observability:
     """Start the endpoints of ``component`` (``collector`` or ``scorer``) as configured.
 
-    ``settings`` default to ``ObservabilitySettings()`` (the environment); ``port`` (the CLI's
-    ``--health-port``) overrides the port and enables the server. ``None`` checks in ``ready``
-    are skipped (e.g. :func:`clickhouse_probe` of an in-process chDB). ``clickhouse`` is a
+    ``settings`` default to ``ObservabilitySettings()`` (the environment; the commands build
+    them with their ``--health-port``: :data:`ragpulse.deploy.options.HEALTH`). ``None`` checks
+    in ``ready`` are skipped (e.g. :func:`clickhouse_probe` of an in-process chDB). ``clickhouse`` is a
     ``(dsn, database)`` for the component's ``pipeline_health`` rows;
     ``RAGPULSE_TELEMETRY__CLICKHOUSE`` overrides it. A component that writes its own rows (the
     scorer) passes neither: one writer per component and process. That ClickHouse is connected
@@ -514,8 +513,6 @@ def start_observability(
 
     settings = settings or ObservabilitySettings()
     health = settings.health
-    if port is not None:
-        health = health.model_copy(update={"enabled": True, "port": port})
     sources = [StatsSource(component, stats)]  # type: ignore[arg-type]
     try:
         build = version("ragpulse")

@@ -25,6 +25,7 @@ from .model import (
     Reason,
     Sample,
     Score,
+    Unsupported,
 )
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "Sample",
     "SampleResult",
     "Score",
+    "Unsupported",
     "build_judge",
     "judge_help",
     "resolve_judge",

@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from .model import BUILTIN_CRITERIA, Criterion, Fact, Finding, Reason, Sample, Score
+from .model import BUILTIN_CRITERIA, Criterion, Fact, Finding, Reason, Sample, Score, Unsupported
 from .stats import average_precision, clamp01, wilson_interval
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_METRICS",
+    "EVIDENCE",
     "EXPECTED_SHARE",
     "METRICS",
+    "UNSUPPORTED_KEPT",
     "Metric",
     "MetricResult",
     "answer_correctness_value",
     "aspect_metric",
     "resolve_metrics",
+    "unsupported_statements",
 ]
 
 
@@ -37,6 +40,7 @@ class MetricResult:
     counts: dict[str, int] = field(default_factory=dict)
     interval_of: tuple[float, float] | None = None  # (successes, n) for a Wilson interval
     explanation: str | None = None
+    unsupported: tuple[Unsupported, ...] = ()
 
 
 Compute = Callable[[Sample, Mapping[Fact, Finding]], MetricResult]
@@ -102,10 +106,12 @@ def _faithfulness(sample: Sample, f: Mapping[Fact, Finding]) -> MetricResult:
     verdicts = [int(bool(v)) for v in support.value]
     if len(verdicts) != len(statements):
         return MetricResult(None, Reason.VERDICTS_MISMATCH, counts={"statements": len(statements)})
-    if not support.extra.get(EXPECTED_SHARE):
-        return _ratio(sum(verdicts), len(verdicts), Reason.NO_STATEMENTS,
-                      ("statements", "supported"))
     probs = _probabilities(support.extra.get("probabilities"), len(verdicts))
+    if not support.extra.get(EXPECTED_SHARE):
+        result = _ratio(sum(verdicts), len(verdicts), Reason.NO_STATEMENTS,
+                        ("statements", "supported"))
+        return replace(result, unsupported=unsupported_statements(statements, verdicts, probs,
+                                                                  support.extra.get(EVIDENCE)))
     if probs is None:  # the judge promised one probability per statement: its bug, not a NULL
         return MetricResult(None, Reason.VERDICTS_MISMATCH, counts={"statements": len(statements)},
                             explanation="expected_share set without one probability in [0, 1] "
@@ -117,7 +123,46 @@ def _faithfulness(sample: Sample, f: Mapping[Fact, Finding]) -> MetricResult:
         counts={"statements": n, "supported": sum(verdicts)},
         interval_of=(expected, n),
         explanation=f"expected share: sum of P(supported) {expected:.2f} / {n} statements",
+        unsupported=unsupported_statements(statements, verdicts, probs,
+                                           support.extra.get(EVIDENCE)),
     )
+
+
+EVIDENCE = "evidence"
+"""``Finding.extra`` key of a ``STATEMENT_SUPPORT`` finding: one entry per statement, ``None``
+or ``(context index, passage)``: the context (0-based, rank order) and the span of it that came
+closest to supporting the statement, as the judge compared them (the model judge's
+best-scoring premise window, the fast judge's best-matching sentence, the context the LLM judge
+cited). A judge may fill it for its unsupported statements only."""
+
+UNSUPPORTED_KEPT = 20
+"""At most this many unsupported statements travel with a faithfulness score (the score writer
+stores fewer: ``write.max_unsupported``)."""
+
+
+def unsupported_statements(statements: Sequence[object], verdicts: Sequence[int],
+                           probs: Sequence[float] | None,
+                           evidence: object) -> tuple[Unsupported, ...]:
+    """The statements the judge found unsupported (verdict 0: P(supported) below the judge's
+    threshold, or the LLM's "not supported"), lowest P first (the answer's order among equal P
+    and for a judge without probabilities), at most :data:`UNSUPPORTED_KEPT`, each with the
+    passage of ``evidence`` (:data:`EVIDENCE`; context -1 and no passage where it names none or
+    is malformed)."""
+    n = len(verdicts)
+    rows = evidence if isinstance(evidence, (list, tuple)) and len(evidence) == n else [None] * n
+    order = [i for i in range(n) if not verdicts[i]]
+    if probs is not None:
+        order.sort(key=lambda i: probs[i])
+    out: list[Unsupported] = []
+    for i in order[:UNSUPPORTED_KEPT]:
+        ev = rows[i]
+        context, passage = -1, ""
+        if (isinstance(ev, (list, tuple)) and len(ev) == 2 and type(ev[0]) is int
+                and ev[0] >= 0 and isinstance(ev[1], str)):
+            context, passage = ev[0], ev[1]
+        out.append(Unsupported(str(statements[i]), context, passage,
+                               None if probs is None else round(float(probs[i]), 4)))
+    return tuple(out)
 
 
 EXPECTED_SHARE = "expected_share"
@@ -361,4 +406,4 @@ def to_score(metric: Metric, result: MetricResult, **kw: object) -> Score:
     # this module computed (clamp01 already made the value a float in [0, 1]).
     return Score._fast(metric=metric.name, value=clamp01(result.value), status="ok",
                        counts=result.counts, interval=interval, explanation=result.explanation,
-                       **kw)
+                       unsupported=result.unsupported, **kw)

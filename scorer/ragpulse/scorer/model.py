@@ -30,6 +30,7 @@ __all__ = [
     "Sample",
     "Score",
     "Status",
+    "Unsupported",
 ]
 
 
@@ -218,6 +219,25 @@ class Interval(BaseModel):
     method: str = "wilson"
 
 
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    """A statement of the answer the judge found unsupported, and the passage that came closest.
+
+    ``context`` is the index (0-based, rank order) of the passage that came closest to
+    supporting it, -1 when the judge named none; ``passage`` the span of that context it
+    compared the statement with (the model judge's best-scoring premise window, the fast
+    judge's best-matching sentence, the context the LLM judge cited); ``support`` the judge's
+    P(supported) for the statement, ``None`` for a judge without probabilities (the LLM's
+    verdicts). Texts are the sample's (redacted) text as the judge saw it, not yet cut: the
+    score writer bounds and cleans them (``ragpulse.scorer.store.rows_from_scores``).
+    """
+
+    statement: str
+    context: int = -1
+    passage: str = ""
+    support: float | None = None
+
+
 class Score(BaseModel):
     """One metric's verdict on one sample. Frozen; ``value`` is in [0, 1] or ``None`` with a reason."""
 
@@ -234,6 +254,9 @@ class Score(BaseModel):
     interval: Interval | None = None
     cost: Cost = ZERO_COST
     explanation: str | None = None
+    unsupported: tuple[Unsupported, ...] = ()
+    """Faithfulness: the statements the judge found unsupported, lowest support first, with
+    the passage that came closest (:class:`Unsupported`); empty for other metrics."""
 
     @model_validator(mode="after")
     def _check(self) -> Score:
@@ -267,6 +290,7 @@ class Score(BaseModel):
         interval: Any = None,
         cost: Any = ZERO_COST,
         explanation: Any = None,
+        unsupported: Any = (),
         **unknown: Any,
     ) -> Score:
         """The engine's constructor: the same result as ``Score(...)`` with these keywords (same
@@ -290,6 +314,7 @@ class Score(BaseModel):
             or not (interval is None or type(interval) is Interval)
             or type(cost) is not Cost
             or not (explanation is None or type(explanation) is str)
+            or type(unsupported) is not tuple
             or (
                 (status == "ok" or not reason)
                 if value is None
@@ -300,11 +325,15 @@ class Score(BaseModel):
         for k, n in counts.items():
             if type(k) is not str or type(n) is not int:
                 return cls._validated(locals())
+        for u in unsupported:
+            if type(u) is not Unsupported:
+                return cls._validated(locals())
         # A dict literal in field order: serialisation (model_dump_json) follows it.
         return _trusted(cls, {
             "metric": metric, "value": value, "status": status, "reason": reason,
             "judge": judge, "model": model, "prompt_version": prompt_version, "counts": counts,
             "interval": interval, "cost": cost, "explanation": explanation,
+            "unsupported": unsupported,
         })
 
     @classmethod
@@ -316,7 +345,7 @@ class Score(BaseModel):
 _SCORE_ORDER = tuple(Score.model_fields)
 if _SCORE_ORDER != (
     "metric", "value", "status", "reason", "judge", "model", "prompt_version", "counts",
-    "interval", "cost", "explanation",
+    "interval", "cost", "explanation", "unsupported",
 ):  # a raise, not an assert: it must hold under python -O
     raise ImportError("Score._fast drifted from Score's fields")
 
@@ -324,7 +353,8 @@ if _SCORE_ORDER != (
 def _check_trusted() -> None:
     """Fail at import, not with wrong rows, if this pydantic version builds models differently."""
     kw: dict[str, Any] = {
-        "metric": "m", "value": 0.5, "counts": {"n": 1}, "interval": Interval(low=0.1, high=0.9)
+        "metric": "m", "value": 0.5, "counts": {"n": 1}, "interval": Interval(low=0.1, high=0.9),
+        "unsupported": (Unsupported("s", 0, "p", 0.1),),
     }
     fast, slow = Score._fast(**kw), Score(**kw)
     if (

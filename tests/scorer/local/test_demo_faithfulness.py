@@ -9,6 +9,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ragpulse.dashboards.levels import FAITHFULNESS_LEVELS
 from ragpulse.dashboards.settings import AlertSettings
 from ragpulse.deploy.demo import CORPUS, SERVICES, plan_scenario
 from ragpulse.scorer import Evaluator, Sample
@@ -48,25 +49,35 @@ async def test_demo_faithful_answers_clear_the_alert_and_hallucinated_ones_do_no
 
 
 async def test_demo_traffic_mix_per_service(local_judge) -> None:
-    """The planned traffic (seeded as ``ragpulse up --demo``), scored: per service, the mean over
-    all interactions (what the alert averages) and over faithful ones clears the alert level,
-    and the mean over hallucinated ones is below it."""
+    """The planned traffic (seeded as ``ragpulse up --demo``), scored. Before the demo's turn
+    (its first 5 minutes: a new user's first screen), per service, the mean over all
+    interactions (what the alert averages) and over faithful ones clears the alert level, and
+    the mean over hallucinated ones is below it. After the turn prompt v2 is a deliberate
+    regression (``status --why`` finds it): each service's mean then still clears the local
+    judges' own alert level (``FAITHFULNESS_LEVELS``, what the demo's rules apply) by a wide
+    margin, and v2's mean is below v1's."""
     rng = random.Random(7)
-    plans = [plan_scenario(rng) for _ in range(300)]
-    samples = [Sample(id=str(i), question=p.question, contexts=list(p.contexts), answer=p.answer)
-               for i, p in enumerate(plans)]
-    values = await _faithfulness(local_judge, samples)
-    by: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for i, p in enumerate(plans):
-        v = values[str(i)]
-        if v is not None:
-            by[(p.service, p.kind)].append(v)
-    for service, *_ in SERVICES:
-        overall = [v for (svc, _kind), vs in by.items() if svc == service for v in vs]
-        assert np.mean(overall) >= ALERT + 0.02, (service, np.mean(overall))
-        assert np.mean(by[(service, "faithful")]) >= ALERT, (service, by[(service, "faithful")])
-        if by[(service, "hallucinated")]:
-            assert np.mean(by[(service, "hallucinated")]) < ALERT
+    for turned in (False, True):
+        plans = [plan_scenario(rng, turned=turned) for _ in range(300)]
+        samples = [Sample(id=str(i), question=p.question, contexts=list(p.contexts),
+                          answer=p.answer) for i, p in enumerate(plans)]
+        values = await _faithfulness(local_judge, samples)
+        by: dict[tuple[str, str], list[float]] = defaultdict(list)
+        prompts: dict[str, list[float]] = defaultdict(list)
+        for i, p in enumerate(plans):
+            v = values[str(i)]
+            if v is not None:
+                by[(p.service, p.kind)].append(v)
+                prompts[p.prompt_version].append(v)
+        for service, *_ in SERVICES:
+            overall = [v for (svc, _kind), vs in by.items() if svc == service for v in vs]
+            level = ALERT + 0.02 if not turned else max(FAITHFULNESS_LEVELS.values()) + 0.2
+            assert np.mean(overall) >= level, (turned, service, np.mean(overall))
+            assert np.mean(by[(service, "faithful")]) >= ALERT, (service, by[(service, "faithful")])
+            if by[(service, "hallucinated")]:
+                assert np.mean(by[(service, "hallucinated")]) < ALERT
+        if turned:
+            assert np.mean(prompts["v2"]) < np.mean(prompts["v1"]) - 0.1
 
 
 async def test_examples_samples_faithful_above_alert_hallucinated_below(local_judge) -> None:

@@ -227,20 +227,22 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_ragpulse_scorer_settings_from_flags_and_env(
     app, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ragpulse.deploy.commands.scorer import _settings_from
+    from ragpulse.scorer.pipeline import ScorerSettings
 
     _clean_env(monkeypatch)
     monkeypatch.setenv("RAGPULSE_NLI__BATCH_SIZE", "4")
     monkeypatch.setenv("RAGPULSE_NLI__THREADS", "2")
-    s = _settings_from({"judge": "nli", "nli.model_dir": str(tiny_dir),
-                        "nli.positive_label": "entailment"})
+    # what `scorer --judge nli --model-dir DIR --positive-label entailment` builds
+    # (ragpulse.deploy.options: the flags given as init arguments, over the environment)
+    s = ScorerSettings(judge="nli", nli={"model_dir": str(tiny_dir),
+                                         "positive_label": "entailment"})
     assert s.judge == "nli" and s.nli.model_dir == tiny_dir and s.nli.batch_size == 4
     j = build_judge(s.judge, nli=s.nli)  # what build_scorer does
     assert isinstance(j, NliJudge) and j.settings.threads == 2 and j.settings.batch_size == 4
     await j.aclose()
     monkeypatch.setenv("RAGPULSE_JUDGE", "nli")
     monkeypatch.setenv("RAGPULSE_NLI__MODEL_DIR", str(tiny_dir))
-    assert _settings_from({}).nli.model_dir == tiny_dir
+    assert ScorerSettings().nli.model_dir == tiny_dir
     # judge nli without a model directory: exit 2 before connecting, the field named
     monkeypatch.delenv("RAGPULSE_NLI__MODEL_DIR")
     res = CliRunner().invoke(app, ["scorer"])

@@ -51,7 +51,7 @@ class ScorerProcess:
 
     def rows_written(self) -> int:
         for line in reversed(self.lines):
-            m = re.search(r"written (\d+) rows", line)
+            m = re.search(r"; rows (\d+), ", line)
             if m:
                 return int(m.group(1))
         return 0

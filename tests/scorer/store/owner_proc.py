@@ -2,7 +2,8 @@
 facade), print the facade URL, and hold the directory until stdin closes.
 
 ``owner_proc.py PATH DATABASE [ROWS.json]``: ROWS.json, if given, is a list of
-``{"trace_id", "ts" (ISO), "service", "environment", "metric", "value"}`` written as scores
+``{"trace_id", "ts" (ISO), "service", "environment", "metric", "value"}`` (and optionally
+``"prompt_version"``) written as scores
 before the facade starts (the facade takes no writes, as in ``ragpulse up``, where the scorer
 writes in process).
 """
@@ -36,7 +37,8 @@ def main() -> None:
         for r in specs:
             ts = datetime.fromisoformat(r["ts"])
             meta = ScoredTraceMeta(trace_id=r["trace_id"], ts=ts, service=r["service"],
-                             environment=r["environment"])
+                                   environment=r["environment"],
+                                   prompt_version=r.get("prompt_version", ""))
             rows += rows_from_scores([Score(metric=r["metric"], value=r["value"], judge="local")],
                                      meta, scored_at=ts)
         writer = ScoreWriter(client, database)

@@ -41,6 +41,7 @@ __all__ = [
     "HEALTH_COLUMNS",
     "MIGRATIONS",
     "SCORE_COLUMNS",
+    "UNSUPPORTED_TYPE",
     "ClusterName",
     "Column",
     "DatabaseName",
@@ -210,6 +211,14 @@ def create_table_sql(table: Table, settings: SchemaSettings) -> str:
 
 _LC = "LowCardinality(String)"
 
+UNSUPPORTED_TYPE = ("Array(Tuple(statement String, context Int32, passage String, "
+                    "support Nullable(Float32)))")
+"""``scores.unsupported``: per faithfulness row, the statements the judge found unsupported
+(lowest support first), each with the context (0-based; -1: none named) and the span of it that
+came closest, and the judge's P(supported) (NULL for the LLM judge). Excerpts, like
+``question``/``answer``: empty when excerpts are off."""
+_UNSUPPORTED_COMMENT = "unsupported statements with the closest passage; empty when disabled"
+
 SCORES = Table(
     name="scores",
     columns=(
@@ -246,6 +255,8 @@ SCORES = Table(
         Column("question", "String", codec="ZSTD(3)", comment="excerpt; empty when disabled"),
         Column("answer", "String", codec="ZSTD(3)", comment="excerpt; empty when disabled"),
         Column("explanation", "String", codec="ZSTD(3)"),
+        Column("unsupported", UNSUPPORTED_TYPE, codec="ZSTD(3)",
+               comment=_UNSUPPORTED_COMMENT),
         Column("version", "UInt64", comment="ReplacingMergeTree version: scored_at in ms"),
     ),
     engine="ReplacingMergeTree(version)",
@@ -420,8 +431,13 @@ def _view_template(view: View) -> str:
 # only ever add. Never edit a released migration: add a new one (the checksum guards this).
 _SCORES_V1 = replace(
     SCORES,
-    columns=tuple(c for c in SCORES.columns if c.name not in ("question", "answer", "explanation")),
+    columns=tuple(c for c in SCORES.columns
+                  if c.name not in ("question", "answer", "explanation", "unsupported")),
 )
+
+# A plain view's columns are fixed when it is created (``SELECT *`` is expanded then), so a
+# migration that adds a column to ``scores`` must replace ``scores_dedup`` too.
+_DEDUP_VIEW = "CREATE OR REPLACE VIEW `{db}`.`scores_dedup` AS SELECT * FROM `{db}`.`scores` FINAL"
 
 # A parameterized view: the same minutes as scores_1m, computed at query time from the
 # deduplicated rows, so a re-scored replay is counted once. Costlier than the rollup (it reads raw
@@ -472,6 +488,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration(6, "scores_1m_exact(from, to): the per-minute rollup computed from scores FINAL", (
         _EXACT_ROLLUP,
+    )),
+    Migration(7, "scores: unsupported statements with the closest passage", (
+        "ALTER TABLE `{db}`.`scores` ADD COLUMN IF NOT EXISTS `unsupported` "
+        + UNSUPPORTED_TYPE + " CODEC(ZSTD(3)) COMMENT " + _sql_string(_UNSUPPORTED_COMMENT)
+        + " AFTER `explanation`",
+        _DEDUP_VIEW,
     )),
 )
 
@@ -662,5 +684,8 @@ def cluster_statements(statement: str, settings: SchemaSettings) -> list[str]:
     m = re.match(rf"CREATE VIEW IF NOT EXISTS {q}\.`(\w+)` AS\n?", text)
     if m:
         return [f"CREATE VIEW IF NOT EXISTS `{db}`.`{m.group(1)}`{oc} AS\n{text[m.end():]}"]
+    m = re.match(rf"CREATE OR REPLACE VIEW {q}\.`(\w+)` AS\s?", text)
+    if m:
+        return [f"CREATE OR REPLACE VIEW `{db}`.`{m.group(1)}`{oc} AS {text[m.end():]}"]
     first = text.splitlines()[0] if text else ""
     raise SchemaError(f"cluster DDL: no cluster form for statement `{first} …`")

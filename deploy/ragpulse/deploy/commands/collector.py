@@ -18,9 +18,8 @@ import threading
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
-from ragpulse.deploy.envhelp import env_help, env_name
+from ragpulse.deploy.options import HEALTH, Options, Sets
 from ragpulse.deploy.signals import StopSignals
 
 __all__ = ["collector"]
@@ -33,26 +32,24 @@ def _host_port(value: str, flag: str) -> tuple[str, int]:
     return host, int(port)
 
 
-# The CollectorSettings fields (dotted) each flag sets; their variables, RAGPULSE_<FIELD> with
-# "__" for ".", are named in --help. --status-interval and --log-level have none; --health-port
-# reads RAGPULSE_HEALTH__*.
-_SETTINGS_OF = {
-    "kafka": ("kafka.bootstrap_servers",), "topic": ("kafka.topic",),
-    "http": ("otlp.http_host", "otlp.http_port"), "grpc": ("otlp.grpc_host", "otlp.grpc_port"),
-    "no_grpc": ("otlp.grpc_enabled",), "no_http": ("otlp.http_enabled",),
-    "pass_all": ("filter.mode",), "partitions": ("producer.partitions",),
-    "queue_max_spans": ("queue.max_spans",), "confirm": ("producer.confirm",),
-    "workers": ("otlp.workers",), "allow_anonymous_ingest": ("otlp.allow_anonymous_ingest",),
-    "cors_origin": ("otlp.cors_allowed_origins",),
-}
-
-
-def _h(text: str, param: str) -> str:
-    """``text`` with the variables of the settings the flag ``param`` sets."""
-    return env_help(text, *(env_name(f) for f in _SETTINGS_OF[param]))
+# The CollectorSettings field each option sets (its variable, RAGPULSE_<FIELD> with "__" for
+# ".", is named in --help); --status-interval and --log-level set none.
+OPTIONS = Options({
+    "kafka": "kafka.bootstrap_servers", "topic": "kafka.topic",
+    "http": Sets(("otlp.http_host", "otlp.http_port"), lambda v: _host_port(v, "--http")),
+    "grpc": Sets(("otlp.grpc_host", "otlp.grpc_port"), lambda v: _host_port(v, "--grpc")),
+    "no_grpc": Sets(("otlp.grpc_enabled",), lambda _: False),
+    "no_http": Sets(("otlp.http_enabled",), lambda _: False),
+    "pass_all": Sets(("filter.mode",), lambda _: "all"), "partitions": "producer.partitions",
+    "queue_max_spans": "queue.max_spans", "confirm": "producer.confirm",
+    "workers": "otlp.workers", "allow_anonymous_ingest": "otlp.allow_anonymous_ingest",
+    "cors_origin": "otlp.cors_allowed_origins",
+})
+_h = OPTIONS.help
 
 
 def collector(
+    ctx: typer.Context,
     kafka: Annotated[str | None, typer.Option("--kafka", help=_h("Bootstrap servers, host:port[,host:port].", "kafka"))] = None,
     topic: Annotated[str | None, typer.Option("--topic", help=_h("Topic for per-trace records (default otlp_spans).", "topic"))] = None,
     http: Annotated[str | None, typer.Option("--http", help=_h("OTLP/HTTP listen address (default 127.0.0.1:4318).", "http"))] = None,
@@ -68,20 +65,20 @@ def collector(
     worker: Annotated[bool, typer.Option("--worker", hidden=True, help="Internal: run as a spawned worker.")] = False,
     http_shared: Annotated[str | None, typer.Option("--http-shared", hidden=True, help="Internal: a spawned worker's inherited OTLP/HTTP listening socket.")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
-    health_port: Annotated[int | None, typer.Option("--health-port", min=0, max=65535, help=env_help("Serve /healthz /readyz /metrics on this port.", "RAGPULSE_HEALTH__ENABLED", "RAGPULSE_HEALTH__PORT"))] = None,
+    health_port: Annotated[int | None, typer.Option("--health-port", min=0, max=65535, help=HEALTH.help("Serve /healthz /readyz /metrics on this port.", "health_port"))] = None,
     allow_anonymous_ingest: Annotated[bool, typer.Option("--allow-anonymous-ingest", help=_h("Off loopback, accept OTLP without a bearer token (otherwise set RAGPULSE_OTLP__AUTH_TOKEN).", "allow_anonymous_ingest"))] = False,
     cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help=_h("Origin of a web page whose browser OTLP exporter may send (repeatable; 'https://*.example.com' patterns; the variable takes a JSON list).", "cors_origin"))] = None,
 ) -> None:
     """Receive OTLP traces, keep RAG traces and produce them to Kafka, one record per trace."""
+    from ragpulse.collector import CollectorSettings
+    from ragpulse.deploy.health import ObservabilitySettings
     from ragpulse.deploy.logs import configure_logging, protect_std_streams
 
     protect_std_streams()  # a dead stderr pipe must not stop the drain
 
     configure_logging(log_level)
-    settings = _settings(kafka=kafka, topic=topic, http=http, grpc=grpc, no_grpc=no_grpc,
-                         no_http=no_http, pass_all=pass_all, partitions=partitions,
-                         queue_max_spans=queue_max_spans, confirm=confirm, workers=workers,
-                         allow_anonymous_ingest=allow_anonymous_ingest, cors_origin=cors_origin)
+    settings = OPTIONS.settings(ctx, CollectorSettings)
+    observability = HEALTH.settings(ctx, ObservabilitySettings)
     _require_auth_off_loopback(settings)
     service = _start(settings, http_shared)
     if worker:
@@ -89,52 +86,7 @@ def collector(
         # reporting its counters to the parent on stdout.
         _serve_as_worker(service)
         return
-    _serve(service, settings, health_port, status_interval_s)
-
-
-def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: str | None,
-              no_grpc: bool, no_http: bool, pass_all: bool, partitions: int | None,
-              queue_max_spans: int | None, confirm: str | None, workers: int | None,
-              allow_anonymous_ingest: bool = False, cors_origin: list[str] | None = None) -> Any:
-    """The flags over ``RAGPULSE_*``; exits with status 2 naming each invalid field."""
-    from ragpulse.collector import CollectorSettings
-
-    overrides: dict[str, dict[str, Any]] = {"otlp": {}, "kafka": {}, "producer": {}, "queue": {}, "filter": {}}
-    if kafka:
-        overrides["kafka"]["bootstrap_servers"] = kafka
-    if topic:
-        overrides["kafka"]["topic"] = topic
-    if http:
-        overrides["otlp"]["http_host"], overrides["otlp"]["http_port"] = _host_port(http, "--http")
-    if grpc:
-        overrides["otlp"]["grpc_host"], overrides["otlp"]["grpc_port"] = _host_port(grpc, "--grpc")
-    if no_grpc:
-        overrides["otlp"]["grpc_enabled"] = False
-    if no_http:
-        overrides["otlp"]["http_enabled"] = False
-    if pass_all:
-        overrides["filter"]["mode"] = "all"
-    if partitions is not None:
-        overrides["producer"]["partitions"] = partitions
-    if confirm is not None:
-        overrides["producer"]["confirm"] = confirm
-    if queue_max_spans is not None:
-        overrides["queue"]["max_spans"] = queue_max_spans
-    if workers is not None:
-        overrides["otlp"]["workers"] = workers
-    if allow_anonymous_ingest:
-        overrides["otlp"]["allow_anonymous_ingest"] = True
-    if cors_origin:
-        overrides["otlp"]["cors_allowed_origins"] = tuple(cors_origin)
-    try:
-        # Flags are init arguments: pydantic-settings merges them over RAGPULSE_* per field.
-        return CollectorSettings(**{k: v for k, v in overrides.items() if v})
-    except ValidationError as exc:
-        typer.echo("ragpulse collector: invalid settings:", err=True)
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"])
-            typer.echo(f"  {where}: {err['msg']} (RAGPULSE_{where.upper().replace('.', '__')})", err=True)
-        raise typer.Exit(2) from None
+    _serve(service, settings, observability, status_interval_s)
 
 
 def _require_auth_off_loopback(settings: Any) -> None:
@@ -176,7 +128,7 @@ def _start(settings: Any, http_shared: str | None = None) -> Any:
     return service
 
 
-def _serve(service: Any, settings: Any, health_port: int | None, status_interval_s: float) -> None:
+def _serve(service: Any, settings: Any, observability: Any, status_interval_s: float) -> None:
     """The parent process: spawn the extra workers, serve /healthz /readyz /metrics with every
     worker's counters summed in, print status lines until SIGINT/SIGTERM, then drain all."""
     workers_group = _Workers(settings.otlp.workers - 1, service.stats, service.http_shared)
@@ -185,7 +137,7 @@ def _serve(service: Any, settings: Any, health_port: int | None, status_interval
     from ragpulse.deploy.health import kafka_probe, start_observability
 
     try:
-        obs = start_observability("collector", workers_group.stats, port=health_port,
+        obs = start_observability("collector", workers_group.stats, settings=observability,
                                   ready={"kafka": kafka_probe(settings.kafka)})
     except Exception as exc:
         service.shutdown()

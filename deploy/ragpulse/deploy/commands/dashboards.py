@@ -17,8 +17,8 @@ import typer
 from pydantic import ValidationError
 
 from ragpulse.dashboards import DashboardsSettings
-from ragpulse.deploy.envhelp import ENV_EPILOG
 from ragpulse.deploy.logs import mask_secrets
+from ragpulse.deploy.options import ENV_EPILOG
 
 __all__ = ["dashboards", "report", "status"]
 
@@ -221,10 +221,22 @@ def status(
     until: Annotated[str | None, typer.Option(
         "--until", help="End of the range (ISO time, UTC); default now.")] = None,
     settings: Annotated[Path | None, typer.Option("--settings", help=_SETTINGS_HELP)] = None,
+    why: Annotated[str | None, typer.Option(
+        "--why", metavar="METRIC",
+        help="Instead of the summary: which segment drove METRIC's change from the baseline "
+             "window to the recent one (rate: it got worse; mix: it got more traffic), ranked "
+             "(docs/dashboards.md).")] = None,
+    now: Annotated[str, typer.Option(
+        "--now", help="With --why: the recent window, ending at --until: 5m, 1h.")] = "5m",
+    baseline: Annotated[str | None, typer.Option(
+        "--baseline", help="With --why: the baseline window, right before the recent one "
+                           "(default: as long as --now).")] = None,
+    service: Annotated[list[str] | None, typer.Option(
+        "--service", help="With --why: only these services (repeatable).")] = None,
 ) -> None:
     """Per metric and service: mean and samples over --since, the last interval's value, band
     and samples, trend; and the alerts firing. Exit code 3 when an alert fires (scriptable
-    health check)."""
+    health check). With --why METRIC: the segments that drove METRIC's change instead."""
     from rich.console import Console
 
     from ragpulse.dashboards import (
@@ -236,6 +248,9 @@ def status(
     )
 
     s = load_settings(settings, database=database)
+    if why is not None:
+        _why(s, why, now, baseline, until, service, clickhouse, data_dir)
+        return
     t0, t1 = _range(since, until)
     client, dsn = _client(clickhouse, data_dir, s.database)
     try:
@@ -252,3 +267,31 @@ def status(
            judges=judges)
     if any(r.firing for r in results):
         raise typer.Exit(3)
+
+
+def _why(s: DashboardsSettings, metric: str, now: str, baseline: str | None, until: str | None,
+         service: list[str] | None, clickhouse: str | None, data_dir: Path) -> None:
+    """``status --why METRIC``: run the decomposition and print it. Exit 1 when the query fails."""
+    from rich.console import Console
+
+    from ragpulse.dashboards import explain_change, render_why, why_windows
+    from ragpulse.dashboards import since as parse_since
+
+    try:
+        now_len = parse_since(now)
+        base_len = parse_since(baseline) if baseline else None
+    except ValueError as exc:
+        raise _fail(f"--now/--baseline: {exc}", 2) from None
+    b, n = why_windows(_until(until), now_len, base_len)
+    client, dsn = _client(clickhouse, data_dir, s.database)
+    try:
+        result = explain_change(client, s, metric, b, n,
+                                selection={"service": service} if service else None)
+    except ValueError as exc:
+        raise _fail(f"--why: {exc}", 2) from None
+    finally:
+        client.close()
+    console = Console(width=max(132, Console().width))
+    render_why(console, result, f"ragpulse status --why {metric} · {dsn}")
+    if result.error:
+        raise typer.Exit(1)

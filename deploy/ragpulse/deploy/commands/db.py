@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from pydantic import ValidationError
 
-from ragpulse.deploy.envhelp import ENV_EPILOG
+from ragpulse.deploy.options import ENV_EPILOG
 from ragpulse.scorer.store import (
     DEFAULT_DSN,
     MIGRATIONS,

@@ -32,7 +32,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ragpulse.deploy.envhelp import env_help
+from ragpulse.deploy.options import env_help
 from ragpulse.scorer import (
     DEFAULT_JUDGE,
     DEFAULT_METRICS,

@@ -16,80 +16,35 @@ import time
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 
-from ragpulse.deploy.envhelp import env_help, env_name
 from ragpulse.deploy.logs import mask_secrets
+from ragpulse.deploy.options import HEALTH, Options, Sets
 from ragpulse.deploy.signals import StopSignals
+from ragpulse.deploy.statusline import scorer_stats, status_line
 from ragpulse.scorer import DEFAULT_JUDGE, judge_help
 
-__all__ = ["scorer", "status_line"]
+__all__ = ["scorer"]
 
 log = logging.getLogger("ragpulse.deploy.commands.scorer")
 
 
-def status_line(stats: dict[str, Any]) -> str:
-    """One human line from :meth:`Scorer.stats` (stage names as verbs, counts since start)."""
-    errors = (
-        stats.get("write_errors", 0)
-        + stats.get("evaluate_errors", 0)
-        + stats.get("commit_errors", 0)
-        + stats.get("dead_letter_errors", 0)
-    )
-    g = stats.get
-    return (
-        f"consumed {g('records_consumed', 0)} records / {g('spans_consumed', 0)} spans"
-        f" | assembled {g('traces_assembled', 0)} (of which timed out"
-        f" {g('traces_timed_out', 0)}, evicted {g('traces_evicted', 0)}, drained"
-        f" {g('traces_drained', 0)}; late spans {g('spans_late', 0)})"
-        f" | sampled {g('traces_sampled', 0)} (out {g('traces_sampled_out', 0)})"
-        f" | scored {g('traces_scored', 0)} (unscorable {g('traces_unscorable', 0)})"
-        f" | written {g('rows_written', 0)} rows"
-        f" | in flight {g('traces_in_flight', 0)}{' PAUSED' if g('paused') else ''}"
-        f" | lag {g('consumer_lag', 0)} (uncommitted {g('commit_lag', 0)})"
-        f" | dead-lettered {g('records_dead_lettered', 0)} | errors {errors}"
-    )
-
-
-def _settings_from(overrides: dict[str, Any]) -> Any:
-    """Environment first, then the flags given; raises ``ValidationError``."""
-    from ragpulse.scorer.pipeline import ScorerSettings
-
-    env = ScorerSettings()
-    merged = env.model_dump()
-    for dotted, value in overrides.items():
-        if value is None:
-            continue
-        node = merged
-        *parents, leaf = dotted.split(".")
-        for p in parents:
-            node = node[p]
-        node[leaf] = value
-    # Secrets come back masked from model_dump; keep the real ones from the environment model.
-    if env.kafka.sasl_password is not None:
-        merged["kafka"]["sasl_password"] = env.kafka.sasl_password.get_secret_value()
-    return ScorerSettings.model_validate(merged)
-
-
-# The ScorerSettings field (dotted) each flag sets; its variable, RAGPULSE_<FIELD> with "__" for
-# ".", is named in --help. --log-level has none; --health-port reads RAGPULSE_HEALTH__*.
-_SETTING_OF = {
+# The ScorerSettings field each option sets (its variable, RAGPULSE_<FIELD> with "__" for
+# ".", is named in --help); --log-level sets none.
+OPTIONS = Options({
     "kafka": "kafka.bootstrap_servers", "topic": "kafka.topic", "clickhouse": "clickhouse",
     "database": "database", "group": "consumer.group_id", "judge": "judge",
     "model": "judge_model", "base_url": "judge_base_url", "model_dir": "nli.model_dir",
     "positive_label": "nli.positive_label", "metrics": "evaluate.metrics",
-    "sample_rate": "sampling.default_rate", "service_rate": "sampling.service_rates",
+    "sample_rate": "sampling.default_rate",
+    "service_rate": Sets(("sampling.service_rates",), lambda items: _service_rates(items)),
     "grace": "assembly.grace_s", "max_in_flight": "evaluate.max_in_flight",
     "drain_timeout": "drain_timeout_s", "status_interval": "status_interval_s",
-}
-
-
-def _h(text: str, param: str) -> str:
-    """``text`` with the variable of the setting the flag ``param`` sets."""
-    return env_help(text, env_name(_SETTING_OF[param]))
+})
+_h = OPTIONS.help
 
 
 def scorer(
+    ctx: typer.Context,
     kafka: Annotated[
         str | None, typer.Option("--kafka", help=_h("bootstrap servers host:port[,host:port]", "kafka"))
     ] = None,
@@ -154,49 +109,31 @@ def scorer(
             "--health-port",
             min=0,
             max=65535,
-            help=env_help("serve /healthz /readyz /metrics here",
-                          "RAGPULSE_HEALTH__ENABLED", "RAGPULSE_HEALTH__PORT"),
+            help=HEALTH.help("serve /healthz /readyz /metrics here", "health_port"),
         ),
     ] = None,
 ) -> None:
     """Consume OTLP spans from Kafka, score RAG traces and write the scores to ClickHouse.
 
     Blocks until SIGINT/SIGTERM, then drains; exits 2 on invalid settings.
-    Long because: typer reads the options from this signature (65 lines); the body is 30.
+    Long because: typer reads the options from this signature (70 lines); the body is 10.
     """
+    from ragpulse.deploy.health import ObservabilitySettings
     from ragpulse.deploy.logs import configure_logging, protect_std_streams
+    from ragpulse.scorer.pipeline import ScorerSettings
 
     protect_std_streams()  # a dead stderr pipe must not stop the drain
 
     configure_logging(log_level)
-    settings = _settings_or_exit(
-        {
-            _SETTING_OF[param]: value
-            for param, value in (
-                ("kafka", kafka), ("topic", topic), ("clickhouse", clickhouse),
-                ("database", database), ("group", group), ("judge", judge), ("model", model),
-                ("base_url", base_url), ("model_dir", model_dir),
-                ("positive_label", positive_label), ("metrics", metrics),
-                ("sample_rate", sample_rate), ("service_rate", _service_rates(service_rate)),
-                ("grace", grace), ("max_in_flight", max_in_flight),
-                ("drain_timeout", drain_timeout), ("status_interval", status_interval),
-            )
-        }
-    )
-    if settings.judge == "nli" and settings.nli.model_dir is None:
-        # here, not in the settings: the environment alone may name the judge and a flag the dir
-        typer.echo("error: invalid scorer settings:\n  nli.model_dir: judge nli needs a model "
-                   "directory (--model-dir or RAGPULSE_NLI__MODEL_DIR)", err=True)
-        raise typer.Exit(2)
+    settings = OPTIONS.settings(ctx, ScorerSettings)
+    observability = HEALTH.settings(ctx, ObservabilitySettings)
     svc = _start_unless_interrupted(settings)
-    obs = _start_observability(svc, settings, health_port)
+    obs = _start_observability(svc, settings, observability)
     _serve_until_signalled(svc, obs, settings)
 
 
-def _service_rates(items: list[str] | None) -> dict[str, float] | None:
-    """``--service-rate SERVICE=RATE`` options as a dict; exits with status 2 on a bad one."""
-    if not items:
-        return None
+def _service_rates(items: list[str]) -> dict[str, float]:
+    """``--service-rate SERVICE=RATE`` options as a dict; a bad one is a usage error (exit 2)."""
     rates: dict[str, float] = {}
     for item in items:
         name, sep, value = item.rpartition("=")
@@ -205,21 +142,8 @@ def _service_rates(items: list[str] | None) -> dict[str, float] | None:
         except ValueError:
             sep = ""
         if not sep or not name:
-            typer.echo(f"error: --service-rate {item!r}: expected SERVICE=RATE", err=True)
-            raise typer.Exit(2)
+            raise typer.BadParameter(f"{item!r}: expected SERVICE=RATE", param_hint="--service-rate")
     return rates
-
-
-def _settings_or_exit(overrides: dict[str, Any]) -> Any:
-    """:func:`_settings_from`, or exit with status 2 naming each invalid field."""
-    try:
-        return _settings_from(overrides)
-    except ValidationError as exc:
-        typer.echo("error: invalid scorer settings:", err=True)
-        for e in exc.errors():
-            where = ".".join(str(p) for p in e["loc"]) or "settings"
-            typer.echo(f"  {where}: {e['msg']}", err=True)
-        raise typer.Exit(2) from None
 
 
 def _start_unless_interrupted(settings: Any) -> Any:
@@ -321,24 +245,18 @@ def _start_scorer(settings: Any) -> Any:
     return svc
 
 
-def _start_observability(svc: Any, settings: Any, health_port: int | None) -> Any:
+def _start_observability(svc: Any, settings: Any, observability: Any) -> Any:
     """The /healthz, /readyz and /metrics endpoints and the OTLP metrics push, as configured by
     ``RAGPULSE_HEALTH__*`` and ``RAGPULSE_TELEMETRY__*``. The scorer's ``pipeline_health`` rows
     are written by the scorer itself (``build_scorer``), so none are asked for here. Shuts the
     scorer down and exits with status 2 if the endpoint cannot start."""
-    from ragpulse.deploy.health import (
-        ObservabilitySettings,
-        clickhouse_probe,
-        kafka_probe,
-        start_observability,
-    )
+    from ragpulse.deploy.health import clickhouse_probe, kafka_probe, start_observability
 
     def live() -> None:
         if svc.error is not None:
             raise RuntimeError(f"scorer stopped: {svc.error}")
 
     try:
-        observability = ObservabilitySettings()
         if observability.telemetry.clickhouse:
             log.warning("RAGPULSE_TELEMETRY__CLICKHOUSE is ignored by the scorer: it writes its "
                         "pipeline_health rows to its own store (RAGPULSE_CLICKHOUSE)")
@@ -347,7 +265,6 @@ def _start_observability(svc: Any, settings: Any, health_port: int | None) -> An
         return start_observability(
             "scorer",
             svc.stats,
-            port=health_port,
             live=live,
             ready={
                 "kafka": kafka_probe(settings.kafka),
@@ -374,16 +291,19 @@ def _serve_until_signalled(svc: Any, obs: Any, settings: Any) -> None:
         typer.echo("second signal: stopping without draining", err=True)
         raise SystemExit(130)
 
+    t0 = time.monotonic()
+
+    def status() -> None:
+        typer.echo(status_line(scorer_stats(svc), time.monotonic() - t0), err=True)
+
     with StopSignals(on_first=first, on_second=second) as signals:
         try:
-            signals.every(settings.status_interval_s,
-                          lambda: typer.echo(status_line(svc.stats()), err=True),
-                          until=lambda: svc.wait(0))
+            signals.every(settings.status_interval_s, status, until=lambda: svc.wait(0))
         finally:
             obs.drain()
             svc.shutdown()
             obs.shutdown()
-    typer.echo(status_line(svc.stats()), err=True)
+    status()
     if svc.error is not None:
         typer.echo(f"error: the scorer stopped: {type(svc.error).__name__}: {svc.error}", err=True)
         raise typer.Exit(1)

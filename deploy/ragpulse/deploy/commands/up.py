@@ -4,49 +4,33 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from ragpulse.deploy.envhelp import env_help, env_name
+from ragpulse.deploy.options import Options
 from ragpulse.scorer import DEFAULT_JUDGE, judge_help
 
 __all__ = ["up"]
 
 
-def _setting_error(e: Any) -> str:
-    """One pydantic error as a line: the setting named (as its flag's long name where one has
-    it), pydantic's "Value error, " prefix dropped, the text escaped for rich (a hint such as
-    ``pip install 'ragpulse[nli]'`` is not markup)."""
-    msg = str(e["msg"]).removeprefix("Value error, ")
-    name = ".".join(map(str, e["loc"]))
-    where = f" {name}" if name else "s"
-    return f"[red]invalid setting{where}[/red]: {escape(msg)}"
-
-
-def _given(ctx: typer.Context, param: str) -> bool:
-    """Whether ``param`` was on the command line (not its default). Compared by name: typer
-    ships its own click, whose ParameterSource enum is not public."""
-    source = ctx.get_parameter_source(param)
-    return source is not None and source.name == "COMMANDLINE"
-
-
-# The EmbeddedSettings field each flag sets, where its name differs from the parameter's; every
-# parameter but ctx and verbose is a field (its variable RAGPULSE_UP__<FIELD>, named in --help).
-_FIELD_OF = {"model": "judge_model", "base_url": "judge_base_url", "model_dir": "judge_model_dir",
-             "grace": "grace_s", "status_interval": "status_interval_s",
-             "drain_timeout": "drain_timeout_s"}
-# Variables a part of `up` also reads for a flag's setting, named after up's own.
-_ALSO_ENV = {"model_dir": ("RAGPULSE_NLI__MODEL_DIR",)}
-
-
-def _h(text: str, param: str) -> str:
-    """``text`` with the variable of the setting the flag ``param`` sets."""
-    return env_help(text, env_name(_FIELD_OF.get(param, param), "RAGPULSE_UP__"),
-                    *_ALSO_ENV.get(param, ()))
+# The EmbeddedSettings field each option sets (its variable RAGPULSE_UP__<FIELD>, named in
+# --help); --verbose sets none. RAGPULSE_NLI__MODEL_DIR is read by the scorer for --model-dir's.
+OPTIONS = Options({
+    "data_dir": "data_dir", "demo": "demo", "demo_rate": "demo_rate", "demo_limit": "demo_limit",
+    "host": "host", "http_port": "http_port", "grpc_port": "grpc_port",
+    "clickhouse_port": "clickhouse_port", "kafka_port": "kafka_port",
+    "s3_base_port": "s3_base_port", "judge": "judge", "model_dir": "judge_model_dir",
+    "model": "judge_model", "base_url": "judge_base_url", "sampling_rate": "sampling_rate",
+    "grace": "grace_s", "status_interval": "status_interval_s",
+    "drain_timeout": "drain_timeout_s", "clickhouse_user": "clickhouse_user",
+    "clickhouse_password": "clickhouse_password", "clickhouse_token": "clickhouse_token",
+    "allow_anonymous_ingest": "allow_anonymous_ingest", "durable": "durable",
+}, prefix="RAGPULSE_UP__", also_env={"model_dir": ("RAGPULSE_NLI__MODEL_DIR",)})
+_h = OPTIONS.help
 
 
 def up(
@@ -84,31 +68,14 @@ def up(
     console = Console(stderr=True)
 
     configure_logging(logging.INFO if verbose else logging.WARNING)
-    values: dict[str, Any] = {
-        "data_dir": data_dir, "demo": demo, "demo_rate": demo_rate, "demo_limit": demo_limit, "host": host,
-        "http_port": http_port, "grpc_port": grpc_port, "clickhouse_port": clickhouse_port,
-        "kafka_port": kafka_port, "s3_base_port": s3_base_port, "judge": judge, "judge_model": model, "judge_base_url": base_url,
-        "judge_model_dir": model_dir,
-        "sampling_rate": sampling_rate, "grace_s": grace,
-        "status_interval_s": status_interval, "drain_timeout_s": drain_timeout, "durable": durable,
-        "clickhouse_user": clickhouse_user, "clickhouse_password": clickhouse_password,
-        "clickhouse_token": clickhouse_token, "allow_anonymous_ingest": allow_anonymous_ingest}
-    # Flags override RAGPULSE_UP__*, but a flag left at its default must not: pass only what was
-    # given on the command line, so the environment and then the settings' defaults apply.
-    param_of = {field: param for param, field in _FIELD_OF.items()}
-    overrides = {
-        name: value for name, value in values.items()
-        if _given(ctx, param_of.get(name, name))
-    }
+    settings = OPTIONS.settings(ctx, EmbeddedSettings)
     try:
-        code = run_embedded(EmbeddedSettings(**overrides), console)
+        code = run_embedded(settings, console)
     except KeyboardInterrupt:  # a second Ctrl-C while starting: what had started is stopped
         console.print("ragpulse up: interrupted while starting; stopped.")
         raise typer.Exit(130) from None
-    except ValidationError as exc:  # up's settings, or a part's (RAGPULSE_*, up's flags in them)
-        for e in exc.errors():
-            console.print(_setting_error(e), highlight=False)
-        raise typer.Exit(2) from exc
+    except ValidationError as exc:  # a part's settings (RAGPULSE_*, up's flags in them)
+        OPTIONS.exit_invalid(ctx, exc)
     except Exception as exc:  # start-up failures: one clear line, not a traceback
         console.print(f"[red]ragpulse up failed:[/red] {type(exc).__name__}: {escape(str(exc))}")
         if verbose:

@@ -50,12 +50,16 @@ raises ``ValueError`` for malformed metadata. Called from both threads: must be 
 
 
 def row_builder(settings: ScorerSettings) -> RowBuilder:
-    """Rows with question/answer excerpts of ``write.max_excerpt_chars``, or none at all when
-    ``write.excerpts`` or ``privacy.store_text`` is off (no explanation either: it may quote the
-    trace). Thread-safe."""
+    """Rows with question/answer excerpts of ``write.max_excerpt_chars`` and up to
+    ``write.max_unsupported`` unsupported statements with their closest passage
+    (``write.max_evidence_chars`` each), or none of them when ``write.excerpts`` or
+    ``privacy.store_text`` is off (no explanation either: it may quote the trace). The texts
+    are the redacted sample's (the prepare step redacts before the judge). Thread-safe."""
     w = settings.write
     keep = w.excerpts and settings.privacy.store_text
-    return functools.partial(rows_from_scores, max_excerpt_chars=w.max_excerpt_chars if keep else 0)
+    return functools.partial(rows_from_scores, max_excerpt_chars=w.max_excerpt_chars if keep else 0,
+                             max_unsupported=w.max_unsupported if keep else 0,
+                             max_evidence_chars=w.max_evidence_chars)
 
 
 class EvaluateStep(Step[KeptTrace]):

@@ -127,8 +127,15 @@ class WriteSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    excerpts: bool = Field(True, description="store question/answer excerpts (privacy switch)")
+    excerpts: bool = Field(True, description="store question/answer excerpts, and the "
+                           "unsupported statements with their closest passage (privacy switch)")
     max_excerpt_chars: int = Field(1000, ge=0, le=1_000_000)
+    max_unsupported: int = Field(
+        3, ge=0, le=20, description="unsupported statements stored per faithfulness score, "
+        "lowest support first, each with the passage that came closest (0: none)")
+    max_evidence_chars: int = Field(
+        400, ge=0, le=10_000, description="characters kept of each unsupported statement and "
+        "of its passage (never more than max_excerpt_chars)")
 
 
 def _default_instance() -> str:
@@ -195,3 +202,10 @@ class ScorerSettings(BaseSettings):
     def _dsn(cls, v: str) -> str:
         dsn_scheme(v)
         return v
+
+    @model_validator(mode="after")
+    def _nli_model_dir(self) -> ScorerSettings:
+        if self.judge == "nli" and self.nli.model_dir is None:
+            raise ValueError("judge nli needs nli.model_dir (--model-dir or "
+                             "RAGPULSE_NLI__MODEL_DIR; docs/judges.md)")
+        return self

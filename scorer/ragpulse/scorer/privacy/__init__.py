@@ -18,8 +18,9 @@ Two switches, both in :class:`PrivacySettings` (``RAGPULSE_PRIVACY__*`` in the s
 * ``redactor``: the import path (``package.module:function``) of the user's own ``str -> str``
   redactor (an NER model, Presidio, a company dictionary), run on every text after the
   built-in recognisers. It is imported when the scorer starts (a bad path fails start-up).
-* ``store_text`` (default on): when off, no question/answer excerpt and no explanation is written
-  to ClickHouse at all; only scores and metadata are stored.
+* ``store_text`` (default on): when off, no question/answer excerpt, no explanation and no
+  unsupported statement with its closest passage is written to ClickHouse at all; only scores
+  and metadata are stored.
 
 Thread-safety: a :class:`Redactor` is immutable apart from its counters, which are guarded by a
 lock; one instance may be shared by threads and event loops. Nothing here blocks or does I/O.

@@ -66,8 +66,8 @@ class PrivacySettings(BaseModel):
     )
     store_text: bool = Field(
         True,
-        description="store question/answer excerpts and explanations in ClickHouse; off = no "
-        "trace text is stored at all",
+        description="store question/answer excerpts, explanations and unsupported statements "
+        "with their closest passage in ClickHouse; off = no trace text is stored at all",
     )
     redactor: str | None = Field(
         None,

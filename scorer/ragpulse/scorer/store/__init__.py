@@ -47,6 +47,8 @@ from .errors import (
 from .pipeline_health import PipelineHealthRecorder, PipelineHealthSampler
 from .retry import RetryPolicy, RetrySettings
 from .rows import (
+    DEFAULT_EVIDENCE_CHARS,
+    DEFAULT_MAX_UNSUPPORTED,
     PipelineHealthRow,
     ScoredTraceMeta,
     ScoreRow,
@@ -54,6 +56,7 @@ from .rows import (
     rows_from_scores,
     safe_label,
     safe_text,
+    unsupported_column,
     without_controls,
     without_format,
 )
@@ -68,6 +71,8 @@ from .writer import (
 
 __all__ = [
     "DEFAULT_DSN",
+    "DEFAULT_EVIDENCE_CHARS",
+    "DEFAULT_MAX_UNSUPPORTED",
     "MIGRATIONS",
     "BatchWriter",
     "ClusterName",
@@ -111,6 +116,7 @@ __all__ = [
     "rows_from_scores",
     "safe_label",
     "safe_text",
+    "unsupported_column",
     "validate_identifier",
     "without_controls",
     "without_format",

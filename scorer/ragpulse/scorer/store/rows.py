@@ -23,9 +23,11 @@ from typing import Any, NamedTuple
 from ragpulse.common.schema import HEALTH_COLUMNS, SCORE_COLUMNS
 
 from ..model import ZERO_COST as _ZERO_COST
-from ..model import Score
+from ..model import Score, Unsupported
 
 __all__ = [
+    "DEFAULT_EVIDENCE_CHARS",
+    "DEFAULT_MAX_UNSUPPORTED",
     "PipelineHealthRow",
     "ScoreRow",
     "ScoredTraceMeta",
@@ -33,11 +35,16 @@ __all__ = [
     "rows_from_scores",
     "safe_label",
     "safe_text",
+    "unsupported_column",
     "without_controls",
     "without_format",
 ]
 
 DEFAULT_EXCERPT_CHARS = 1000
+DEFAULT_MAX_UNSUPPORTED = 3
+"""Unsupported statements stored per faithfulness row (``write.max_unsupported``)."""
+DEFAULT_EVIDENCE_CHARS = 400
+"""Characters kept of each unsupported statement and of its passage (``write.max_evidence_chars``)."""
 _HEX = re.compile(r"[0-9a-f]+")
 
 
@@ -157,7 +164,7 @@ class ScoreRow(NamedTuple):
     """One row of ``scores``; field order is the insert column order (checked at import).
 
     A named tuple, not a frozen dataclass: the scorer builds five per trace, and a frozen
-    dataclass's ``__init__`` (one ``object.__setattr__`` per field, 28 fields) cost about 5 us
+    dataclass's ``__init__`` (one ``object.__setattr__`` per field, 29 fields) cost about 5 us
     per row against under 1 us for the tuple. Tuples of immutable values also drop out of the
     garbage collector's tracking after their first collection, so rows waiting for an insert do
     not slow every full collection down. Immutable like the dataclass was; construct it
@@ -191,6 +198,7 @@ class ScoreRow(NamedTuple):
     question: str
     answer: str
     explanation: str
+    unsupported: list[tuple[str, int, str, float | None]]
     version: int
 
 
@@ -251,20 +259,58 @@ def _counts(counts: dict[str, int]) -> dict[str, int]:
     return {_label(k): max(0, min(int(v), _U32)) for k, v in counts.items()}
 
 
+_I32 = 2**31 - 1
+
+
+def _cut(text: Any, limit: int) -> str:
+    """:func:`safe_text` of ``text`` within ``limit`` characters, a cut marked with "…"."""
+    s = safe_text(text)
+    return s if len(s) <= limit else s[: max(0, limit - 1)] + "\u2026"
+
+
+def unsupported_column(unsupported: Sequence[Unsupported], max_statements: int,
+                       max_chars: int) -> list[tuple[str, int, str, float | None]]:
+    """A score's unsupported statements as the ``unsupported`` column stores them: the first
+    ``max_statements`` (the metric orders them lowest support first), each statement and
+    passage made safe (:func:`safe_text`) and cut to ``max_chars`` characters (a cut ends in
+    "…"), the context index within Int32 (-1: none), the support rounded and finite or NULL.
+    Empty when either bound is 0 (excerpts off)."""
+    if max_statements <= 0 or max_chars <= 0:
+        return []
+    out = []
+    for u in unsupported[:max_statements]:
+        p = u.support
+        support = (round(float(p), 4)
+                   if p is not None and math.isfinite(p) and 0.0 <= p <= 1.0 else None)
+        ctx = int(u.context) if -1 <= int(u.context) <= _I32 else -1
+        out.append((_cut(u.statement, max_chars), ctx,
+                    _cut(u.passage, max_chars) if ctx >= 0 else "", support))
+    return out
+
+
 def rows_from_scores(
     scores: Iterable[Score],
     meta: ScoredTraceMeta,
     *,
     scored_at: datetime | None = None,
     max_excerpt_chars: int | None = DEFAULT_EXCERPT_CHARS,
+    max_unsupported: int = DEFAULT_MAX_UNSUPPORTED,
+    max_evidence_chars: int = DEFAULT_EVIDENCE_CHARS,
 ) -> list[ScoreRow]:
     """One :class:`ScoreRow` per score of one trace.
+
+    Excerpts of trace text (question, answer, the judge's explanation, the unsupported
+    statements and their passages) are cut to ``max_excerpt_chars`` (``None``: no cut; 0: none
+    stored, what the privacy switch passes). A faithfulness score keeps its first
+    ``max_unsupported`` unsupported statements, each statement and passage cut to
+    ``max_evidence_chars`` (and never beyond ``max_excerpt_chars``):
+    :func:`unsupported_column`.
 
     ``scored_at`` (default: now, UTC) also sets ``version`` (its epoch milliseconds), so a trace
     scored again later replaces its earlier rows. Raises ``ValueError`` for a malformed trace id,
     a naive timestamp, or a sampling rate outside (0, 1]. Pure; thread-safe.
 
-    Long because: the row is written out positionally, one line per column (28), inside the
+    Long because: the row is written out positionally, one line per column (29), inside the
     scorer's hottest row loop, where a helper call per score would cost more than it reads.
     """
     scored_at = _utc(scored_at or datetime.now(UTC))
@@ -280,6 +326,8 @@ def rows_from_scores(
     prompt_version = safe_label(meta.prompt_version)
     retriever_version = safe_label(meta.retriever_version)
     question = safe_text(meta.question_excerpt, max_excerpt_chars)
+    evidence_chars = (max_evidence_chars if max_excerpt_chars is None
+                      else min(max_evidence_chars, max_excerpt_chars))
     answer = safe_text(meta.answer_excerpt, max_excerpt_chars)
     sampling_rate = float(meta.sampling_rate)
     # Not an excerpt (no trace text): kept when excerpts are off, cut like an explanation.
@@ -338,6 +386,8 @@ def rows_from_scores(
             answer,
             (detail if s.status == "null" else "") if explanation is None
             else safe_text(explanation, max_excerpt_chars),
+            unsupported_column(s.unsupported, max_unsupported, evidence_chars)
+            if s.unsupported else [],
             version,
         )))
     return out

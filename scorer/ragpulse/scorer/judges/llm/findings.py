@@ -6,19 +6,43 @@ input the fact needs, or the call failed). Votes are combined by strict majority
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...embeddings import Embedder
+from ...metrics import EVIDENCE
 from ...model import ZERO_COST, Fact, Finding, Reason
+from ...segment import split_sentences
 from ...stats import cosine
 from ..base import Needs
 from .calls import CallResult, Failed, Ledger, Results
 from .plan import PROMPT_NAMES, SampleInputs
 from .prompts import PromptLibrary
 
-__all__ = ["FindingBuilder", "majority"]
+__all__ = ["FindingBuilder", "cited", "majority"]
+
+_WORD = re.compile(r"\w+")
+
+
+def cited(statements: Sequence[str], verdicts: Sequence[int], contexts: Sequence[Sequence[int]],
+          texts: Sequence[str]) -> list[tuple[int, str] | None]:
+    """``Finding.extra[EVIDENCE]`` of the claims judged unsupported: the first context the
+    judge cited for each (its numbers are 1-based), as ``(index, span)``, the span being the
+    sentence of that context sharing the most words with the claim (the whole context when
+    it has no sentence); ``None`` for a supported claim or one that cites nothing."""
+    out: list[tuple[int, str] | None] = []
+    for st, ok, cs in zip(statements, verdicts, contexts, strict=True):
+        k = cs[0] - 1 if cs else -1
+        if ok or not 0 <= k < len(texts):
+            out.append(None)
+            continue
+        words = set(_WORD.findall(st.lower()))
+        sentences = split_sentences(texts[k]) or [texts[k]]
+        best = max(sentences, key=lambda x: len(words & set(_WORD.findall(x.lower()))))
+        out.append((k, best))
+    return out
 
 
 def majority(votes: Sequence[Sequence[int]]) -> list[int]:
@@ -152,7 +176,11 @@ class FindingBuilder:
         more: dict[str, Any] = {"contexts": first["contexts"], "reasons": first["reasons"]}
         if len(same) < len(v):
             more["votes_dropped"] = len(v) - len(same)
-        put(fact, majority(same) if len(same) > 1 else list(first["verdicts"]), version, **more)
+        verdicts = majority(same) if len(same) > 1 else list(first["verdicts"])
+        if not all(verdicts):
+            more[EVIDENCE] = cited(first["statements"], verdicts, first["contexts"],
+                                   inputs.contexts)
+        put(fact, verdicts, version, **more)
 
     async def _embed(self, texts: list[str]) -> Any:
         return await self.embedder.aembed(texts)

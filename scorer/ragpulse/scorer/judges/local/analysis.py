@@ -229,14 +229,31 @@ class SampleAnalysis:
         out = np.zeros((len(stmts), len(self.contexts)))
         if not stmts or not self.sentences:
             return out
+        match = self._sentence_match(stmts)
+        for j, i in enumerate(self.owner):
+            out[:, i] = np.maximum(out[:, i], match[:, j])
+        return out
+
+    def _sentence_match(self, stmts: Sequence[str]) -> np.ndarray:
+        """``stmts`` x the contexts' sentences: IDF-weighted lexical share and calibrated
+        embedding cosine, blended (the match :attr:`statement_match` keeps per context)."""
         cos = _calibrate(self._embed(stmts) @ self.sentence_vectors.T,
                          _ALIGN_COS_LOW, _ALIGN_COS_HIGH)
         weights = [idf_weights(content_units(t), self.sentence_units) for t in stmts]
         lex = np.array([[weighted_coverage(w, su) for su in self.sentence_units] for w in weights])
-        match = _MATCH_LEXICAL_WEIGHT * lex + (1.0 - _MATCH_LEXICAL_WEIGHT) * cos
-        for j, i in enumerate(self.owner):
-            out[:, i] = np.maximum(out[:, i], match[:, j])
-        return out
+        return _MATCH_LEXICAL_WEIGHT * lex + (1.0 - _MATCH_LEXICAL_WEIGHT) * cos
+
+    def closest_sentences(self, which: Sequence[int]) -> list[tuple[int, str]]:
+        """For each statement index in ``which``, the context sentence it matches best (the
+        match of :attr:`statement_match`) as ``(context index, sentence)``; ``(-1, "")`` when
+        the contexts have no sentence. Embeds only what the embedder has not cached."""
+        if not which:
+            return []
+        if not self.sentences:
+            return [(-1, "")] * len(which)
+        match = self._sentence_match([self.statements[i] for i in which])
+        best = match.argmax(axis=1)
+        return [(self.owner[int(j)], self.sentences[int(j)]) for j in best]
 
     @cached_property
     def answer_reference_cosine(self) -> float:

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...embeddings import Embedder, USEEmbedder
-from ...metrics import EXPECTED_SHARE
+from ...metrics import EVIDENCE, EXPECTED_SHARE
 from ...model import Fact, Finding, Reason, Sample
 from ...segment import split_statements
 from ..base import BlockingWorkers, Needs
@@ -216,6 +216,17 @@ class LocalJudge:
         verdicts = [int(p >= det.threshold) for p in probs]
         extra: dict[str, Any] = {"probabilities": [round(p, 4) for p in probs],
                                  "threshold": det.threshold}
+        # Where an unsupported statement came closest: its best-matching context sentence.
+        doubted = [i for i, v in enumerate(verdicts) if not v]
+        if doubted:
+            evidence: list[tuple[int, str] | None] = [None] * len(verdicts)
+            try:
+                for i, ev in zip(doubted, a.closest_sentences(doubted), strict=True):
+                    evidence[i] = ev
+                extra[EVIDENCE] = evidence
+            except Exception:  # the verdicts stand without it
+                log.warning("local judge: finding the closest sentences failed",
+                            exc_info=True)
         version = det.version
         if self.settings.faithfulness_value == "expected":
             # The metric's value becomes sum(P) / n (same definition, uncertainty kept); the

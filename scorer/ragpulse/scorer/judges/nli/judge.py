@@ -43,14 +43,14 @@ from typing import Any
 import numpy as np
 
 from ...embeddings import Embedder
-from ...metrics import EXPECTED_SHARE
+from ...metrics import EVIDENCE, EXPECTED_SHARE
 from ...model import Fact, Finding, Reason, Sample
 from ...segment import split_statements
 from ..base import BlockingWorkers, Needs
 from ..local import LocalJudge, LocalJudgeSettings
 from ..local.analysis import SampleAnalysis, drawn_from
 from .blend import BLEND_FILE, Blend, BlendError
-from .onnx_model import NliModel, PairsTooMany
+from .onnx_model import Closest, NliModel, PairsTooMany
 from .settings import NliJudgeSettings, passages
 
 __all__ = ["NliJudge", "claims", "lexical_identity", "model_identity"]
@@ -104,6 +104,20 @@ def claims(question: str, statements: list[str]) -> tuple[list[str], list[int]]:
         owner.append(len(hyps) - 1)
         i += 1
     return hyps, owner
+
+def _evidence(probs: list[float], cut: float, best: list[int],
+              closest: list[Closest]) -> list[tuple[int, str] | None]:
+    """``Finding.extra[EVIDENCE]`` of the statements below ``cut``: the premise that scored best
+    for each, as ``(context, text)``: the context is the statement's best context when the
+    premise drew on it (a packed premise draws on several), else the premise's first."""
+    out: list[tuple[int, str] | None] = []
+    for p, j, (_, text, ctxs) in zip(probs, best, closest, strict=True):
+        if p >= cut or not ctxs:
+            out.append(None)
+        else:
+            out.append((j if j in ctxs else ctxs[0], text))
+    return out
+
 
 _MODEL_FACTS = frozenset({Fact.STATEMENT_SUPPORT, Fact.CONTEXT_USED})
 _DETECTOR_FACTS = frozenset({Fact.REFERENCE_ATTRIBUTION, Fact.CORRECTNESS})
@@ -216,8 +230,10 @@ class NliJudge:
             owner = list(range(len(hyps)))
             if self.settings.terse_claims == "with-question" and hyps:
                 hyps, owner = claims(sample.question or "", hyps)
-            matrix, pairs = self.nli.support_matrix(hyps, list(sample.contexts))
+            closest: list[Closest] = []
+            matrix, pairs = self.nli.support_matrix(hyps, list(sample.contexts), closest=closest)
             matrix = matrix[owner]  # one row per statement again
+            closest = [closest[k] for k in owner]
             lexical = (self._lexical.predict(statements, list(sample.contexts))
                        if self._blends(sample) and statements
                        and Fact.STATEMENT_SUPPORT in facts else None)
@@ -244,6 +260,8 @@ class NliJudge:
                 probs = self.blend.combine(lexical, probs)
                 version += f"+{self._lexical.version}/{self.blend.tag}"
             extra["probabilities"] = [round(p, 4) for p in probs]
+            if any(p < cut for p in probs):
+                extra[EVIDENCE] = _evidence(probs, cut, best, closest)
             if self.settings.faithfulness_value == "expected":
                 extra[EXPECTED_SHARE] = True
                 version += "/expected"

@@ -23,7 +23,7 @@ import numpy as np
 from ...segment import split_sentences
 from .settings import NliJudgeSettings, passages, premise_modes, settings_tag
 
-__all__ = ["POSITIVE_LABELS", "NliModel", "NliModelError", "PairsTooMany"]
+__all__ = ["POSITIVE_LABELS", "Closest", "NliModel", "NliModelError", "PairsTooMany"]
 
 POSITIVE_LABELS = frozenset({
     "entailment", "entailed", "entails", "entail", "supported", "support", "supports",
@@ -45,6 +45,12 @@ class _Unit:
     end: int
     tokens: int
     ids: frozenset[int]
+
+
+Closest = tuple[float, str, tuple[int, ...]]
+"""The premise that scored best for one statement: its P(supported), its text as the model read
+it (a chunk, a sentence window, or sentences packed from several contexts) and the contexts it
+was taken from (:meth:`NliModel.support_matrix`'s ``closest``)."""
 
 
 def _top_by_share(hyp: set[int], pieces: Sequence[set[int] | frozenset[int]], k: int) -> list[int]:
@@ -371,16 +377,24 @@ class NliModel:
                 return out
             start += step
 
-    def support_matrix(self, statements: Sequence[str], contexts: Sequence[str]
-                       ) -> tuple[np.ndarray, int]:
+    def support_matrix(self, statements: Sequence[str], contexts: Sequence[str], *,
+                       closest: list[Closest] | None = None) -> tuple[np.ndarray, int]:
         """``(P, pairs)``: ``P[i, j]`` is the best P(supported) of statement ``i`` over the chunks
         of context ``j`` (0 for a blank context) and ``pairs`` the number of pairs run. Raises
         :class:`PairsTooMany` before running anything when the sample needs more than
-        ``max_pairs`` pairs, ``TypeError`` for a bare string. Blocking, thread-safe."""
+        ``max_pairs`` pairs, ``TypeError`` for a bare string. Blocking, thread-safe.
+
+        ``closest``: an empty list to fill with one :data:`Closest` per statement: the premise
+        that scored best for it (its P, its text as the model read it, the contexts it was
+        taken from), ``(0.0, "", ())`` when no premise ran."""
         if isinstance(statements, str) or isinstance(contexts, str):
             raise TypeError("statements and contexts must be sequences of strings, not a string")
+        if closest is not None:
+            closest[:] = [(-1.0, "", ())] * len(statements)
         out = np.zeros((len(statements), len(contexts)))
         if not statements or not contexts:
+            if closest is not None:
+                closest[:] = [(0.0, "", ())] * len(statements)
             return out, 0
         s = self.settings
         room = self.max_length - self.special_tokens
@@ -388,18 +402,22 @@ class NliModel:
         hyps = [self._hypothesis(st, cap) for st in statements]
         window = room - max(n for _, n in hyps)
         if s.premise == "evidence":
-            return self._evidence_matrix([h for h, _ in hyps], contexts, window, out)
-        if s.premise != "chunks":
+            found = self._evidence_matrix([h for h, _ in hyps], contexts, window, out, closest)
+        elif s.premise != "chunks":
             modes = premise_modes(s.premise, passages(contexts))
-            return self._sentence_matrix([h for h, _ in hyps], contexts,
-                                         max(_MIN_WINDOW, min(s.premise_tokens, window)), out,
-                                         modes)
-        pieces, owners = self._pieces(contexts, window)
-        total = self._chunk_pairs(len(hyps), len(pieces))
-        if total > s.max_pairs:
-            raise PairsTooMany(f"{len(hyps)} statements x {len(pieces)} context chunks = {total} "
-                               f"pairs; max_pairs {s.max_pairs}")
-        return self._chunk_matrix([h for h, _ in hyps], pieces, owners, out)
+            found = self._sentence_matrix([h for h, _ in hyps], contexts,
+                                          max(_MIN_WINDOW, min(s.premise_tokens, window)), out,
+                                          modes, closest=closest)
+        else:
+            pieces, owners = self._pieces(contexts, window)
+            total = self._chunk_pairs(len(hyps), len(pieces))
+            if total > s.max_pairs:
+                raise PairsTooMany(f"{len(hyps)} statements x {len(pieces)} context chunks = "
+                                   f"{total} pairs; max_pairs {s.max_pairs}")
+            found = self._chunk_matrix([h for h, _ in hyps], pieces, owners, out, closest)
+        if closest is not None:
+            closest[:] = [c if c[0] >= 0.0 else (0.0, "", ()) for c in closest]
+        return found
 
     def _pieces(self, contexts: Sequence[str], window: int) -> tuple[list[str], list[int]]:
         """Every context's chunks (:meth:`chunks`) and the context each came from."""
@@ -418,9 +436,11 @@ class NliModel:
         return n_hyps * (min(k, n_pieces) if k is not None else n_pieces)
 
     def _chunk_matrix(self, hyps: list[str], pieces: list[str], owners: list[int],
-                      out: np.ndarray) -> tuple[np.ndarray, int]:
+                      out: np.ndarray, closest: list[Closest] | None = None
+                      ) -> tuple[np.ndarray, int]:
         """Each statement against its ``candidates`` chunks (all when unset): ``out[i, j]`` the
-        best P over context ``j``'s chunks it ran."""
+        best P over context ``j``'s chunks it ran; ``closest`` (see :meth:`support_matrix`)
+        keeps each statement's best chunk."""
         if not pieces:
             return out, 0
         k = self.settings.candidates
@@ -436,11 +456,14 @@ class NliModel:
             for c in cs:
                 j = owners[c]
                 out[i, j] = max(out[i, j], probs[at])
+                if closest is not None and probs[at] > closest[i][0]:
+                    closest[i] = (float(probs[at]), pieces[c], (j,))
                 at += 1
         return out, len(pairs)
 
     def _evidence_matrix(self, hyps: list[str], contexts: Sequence[str], window: int,
-                         out: np.ndarray) -> tuple[np.ndarray, int]:
+                         out: np.ndarray, closest: list[Closest] | None = None
+                         ) -> tuple[np.ndarray, int]:
         """``premise="evidence"``: each statement against premises that can hold its evidence,
         its best one deciding: its ``candidates`` chunks (a passage that fits the model's window
         is one chunk, a longer one overlapping windows), its best ``premise_view_sentences``
@@ -460,9 +483,10 @@ class NliModel:
         if least > s.max_pairs:
             raise PairsTooMany(f"{len(hyps)} statements x ({len(pieces)} chunks and their best "
                                f"sentences) = at least {least} pairs; max_pairs {s.max_pairs}")
-        chunked, n = self._chunk_matrix(hyps, pieces, owners, out.copy())
+        chunked, n = self._chunk_matrix(hyps, pieces, owners, out.copy(), closest)
         views, m = self._sentence_matrix(hyps, contexts, cap, out.copy(), modes, keep=keep,
-                                         combine="max", units=units, budget=s.max_pairs - n)
+                                         combine="max", units=units, budget=s.max_pairs - n,
+                                         closest=closest)
         return np.maximum(chunked, views), n + m
 
     def sentence_units(self, contexts: Sequence[str], cap: int) -> list[_Unit]:
@@ -502,13 +526,14 @@ class NliModel:
     def _sentence_matrix(self, hyps: list[str], contexts: Sequence[str], cap: int,
                          out: np.ndarray, modes: tuple[str, ...], *, keep: int | None = -1,
                          combine: str = "mean", units: list[_Unit] | None = None,
-                         budget: int | None = None) -> tuple[np.ndarray, int]:
+                         budget: int | None = None, closest: list[Closest] | None = None
+                         ) -> tuple[np.ndarray, int]:
         """``support_matrix`` for ``premise="sentences"``/``"packed"`` (``modes``: one of them,
         or both, whose matrices are averaged, or under ``combine="max"`` the best of; see the
         settings). The sentences are split and ranked once, and the pairs of every mode run in
         one call. ``keep``: how many best sentences the sentence view runs (default: its
         setting's rule); ``units``: the sentences when already split; ``budget``: the pairs
-        allowed (default ``max_pairs``)."""
+        allowed (default ``max_pairs``); ``closest``: see :meth:`support_matrix`."""
         s = self.settings
         budget = s.max_pairs if budget is None else budget
         units = self.sentence_units(contexts, cap) if units is None else units
@@ -537,9 +562,11 @@ class NliModel:
                                f"{len(pairs)} pairs; max_pairs {s.max_pairs}")
         probs = self.pair_probabilities(pairs)
         views = [out.copy() for _ in modes]
-        for (m, i, ctxs), p in zip(credit, probs, strict=True):
+        for (m, i, ctxs), p, (text, _) in zip(credit, probs, pairs, strict=True):
             for j in ctxs:
                 views[m][i, j] = max(views[m][i, j], p)
+            if closest is not None and p > closest[i][0]:
+                closest[i] = (float(p), text, ctxs)
         if combine == "max":  # the best premise decides; each cell the best that drew on it
             return np.maximum.reduce(views), len(pairs)
         mean = sum(views) / len(views)
