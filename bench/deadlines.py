@@ -21,20 +21,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 from ragpulse.scorer.evaluator import Evaluator
 from ragpulse.scorer.judges.llm import LLMJudge, LLMJudgeSettings
 from ragpulse.scorer.metrics import resolve_metrics
 from ragpulse.scorer.traces import split_prompt
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
-from tests.reliability.test_judge_hangs import SAMPLE
-from tests.scorer.llm.conftest import TableEmbedder
+from testkit.judge import SAMPLE, TableEmbedder
+from testkit.openai_server import FakeOpenAIServer, Reply
 
 HOSTILE = {
     "separator_lines": lambda n: "Context:\n" + "\n---" * n + "x",

@@ -40,9 +40,6 @@ def write_section(mark: str, body: str, heading: str, before: str | None = None,
 def _refresh_quotes() -> None:
     """Set every quoted figure to the rewritten tables; say which quotes no longer resolve
     (a row or column the bench no longer writes), which tests/test_docs_figures.py fails on."""
-    if __package__:
-        from . import figures
-    else:  # run as a script from bench/, which is then on sys.path
-        import figures
+    from bench import figures
     for line in figures.write():
         print(f"warning: quoted figure not found: {line}", file=sys.stderr)

@@ -666,6 +666,12 @@ def uptime() -> str:
 
 
 def run(s: BenchSettings) -> dict[str, Any]:
+    """One measured run of ``ragpulse up``: start, warm up, send at the rate, drain, stop; the
+    measurements as one dict (what the report and the JSON output read).
+
+    Long because: one run's phases in order, each reading the previous phases' clocks and
+    counters, and the ``finally`` that stops ``up`` needs them all.
+    """
     from ragpulse.scorer.traces.sampling import Sampler, SamplingSettings
 
     sampler = Sampler(SamplingSettings(default_rate=s.sampling_rate))
@@ -891,7 +897,10 @@ def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] =
                  repeats: Sequence[str] = ()) -> list[str]:
     """The docs section: run ``r`` in detail, then a comparison with ``others`` (the command's
     other sampling rates, then the runs of the ``repeats`` commands) when given. Markdown lines,
-    starting with the heading."""
+    starting with the heading.
+
+    Long because: one Markdown section, written top to bottom from one run's dict.
+    """
     s = r["settings"]
     le, lr = r["latency_from_export_s"], r["latency_from_root_end_s"]
     st = r.get("status_at_send_end") or {}

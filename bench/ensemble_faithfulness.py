@@ -37,8 +37,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import quality as q  # bench/quality.py: read_jsonl, score_set, auroc
+from bench import quality as q
 
 REPO = Path(__file__).resolve().parent.parent
 SETS = ("dev_handwritten", "jnli_ent_vs_con", "qags_cnndm", "halueval", "faithbench")

@@ -32,13 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from docs_section import write_section  # bench/, the script's own folder
+
+from bench.docs_section import write_section
+from bench.quality import FILES, lang_of, read_jsonl, score_set
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench.quality import read_jsonl, score_set
-from train.evaluate import FILES, lang_of
 
 SETS = ("dev", "jnli", "qags_cnndm", "halueval", "faithbench")
 JUDGES = ("local", "local-model")

@@ -29,14 +29,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-
-from docs_section import write_section  # bench/, the script's own folder
-
+from bench.docs_section import write_section
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.judges.factory import build_judge
 from ragpulse.scorer.metrics import DEFAULT_METRICS
 from ragpulse.scorer.segment import split_sentences
+
+REPO = Path(__file__).resolve().parent.parent
 
 CONTEXT_CHARS = 900
 STATEMENTS = 3
@@ -88,8 +87,8 @@ def nli_settings(pairs: Sequence[str]) -> Any:
     if not pairs:
         return None
     from pydantic import ValidationError
-    from quality import nli_overrides  # bench/quality.py
 
+    from bench.quality import nli_overrides
     from ragpulse.scorer.judges.nli import NliJudgeSettings
 
     fields = nli_overrides(pairs)

@@ -20,12 +20,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
 from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR
 from ragpulse.scorer.judges.nli import NliJudge, NliJudgeSettings
 from ragpulse.scorer.model import Fact, Sample
+
+REPO = Path(__file__).resolve().parents[1]
 
 EN = ("The Basic plan includes email support only. Phone support is available on the Business "
       "plan, staffed from 8:00 to 18:00 CET on weekdays. Enterprise customers additionally get a "

@@ -40,7 +40,11 @@ HYPOTHESIS_TOKENS = 20  # a statement of about 15 words
 
 def build_bert_base(directory: Path, seed: int = 0) -> Path:
     """Write a BERT-base-size ONNX sequence classifier with random weights, a word-level
-    ``tokenizer.json`` and a ``config.json`` into ``directory``."""
+    ``tokenizer.json`` and a ``config.json`` into ``directory``.
+
+    Long because: one ONNX graph built layer by layer: the nested helpers append to the same
+    initializer and node lists.
+    """
     import json
 
     import onnx
@@ -245,7 +249,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--write-docs", action="store_true",
                    help="write the result into docs/benchmarks.md")
     args = p.parse_args(argv)
-    sys.path.insert(0, str(REPO))
     configs = [(int(t), int(b), int(n)) for n in args.threads.split(",")
                for t in args.tokens.split(",") for b in args.batches.split(",")]
     with tempfile.TemporaryDirectory(prefix="nli-bench-") as tmp:
@@ -259,8 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     body = report(rows, build_s, size_mb)
     print(body)
     if args.write_docs:
-        sys.path.insert(0, str(REPO / "bench"))
-        from quality import write_docs  # the shared docs writer, one section per bench
+        from bench.quality import write_docs
 
         command = "python bench/nli_speed.py " + " ".join(
             shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))

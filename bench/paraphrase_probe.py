@@ -29,16 +29,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
 from bench import docs_section
 from bench.quality import auroc
+
+REPO = Path(__file__).resolve().parents[1]
 
 DATA = REPO / "bench" / "data" / "paraphrase_probe.jsonl"
 KINDS = ("copy", "paraphrase", "wrong")

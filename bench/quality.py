@@ -181,6 +181,24 @@ def distribution_rows(name: str, values: Sequence[float], labels: Sequence[int],
 # --------------------------------------------------------------------------- data
 
 
+# The shared labeled sets (--data) by name, as bench/faithfulness_distributions.py and
+# train/evaluate.py read them.
+FILES = {"qags_cnndm": "faithfulness_qags_cnndm.jsonl", "halueval": "faithfulness_halueval.jsonl",
+         "faithbench": "faithfulness_faithbench.jsonl", "jnli": "jnli_ja_valid.jsonl"}
+
+
+def lang_of(row: dict[str, Any]) -> str:
+    """A row's language: its ``lang`` field, else ja for kana, zh for other CJK, else en."""
+    if row.get("lang"):
+        return str(row["lang"])
+    text = row.get("answer", "") + "".join(row.get("contexts", []))
+    if re.search(r"[\u3040-\u30ff]", text):
+        return "ja"
+    if re.search(r"[\u4e00-\u9fff]", text):
+        return "zh"
+    return "en"
+
+
 def read_jsonl(path: Path, limit: int | None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     with path.open(encoding="utf-8") as f:
@@ -507,7 +525,11 @@ def _cv_rating(name: str, x: np.ndarray, y: np.ndarray, groups: Sequence[str]) -
 
 
 def tune(args: argparse.Namespace) -> str:
-    """Cross-validate the local judge's cuts on its continuous views (blocking)."""
+    """Cross-validate the local judge's cuts on its continuous views (blocking).
+
+    Long because: one judge scores four sets once, and one report holds every view's cuts:
+    the rating views pool two sets' judged rows, and the comparison table reuses them.
+    """
     from ragpulse.scorer.embeddings import USEEmbedder
     from ragpulse.scorer.judges.local import LocalJudge, LocalJudgeSettings
 
@@ -607,7 +629,7 @@ def write_docs(section: str, body: str, command: str) -> None:
         text = text.rstrip("\n") + "\n\n" + block
     DOCS.parent.mkdir(parents=True, exist_ok=True)
     DOCS.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
-    import figures  # bench/, the script's own folder: the quotes of the rewritten tables follow
+    from bench import figures
 
     for line in figures.write():
         print(f"warning: quoted figure not found: {line}", file=sys.stderr)

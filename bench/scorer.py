@@ -28,9 +28,6 @@ import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tests.scorer.pipeline.traffic builds the records
-
 from ragpulse.common import KafkaSettings, ensure_topic
 from ragpulse.deploy.broker import TansuBroker
 from ragpulse.scorer import Fact
@@ -44,7 +41,9 @@ from ragpulse.scorer.store import (
     init_schema,
     open_store,
 )
-from tests.scorer.pipeline.traffic import make_traces, otelcol_records, rotel_records
+from testkit.traffic import make_traces, otelcol_records, rotel_records
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SECTION = "## Scorer overhead"
 PART = "(part of the next) "  # a stage measured alone that the next line includes: not summed
@@ -203,6 +202,13 @@ def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]
 
 
 def run(n: int, fmt: str, per_record: int, gc_freeze: bool = True) -> dict[str, Any]:
+    """The real scorer service (``build_scorer``, a free judge) on ``n`` traces in ``fmt`` records
+    from a local broker to chDB: throughput from the first record consumed to the last trace
+    done, CPU by thread and garbage-collection time.
+
+    Long because: one broker, topic, store and service set up and torn down in order around
+    the measured window, whose clocks and counters the result reads.
+    """
     traces = make_traces(n, seed=int(time.time()) & 0xFFFF)
     records = otelcol_records(traces) if fmt == "otelcol" else rotel_records(traces, per_record)
     size = sum(len(v) for _, v in records)
@@ -527,6 +533,11 @@ def write_docs(
     stages: dict[str, float],
     baseline: dict[str, float] | None = None,
 ) -> None:
+    """Write the scorer throughput section of docs/benchmarks.md from ``results`` (the command,
+    the machine's load before and after, the stage breakdown and the ``baseline`` when given).
+
+    Long because: one Markdown section, written top to bottom from the same results.
+    """
     cmd = f".venv/bin/python bench/scorer.py --traces {a.traces} --format {a.format}"
     if a.repeat > 1:
         cmd += f" --repeat {a.repeat}"

@@ -155,8 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ])
     print(body)
     if args.write_docs:
-        sys.path.insert(0, str(REPO / "bench"))
-        from quality import write_docs  # the shared docs writer, one section per bench
+        from bench.quality import write_docs
 
         command = "python bench/speed_local.py " + " ".join(
             shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))

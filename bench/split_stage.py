@@ -22,10 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from testkit.payloads import load_request, rag_request
 
-from tests.collector.payloads import load_request, rag_request
+REPO = Path(__file__).resolve().parents[1]
 
 SPLIT = "collector/ragpulse/collector/split.py"
 

@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-import train_faithfulness as T
 
+from bench import train_faithfulness as T
 from ragpulse.scorer.judges.local.lexicon import STATEMENT_STOP_WORDS
 from ragpulse.scorer.judges.local.support_detector import (
     _IS_CJK,

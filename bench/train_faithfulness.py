@@ -476,6 +476,12 @@ def evaluate(examples: list[Example], feats: list[np.ndarray], l2: float, folds:
              log: Callable[[str], None], synthetic_weight: float = 1.0,
              copy_floor: bool = True, threshold_tolerance: float = THRESHOLD_TOLERANCE,
              fixed_threshold: float | None = None, model_opts: dict | None = None) -> dict:
+    """Grouped k-fold and leave-one-dataset-out AUROC of the support model with ``l2``, the
+    verdict threshold and the length-matched and synthetic checks, as one report dict.
+
+    Long because: the out-of-fold probabilities of the grouped cross-validation feed
+    every later table (threshold, length-matched, synthetic), which share its fold arrays.
+    """
     names = sorted({e.dataset for e in examples} - {SYNTHETIC})
     idx_by = {n: [i for i, e in enumerate(examples) if e.dataset == n] for n in names}
     labels = np.array([e.label for e in examples])
@@ -656,7 +662,25 @@ def speed(data: Path, n: int, log: Callable[[str], None], threads: int = 1) -> d
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _featurize(examples: list[Example], cache: Path | None) -> list[np.ndarray]:
+    """The examples' features (setting each one's clauses), from ``cache`` when it exists, else
+    computed and written there when ``cache`` is given."""
+    if cache and cache.exists():
+        import pickle
+
+        feats, clauses = pickle.loads(cache.read_bytes())
+        for e, c in zip(examples, clauses):
+            e.clauses = c
+        return feats
+    feats = features(examples, USEEmbedder(threads=1))
+    if cache:
+        import pickle
+
+        cache.write_bytes(pickle.dumps((feats, [e.clauses for e in examples])))
+    return feats
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--out", type=Path, default=DEFAULT_WEIGHTS_PATH)
@@ -689,6 +713,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--speed", type=int, default=0, metavar="N",
                     help="only measure predict throughput on N samples with the shipped weights")
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads of the embedder (--speed)")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = _parser()
     args = ap.parse_args(argv)
 
     def log(msg: str) -> None:
@@ -704,18 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"no known data set in {args.data}")
     if args.synthetic_per_context:
         examples += synthesize(examples, args.synthetic_per_context)
-    if args.features_cache and args.features_cache.exists():
-        import pickle
-
-        feats, clauses = pickle.loads(args.features_cache.read_bytes())
-        for e, c in zip(examples, clauses):
-            e.clauses = c
-    else:
-        feats = features(examples, USEEmbedder(threads=1))
-        if args.features_cache:
-            import pickle
-
-            args.features_cache.write_bytes(pickle.dumps((feats, [e.clauses for e in examples])))
+    feats = _featurize(examples, args.features_cache)
     model_opts = {"isotonic": not args.no_isotonic,
                   "paraphrase_floor": not args.no_paraphrase_floor}
     log(f"{len(examples)} samples, {sum(len(f) for f in feats)} statements featurized in "

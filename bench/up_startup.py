@@ -22,12 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from docs_section import write_section  # bench/, the script's own folder
-
+from bench.docs_section import write_section
 from ragpulse.deploy.broker import free_port
+
+REPO = Path(__file__).resolve().parent.parent
 
 MARK = "<!-- bench/up_startup.py -->"
 

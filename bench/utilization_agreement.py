@@ -36,20 +36,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from docs_section import write_section  # bench/, the script's own folder
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
+from bench.docs_section import write_section
 from ragpulse.scorer.stats import average_precision
 from train.data.rag_corpus import answer_text, committed
+
+REPO = Path(__file__).resolve().parent.parent
 
 DEV = REPO / "bench" / "data" / "faithfulness_rag_handwritten.jsonl"
 EVIDENCE = REPO / "bench" / "data" / "faithfulness_rag_evidence.json"

@@ -124,6 +124,110 @@ def test_no_cycle_between_layers() -> None:
         visit(layer, ())
 
 
+# The repository's own tools (docs/architecture.md, "Repository layers"); an arrow means "may
+# import", and every one of them may import ragpulse, which imports none of them:
+#
+#   tests ──> train (its commands) ──> bench ──> testkit
+#     │                                  └─────> train.data
+#     └──> any of them
+#
+# testkit holds what tests and benches share (fakes, trace and request builders); train's
+# evaluation commands score through bench's harness; bench reads the RAG corpus through
+# train.data. Nothing imports tests, and no file edits sys.path: the editable install puts the
+# repository root on the path.
+TOOL_ALLOWED: dict[str, set[str]] = {
+    "tests": {"train", "bench", "testkit", "train.data"},
+    "train": {"bench", "train.data"},
+    "bench": {"testkit", "train.data"},
+    "testkit": set(),
+    "train.data": set(),
+}
+TOOL_ROOTS = ["tests", "bench", "train", "testkit"]
+
+
+def _tool_files() -> dict[Path, str]:
+    """Every Python file of the tools -> its unit."""
+    out = {}
+    for root in TOOL_ROOTS:
+        for path in sorted((REPO / root).rglob("*.py")):
+            rel = path.relative_to(REPO)
+            if any(part.startswith(".") for part in rel.parts):  # bench/.venv-ragas and the like
+                continue
+            out[path] = "train.data" if rel.parts[:2] == ("train", "data") else rel.parts[0]
+    return out
+
+
+def _tool_unit(module: str, names: list[str]) -> list[str]:
+    """The tool units an import of ``module`` (``names`` from it) reaches; [] for others."""
+    parts = module.split(".")
+    if parts[0] == "train":
+        if parts[1:2] == ["data"]:
+            return ["train.data"]
+        if len(parts) == 1:
+            return sorted({"train.data" if n == "data" else "train" for n in names} or {"train"})
+        return ["train"]
+    return [parts[0]] if parts[0] in TOOL_ALLOWED else []
+
+
+def _absolute_imports(path: Path, tree: ast.AST) -> list[tuple[int, str, list[str]]]:
+    package = list(path.relative_to(REPO).with_suffix("").parts)[:-1]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - (node.level - 1)] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            out.append((node.lineno, target, [a.name for a in node.names]))
+    return out
+
+
+def _edits_sys_path(tree: ast.AST) -> list[int]:
+    def is_sys_path(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "path"
+                and isinstance(node.value, ast.Name) and node.value.id == "sys")
+
+    lines = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and is_sys_path(node.func.value)):
+            lines.append(node.lineno)  # sys.path.insert/append/extend/remove
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(is_sys_path(t) or isinstance(t, ast.Subscript) and is_sys_path(t.value)
+                   for t in targets):
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_tools_import_one_way_without_sys_path_edits() -> None:
+    problems = []
+    for path, unit in _tool_files().items():
+        tree = ast.parse(path.read_text(), str(path))
+        where = path.relative_to(REPO)
+        problems += [f"{where}:{line}: edits sys.path" for line in _edits_sys_path(tree)]
+        for line, target, names in _absolute_imports(path, tree):
+            for other in _tool_unit(target, names):
+                if other != unit and other not in TOOL_ALLOWED[unit]:
+                    problems.append(f"{where}:{line}: {unit} must not import {other} ({target})")
+    for module, path in MODULES.items():
+        for line, target, names in _absolute_imports(path, ast.parse(path.read_text())):
+            if _tool_unit(target, names):
+                problems.append(f"{path.relative_to(REPO)}:{line}: the product imports {target}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_tool_import_check_sees_what_it_should() -> None:
+    assert _tool_unit("train.data.rag_corpus", ["committed"]) == ["train.data"]
+    assert _tool_unit("train", ["data", "spm"]) == ["train", "train.data"]
+    assert _tool_unit("train.evaluate", ["lang_of"]) == ["train"]
+    assert _tool_unit("tests.infra_chdb", []) == ["tests"]
+    assert _tool_unit("ragpulse.scorer", ["Sample"]) == []
+    tree = ast.parse("import sys\nsys.path.insert(0, 'x')\nsys.path[:0] = ['y']\n"
+                     "sys.path = []\nprint(sys.path)\n")
+    assert _edits_sys_path(tree) == [2, 3, 4]
+
+
 # Inside the scorer, one unit per top-level module or subpackage of ``ragpulse.scorer``; an
 # arrow means "may import" (docs/architecture.md draws it):
 #
@@ -224,7 +328,7 @@ def test_pipeline_steps_share_nothing_but_the_foundation() -> None:
 
 
 def test_no_cycle_between_scorer_units() -> None:
-    for graph in (ALLOWED, SCORER_ALLOWED, PIPELINE_ALLOWED):
+    for graph in (ALLOWED, SCORER_ALLOWED, PIPELINE_ALLOWED, TOOL_ALLOWED):
         seen: set[str] = set()
 
         def visit(node: str, stack: tuple[str, ...], graph: dict[str, set[str]] = graph) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -23,33 +22,20 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench.quality import (  # noqa: E402
+from bench.quality import (
+    FILES,
     _length,
     auroc,
     binned_auroc,
     build,
     context_group,
+    lang_of,
     read_jsonl,
     score_set,
 )
 
+REPO = Path(__file__).resolve().parent.parent
 SETS = ("dev", "jnli", "qags_cnndm", "halueval", "faithbench")
-FILES = {"qags_cnndm": "faithfulness_qags_cnndm.jsonl", "halueval": "faithfulness_halueval.jsonl",
-         "faithbench": "faithfulness_faithbench.jsonl", "jnli": "jnli_ja_valid.jsonl"}
-
-
-def lang_of(row: dict[str, Any]) -> str:
-    if row.get("lang"):
-        return str(row["lang"])
-    text = row.get("answer", "") + "".join(row.get("contexts", []))
-    if re.search(r"[\u3040-\u30ff]", text):
-        return "ja"
-    if re.search(r"[\u4e00-\u9fff]", text):
-        return "zh"
-    return "en"
 
 
 def length_matched(v: list[float], y: list[int], lens: list[int]) -> tuple[float, int]:

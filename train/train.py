@@ -190,7 +190,7 @@ def build(bundle: Path) -> FaithModel:
     return m
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", required=True)
     ap.add_argument("--train", required=True)
@@ -215,7 +215,16 @@ def main(argv: list[str] | None = None) -> int:
                     "train.from_onnx of a shipped model) instead of the bundle's base encoder")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train (or resume) one run and write its weight shards, metrics and validation scores.
+
+    Long because: one training loop with resume: step, epoch, batch position and the planned
+    total are checkpointed together, and the loop, the time budget and the checkpoint share them.
+    """
+    a = _parser().parse_args(argv)
 
     t_start = time.time()
     device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device

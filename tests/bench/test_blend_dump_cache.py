@@ -12,7 +12,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytest.importorskip("onnxruntime")
 
 ROWS = [
     {"id": "t-1", "question": "Does the Basic plan include phone support?",
@@ -27,12 +26,8 @@ ROWS = [
 
 def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
     from bench import blend_faithfulness as bf
-    from ragpulse.scorer.judges import factory
 
-    if not factory.BUNDLED_MODEL_DIR.is_dir():
-        pytest.skip("no bundled model in this checkout")
     monkeypatch.setattr(bf, "load_set", lambda name, data: (ROWS, [0, 0]))
 
     def dump(*extra: str) -> dict:
@@ -112,7 +107,6 @@ def test_fit_reports_multi_passage_samples_as_the_model_alone(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """``blend_max_contexts``: the table scores a sample with several contexts by the model's
     mean P (as the judge does), the others by the blend; a dump must say how many contexts."""
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
     from bench import blend_faithfulness as bf
 
     raw = {"set": "dev", "labels": [1, 0, 1], "contexts": [1, 3, 2],
@@ -136,7 +130,6 @@ def test_fit_learns_from_the_premises_the_blend_meets(monkeypatch: pytest.Monkey
     (one context) gets sentence premises: the fit reads the dev set's statements with those
     (``model_fit``), so its weights are the ones a dump made with ``sentences`` gives, while
     the table scores the dev set with the judge's own P."""
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
     from bench import blend_faithfulness as bf
     from ragpulse.scorer.judges.nli import NliJudgeSettings
 
@@ -173,7 +166,6 @@ def test_compare_pairs_two_dumps_lodo_per_set(monkeypatch: pytest.MonkeyPatch, t
     """``compare A B``: per set, both dumps' judge scores with LODO weights, paired on the same
     samples; a model that separates the labels better gains on every set; dumps of different
     samples are refused."""
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
     from bench import blend_faithfulness as bf
 
     rng = bf.np.random.default_rng(0)
@@ -233,7 +225,6 @@ def test_compare_pairs_two_dumps_lodo_per_set(monkeypatch: pytest.MonkeyPatch, t
 
 def test_dump_refuses_a_bad_nli_override_before_loading_models(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
     from bench import blend_faithfulness as bf
 
     monkeypatch.setattr(bf, "detectors", lambda *a: pytest.fail("must stop before the models"))

@@ -14,7 +14,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def bf(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
     from bench import blend_faithfulness
 
     return blend_faithfulness

@@ -5,28 +5,16 @@ benchmark reports is also checked here."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from openai import BadRequestError, InternalServerError, OpenAI
 
+from bench import cost
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _load_cost():
-    spec = importlib.util.spec_from_file_location("ragpulse_bench_cost", REPO / "bench" / "cost.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses resolve their module by name
-    spec.loader.exec_module(mod)
-    return mod
-
-
-cost = _load_cost()
 
 
 # ---------------------------------------------------------------------------------- samples

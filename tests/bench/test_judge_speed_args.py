@@ -11,7 +11,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_nli_settings_are_parsed_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
     from bench import judge_speed as js
 
     assert js.nli_settings([]) is None
@@ -26,7 +25,6 @@ def test_nli_settings_are_parsed_and_checked(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_non_default_setting_is_not_written(monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
     from bench import judge_speed as js
 
     monkeypatch.setattr(js, "make_samples", lambda *a: pytest.fail("must stop before samples"))

@@ -15,7 +15,6 @@ FIXTURE = REPO / "tests" / "scorer" / "data" / "utilization_agreement.jsonl"
 
 @pytest.fixture
 def bench(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.syspath_prepend(str(REPO / "bench"))
     from bench import utilization_agreement
 
     return utilization_agreement

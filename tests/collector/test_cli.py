@@ -13,8 +13,8 @@ from typing import Any
 
 from ragpulse.common import KafkaSettings
 from ragpulse.deploy.broker import free_port
+from testkit.payloads import rag_request
 from tests.collector.conftest import read_records
-from tests.collector.payloads import rag_request
 
 CLI = [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", "collector"]
 

@@ -36,8 +36,8 @@ from opentelemetry.trace import SpanKind
 
 from ragpulse.collector.service import Collector, build_collector
 from ragpulse.common import partition_for_key
+from testkit.payloads import T0, rag_request
 from tests.collector.conftest import collector_settings, read_records
-from tests.collector.payloads import T0, rag_request
 
 Post = Callable[..., tuple[int, dict[str, str], bytes]]
 

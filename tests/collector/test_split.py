@@ -11,9 +11,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from ragpulse.collector.split import RAG_MARKERS, MalformedRequest, split_request
-from tests.collector.payloads import T0, rag_request
+from testkit.payloads import T0, rag_request
 
-# T0 (tests.collector.payloads): midnight UTC yesterday, a plausible start time for every span
+# T0 (testkit.payloads): midnight UTC yesterday, a plausible start time for every span
 
 
 def _by_trace(req: ExportTraceServiceRequest) -> dict[bytes, list[tuple[bytes, bytes, bytes]]]:
@@ -339,7 +339,7 @@ def test_split_equals_the_reference_split_on_random_requests() -> None:
     """The run-based assembly writes exactly the records (key, bytes, span count, RAG flag) of
     the span-by-span one it replaced (tests/collector/split_reference.py), on 600 random requests
     and the bench's request shapes."""
-    from tests.collector.payloads import load_request
+    from testkit.payloads import load_request
     from tests.collector.split_reference import reference_split
 
     rng = random.Random(20)

@@ -2,7 +2,7 @@
 
 Fake LLMs are the frameworks' own (LlamaIndex ``MockLLM``, LangChain ``FakeListChatModel``) or
 the real ``openai`` client against the project's OpenAI-compatible server on loopback
-(:mod:`tests.fakes.openai_server`), which Haystack's ``OpenAIChatGenerator`` uses too. Fake
+(:mod:`testkit.openai_server`), which Haystack's ``OpenAIChatGenerator`` uses too. Fake
 embeddings are the frameworks' own (``MockEmbedding``, ``DeterministicFakeEmbedding``); Haystack
 retrieves with BM25 and needs none. Nothing here knows about tracing: the instrumentor under test
 does all of it.

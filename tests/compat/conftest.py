@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
+from testkit.openai_server import FakeOpenAIServer, Reply
 from tests.scorer.traces.sdk import Recorder
 
 from .apps import ANSWER

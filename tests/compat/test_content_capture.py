@@ -15,7 +15,7 @@ from ragpulse.scorer.pipeline.prepare import build_preparer
 from ragpulse.scorer.pipeline.trace_buffer import AssembledTrace
 from ragpulse.scorer.store import rows_from_scores
 from ragpulse.scorer.traces import Sampler, extract
-from tests.fakes.openai_server import FakeOpenAIServer
+from testkit.openai_server import FakeOpenAIServer
 from tests.scorer.traces.sdk import Recorder
 
 from . import apps

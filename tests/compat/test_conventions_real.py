@@ -22,7 +22,7 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogR
 
 from ragpulse.common.schema import CONTENT_NOT_CAPTURED
 from ragpulse.scorer.traces import extract
-from tests.fakes.openai_server import FakeOpenAIServer
+from testkit.openai_server import FakeOpenAIServer
 from tests.scorer.traces.sdk import Recorder
 
 from . import apps

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from ragpulse.scorer.traces import extract
-from tests.fakes.openai_server import FakeOpenAIServer
+from testkit.openai_server import FakeOpenAIServer
 from tests.scorer.traces.sdk import Recorder
 
 from . import apps

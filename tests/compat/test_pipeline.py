@@ -14,7 +14,7 @@ from ragpulse.collector.split import split_request
 from ragpulse.common.schema import CONTENT_NOT_CAPTURED, CONTENT_SETTINGS
 from ragpulse.deploy.cli import _register, app
 from ragpulse.scorer.pipeline import build_scorer
-from tests.fakes.openai_server import FakeOpenAIServer
+from testkit.openai_server import FakeOpenAIServer
 from tests.scorer.pipeline.conftest import (  # noqa: F401 (fixtures)
     make_settings,
     produce,

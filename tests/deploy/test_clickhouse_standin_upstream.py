@@ -1,5 +1,5 @@
 """The product's ClickHouse HTTP facade and the writable stand-in built on it
-(tests/fakes/clickhouse_server.py), checked against what ClickHouse documents for its HTTP
+(testkit/clickhouse_server.py), checked against what ClickHouse documents for its HTTP
 interface. No ClickHouse server runs on these machines, so the scorer's HTTP write path and
 the outage tests meet this stand-in, never ClickHouse itself (docs/deploy.md says which checks
 ran against what). The fixtures below are recorded from ClickHouse's repository:
@@ -28,7 +28,7 @@ import pytest
 
 from ragpulse.deploy import facade as facade_module
 from ragpulse.deploy.facade import ClickHouseHttpFacade, FacadeSettings, build_facade
-from tests.fakes.clickhouse_server import writable_server
+from testkit.clickhouse_server import writable_server
 
 # -- recorded from HTTP -----------------------------------------------------------------------
 RESULT_HEADERS = {"X-ClickHouse-Query-Id", "X-ClickHouse-Format", "X-ClickHouse-Timezone",

@@ -27,7 +27,7 @@ from ragpulse.scorer.store import (
     latest_version,
     read_owner,
 )
-from tests.fakes.clickhouse_server import writable_server
+from testkit.clickhouse_server import writable_server
 from tests.scorer.store.helpers import rows
 
 
@@ -41,8 +41,8 @@ def facade(chdb_dir: Path, chdb_client: Any, rag_schema: Any) -> Iterator[ClickH
 
 @pytest.fixture
 def writable(chdb_dir: Path, chdb_client: Any) -> Iterator[Any]:
-    """A writable ClickHouse HTTP server on the same engine (tests/fakes), for data set-up over
-    HTTP and for the write path of clickhouse-connect itself."""
+    """A writable ClickHouse HTTP server on the same engine (testkit/clickhouse_server.py), for
+    data set-up over HTTP and for the write path of clickhouse-connect itself."""
     w = writable_server(str(chdb_dir))
     w.start()
     yield clickhouse_connect.get_client(host="127.0.0.1", port=w.port)

@@ -166,7 +166,7 @@ def test_a_second_ctrl_c_abandons_the_drain_and_still_closes_the_store(
     and chDB crashed the process at exit (segmentation fault, exit -11). Now it stops waiting,
     stops every part in order and exits 130; the store opens again. The drain is made to wait
     for certain: the LLM judge's endpoint (a local OpenAI-compatible server) never answers."""
-    from tests.fakes.openai_server import FakeOpenAIServer, Reply
+    from testkit.openai_server import FakeOpenAIServer, Reply
 
     with FakeOpenAIServer() as srv:
         srv.script("*", *[Reply.json({}, delay_s=3600)] * 200)

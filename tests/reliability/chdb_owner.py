@@ -1,5 +1,5 @@
 """Run as a subprocess: own a chDB directory (schema + a writable ClickHouse-HTTP server on a
-given port, tests/fakes/clickhouse_server.py), print its URL, serve until killed. The ClickHouse
+given port, testkit/clickhouse_server.py), print its URL, serve until killed. The ClickHouse
 outage test SIGKILLs it and starts it again on the same directory and port, like a database
 server crashing and coming back."""
 
@@ -9,7 +9,7 @@ import sys
 import threading
 
 from ragpulse.scorer.store import SchemaSettings, init_schema, open_store
-from tests.fakes.clickhouse_server import writable_server
+from testkit.clickhouse_server import writable_server
 
 
 def main() -> None:

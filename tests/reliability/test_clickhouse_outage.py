@@ -21,6 +21,7 @@ import pytest
 
 from ragpulse.deploy.broker import free_port
 from ragpulse.scorer.pipeline import build_scorer
+from testkit.traffic import make_traces, otelcol_records
 from tests.scorer.pipeline.conftest import (
     METRICS,
     committed,
@@ -29,7 +30,6 @@ from tests.scorer.pipeline.conftest import (
     table_judge,
     wait_for,
 )
-from tests.scorer.pipeline.traffic import make_traces, otelcol_records
 
 # Real processes and outages of a few seconds each: the project's 'slow' marker (still run in CI).
 pytestmark = pytest.mark.slow

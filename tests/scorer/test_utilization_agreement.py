@@ -27,11 +27,8 @@ import numpy as np
 import pytest
 
 from ragpulse.scorer import Evaluator, Sample
-from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR, build_judge
+from ragpulse.scorer.judges.factory import build_judge
 from ragpulse.scorer.stats import average_precision
-
-pytest.importorskip("onnxruntime")
-pytest.importorskip("tokenizers")
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "utilization_agreement.jsonl"
 MAX_GAP = 0.10
@@ -68,8 +65,6 @@ async def _utilization(name: str, samples: list[Sample]) -> np.ndarray:
     return np.array([s.value for s in scores])
 
 
-@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
-                    reason="no bundled model in this checkout")
 async def test_the_local_judges_agree_on_context_utilization() -> None:
     cases = retrievals()
     assert len(cases) == 39 and {len(s.contexts) for s, _ in cases} >= {2, 3, 4}
@@ -103,8 +98,6 @@ WORKED = Sample(
 """docs/metrics.md's worked example ("Context utilization, worked through"), word for word."""
 
 
-@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
-                    reason="no bundled model in this checkout")
 @pytest.mark.parametrize("name", ["fast", "model"])
 async def test_both_judges_read_the_docs_worked_example(name: str) -> None:
     """Passages 2 and 4 are used; passage 1 (store returns, 14 days) shares "return" and "days"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,10 +25,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-# Midnight UTC yesterday, fixed for the process: spans must pass the receiver's time check
-# (2000-01-01 to a day ahead) and rows the 90-day TTL of rag.scores (a fixed date stopped
-# doing so 90 days after it; issue 17).
-BASE_NS = (time.time_ns() // 86_400_000_000_000 - 1) * 86_400_000_000_000
+from testkit.traffic import BASE_NS, anyvalue
+
 QUESTION = "How long is the warranty on the X200 vacuum?"
 CONTEXTS = ("The X200 vacuum has a two-year warranty covering parts and labour.",
             "Shipping within Japan takes one to three days.")
@@ -46,25 +43,6 @@ def trace_id(name: str) -> str:
 
 def _sid(tid: str, name: str) -> bytes:
     return hashlib.blake2b(f"{tid}/{name}".encode(), digest_size=8).digest()
-
-
-def anyvalue(v: object) -> common_pb2.AnyValue:
-    if isinstance(v, common_pb2.AnyValue):
-        return v
-    if isinstance(v, bool):
-        return common_pb2.AnyValue(bool_value=v)
-    if isinstance(v, int):
-        return common_pb2.AnyValue(int_value=v)
-    if isinstance(v, float):
-        return common_pb2.AnyValue(double_value=v)
-    if isinstance(v, bytes):
-        return common_pb2.AnyValue(bytes_value=v)
-    if isinstance(v, (list, tuple)):
-        return common_pb2.AnyValue(array_value=common_pb2.ArrayValue(values=[anyvalue(x) for x in v]))
-    if isinstance(v, dict):
-        return common_pb2.AnyValue(kvlist_value=common_pb2.KeyValueList(
-            values=[common_pb2.KeyValue(key=k, value=anyvalue(x)) for k, x in v.items()]))
-    return common_pb2.AnyValue(string_value=str(v))
 
 
 def _span(tid: str, name: str, parent: str | None, start: int, end: int,

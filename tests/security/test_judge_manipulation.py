@@ -23,7 +23,7 @@ import pytest
 
 from ragpulse.scorer import Evaluator, Fact, Reason, Sample
 from ragpulse.scorer.judges.base import Needs
-from tests.fakes.openai_server import FakeOpenAIServer, Recorded, Reply, data_blocks
+from testkit.openai_server import FakeOpenAIServer, Recorded, Reply, data_blocks
 from tests.scorer.llm.conftest import content_aware
 
 QUESTION = "Where is the head office of the Oberoi Group?"

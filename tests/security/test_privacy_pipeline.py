@@ -15,9 +15,9 @@ from ragpulse.scorer.judges.base import Needs
 from ragpulse.scorer.metrics import EVIDENCE
 from ragpulse.scorer.model import Fact, Finding, Sample
 from ragpulse.scorer.pipeline import build_scorer
+from testkit.traffic import BASE_NS, RagTrace, otelcol_records
 from tests.scorer.doubles import TableJudge
 from tests.scorer.pipeline.conftest import FACTS, METRICS, produce, wait_for
-from tests.scorer.pipeline.traffic import BASE_NS, RagTrace, otelcol_records
 
 PII = ("ann.lee@example.com", "090-1234-5678", "4111 1111 1111 1111", "13812345678")
 TRACES = [

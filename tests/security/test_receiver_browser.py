@@ -22,7 +22,7 @@ from google.protobuf import json_format
 from google.rpc import code_pb2, status_pb2
 
 from ragpulse.collector.service import Collector
-from tests.collector.payloads import rag_request
+from testkit.payloads import rag_request
 
 REBIND = "rebind.evil.example"
 

@@ -3,7 +3,6 @@ others at data v5's sizes; an unknown variant stops the script before anything r
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -14,7 +13,6 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "train" / "ablate_v5.sh"
 V5 = {"--polarity": "2000", "--exceptions": "1000", "--shapes": "3000"}  # train/README.md
 
-pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 
 def kinds(variant: str) -> dict[str, str]:

@@ -427,7 +427,10 @@ MORE = ("asahi-y/JNLI-Neg", "zejunwang1/CSTS", "google/BEGIN-dataset", "SunYanCN
         "SkelterLabsInc/JaQuAD", "yahoojapan/JGLUE")
 
 
-@pytest.mark.skipif(not _mirror(*MORE), reason="needs the data v6 snapshots (RAGPULSE_MIRROR)")
+@pytest.mark.mirror
+@pytest.mark.skipif(not _mirror(*MORE), reason=(
+    "needs the data v6 sources' pinned GitHub snapshots under RAGPULSE_MIRROR (python -m "
+    "train.data.sources lists the missing ones); runs where they are mirrored"))
 def test_data_v6_sources_read_their_train_sides_only(monkeypatch):
     """JNLI-Neg is read from its train file only (its valid files derive from JNLI valid, an eval
     set); PAWS-X drops its "NS" placeholders; BEGIN drops generic responses; JaQuAD skips

@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import lzma
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("onnx")
+torch = pytest.importorskip("torch", reason="needs the train extra: make test runs tests/train in bench/.venv-train")
+pytest.importorskip("onnx", reason="needs the train extra: make test runs tests/train in bench/.venv-train")
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "train" / "round_corpus.sh"
@@ -120,7 +119,6 @@ def test_a_small_change_survives_the_trip_only_as_a_change(shipped: Path, tiny_b
         unpack(tmp_path / "d" / "r", tmp_path / "y", base=tmp_path / "run")
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_the_round_script_trains_each_run_from_the_model_and_packs_its_change(
         tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"

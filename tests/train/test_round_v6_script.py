@@ -7,17 +7,13 @@ from __future__ import annotations
 import gzip
 import json
 import lzma
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "train" / "round_v6.sh"
 
-pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 
 
 def _fake_python(tmp_path: Path) -> tuple[Path, Path]:

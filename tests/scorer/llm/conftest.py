@@ -4,43 +4,15 @@ embedder, and a judge factory that closes what it builds."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
-import numpy as np
 import pytest
 
 from ragpulse.scorer.judges.llm import LLMJudge, LLMJudgeSettings
 from ragpulse.scorer.segment import split_sentences
-from tests.fakes.openai_server import FakeOpenAIServer, Recorded, Reply, data_blocks
-
-
-class TableEmbedder:
-    """A real Embedder over a fixed table: each known text gets its vector, any other text a
-    deterministic pseudo-random one. Lets a test fix exact cosines."""
-
-    name = "table-embedder"
-
-    def __init__(self, table: dict[str, Sequence[float]] | None = None, dim: int = 8) -> None:
-        self.table = {k: np.asarray(v, dtype=np.float32) for k, v in (table or {}).items()}
-        self.dim = dim
-        self.calls = 0
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls += 1
-        rows = []
-        for t in texts:
-            v = self.table.get(t)
-            if v is None:
-                rng = np.random.default_rng(abs(hash(t)) % (2**32))
-                v = rng.normal(size=self.dim).astype(np.float32)
-            v = np.pad(v, (0, max(0, self.dim - len(v))))[: self.dim]
-            rows.append(v / (np.linalg.norm(v) or 1.0))
-        return np.stack(rows) if rows else np.zeros((0, self.dim), np.float32)
-
-    async def aembed(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed(texts)
-
+from testkit.judge import TableEmbedder
+from testkit.openai_server import FakeOpenAIServer, Recorded, Reply, data_blocks
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = {"the", "a", "an", "is", "of", "in", "and", "to", "what", "which", "was", "it", "its",

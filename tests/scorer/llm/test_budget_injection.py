@@ -9,7 +9,7 @@ import pytest
 
 from ragpulse.scorer import Evaluator, Fact, Reason, Sample
 from ragpulse.scorer.judges.base import Needs
-from tests.fakes.openai_server import Reply, data_blocks
+from testkit.openai_server import Reply, data_blocks
 
 from .test_call_plan import CARD, EMBEDDER, SAMPLE
 

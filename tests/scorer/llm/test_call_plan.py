@@ -13,9 +13,8 @@ from ragpulse.scorer import Evaluator, Fact, Sample
 from ragpulse.scorer.judges.base import Criterion, Needs
 from ragpulse.scorer.judges.llm import LLMJudgeSettings, render_requests
 from ragpulse.scorer.stats import average_precision
-from tests.fakes.openai_server import Reply, data_blocks
-
-from .conftest import TableEmbedder
+from testkit.judge import TableEmbedder
+from testkit.openai_server import Reply, data_blocks
 
 CARD = ["faithfulness", "answer_relevancy", "context_precision", "context_utilization"]
 QUESTION = "Where is the head office of the Oberoi Group?"

@@ -10,7 +10,7 @@ import pytest
 
 from ragpulse.scorer import Evaluator, Fact, Reason
 from ragpulse.scorer.judges.base import Needs
-from tests.fakes.openai_server import Reply
+from testkit.openai_server import Reply
 
 from .conftest import content_aware
 from .test_call_plan import ASSESS, EMBEDDER, GROUNDING, SAMPLE
@@ -245,7 +245,7 @@ async def test_concurrency_is_bounded_across_samples(server, make_judge):
 
 async def test_connection_errors_are_retried_then_reported(make_judge):
     from ragpulse.scorer.judges.llm import LLMJudge, LLMJudgeSettings
-    from tests.fakes.openai_server import FakeOpenAIServer
+    from testkit.openai_server import FakeOpenAIServer
 
     with FakeOpenAIServer() as gone:
         url = gone.base_url  # a port that was just free and is closed again below

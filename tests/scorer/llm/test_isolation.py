@@ -14,9 +14,10 @@ from ragpulse.scorer.judges.base import Needs
 from ragpulse.scorer.judges.llm import LLMJudgeSettings, render_requests
 from ragpulse.scorer.metrics import resolve_metrics
 from ragpulse.scorer.segment import split_sentences
-from tests.fakes.openai_server import Recorded, Reply, data_blocks
+from testkit.judge import TableEmbedder
+from testkit.openai_server import Recorded, Reply, data_blocks
 
-from .conftest import TableEmbedder, words
+from .conftest import words
 from .test_call_plan import SAMPLE
 
 # The data a task may show, by data-block kind, from the metric definitions: context_precision

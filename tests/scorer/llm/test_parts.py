@@ -25,7 +25,7 @@ from ragpulse.scorer.judges.llm import (
 from ragpulse.scorer.judges.llm.parsing import ParseFailure, parse_reply_object, parse_task
 from ragpulse.scorer.judges.llm.plan import PROMPT_NAMES, fit_contexts
 from ragpulse.scorer.judges.llm.prompts import neutralize, parse_prompt
-from tests.fakes.openai_server import Reply, usage_tokens
+from testkit.openai_server import Reply, usage_tokens
 
 from .test_call_plan import GEN_QS, QUESTION, SAMPLE
 

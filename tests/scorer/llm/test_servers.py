@@ -1,7 +1,7 @@
 """OpenAI-compatible servers that are not api.openai.com, over the wire through the real openai
 client: rejected parameters, structured-output fallback, reasoning models, silent prompt
 truncation, Azure's content filter and context-length errors. Each mode of the fake server
-copies the wire response of the server named in its docstring (tests/fakes/openai_server.py)."""
+copies the wire response of the server named in its docstring (testkit/openai_server.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from ragpulse.scorer import Evaluator, Fact, Reason
 from ragpulse.scorer.judges.base import Needs
 from ragpulse.scorer.model import status_of
-from tests.fakes.openai_server import Reply
+from testkit.openai_server import Reply
 
 from .test_call_plan import ASSESS, CARD, EMBEDDER, SAMPLE
 

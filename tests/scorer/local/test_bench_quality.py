@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-
-_PATH = Path(__file__).resolve().parents[3] / "bench" / "quality.py"
 
 CONTEXT = ("The Eiffel Tower is a wrought-iron lattice tower in Paris. It was completed in 1889 "
            "for the World's Fair. Gustave Eiffel's company designed and built it.")
@@ -20,11 +17,9 @@ INVENTED = ["The tower was moved to Berlin in 1999.",
 
 @pytest.fixture(scope="module")
 def quality():
-    spec = importlib.util.spec_from_file_location("bench_quality_report", _PATH)
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
+    from bench import quality
+
+    return quality
 
 
 def _write(path: Path) -> None:

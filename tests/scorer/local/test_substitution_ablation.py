@@ -4,24 +4,16 @@ generalization or reordering of the sentence is not."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
 from ragpulse.scorer.judges.local.support_detector import _analyze, _normalize
 
-_BENCH = Path(__file__).resolve().parents[3] / "bench"
-
 
 @pytest.fixture(scope="module")
 def ablation():
-    sys.path.insert(0, str(_BENCH))
-    try:
-        yield importlib.import_module("substitution_ablation")
-    finally:
-        sys.path.remove(str(_BENCH))
+    from bench import substitution_ablation
+
+    return substitution_ablation
 
 
 def _align(mod, statement: str, sentence: str, mode: str = "loose"):

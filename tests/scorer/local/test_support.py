@@ -4,10 +4,8 @@ end to end."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
-import sys
 import threading
 from pathlib import Path
 
@@ -356,21 +354,9 @@ def test_fit_logistic_reaches_the_regularized_optimum() -> None:
 
 
 def _load_training_script():
-    """bench/ is not a package: load the script by path (once; dataclasses need the module
-    registered in sys.modules while it executes)."""
-    name = "ragpulse_bench_train_faithfulness"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / "train_faithfulness.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    try:
-        spec.loader.exec_module(mod)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return mod
+    from bench import train_faithfulness
+
+    return train_faithfulness
 
 
 def _tiny_dataset(root: Path) -> None:

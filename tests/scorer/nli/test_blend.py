@@ -18,9 +18,6 @@ from ragpulse.scorer.model import Fact
 
 from .test_nli_judge import SAMPLE  # one supported and one unsupported statement
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("tokenizers")
-
 FACTS = frozenset({Fact.STATEMENT_SUPPORT})
 
 

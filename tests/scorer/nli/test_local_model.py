@@ -7,15 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR, build_judge
+from ragpulse.scorer.judges.factory import build_judge
 from ragpulse.scorer.model import Fact, Sample
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("tokenizers")
 
-
-@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
-                    reason="no bundled model in this checkout")
 def test_bundled_model_scores_each_statement() -> None:
     judge = build_judge("model", threads=1)
     assert judge.name == "model" and judge.model == "ragpulse/faith-e5-small@4"
@@ -82,8 +77,6 @@ def test_given_premise_settings_win() -> None:
     assert own.premise == "views" and own.premise_view_sentences == 2
 
 
-@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
-                    reason="no bundled model in this checkout")
 def test_a_statement_scores_the_same_whatever_it_is_batched_with() -> None:
     """The bundled graph is quantized dynamically (each activation tensor scaled by its maximum
     over the padded batch), so batched pairs moved each other's P: a warranty statement scored

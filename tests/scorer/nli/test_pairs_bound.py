@@ -12,13 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR, build_judge
+from ragpulse.scorer.judges.factory import build_judge
 from ragpulse.scorer.judges.nli import NliJudgeSettings, onnx_model
 from ragpulse.scorer.judges.nli.onnx_model import NliModel, PairsTooMany
 from ragpulse.scorer.model import Fact, Reason, Sample
-
-pytest.importorskip("onnxruntime")
-pytest.importorskip("tokenizers")
 
 
 class _Ranks:
@@ -44,8 +41,6 @@ def _big_sample() -> Sample:
                   answer=answer)
 
 
-@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
-                    reason="no bundled model in this checkout")
 def test_local_model_refuses_too_many_pairs_before_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
     judge = build_judge("local-model", threads=1)
     ranks = _Ranks(monkeypatch)

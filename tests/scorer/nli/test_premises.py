@@ -15,9 +15,6 @@ from ragpulse.scorer.judges.nli import NliJudge, NliJudgeSettings, NliModel
 from ragpulse.scorer.model import Fact, Sample
 from ragpulse.scorer.segment import split_sentences
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("tokenizers")
-
 
 def model(d: Path, **kw) -> NliModel:
     return NliModel(NliJudgeSettings(model_dir=d, **kw))
@@ -137,8 +134,6 @@ def test_sentences_respects_max_pairs(tiny_dir: Path) -> None:
     assert m.support_matrix(["paris"], ["", "  "])[1] == 0
 
 
-@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
-                    reason="no bundled model in this checkout")
 @pytest.mark.parametrize(("ctx", "stmt", "want"), [
     (["返品について。未使用の商品は、お届けから14日以内であれば返品を受け付けています。送料はお客様"
       "負担です。ポイントは購入金額の1%が付与されます。会員ランクは年に一度見直されます。"],

@@ -18,10 +18,10 @@ import threading
 
 import pytest
 
+from testkit.traffic import make_traces, otelcol_records
 from tests.infra_chdb import query_chdb_dir
 
 from .conftest import committed, end_offsets, produce, wait_for
-from .traffic import make_traces, otelcol_records
 
 pytestmark = pytest.mark.slow
 

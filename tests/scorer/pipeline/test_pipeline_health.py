@@ -14,11 +14,11 @@ import signal
 
 import pytest
 
+from testkit.traffic import make_traces, otelcol_records
 from tests.infra_chdb import query_chdb_dir
 
 from .conftest import produce, wait_for
 from .test_kill_restart import ScorerProcess, scorer_args, scorer_env
-from .traffic import make_traces, otelcol_records
 
 pytestmark = pytest.mark.slow
 

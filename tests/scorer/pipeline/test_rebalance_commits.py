@@ -22,9 +22,9 @@ from ragpulse.scorer.pipeline import Scorer, build_scorer
 from ragpulse.scorer.pipeline.offsets import OffsetTracker
 from ragpulse.scorer.pipeline.prepare import build_preparer
 from ragpulse.scorer.traces.sampling import Sampler
+from testkit.traffic import make_traces, otelcol_records
 
 from .conftest import METRICS, committed, end_offsets, produce, table_judge, wait_for
-from .traffic import make_traces, otelcol_records
 
 T = "spans"
 

@@ -10,10 +10,10 @@ import pytest
 from ragpulse.scorer.evaluator import Evaluator
 from ragpulse.scorer.pipeline import ScorerError, build_scorer
 from ragpulse.scorer.store import RetrySettings, ScoreWriter, WriterSettings
+from testkit.traffic import RagTrace, encode, make_traces, otelcol_records, rotel_records
 
 from ..doubles import TableJudge
 from .conftest import METRICS, GatedJudge, committed, end_offsets, produce, table_judge, wait_for
-from .traffic import RagTrace, encode, make_traces, otelcol_records, rotel_records
 
 
 def rows(client: Any, db: str) -> list[tuple]:

@@ -10,6 +10,7 @@ one unkeyed record (rotel, otelcol without partitioning).
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -17,14 +18,34 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1 import common_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
 
-from tests.security.corpus import BASE_NS as CORPUS_BASE_NS
-from tests.security.corpus import anyvalue
+__all__ = ["BASE_NS", "RagTrace", "anyvalue", "encode", "make_traces", "otelcol_records",
+           "rotel_records"]
 
-__all__ = ["RagTrace", "encode", "make_traces", "otelcol_records", "rotel_records"]
+# Midnight UTC yesterday, fixed for the process (rows must be replay-stable): spans must pass
+# the receiver's time check (2000-01-01 to a day ahead) and rows the 90-day TTL of rag.scores (a
+# fixed date stopped doing so 90 days after it; issue 17).
+BASE_NS = (time.time_ns() // 86_400_000_000_000 - 1) * 86_400_000_000_000
 
-# A time fixed for the process (rows must be replay-stable) and recent enough for the 90-day
-# TTL of rag.scores: a fixed date's rows were deleted on insert 90 days after it (issue 17).
-BASE_NS = CORPUS_BASE_NS
+
+def anyvalue(value: object) -> common_pb2.AnyValue:
+    """An OTLP attribute value of any Python value (lists, dicts and bytes too)."""
+    if isinstance(value, common_pb2.AnyValue):
+        return value
+    if isinstance(value, bool):
+        return common_pb2.AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return common_pb2.AnyValue(int_value=value)
+    if isinstance(value, float):
+        return common_pb2.AnyValue(double_value=value)
+    if isinstance(value, bytes):
+        return common_pb2.AnyValue(bytes_value=value)
+    if isinstance(value, (list, tuple)):
+        return common_pb2.AnyValue(
+            array_value=common_pb2.ArrayValue(values=[anyvalue(x) for x in value]))
+    if isinstance(value, dict):
+        return common_pb2.AnyValue(kvlist_value=common_pb2.KeyValueList(
+            values=[common_pb2.KeyValue(key=k, value=anyvalue(x)) for k, x in value.items()]))
+    return common_pb2.AnyValue(string_value=str(value))
 
 
 @dataclass(frozen=True)
@@ -103,15 +124,15 @@ def _span(
 
 
 def make_traces(
-    n: int,
+    count: int,
     *,
     seed: int = 0,
     services: Sequence[str] = ("support-bot", "docs-qa"),
     unscorable_every: int = 0,
 ) -> list[RagTrace]:
-    """``n`` distinct traces; every ``unscorable_every``-th has no contexts (0: none)."""
+    """``count`` distinct traces; every ``unscorable_every``-th has no contexts (0: none)."""
     out = []
-    for i in range(n):
+    for i in range(count):
         tid = f"{seed:08x}{i + 1:024x}"
         contexts: tuple[str, ...] = (
             f"Document {i}: the warranty covers parts for {i % 5 + 1} years.",

@@ -1,1 +1,0 @@
-"""Real implementations of external services for tests (servers on loopback, not mocks)."""
