@@ -54,6 +54,9 @@ def test_rounds_give_same_run_ratios_and_stages_add_up(monkeypatch: pytest.Monke
     assert s["model"]["cpu_s_per_sample"] == pytest.approx(0.35)
     assert s["model"]["stages"]["rest"] == pytest.approx(0.25)
     assert s["model"]["peak_rss_mib"] == 101.0 and s["fast"]["rounds"] == 2
+    # two cores' worth of CPU, but the embedder runs one USE pass at a time
+    assert js.free_cores_estimate(s["model"]) == pytest.approx(2 / 0.35)
+    assert js.free_cores_estimate(s["fast"]) == pytest.approx(1 / 0.08)
     body = js.table(results, "cmd", ("en", "ja"), 1)
     assert "**3.50**" in body and "| model | 2 x 10 |" in body
 
