@@ -169,8 +169,26 @@ class StageClock:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.pools: dict[str, float] = defaultdict(float)
         self._local = threading.local()
         self._lock = threading.Lock()
+
+    def wrap_pool(self, owner: type, attr: str, pool: str) -> None:
+        """Time ``owner.attr`` whole into ``pools[pool]`` (the blocking call a judge's worker
+        pool runs per sample), leaving the stages as they are."""
+        fn: Callable[..., Any] = getattr(owner, attr)
+        clock = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent = time.thread_time() - t0
+                with clock._lock:
+                    clock.pools[pool] += spent
+
+        setattr(owner, attr, timed)
 
     def wrap(self, owner: type, attr: str, stage: str) -> None:
         fn: Callable[..., Any] = getattr(owner, attr)
@@ -195,14 +213,19 @@ class StageClock:
     def reset(self) -> None:
         with self._lock:
             self.seconds.clear()
+            self.pools.clear()
 
 
 def _stage_clock() -> StageClock:
     from ragpulse.scorer.embeddings import USEEmbedder
+    from ragpulse.scorer.judges.local import LocalJudge
     from ragpulse.scorer.judges.local.support_detector import SupportDetector
+    from ragpulse.scorer.judges.nli import NliJudge
     from ragpulse.scorer.judges.nli.onnx_model import NliModel
 
     clock = StageClock()
+    clock.wrap_pool(LocalJudge, "judge", "local")
+    clock.wrap_pool(NliJudge, "judge", "nli")
     clock.wrap(USEEmbedder, "embed", "USE embeddings")
     clock.wrap(NliModel, "support_matrix", "NLI premises")
     clock.wrap(NliModel, "_run", "NLI model")
@@ -231,8 +254,14 @@ async def measure(name: str, samples: Sequence[Sample], warm: Sequence[Sample], 
         await judge.aclose()
     n = len(samples)
     stages = {k: v / n for k, v in (clock.seconds if clock is not None else {}).items()}
+    pools = {k: v / n for k, v in (clock.pools if clock is not None else {}).items()}
+    local = getattr(judge, "local", judge)  # the model judge's local judge, or the fast judge
+    workers = {"local": local.settings.workers}
+    if local is not judge:
+        workers["nli"] = judge.settings.workers
     return {"judge": name, "samples": n, "samples_per_s": n / wall,
-            "cpu_s_per_sample": cpu / n, "stages": stages, "load_s": load_s,
+            "cpu_s_per_sample": cpu / n, "stages": stages, "pools": pools, "workers": workers,
+            "load_s": load_s,
             "load_before": before, "load_after": os.getloadavg()[0],
             "ok": statuses.get("ok", 0), "scores": sum(statuses.values())}
 
@@ -260,9 +289,11 @@ def summary(results: list[dict]) -> dict[str, dict]:
         stages = {k: statistics.fmean(r["stages"].get(k, 0.0) for r in rs) for k in STAGES}
         cpu = _mean(rs, "cpu_s_per_sample")
         stages["rest"] = max(0.0, cpu - sum(stages.values()))
+        pools = {k: statistics.fmean(r.get("pools", {}).get(k, 0.0) for r in rs)
+                 for k in rs[0].get("pools", {})}
         out[name] = {"judge": name, "rounds": len(rs), "samples": rs[0]["samples"],
                      "samples_per_s": _mean(rs, "samples_per_s"), "cpu_s_per_sample": cpu,
-                     "stages": stages, "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
+                     "stages": stages, "pools": pools, "workers": rs[0].get("workers", {}), "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
                      "load_s": _mean(rs, "load_s"), "ok": sum(r["ok"] for r in rs),
                      "scores": sum(r["scores"] for r in rs),
                      "load_before": min(r["load_before"] for r in rs),
@@ -272,10 +303,17 @@ def summary(results: list[dict]) -> dict[str, dict]:
 
 def free_cores_estimate(r: dict) -> float:
     """Samples/s on 2 free cores from one judge's summary: two cores' worth of its CPU seconds
-    a sample, but no more than one core's worth of its USE stage, since the embedder runs one
-    forward pass at a time (its model lock) on one BLAS thread."""
+    a sample, but no more than one core's worth of its USE stage (the embedder runs one forward
+    pass at a time, on one BLAS thread), nor than each worker pool's threads' worth of the CPU
+    its blocking call takes a sample (the fast judge runs a sample at a time on one worker)."""
+    bounds = [2 / r["cpu_s_per_sample"]]
     use = r["stages"].get("USE embeddings", 0.0)
-    return min(2 / r["cpu_s_per_sample"], 1 / use if use > 0 else float("inf"))
+    if use > 0:
+        bounds.append(1 / use)
+    for pool, seconds in r.get("pools", {}).items():
+        if seconds > 0:
+            bounds.append(r["workers"][pool] / seconds)
+    return min(bounds)
 
 
 def ratios(results: list[dict]) -> list[float]:
@@ -311,6 +349,12 @@ def table(results: list[dict], command: str, langs: Sequence[str], threads: int)
         st = r["stages"]
         lines.append(f"| {r['judge']} | " + " | ".join(f"{st[k]:.3f}" for k in STAGES)
                      + f" | {st['rest']:.3f} | {r['cpu_s_per_sample']:.3f} |")
+    pools = [f"{r['judge']}: " + ", ".join(
+        f"{k} {v:.3f} ({r['workers'][k]} worker{'s' if r['workers'][k] > 1 else ''})"
+        for k, v in r["pools"].items()) for r in s.values() if r.get("pools")]
+    if pools:
+        lines += ["", "CPU seconds a sample in each worker pool's blocking call: "
+                  + "; ".join(pools) + "."]
     rs = ratios(results)
     if rs:
         lines += ["", f"Same-run ratio, model / fast CPU seconds a sample: **{statistics.median(rs):.2f}**"
@@ -322,7 +366,9 @@ def table(results: list[dict], command: str, langs: Sequence[str], threads: int)
               "machine samples/s is lower than on a quiet one and CPU seconds rise with the "
               "load; the same-run ratio is the figure to compare across versions, and two "
               "cores divided by CPU seconds a sample estimates 2 free cores, capped at one core's "
-              "worth of the USE stage (the embedder runs one forward pass at a time). "
+              "worth of the USE stage (the embedder runs one forward pass at a time) and at "
+              "each worker pool's threads' worth of its blocking calls (the fast judge: one "
+              "worker; the model judge: one for the local judge's part, two for the model's). "
               "`ragpulse.scorer.SAMPLES_PER_S` takes that estimate."]
     return "\n".join(lines)
 

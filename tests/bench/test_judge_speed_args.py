@@ -57,6 +57,11 @@ def test_rounds_give_same_run_ratios_and_stages_add_up(monkeypatch: pytest.Monke
     # two cores' worth of CPU, but the embedder runs one USE pass at a time
     assert js.free_cores_estimate(s["model"]) == pytest.approx(2 / 0.35)
     assert js.free_cores_estimate(s["fast"]) == pytest.approx(1 / 0.08)
+    # and at each worker pool's threads' worth of its blocking call
+    one_worker = {**s["fast"], "pools": {"local": 0.1}, "workers": {"local": 1}}
+    assert js.free_cores_estimate(one_worker) == pytest.approx(10.0)
+    two = {**s["model"], "pools": {"local": 0.09, "nli": 0.3}, "workers": {"local": 1, "nli": 2}}
+    assert js.free_cores_estimate(two) == pytest.approx(2 / 0.35)
     body = js.table(results, "cmd", ("en", "ja"), 1)
     assert "**3.50**" in body and "| model | 2 x 10 |" in body
 
