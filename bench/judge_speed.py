@@ -18,8 +18,11 @@ figure whatever else the machine runs. CPU seconds per sample are split by stage
 embeddings, the NLI model's premises and its forward passes, the lexical detector, the rest:
 segmentation, lexical views, metrics, the event loop), timed per thread: exact with one BLAS
 thread (the default), while with ``--threads 2`` the BLAS helper threads' time falls under the
-rest. The load average before and after is printed beside each figure. ``ragpulse up`` derives
-its default sampling rate from these figures (``ragpulse.scorer.SAMPLES_PER_S``).
+rest; and each worker pool's blocking call is timed whole. The 2-free-core estimate is two
+cores' worth of the CPU a sample, capped at one core's worth of the USE stage (the embedder runs
+one forward pass at a time) and at each pool's threads' worth of its call. The load average
+before and after is printed beside each figure. ``ragpulse up`` derives its default sampling
+rate from these estimates (``ragpulse.scorer.SAMPLES_PER_S``).
 """
 
 from __future__ import annotations
