@@ -80,5 +80,5 @@ JUDGE_CACHE ?= /tmp/ragpulse-faithfulness-scores
 
 judge-figures: install
 	$(BIN)/python bench/faithfulness_distributions.py --data ../shared/data --judge local local-model --cache $(JUDGE_CACHE) --write-docs --write-levels
-	$(BIN)/python bench/judge_speed.py --data ../shared/data --samples 60 --write-docs --write-constants
+	$(BIN)/python bench/judge_speed.py --data ../shared/data --samples 60 --rounds 3 --write-docs --write-constants
 	$(BIN)/ragpulse dashboards export dashboards/generated

@@ -1,31 +1,46 @@
 """Samples/s of the two local judges on a typical trace, as ``ragpulse up`` runs them: the
-judge built by ``build_judge`` (its default threads and workers for 2 cores) behind the
-``Evaluator`` with the five default metrics.
+judge built by ``build_judge`` (the scorer's defaults: one BLAS and one onnxruntime thread, the
+model judge's 2 workers) behind the ``Evaluator`` with the five default metrics.
 
-A typical trace: 3 answer statements, 5 retrieved contexts of about 900 characters. Contexts are
-cut from the news articles of the labeled sets in ``--data`` and are distinct across samples (a
-cold embedding cache, as ``bench/speed_local.py``); the answer is one sentence from each of the
-first three contexts. Judge load and a warm-up of 4 samples are not in the rate.
+A typical trace: 3 answer statements, 5 retrieved contexts of about 900 characters, the samples
+cycling through English, Japanese and Chinese (``--langs``). English contexts are cut from the
+news articles of the labeled sets in ``--data``, Japanese and Chinese ones are joined from the
+passages of the RAG corpus (``train/corpus/batches``); all are distinct across samples (a cold
+embedding cache, as ``bench/speed_local.py``); the answer is one sentence from each of the first
+three contexts. Judge load and a warm-up of 4 samples are not in the rate.
 
-    .venv/bin/python bench/judge_speed.py --data ../shared/data [--samples 60] [--write-docs]
+    .venv/bin/python bench/judge_speed.py --data ../shared/data [--samples 60] [--rounds 3]
+        [--write-docs] [--write-constants]
 
-The machine may be shared: the load average before and after is printed beside each figure,
-and CPU seconds per sample (what one free core would do) with it. ``ragpulse up`` derives its
-default sampling rate from these figures (``ragpulse.scorer.SAMPLES_PER_S``).
+Each judge runs in a process of its own (its peak RSS is that process's), the judges alternating
+for ``--rounds`` rounds, so the CPU ratio of the model judge to the fast judge is a same-run
+figure whatever else the machine runs. CPU seconds per sample are split by stage (USE
+embeddings, the NLI model's premises and its forward passes, the lexical detector, the rest:
+segmentation, lexical views, metrics, the event loop), timed per thread: exact with one BLAS
+thread (the default), while with ``--threads 2`` the BLAS helper threads' time falls under the
+rest; and each worker pool's blocking call is timed whole. The 2-free-core estimate is two
+cores' worth of the CPU a sample, capped at one core's worth of the USE stage (the embedder runs
+one forward pass at a time) and at each pool's threads' worth of its call. The load average
+before and after is printed beside each figure. ``ragpulse up`` derives its default sampling
+rate from these estimates (``ragpulse.scorer.SAMPLES_PER_S``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
+import multiprocessing
 import os
 import re
 import resource
+import statistics
 import sys
+import threading
 import time
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +54,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 CONTEXT_CHARS = 900
 STATEMENTS = 3
-JUDGES = ("local", "local-model")
+JUDGES = ("fast", "model")
+LANGS = ("en", "ja", "zh")
+CORPUS = REPO / "train" / "corpus" / "batches"
+STAGES = ("USE embeddings", "NLI premises", "NLI model", "lexical detector")
 DOCS = REPO / "docs" / "benchmarks.md"
 MARK = "<!-- bench/judge_speed.py -->"
 SAMPLING = REPO / "scorer" / "ragpulse" / "scorer" / "judges" / "registry.py"
@@ -55,8 +73,8 @@ def _cut(text: str, chars: int) -> str:
     return text[:chars].rsplit(" ", 1)[0] if len(text) > chars else text
 
 
-def make_samples(data: Path, n: int) -> list[Sample]:
-    """``n`` samples, each with five distinct ~900-character contexts and a 3-sentence answer."""
+def _english_contexts(data: Path) -> list[str]:
+    """~900-character pieces of the news articles of the labeled sets, each with 2+ sentences."""
     chunks: list[str] = []
     seen: set[str] = set()
     for name in ("faithfulness_qags_cnndm.jsonl", "faithfulness_faithbench.jsonl"):
@@ -69,15 +87,63 @@ def make_samples(data: Path, n: int) -> list[Sample]:
                     piece = _cut(c[k:k + CONTEXT_CHARS + 60], CONTEXT_CHARS)
                     if len(split_sentences(piece)) >= 2:
                         chunks.append(piece)
+    return chunks
+
+
+def _corpus_contexts(lang: str) -> list[tuple[str, str]]:
+    """(context, question): the RAG corpus's ``lang`` passages in file order, their sentences
+    joined into contexts of about 900 characters (whole sentences, at most 60 over), each with
+    the question of the scenario its first sentence comes from."""
+    out: list[tuple[str, str]] = []
+    sep = " " if lang == "en" else ""
+    sents: list[str] = []
+    question = ""
+    for path in sorted(CORPUS.glob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                row = json.loads(line)
+                if row.get("lang") != lang:
+                    continue
+                for passage in row["contexts"]:
+                    for s in split_sentences(passage):
+                        if not sents:
+                            question = row["question"]
+                        if sents and len(sep.join([*sents, s])) > CONTEXT_CHARS + 60:
+                            if len(sents) >= 2:
+                                out.append((sep.join(sents), question))
+                            sents, question = [], row["question"]
+                        sents.append(s)
+                        if len(sep.join(sents)) >= CONTEXT_CHARS:
+                            out.append((sep.join(sents), question))
+                            sents = []
+    return out
+
+
+def make_samples(data: Path, n: int, langs: Sequence[str] = LANGS) -> list[Sample]:
+    """``n`` samples, each with five distinct ~900-character contexts and a 3-sentence answer,
+    in the languages ``langs`` in turn."""
     questions = [r["question"] for r in _jsonl(data / "answer_relevancy_halueval.jsonl")]
-    if 5 * n > len(chunks):
-        raise SystemExit(f"{data}: {len(chunks)} distinct contexts, {5 * n} needed")
+    pools: dict[str, list[tuple[str, str]]] = {}
+    for lang in dict.fromkeys(langs):
+        if lang == "en":
+            pools[lang] = [(c, questions[i % len(questions)])
+                           for i, c in enumerate(_english_contexts(data))]
+        else:
+            pools[lang] = _corpus_contexts(lang)
+    taken: Counter = Counter()
     out = []
     for i in range(n):
-        ctx = tuple(chunks[5 * i + j] for j in range(5))
-        answer = " ".join(split_sentences(ctx[j])[1] for j in range(STATEMENTS))
-        out.append(Sample(id=f"speed-{i}", question=questions[i % len(questions)],
-                          contexts=ctx, answer=answer))
+        lang = langs[i % len(langs)]
+        at = 5 * taken[lang]
+        taken[lang] += 1
+        if at + 5 > len(pools[lang]):
+            raise SystemExit(f"{lang}: {len(pools[lang])} distinct contexts, more needed")
+        picked = pools[lang][at:at + 5]
+        ctx = tuple(c for c, _ in picked)
+        sep = " " if lang == "en" else ""
+        answer = sep.join(split_sentences(ctx[j])[1] for j in range(STATEMENTS))
+        out.append(Sample(id=f"speed-{lang}-{i}", question=picked[0][1], contexts=ctx,
+                          answer=answer))
     return out
 
 
@@ -98,8 +164,79 @@ def nli_settings(pairs: Sequence[str]) -> Any:
         raise SystemExit(f"--nli: {e.errors()[0]['loc'][0]}: {e.errors()[0]['msg']}") from None
 
 
+class StageClock:
+    """CPU seconds per stage: each wrapped method's thread CPU time, less that of the wrapped
+    methods it calls (a stage inside another counts once, as itself). Per thread, so work that
+    a library hands to threads of its own (BLAS with ``--threads 2``) is not seen here."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.pools: dict[str, float] = defaultdict(float)
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    def wrap_pool(self, owner: type, attr: str, pool: str) -> None:
+        """Time ``owner.attr`` whole into ``pools[pool]`` (the blocking call a judge's worker
+        pool runs per sample), leaving the stages as they are."""
+        fn: Callable[..., Any] = getattr(owner, attr)
+        clock = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent = time.thread_time() - t0
+                with clock._lock:
+                    clock.pools[pool] += spent
+
+        setattr(owner, attr, timed)
+
+    def wrap(self, owner: type, attr: str, stage: str) -> None:
+        fn: Callable[..., Any] = getattr(owner, attr)
+        clock = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            stack = clock._local.__dict__.setdefault("stack", [])
+            frame = [time.thread_time(), 0.0]
+            stack.append(frame)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                stack.pop()
+                spent = time.thread_time() - frame[0]
+                if stack:
+                    stack[-1][1] += spent
+                with clock._lock:
+                    clock.seconds[stage] += spent - frame[1]
+
+        setattr(owner, attr, timed)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.seconds.clear()
+            self.pools.clear()
+
+
+def _stage_clock() -> StageClock:
+    from ragpulse.scorer.embeddings import USEEmbedder
+    from ragpulse.scorer.judges.local import LocalJudge
+    from ragpulse.scorer.judges.local.support_detector import SupportDetector
+    from ragpulse.scorer.judges.nli import NliJudge
+    from ragpulse.scorer.judges.nli.onnx_model import NliModel
+
+    clock = StageClock()
+    clock.wrap_pool(LocalJudge, "judge", "local")
+    clock.wrap_pool(NliJudge, "judge", "nli")
+    clock.wrap(USEEmbedder, "embed", "USE embeddings")
+    clock.wrap(NliModel, "support_matrix", "NLI premises")
+    clock.wrap(NliModel, "_run", "NLI model")
+    clock.wrap(SupportDetector, "predict", "lexical detector")
+    return clock
+
+
 async def measure(name: str, samples: Sequence[Sample], warm: Sequence[Sample], threads: int,
-                  concurrency: int, nli: Any = None) -> dict:
+                  concurrency: int, nli: Any = None, clock: StageClock | None = None) -> dict:
     t0 = time.perf_counter()
     judge = build_judge(name, threads=threads, **({"nli": nli} if nli is not None else {}))
     ev = Evaluator(judge, list(DEFAULT_METRICS), max_concurrency=concurrency)
@@ -108,6 +245,8 @@ async def measure(name: str, samples: Sequence[Sample], warm: Sequence[Sample], 
         async for _ in ev.evaluate_many(list(warm)):
             pass
         load_s = time.perf_counter() - t0
+        if clock is not None:
+            clock.reset()
         before = os.getloadavg()[0]
         cpu0, t1 = time.process_time(), time.perf_counter()
         async for res in ev.evaluate_many(list(samples)):
@@ -115,49 +254,139 @@ async def measure(name: str, samples: Sequence[Sample], warm: Sequence[Sample], 
         wall, cpu = time.perf_counter() - t1, time.process_time() - cpu0
     finally:
         await judge.aclose()
-    return {"judge": name, "samples": len(samples), "samples_per_s": len(samples) / wall,
-            "cpu_s_per_sample": cpu / len(samples), "load_s": load_s,
+    n = len(samples)
+    stages = {k: v / n for k, v in (clock.seconds if clock is not None else {}).items()}
+    pools = {k: v / n for k, v in (clock.pools if clock is not None else {}).items()}
+    local = getattr(judge, "local", judge)  # the model judge's local judge, or the fast judge
+    workers = {"local": local.settings.workers}
+    if local is not judge:
+        workers["nli"] = judge.settings.workers
+    return {"judge": name, "samples": n, "samples_per_s": n / wall,
+            "cpu_s_per_sample": cpu / n, "stages": stages, "pools": pools, "workers": workers,
+            "load_s": load_s,
             "load_before": before, "load_after": os.getloadavg()[0],
             "ok": statuses.get("ok", 0), "scores": sum(statuses.values())}
 
 
-def table(results: list[dict], command: str) -> str:
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _child(name: str, data: str, samples: int, langs: Sequence[str], threads: int,
+           concurrency: int, nli_pairs: Sequence[str]) -> dict:
+    """One judge's measurement in a fresh process: its peak RSS is this judge's alone."""
+    pool = make_samples(Path(data), samples + 4, langs)
+    clock = _stage_clock()
+    r = asyncio.run(measure(name, pool[4:], pool[:4], threads, concurrency,
+                            nli_settings(nli_pairs) if name == "model" else None, clock))
+    r["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return r
+
+
+def _mean(results: list[dict], key: str) -> float:
+    return statistics.fmean(r[key] for r in results)
+
+
+def summary(results: list[dict]) -> dict[str, dict]:
+    """Per judge: the rounds' mean figures, stages and peak RSS (the largest)."""
+    out: dict[str, dict] = {}
+    for name in dict.fromkeys(r["judge"] for r in results):
+        rs = [r for r in results if r["judge"] == name]
+        stages = {k: statistics.fmean(r["stages"].get(k, 0.0) for r in rs) for k in STAGES}
+        cpu = _mean(rs, "cpu_s_per_sample")
+        stages["rest"] = max(0.0, cpu - sum(stages.values()))
+        pools = {k: statistics.fmean(r.get("pools", {}).get(k, 0.0) for r in rs)
+                 for k in rs[0].get("pools", {})}
+        out[name] = {"judge": name, "rounds": len(rs), "samples": rs[0]["samples"],
+                     "samples_per_s": _mean(rs, "samples_per_s"), "cpu_s_per_sample": cpu,
+                     "stages": stages, "pools": pools, "workers": rs[0].get("workers", {}), "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
+                     "load_s": _mean(rs, "load_s"), "ok": sum(r["ok"] for r in rs),
+                     "scores": sum(r["scores"] for r in rs),
+                     "load_before": min(r["load_before"] for r in rs),
+                     "load_after": max(r["load_after"] for r in rs)}
+    return out
+
+
+def free_cores_estimate(r: dict) -> float:
+    """Samples/s on 2 free cores from one judge's summary: two cores' worth of its CPU seconds
+    a sample, but no more than one core's worth of its USE stage (the embedder runs one forward
+    pass at a time, on one BLAS thread), nor than each worker pool's threads' worth of the CPU
+    its blocking call takes a sample (the fast judge runs a sample at a time on one worker)."""
+    bounds = [2 / r["cpu_s_per_sample"]]
+    use = r["stages"].get("USE embeddings", 0.0)
+    if use > 0:
+        bounds.append(1 / use)
+    for pool, seconds in r.get("pools", {}).items():
+        if seconds > 0:
+            bounds.append(r["workers"][pool] / seconds)
+    return min(bounds)
+
+
+def ratios(results: list[dict]) -> list[float]:
+    """Per round, the model judge's CPU seconds a sample over the fast judge's."""
+    by_round: dict[int, dict[str, float]] = defaultdict(dict)
+    for r in results:
+        by_round[r["round"]][r["judge"]] = r["cpu_s_per_sample"]
+    return [d["model"] / d["fast"] for _, d in sorted(by_round.items())
+            if "model" in d and "fast" in d]
+
+
+def table(results: list[dict], command: str, langs: Sequence[str], threads: int) -> str:
+    s = summary(results)
     lines = [f"Command: `{command}`  ",
              f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on "
-             f"{os.cpu_count()} cores (load average before / after in the table).", "",
-             "| judge | samples | samples/s | CPU s/sample | samples per CPU-second | 2 free cores "
-             "(est.) | scores ok | load + warm-up (s) | load avg before / after |",
+             f"{os.cpu_count()} cores shared with other jobs (load average before / after in "
+             "the table); each judge in a process of its own, the judges alternating.", "",
+             "| judge | rounds x samples | samples/s (this machine) | CPU s/sample | 2 free "
+             "cores (est.) | peak RSS (MiB) | scores ok | load + warm-up (s) | load avg "
+             "before / after |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for r in results:
-        lines.append(f"| {r['judge']} | {r['samples']} | {r['samples_per_s']:.1f} | "
-                     f"{r['cpu_s_per_sample']:.3f} | {1 / r['cpu_s_per_sample']:.1f} | "
-                     f"{2 / r['cpu_s_per_sample']:.1f} | "
+    for r in s.values():
+        lines.append(f"| {r['judge']} | {r['rounds']} x {r['samples']} | "
+                     f"{r['samples_per_s']:.1f} | {r['cpu_s_per_sample']:.3f} | "
+                     f"{free_cores_estimate(r):.1f} | {r['peak_rss_mib']:.0f} | "
                      f"{r['ok']}/{r['scores']} | {r['load_s']:.1f} | "
                      f"{r['load_before']:.2f} / {r['load_after']:.2f} |")
+    lines += ["", "CPU seconds a sample by stage (timed per thread; the rest: segmentation, "
+              "lexical views, metrics, the event loop):", "",
+              "| judge | " + " | ".join(STAGES) + " | rest | total |",
+              "|---|" + "---|" * (len(STAGES) + 2)]
+    for r in s.values():
+        st = r["stages"]
+        lines.append(f"| {r['judge']} | " + " | ".join(f"{st[k]:.3f}" for k in STAGES)
+                     + f" | {st['rest']:.3f} | {r['cpu_s_per_sample']:.3f} |")
+    pools = [f"{r['judge']}: " + ", ".join(
+        f"{k} {v:.3f} ({r['workers'][k]} worker{'s' if r['workers'][k] > 1 else ''})"
+        for k, v in r["pools"].items()) for r in s.values() if r.get("pools")]
+    if pools:
+        lines += ["", "CPU seconds a sample in each worker pool's blocking call: "
+                  + "; ".join(pools) + "."]
+    rs = ratios(results)
+    if rs:
+        lines += ["", f"Same-run ratio, model / fast CPU seconds a sample: **{statistics.median(rs):.2f}**"
+                  f" (median of {len(rs)} round(s): {', '.join(f'{x:.2f}' for x in rs)})."]
     lines += ["", f"Typical trace: {STATEMENTS} answer statements, 5 distinct contexts of about "
-              f"{CONTEXT_CHARS} characters (news text), the five default metrics; each judge as "
-              "`build_judge(name, threads=2)` makes it (what `ragpulse up` runs). Peak RSS of the "
-              f"process {rss:.0f} MiB. On a shared machine samples/s is lower than on a quiet "
-              "one; samples per CPU-second (what one free core does) is the steadier figure, and "
-              "twice it estimates 2 free cores (`bench/speed_local.py` measured the local judge "
-              "at 11.7 samples/s with 2 threads and 5.9 samples per CPU-second: it uses both). "
-              "`ragpulse.scorer.SAMPLES_PER_S` takes the 2-core estimate."]
+              f"{CONTEXT_CHARS} characters, samples in {', '.join(langs)} in turn (English news "
+              "text; Japanese and Chinese passages of the RAG corpus), the five default metrics; "
+              f"each judge as `build_judge(name, threads={threads})` makes it. On a shared "
+              "machine samples/s is lower than on a quiet one and CPU seconds rise with the "
+              "load; the same-run ratio is the figure to compare across versions, and two "
+              "cores divided by CPU seconds a sample estimates 2 free cores, capped at one core's "
+              "worth of the USE stage (the embedder runs one forward pass at a time) and at "
+              "each worker pool's threads' worth of its blocking calls (the fast judge: one "
+              "worker; the model judge: one for the local judge's part, two for the model's). "
+              "`ragpulse.scorer.SAMPLES_PER_S` takes that estimate."]
     return "\n".join(lines)
 
 
 def write_docs(body: str) -> None:
-    write_section(MARK, body, heading='## Speed of the local judges on a typical trace', before='## Speed (local judge)', docs=DOCS)
+    write_section(MARK, body, heading='## Speed of the local judges on a typical trace',
+                  before='## Speed (local judge)', docs=DOCS)
 
 
 def write_constants(results: list[dict]) -> dict[str, float]:
     """Set ``SAMPLES_PER_S`` in ragpulse.scorer.judges.registry to this run's 2-core estimates
     (both judges needed: the dict is written whole)."""
-    from ragpulse.scorer import resolve_judge
-
-    figures = {resolve_judge(r["judge"]): round(2 / r["cpu_s_per_sample"], 1) for r in results}
-    if set(figures) != {resolve_judge(j) for j in JUDGES}:
+    s = summary(results)
+    if set(s) != set(JUDGES):
         raise SystemExit("--write-constants needs both judges")
+    figures = {k: round(free_cores_estimate(s[k]), 1) for k in JUDGES}
     text = SAMPLING.read_text(encoding="utf-8")
     new = "SAMPLES_PER_S: dict[str, float] = {" + ", ".join(
         f'"{k}": {v}' for k, v in figures.items()) + "}"
@@ -170,34 +399,52 @@ def write_constants(results: list[dict]) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ragpulse.scorer import resolve_judge
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
-    p.add_argument("--judge", nargs="+", default=list(JUDGES), choices=JUDGES)
+    p.add_argument("--judge", nargs="+", default=list(JUDGES),
+                   help="fast and/or model (old names accepted)")
     p.add_argument("--samples", type=int, default=60)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="alternate the judges this many times (each run in a fresh process)")
+    p.add_argument("--langs", default=",".join(LANGS),
+                   help="the samples' languages, in turn (en, ja, zh)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="BLAS threads (build_judge's threads; the scorer and up run 1)")
     p.add_argument("--concurrency", type=int, default=8, help="samples in flight (Evaluator)")
     p.add_argument("--write-docs", action="store_true")
     p.add_argument("--write-constants", action="store_true",
                    help="also set ragpulse.scorer.SAMPLES_PER_S to this run's "
                    "2-core estimates (up's default sampling rate)")
     p.add_argument("--nli", action="append", default=[], metavar="FIELD=VALUE",
-                   help="an nli/local-model setting (NliJudgeSettings), e.g. premise=views; "
+                   help="a model-judge setting (NliJudgeSettings), e.g. premise=views; "
                    "not with --write-docs/--write-constants, which describe the defaults")
     args = p.parse_args(argv)
-    nli = nli_settings(args.nli)
-    if nli is not None and (args.write_docs or args.write_constants):
+    judges = [resolve_judge(j) for j in args.judge]
+    if not set(judges) <= set(JUDGES):
+        p.error(f"--judge: {', '.join(JUDGES)}")
+    langs = tuple(x.strip() for x in args.langs.split(",") if x.strip())
+    if not langs or not set(langs) <= set(LANGS):
+        p.error(f"--langs: some of {', '.join(LANGS)}")
+    nli_settings(args.nli)  # a bad --nli fails here, before any child starts
+    if args.nli and (args.write_docs or args.write_constants):
         p.error("--nli measures a non-default setting: not with --write-docs or --write-constants")
-    pool = make_samples(Path(args.data), args.samples + 4)
-    warm, samples = pool[:4], pool[4:]
     results = []
-    for name in args.judge:
-        r = asyncio.run(measure(name, samples, warm, args.threads, args.concurrency,
-                                nli if name in ("nli", "local-model") else None))
-        print(json.dumps(r), file=sys.stderr, flush=True)
-        results.append(r)
+    ctx = multiprocessing.get_context("spawn")
+    for k in range(args.rounds):
+        order = judges if k % 2 == 0 else judges[::-1]
+        for name in order:
+            with ctx.Pool(1) as pool:
+                r = pool.apply(_child, (name, args.data, args.samples, langs, args.threads,
+                                        args.concurrency, args.nli))
+            r["round"] = k
+            print(json.dumps(r), file=sys.stderr, flush=True)
+            results.append(r)
     argv_s = " ".join(a for a in (argv if argv is not None else sys.argv[1:])
                       if a != "--write-constants")
-    body = table(results, f".venv/bin/python bench/judge_speed.py {argv_s}".strip())
+    body = table(results, f".venv/bin/python bench/judge_speed.py {argv_s}".strip(), langs,
+                 args.threads)
     print(body)
     if args.write_docs:
         write_docs(body)

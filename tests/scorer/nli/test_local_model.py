@@ -113,3 +113,37 @@ def test_a_statement_scores_the_same_whatever_it_is_batched_with() -> None:
     raw = wide._run(pairs)
     z_alone = np.concatenate([wide._run([p]) for p in pairs])
     assert np.abs(raw - z_alone).max() > 0.05
+
+
+@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
+                    reason="no bundled model in this checkout")
+def test_a_repeated_pair_runs_once_and_scores_as_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``views`` a statement's packed premise is often its best sentence alone, the same
+    pair twice (6 % of the speed trace's pairs): it runs once, and every copy gets the P the
+    pair has alone (issue 39, item 4: a speed-up that moves no score)."""
+    import numpy as np
+
+    model = build_judge("model", threads=1).nli
+    pairs = [("Repairs take 10 working days.", "A repair takes two weeks."),
+             ("The warranty lasts two years.", "The warranty lasts two years."),
+             ("Repairs take 10 working days.", "A repair takes two weeks."),
+             ("Repairs take 10 working days.", "A repair takes 10 working days.")]
+    alone = np.array([model.pair_probabilities([p])[0] for p in pairs])
+    runs: list[int] = []
+    run = model._run
+    monkeypatch.setattr(model, "_run", lambda batch: runs.append(len(batch)) or run(batch))
+    got = model.pair_probabilities(pairs)
+    assert np.array_equal(got, alone)
+    assert sum(runs) == 3
+    # a several-passage sample under the default premises: the same matrix as with every
+    # pair run alone
+    from ragpulse.scorer.judges.nli.onnx_model import NliModel
+
+    ctx = ["Brevia 3 warranty. In the EU the Brevia 3 comes with a two-year warranty.",
+           "Repairs take 10 working days. The service centre is open Monday to Friday."]
+    sts = ["The Brevia 3 has a two-year warranty in the EU.", "Repairs take 10 working days."]
+    matrix, _ = model.support_matrix(sts, ctx)
+    each = NliModel.pair_probabilities
+    monkeypatch.setattr(model, "pair_probabilities",
+                        lambda ps: np.array([each(model, [p])[0] for p in ps]))
+    assert np.array_equal(model.support_matrix(sts, ctx)[0], matrix)

@@ -55,11 +55,12 @@ JUDGE_ALIASES: dict[str, str] = {a: j.name for j in JUDGES for a in j.aliases}
 JUDGE_INPUTS: tuple[str, ...] = (*JUDGE_NAMES, *JUDGE_ALIASES)
 """Every value ``--judge`` and ``RAGPULSE_*JUDGE`` accept: the names, then the old names."""
 
-SAMPLES_PER_S: dict[str, float] = {"fast": 21.4, "model": 8.8}
+SAMPLES_PER_S: dict[str, float] = {"fast": 6.0, "model": 6.2}
 """Samples/s on 2 free cores for a typical trace (3 answer statements, 5 contexts of about 900
 characters, the five default metrics), each judge as ``build_judge`` makes it: what ``up``'s
 default sampling rate is sized from. Written by ``bench/judge_speed.py --write-constants``
-(docs/benchmarks.md, "Speed of the local judges on a typical trace" has the run)."""
+(docs/benchmarks.md, "Speed of the local judges on a typical trace" has the run and its
+machine's load)."""
 
 FAITHFULNESS_LEVELS: dict[str, float] = {"fast": 0.35, "model": 0.35}
 """Default absolute faithfulness alert level per judge, from its measured score distributions

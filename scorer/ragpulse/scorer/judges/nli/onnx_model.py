@@ -328,12 +328,22 @@ class NliModel:
         return np.asarray(out, dtype=np.float64).reshape(n, -1)
 
     def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """P(supported) for each (premise, hypothesis) pair, in input order. Pairs are run in
-        batches of ``batch_size`` (one at a time for a model whose outputs depend on the batch:
-        ``batch_invariant``), shortest first (less padding); each pair is truncated to
-        ``max_length`` tokens (longest side first). Blocking, thread-safe."""
+        """P(supported) for each (premise, hypothesis) pair, in input order. A pair that occurs
+        more than once runs once (a statement's packed premise is often its best sentence
+        alone). Pairs are run in batches of ``batch_size`` (one at a time for a model whose
+        outputs depend on the batch: ``batch_invariant``), shortest first (less padding); each
+        pair is truncated to ``max_length`` tokens (longest side first). Blocking,
+        thread-safe."""
         if not pairs:
             return np.zeros(0)
+        first: dict[tuple[str, str], int] = {}
+        where = [first.setdefault((p, h), len(first)) for p, h in pairs]
+        if len(first) < len(pairs):
+            return self._probabilities(list(first))[where]
+        return self._probabilities(pairs)
+
+    def _probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """:meth:`pair_probabilities` of distinct pairs."""
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         out = np.empty(len(pairs))
         bs = self.effective_batch_size
