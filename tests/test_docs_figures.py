@@ -25,7 +25,7 @@ def test_every_quoted_figure_agrees_with_its_table() -> None:
     readme = figures.quotes(REPO / "README.md")
     # the first screen quotes the default judge's quality and speed (issue 39 item 6)
     addressed = {(q.source, q.row, q.column) for q in readme}
-    assert ("bench/judge_speed.py", ("model",), "samples/s") in addressed
+    assert ("bench/judge_speed.py", ("model",), "2 free cores (est.)") in addressed
     assert ("blend_faithfulness.py", ("dev",), "judge (LODO)") in addressed
     assert len(readme) >= 10
 
@@ -55,8 +55,8 @@ def test_a_table_a_bench_rewrites_moves_every_quote_of_it(tmp_path) -> None:
     repo = _copy(tmp_path)
     bench_page = repo / "docs" / "benchmarks.md"
     text = bench_page.read_text(encoding="utf-8")
-    old = figures.resolve("bench/judge_speed.py", ("model",), "samples/s", text)
-    row = next(ln for ln in text.splitlines() if ln.startswith("| local-model | 60 |"))
+    old = figures.resolve("bench/judge_speed.py", ("model",), "2 free cores (est.)", text)
+    row = next(ln for ln in text.splitlines() if ln.startswith("| model | 3 x 60 |"))
     bench_page.write_text(text.replace(row, row.replace(f"| {old} |", "| 7.1 |", 1)), encoding="utf-8")
     stale = figures.check(repo)
     assert stale and all("7.1" in p for p in stale), stale
@@ -79,8 +79,10 @@ def test_unresolvable_and_malformed_quotes_are_reported(tmp_path) -> None:
 def test_rows_match_old_judge_names() -> None:
     """Tables written before the rename name the judges `local` and `local-model`."""
     text = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    assert figures.resolve("bench/judge_speed.py", ("model",), "samples/s", text) == \
-        figures.resolve("bench/judge_speed.py", ("local-model",), "samples/s", text)
+    src, row, col = ("bench/faithfulness_distributions.py", ("dev (all)", "faithful"), "mean")
+    assert "| local-model | dev (all) | faithful |" in text  # still written with the old name
+    assert figures.resolve(src, ("model", *row), col, text) == \
+        figures.resolve(src, ("local-model", *row), col, text)
 
 
 def test_the_constants_benches_write_agree_with_their_tables() -> None:

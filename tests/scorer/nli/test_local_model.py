@@ -115,8 +115,6 @@ def test_a_statement_scores_the_same_whatever_it_is_batched_with() -> None:
     assert np.abs(raw - z_alone).max() > 0.05
 
 
-@pytest.mark.skipif(not (BUNDLED_MODEL_DIR / "model.onnx").is_file(),
-                    reason="no bundled model in this checkout")
 def test_a_repeated_pair_runs_once_and_scores_as_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under ``views`` a statement's packed premise is often its best sentence alone, the same
     pair twice (6 % of the speed trace's pairs): it runs once, and every copy gets the P the
