@@ -271,10 +271,9 @@ def build_chain(
     :data:`~.processor.ChainFactory`, with the other arguments bound by :class:`Scorer`.
 
     Every link is made here, the drawing of docs/architecture.md ("Path 2") in code: a step gets
-    the steps it hands messages to, and ``inbox.route`` sends each message another thread posts
-    to the step method that applies it on the consumer thread. The steps are built from the end
-    of the chain; a step whose work finishes on another thread gets ``inbox.post`` only.
-    """
+    the steps it hands messages to (built from the end of the chain), and ``inbox.route`` sends
+    each message another thread posts to the step method that applies it on the consumer
+    thread; a step whose work finishes on another thread gets ``inbox.post`` only."""
     s = settings
     retry = RetryPolicy(s.writer.retry)
     post = inbox.post
