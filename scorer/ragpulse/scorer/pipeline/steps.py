@@ -73,8 +73,9 @@ class MessageRejected(Exception):
 class Step(ABC, Generic[T]):
     """One processing step; see the module docstring for the contract of each method.
 
-    Every method but ``stats``/``labelled`` runs on the consumer thread only; none blocks
-    unless its step says so (the commit step waits for the broker). The defaults do nothing.
+    Every method but ``start`` (before the consumer thread runs) and ``stats``/``labelled``
+    runs on the consumer thread only; none blocks unless its step says so (the commit step waits
+    for the broker, ``start`` and ``close`` for their clients). The defaults do nothing.
     """
 
     @abstractmethod
@@ -97,8 +98,8 @@ class Step(ABC, Generic[T]):
         return None
 
     def close(self) -> None:
-        """Release threads and clients, after the consumer thread stopped. Idempotent; never
-        raises."""
+        """Release threads and clients, once the processor stopped polling the steps (the
+        scorer closes them at the end of its consumer thread). Idempotent; never raises."""
         return None
 
     def forget(self, partitions: Partitions) -> Sequence[Sequence[RecordRef]]:
