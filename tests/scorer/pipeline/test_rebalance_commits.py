@@ -19,6 +19,8 @@ from kafka.errors import CommitFailedError
 
 from ragpulse.scorer.evaluator import Evaluator
 from ragpulse.scorer.pipeline import Scorer, build_scorer
+from ragpulse.scorer.pipeline.assemble import AssembleStep
+from ragpulse.scorer.pipeline.messages import DecodedRecord
 from ragpulse.scorer.pipeline.offsets import OffsetTracker
 from ragpulse.scorer.pipeline.prepare import build_preparer
 from ragpulse.scorer.traces.sampling import Sampler
@@ -323,11 +325,10 @@ def test_a_second_revoke_without_an_assignment_keeps_the_resume_offset() -> None
     tp = TopicPartition(T, 0)
     c.on_assigned([tp])
     span = SimpleNamespace(parent_span_id="ab" * 8, trace_id="t1", span_id="cd" * 8)
+    assemble = next(step for step in c.steps if isinstance(step, AssembleStep))
     for off in range(100, 121):  # one buffered trace holds records 100..120
         ref = s._processor._tracker.track(T, 0, off)
-        if s._assembler.add("t1", [span], ref):
-            s._processor._tracker.hold(ref)
-        s._processor._tracker.seal(ref)
+        assemble.submit(DecodedRecord(ref, {"t1": [span]}))  # holds and seals the record
     assert c.on_revoked([tp]) == {}  # nothing finished: nothing to commit
     assert c._resume == {(T, 0): 100}
     assert c.on_revoked([tp]) == {}  # the second revoke, no assignment in between

@@ -114,7 +114,9 @@ def test_write_holds_refused_rows_pauses_and_hands_on_only_what_was_acknowledged
     now = [100.0]
     inbox, done, sink = Inbox(), Bounded(), Sink()
     retry = RetryPolicy(RetrySettings(initial_backoff_s=1, max_backoff_s=1), rng=random.Random(3))
-    step = WriteStep(sink, done, inbox=inbox, retry=retry, clock=lambda: now[0])
+    step = WriteStep(sink, done, post=inbox.post, retry=retry, clock=lambda: now[0])
+    inbox.route(Scored, step.submit)  # as build_chain routes them
+    inbox.route(WriteOutcome, step.settle)
     work = TraceWork("a" * 32, [ref(0, 7)])
     inbox.post(Scored(work, ["row1", "row2"]))  # type: ignore[list-item]  # from the loop thread
     inbox.drain()
@@ -132,8 +134,10 @@ def test_write_holds_refused_rows_pauses_and_hands_on_only_what_was_acknowledged
 
 def test_the_inbox_applies_messages_by_type_in_order_and_refuses_unknown_types() -> None:
     inbox, seen = Inbox(), []
-    inbox.register(WriteOutcome, lambda m: seen.append(("write", m.error)))
-    inbox.register(Done, lambda m: seen.append(("done", m.refs)))
+    inbox.route(WriteOutcome, lambda m: seen.append(("write", m.error)))
+    inbox.route(Done, lambda m: seen.append(("done", m.refs)))
+    with pytest.raises(ValueError, match="WriteOutcome is routed already"):  # one type, one link
+        inbox.route(WriteOutcome, lambda m: None)
     inbox.post(WriteOutcome((), None))
     inbox.post(Done(()))
     inbox.post(WriteOutcome((), ValueError("x")))

@@ -12,7 +12,8 @@ the record, never of the scorer, so there is no invalid-ratio cut-off.
 
 Threads: the step runs on the consumer thread. ``KafkaProducer.send`` returns a future that
 kafka-python completes on its I/O thread; the callbacks only post a
-:class:`~.messages.DeadLetterOutcome` to the inbox. ``send`` may block up to the producer's
+:class:`~.messages.DeadLetterOutcome` to the inbox (``post``), which the chain routes back to
+:meth:`DeadLetterStep.settle` on the consumer thread. ``send`` may block up to the producer's
 ``max_block_ms`` when the topic's metadata is missing, so the processor does not poll this
 step while a revoke listener waits on kafka-python's network loop.
 """
@@ -28,7 +29,7 @@ from ..store.retry import RetryPolicy
 from .messages import DeadLetter, DeadLetterOutcome, Done, Undecodable
 from .offsets import RecordRef
 from .settings import ScorerSettings
-from .steps import Inbox, Step, pop_due
+from .steps import Step, pop_due
 from .telemetry import Counters
 
 __all__ = ["DLQ_HEADER_PREFIX", "DeadLetterStep", "producer_config"]
@@ -58,7 +59,7 @@ class DeadLetterStep(Step[Undecodable]):
         *,
         hold: Callable[[RecordRef], None],
         seal: Callable[[RecordRef], None],
-        inbox: Inbox,
+        post: Callable[[object], None],
         retry: RetryPolicy,
         clock: Callable[[], float],
         producer_factory: Callable[[dict[str, Any]], Any],
@@ -67,7 +68,7 @@ class DeadLetterStep(Step[Undecodable]):
         self._done = done
         self._hold = hold
         self._seal = seal
-        self._inbox = inbox
+        self._post = post
         self._counters = Counters(self.COUNTED)
         self._retry = retry
         self._clock = clock
@@ -75,7 +76,6 @@ class DeadLetterStep(Step[Undecodable]):
         self._producer: Any = None
         self._held: deque[DeadLetter] = deque()  # failed sends, waiting for their retry time
         self.by_reason: dict[str, int] = {}  # undecodable records by reason (consumer thread)
-        inbox.register(DeadLetterOutcome, self._on_outcome)
 
     def start(self) -> None:
         """Ensure the topic and create the producer (blocks; raises ``NoBrokersAvailable``)."""
@@ -148,7 +148,7 @@ class DeadLetterStep(Step[Undecodable]):
                 log.warning("dead-letter: producer close failed: %s", exc)
 
     def _send(self, letter: DeadLetter) -> None:
-        post = self._inbox.post
+        post = self._post
         try:
             fut = self._producer.send(
                 self._settings.kafka.dlq_topic,
@@ -162,7 +162,9 @@ class DeadLetterStep(Step[Undecodable]):
         fut.add_callback(lambda _md, d=letter: post(DeadLetterOutcome(d, None)))
         fut.add_errback(lambda exc, d=letter: post(DeadLetterOutcome(d, exc)))
 
-    def _on_outcome(self, message: DeadLetterOutcome) -> None:
+    def settle(self, message: DeadLetterOutcome) -> None:
+        """One send settled (consumer thread): an acknowledged letter's record is done, a failed
+        one waits for its retry."""
         letter = message.letter
         if message.error is None:
             self._counters.add("records_dead_lettered")

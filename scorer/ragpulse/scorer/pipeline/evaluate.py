@@ -13,9 +13,11 @@ its partitions). Within that bound, ``evaluate.max_concurrency`` judge calls run
   ``call_soon_threadsafe`` per round for all traces admitted in it, since each call writes to
   the loop's self-pipe (a syscall and a context switch;
   https://docs.python.org/3/library/asyncio-eventloop.html#asyncio.loop.call_soon_threadsafe).
-  On the loop, the evaluation's rows are posted back to the consumer thread's inbox as
-  :class:`~.messages.Scored`, or as :class:`~.messages.Unwritable` when the row metadata is
-  malformed (the trace is then dropped and counted: it must not hold its records forever).
+  On the loop, the evaluation's rows are posted back to the consumer thread's inbox (``post``)
+  as :class:`~.messages.Scored`, which the chain routes to the write step, or as
+  :class:`~.messages.Unwritable` when the row metadata is malformed, routed to
+  :meth:`EvaluateStep.drop_unwritable` (the trace is then dropped and counted: it must not hold
+  its records forever).
 * A judge or metric that raises (a programming error) yields error rows (``judge_error``),
   counted in ``evaluate_errors``: the trace is never lost.
 
@@ -37,7 +39,7 @@ from ..model import Score
 from ..store.rows import ScoredTraceMeta, ScoreRow, rows_from_scores
 from .messages import Done, KeptTrace, Scored, TraceWork, Unwritable
 from .settings import ScorerSettings
-from .steps import Inbox, MessageRejected, Step
+from .steps import MessageRejected, Step
 from .telemetry import Counters
 
 __all__ = ["EvaluateStep", "RowBuilder", "row_builder"]
@@ -68,6 +70,10 @@ class EvaluateStep(Step[KeptTrace]):
     ``submit`` raises :class:`~.steps.MessageRejected` at ``max_in_flight`` traces in flight
     (``traces_in_flight``, the processor's count; ``trace_started`` adds an admitted trace to
     it). Consumer thread, never blocks; ``start``/``close`` own the event-loop thread.
+
+    ``write`` takes the unscorable traces' null rows on the consumer thread; the judged traces'
+    rows leave through ``post`` (the inbox's, from the event-loop thread) as
+    :class:`~.messages.Scored`, and the chain routes them (:func:`~.service.build_chain`).
     """
 
     COUNTED = ("traces_unscorable", "traces_dropped", "traces_scored", "evaluate_errors")
@@ -83,7 +89,7 @@ class EvaluateStep(Step[KeptTrace]):
         max_in_flight: int,
         max_concurrency: int,
         rows: RowBuilder,
-        inbox: Inbox,
+        post: Callable[[object], None],
         owns_judge: bool = False,
     ) -> None:
         self._evaluator = evaluator
@@ -94,7 +100,7 @@ class EvaluateStep(Step[KeptTrace]):
         self._max_in_flight = max_in_flight
         self._max_concurrency = max_concurrency
         self._rows = rows
-        self._inbox = inbox
+        self._post = post
         self._counters = Counters(self.COUNTED)
         self._owns_judge = owns_judge
         self._metrics = tuple(m.name for m in evaluator.metrics)
@@ -104,7 +110,6 @@ class EvaluateStep(Step[KeptTrace]):
         self._tasks: set[asyncio.Task[None]] = set()
         self._judge_slots: asyncio.Semaphore | None = None  # made on the loop thread
         self.unscorable_by_reason: dict[str, int] = {}  # consumer thread
-        inbox.register(Unwritable, self._on_unwritable)
 
     # -- lifecycle (consumer-facing) -----------------------------------------------------------
 
@@ -117,12 +122,13 @@ class EvaluateStep(Step[KeptTrace]):
         self._thread.start()
 
     def close(self) -> None:
-        """Cancel the evaluations still running (the consumer thread stopped, so nothing would
+        """Cancel the evaluations still running (the processor stopped, so nothing would
         write or commit their rows: their traces stay uncommitted in Kafka and are scored after
         a restart, and a judge closed under them must not count them as errors), close the judge
         if this step owns it (on its own loop: clients such as httpx's are bound to the loop that
-        made them), then stop the loop. Blocks up to about 30 s; call it once the consumer
-        thread stopped. Idempotent."""
+        made them), then stop the loop. Blocks up to about 30 s; call it once the processor
+        stopped polling the steps (the scorer does, at the end of its consumer thread).
+        Idempotent; never raises."""
         loop, self._loop = self._loop, None
         if loop is None:
             return
@@ -162,7 +168,7 @@ class EvaluateStep(Step[KeptTrace]):
         try:
             rows = self._rows(scores, prep.meta)
         except Exception as exc:
-            self._on_unwritable(Unwritable(work, exc))
+            self.drop_unwritable(Unwritable(work, exc))
             return
         self._write.submit(Scored(work, rows))
 
@@ -194,7 +200,9 @@ class EvaluateStep(Step[KeptTrace]):
         """Unscorable traces by the reason they could not be scored (``traces_unscorable``)."""
         return {"traces_unscorable": dict(self.unscorable_by_reason)}
 
-    def _on_unwritable(self, message: Unwritable) -> None:
+    def drop_unwritable(self, message: Unwritable) -> None:
+        """A trace whose rows cannot be built: logged, counted (``traces_dropped``) and done
+        (consumer thread; the inbox applies the ones posted from the event loop)."""
         log.error(
             "write: trace %s dropped, its rows cannot be built: %s",
             message.work.trace_id,
@@ -260,6 +268,6 @@ class EvaluateStep(Step[KeptTrace]):
         try:
             rows = self._rows(scores, prep.meta)
         except Exception as exc:  # malformed metadata (rows_from_scores validates): never hang
-            self._inbox.post(Unwritable(work, exc))
+            self._post(Unwritable(work, exc))
             return
-        self._inbox.post(Scored(work, rows))
+        self._post(Scored(work, rows))

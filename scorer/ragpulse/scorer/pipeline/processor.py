@@ -150,6 +150,11 @@ class StreamProcessor:
         self._steps = chain.steps
         self._settle = chain.settle
 
+    @property
+    def steps(self) -> tuple[Step[Any], ...]:
+        """The chain's steps, in the order every round polls them (the commit step last)."""
+        return self._steps
+
     def stats(self) -> dict[str, int]:
         """The processor's counters and gauges (:mod:`.telemetry`). Safe from any thread."""
         return {

@@ -1,9 +1,10 @@
 """The live scorer: the processing steps wired together, with three threads and a lifecycle.
 
-:class:`Scorer` builds the chain of steps (each a module of this package behind the interface of
-:mod:`.steps`; the chain and the message on each link are drawn in docs/architecture.md,
-"Path 2") and hands it to the processing loop (:mod:`.processor`), which owns the consumer
-group, the offset tracker and the traces in flight. Threads:
+:func:`build_chain` builds the chain of steps (each a module of this package behind the
+interface of :mod:`.steps`) and makes every link of it, the inbox's routes included: the chain
+and the message on each link are drawn in docs/architecture.md ("Path 2"). :class:`Scorer` hands
+it to the processing loop (:mod:`.processor`), which owns the consumer group, the offset tracker
+and the traces in flight, and starts and closes the steps with it. Threads:
 
 * the **consumer thread** runs the loop and owns every step's state; other threads never touch
   it: they post typed messages (:mod:`.messages`) to its inbox (``stats()`` reads snapshots,
@@ -20,6 +21,7 @@ docs/reliability.md say where each guarantee lives and which test holds it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -29,23 +31,36 @@ from typing import Any
 from ..evaluator import Evaluator
 from ..store.pipeline_health import PipelineHealthRecorder
 from ..store.retry import RetryPolicy
-from ..traces.span import Span
 from ..traces.span_decoder import SpanDecoder
 from .assemble import AssembleStep
 from .commit import CommitStep
 from .dead_letter import DeadLetterStep
 from .decode import DecodeStep
 from .evaluate import EvaluateStep, row_builder
-from .messages import ScoringDecision, TracePreparer
+from .messages import (
+    DeadLetterOutcome,
+    Scored,
+    ScoringDecision,
+    TracePreparer,
+    Unwritable,
+    WriteOutcome,
+)
 from .prepare import PrepareStep
 from .processor import Bookkeeping, Chain, StreamProcessor
 from .settings import ScorerSettings
-from .steps import Inbox, Step
+from .steps import Inbox
 from .telemetry import merge_stats
 from .trace_buffer import TraceAssembler
 from .write import RowSink, WriteStep
 
-__all__ = ["RowSink", "Scorer", "ScorerError", "ScoringDecision", "TracePreparer"]
+__all__ = [
+    "RowSink",
+    "Scorer",
+    "ScorerError",
+    "ScoringDecision",
+    "TracePreparer",
+    "build_chain",
+]
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +101,6 @@ class Scorer:
     ) -> None:
         self.settings = settings
         self.health = health
-        self._writer = writer
-        self._decoder = decoder or SpanDecoder()
         self._on_close = list(on_close)
         self._stop = threading.Event()
         self._stopped = threading.Event()
@@ -97,78 +110,28 @@ class Scorer:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._drain_budget = settings.drain_timeout_s
-        self._assembler: TraceAssembler[Span] = TraceAssembler(settings.assembly, clock=clock)
-        self._inbox = Inbox()
+        inbox = Inbox()
         self._processor = StreamProcessor(
             settings,
-            lambda book: self._build_chain(
-                book, evaluator, preparer, clock, producer_factory or _kafka_producer, owns_judge
+            functools.partial(
+                build_chain,
+                settings,
+                inbox=inbox,
+                evaluator=evaluator,
+                writer=writer,
+                preparer=preparer,
+                decoder=decoder or SpanDecoder(),
+                clock=clock,
+                producer_factory=producer_factory or _kafka_producer,
+                owns_judge=owns_judge,
             ),
-            inbox=self._inbox,
+            inbox=inbox,
             stopping=self._stop,
             clock=clock,
             consumer_factory=consumer_factory or _kafka_consumer,
         )
-
-    def _build_chain(
-        self,
-        book: Bookkeeping,
-        evaluator: Evaluator,
-        preparer: TracePreparer,
-        clock: Callable[[], float],
-        producer_factory: Callable[[dict[str, Any]], Any],
-        owns_judge: bool,
-    ) -> Chain:
-        """The steps, built from the end of the chain: each gets the steps after it and the
-        processor's callbacks it needs (the processor's :data:`~.processor.ChainFactory`)."""
-        s, inbox = self.settings, self._inbox
-        retry = RetryPolicy(s.writer.retry)
-        commit = CommitStep(
-            release=book.release,
-            trace_ended=book.trace_ended,
-            commit=book.commit,
-            interval_s=s.consumer.commit_interval_s,
-            clock=clock,
-        )
-        write = WriteStep(self._writer, commit, inbox=inbox, retry=retry, clock=clock)
-        self._evaluate = EvaluateStep(
-            evaluator,
-            write,
-            commit,
-            trace_started=book.trace_started,
-            traces_in_flight=book.traces_in_flight,
-            max_in_flight=s.evaluate.max_in_flight,
-            max_concurrency=s.evaluate.max_concurrency,
-            rows=row_builder(s),
-            inbox=inbox,
-            owns_judge=owns_judge,
-        )
-        prepare = PrepareStep(
-            preparer, self._evaluate, commit, drop_evicted=s.assembly.on_evict == "drop"
-        )
-        assemble = AssembleStep(
-            self._assembler,
-            prepare,
-            hold=book.hold,
-            seal=book.seal,
-            drain_buffered=s.drain_buffered,
-        )
-        self._dead_letter = DeadLetterStep(
-            s,
-            commit,
-            hold=book.hold,
-            seal=book.seal,
-            inbox=inbox,
-            retry=retry,
-            clock=clock,
-            producer_factory=producer_factory,
-        )
-        decode = DecodeStep(self._decoder, assemble, self._dead_letter)
-        # Polled in this order every round, the commit step last; stats() asks each of them.
-        self._steps: tuple[Step[Any], ...] = (
-            decode, self._dead_letter, assemble, prepare, self._evaluate, write, commit
-        )
-        return Chain(first=decode, steps=self._steps, settle=(self._evaluate, write))
+        # The steps, in the order the processor polls them (the commit step last).
+        self._steps = self._processor.steps
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -186,14 +149,14 @@ class Scorer:
             self._started = True
         s = self.settings
         try:
-            self._dead_letter.start()
+            for step in self._steps:  # dead_letter: its topic and producer; evaluate: its loop
+                step.start()
             self._processor.start()
         except BaseException:
             self._close_clients()
             self._started = False
             self._closed = True
             raise
-        self._evaluate.start()
         if self.health is not None:
             self.health.start()
         self._thread = threading.Thread(
@@ -225,7 +188,7 @@ class Scorer:
         self._thread.join(self._drain_budget + 30.0)
         if self._thread.is_alive():
             log.error("scorer: the consumer thread did not stop within the drain budget")
-        self._evaluate.close()
+            self._close_steps()  # stop the judges' loop anyway (idempotent)
         if self.health is not None:
             self.health.shutdown(10.0)  # its last sample holds the drained counts
         self._run_on_close()
@@ -275,7 +238,13 @@ class Scorer:
 
     def _close_clients(self) -> None:
         self._processor.close()  # first: leaving the group may commit, through the consumer
-        self._dead_letter.close()
+        self._close_steps()
+
+    def _close_steps(self) -> None:
+        """Close every step (the dead-letter producer, the judges' event loop): in chain order,
+        once the processor stopped polling them. Each close is idempotent and never raises."""
+        for step in self._steps:
+            step.close()
 
     def _run_on_close(self) -> None:
         for fn in self._on_close:
@@ -283,6 +252,88 @@ class Scorer:
                 fn()
             except Exception:
                 log.exception("scorer: closing a component failed")
+
+
+def build_chain(
+    settings: ScorerSettings,
+    book: Bookkeeping,
+    *,
+    inbox: Inbox,
+    evaluator: Evaluator,
+    writer: RowSink,
+    preparer: TracePreparer,
+    decoder: SpanDecoder,
+    clock: Callable[[], float],
+    producer_factory: Callable[[dict[str, Any]], Any],
+    owns_judge: bool,
+) -> Chain:
+    """The scorer's chain of steps over the processor's callbacks (``book``): its
+    :data:`~.processor.ChainFactory`, with the other arguments bound by :class:`Scorer`.
+
+    Every link is made here, the drawing of docs/architecture.md ("Path 2") in code: a step gets
+    the steps it hands messages to (built from the end of the chain), and ``inbox.route`` sends
+    each message another thread posts to the step method that applies it on the consumer
+    thread; a step whose work finishes on another thread gets ``inbox.post`` only."""
+    s = settings
+    retry = RetryPolicy(s.writer.retry)
+    post = inbox.post
+    # commit, last: every path of a trace or a record ends here (Done).
+    commit = CommitStep(
+        release=book.release,
+        trace_ended=book.trace_ended,
+        commit=book.commit,
+        interval_s=s.consumer.commit_interval_s,
+        clock=clock,
+    )
+    # write -> commit (Done, once ClickHouse acknowledged the rows).
+    write = WriteStep(writer, commit, post=post, retry=retry, clock=clock)
+    # evaluate -> write (Scored: null rows of unscorable traces), evaluate -> commit (Done).
+    evaluate = EvaluateStep(
+        evaluator,
+        write,
+        commit,
+        trace_started=book.trace_started,
+        traces_in_flight=book.traces_in_flight,
+        max_in_flight=s.evaluate.max_in_flight,
+        max_concurrency=s.evaluate.max_concurrency,
+        rows=row_builder(s),
+        post=post,
+        owns_judge=owns_judge,
+    )
+    # prepare -> evaluate (KeptTrace), prepare -> commit (Done: not RAG, sampled out, dropped).
+    prepare = PrepareStep(preparer, evaluate, commit, drop_evicted=s.assembly.on_evict == "drop")
+    # assemble -> prepare (AssembledTrace).
+    assemble = AssembleStep(
+        TraceAssembler(s.assembly, clock=clock),
+        prepare,
+        hold=book.hold,
+        seal=book.seal,
+        drain_buffered=s.drain_buffered,
+    )
+    # dead_letter -> commit (Done, once the dead-letter topic acknowledged the record).
+    dead_letter = DeadLetterStep(
+        s,
+        commit,
+        hold=book.hold,
+        seal=book.seal,
+        post=post,
+        retry=retry,
+        clock=clock,
+        producer_factory=producer_factory,
+    )
+    # decode -> assemble (DecodedRecord), decode -> dead_letter (Undecodable).
+    decode = DecodeStep(decoder, assemble, dead_letter)
+    # The links through the inbox: what other threads post, applied on the consumer thread.
+    inbox.route(Scored, write.submit)  # event-loop thread: evaluate -> write (judged rows)
+    inbox.route(Unwritable, evaluate.drop_unwritable)  # event-loop thread: evaluate -> commit
+    inbox.route(WriteOutcome, write.settle)  # writer thread: write -> commit
+    inbox.route(DeadLetterOutcome, dead_letter.settle)  # producer thread: dead_letter -> commit
+    return Chain(
+        first=decode,
+        # Polled in this order every round, the commit step last; stats() asks each of them.
+        steps=(decode, dead_letter, assemble, prepare, evaluate, write, commit),
+        settle=(evaluate, write),
+    )
 
 
 def _kafka_consumer(cfg: dict[str, Any]) -> Any:

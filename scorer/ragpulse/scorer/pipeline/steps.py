@@ -6,7 +6,9 @@ by the processing loop (:class:`~.processor.StreamProcessor`, which consumes); t
 drawn in docs/architecture.md ("Path 2").
 
 A step knows only the steps after it and the few callbacks of the processor it needs
-(:class:`~.processor.Bookkeeping`), both passed to its constructor. Its interface:
+(:class:`~.processor.Bookkeeping`), both passed to its constructor; a step whose work finishes on
+another thread gets the inbox's ``post`` only. Every link of the chain, the ones through the
+inbox included, is made in one place, :func:`~.service.build_chain`. Its interface:
 
 * ``submit(message)`` hands the step one message. Never blocks. Raises :class:`MessageRejected`
   when the step cannot take the message now: backpressure, never an error; the caller keeps the
@@ -20,7 +22,8 @@ A step knows only the steps after it and the few callbacks of the processor it n
 * ``join()`` hands on everything the step holds, without waiting for its timers (shutdown).
   Never blocks: the steps' work finishes on other threads, so the processor's drain keeps
   polling every step until none has work ``pending`` or the drain budget is spent.
-* ``close()`` releases the step's threads and clients. Idempotent.
+* ``start()`` starts the step's threads and clients (before the consumer thread runs);
+  ``close()`` releases them. Idempotent.
 * ``stats()`` and ``labelled()`` report the step's own counters and gauges (the only methods
   other threads may call).
 * ``forget(partitions)`` drops the traces the step holds that read records of revoked
@@ -37,7 +40,8 @@ Threads: every step runs on the consumer thread, which owns all their state (``s
 ``labelled`` aside). The event-loop
 thread (judges) and the threads that complete the writer's and the producer's futures never call
 a step; they post typed messages (:mod:`.messages`) to the :class:`Inbox`, and the consumer
-thread applies them at the start of each round.
+thread applies them at the start of each round, each to the step method that
+:func:`~.service.build_chain` routed its type to (no step routes messages itself).
 """
 
 from __future__ import annotations
@@ -69,8 +73,9 @@ class MessageRejected(Exception):
 class Step(ABC, Generic[T]):
     """One processing step; see the module docstring for the contract of each method.
 
-    Every method but ``stats``/``labelled`` runs on the consumer thread only; none blocks
-    unless its step says so (the commit step waits for the broker). The defaults do nothing.
+    Every method but ``start`` (before the consumer thread runs) and ``stats``/``labelled``
+    runs on the consumer thread only; none blocks unless its step says so (the commit step waits
+    for the broker, ``start`` and ``close`` for their clients). The defaults do nothing.
     """
 
     @abstractmethod
@@ -87,8 +92,14 @@ class Step(ABC, Generic[T]):
         :class:`MessageRejected`."""
         return None
 
+    def start(self) -> None:
+        """Start threads and clients, before the consumer thread runs. May block and raise (the
+        scorer does not start then)."""
+        return None
+
     def close(self) -> None:
-        """Release threads and clients, after the consumer thread stopped. Idempotent."""
+        """Release threads and clients, once the processor stopped polling the steps (the
+        scorer closes them at the end of its consumer thread). Idempotent; never raises."""
         return None
 
     def forget(self, partitions: Partitions) -> Sequence[Sequence[RecordRef]]:
@@ -111,20 +122,30 @@ class Step(ABC, Generic[T]):
 
 
 class Inbox:
-    """Messages from other threads to the consumer thread, each applied by its type's handler.
+    """Messages from other threads to the consumer thread, each applied by its type's route.
 
     :meth:`post` is thread-safe and never blocks. :meth:`drain` runs on the consumer thread: it
-    calls the handler registered for each message's exact type, in arrival order. A message of
-    an unregistered type raises ``KeyError`` there (a wiring bug: it stops the scorer).
+    calls the handler routed for each message's exact type, in arrival order. A message of
+    an unrouted type raises ``KeyError`` there (a wiring bug: it stops the scorer). Routes are
+    links of the chain: only the code that builds it (:func:`~.service.build_chain`) adds them;
+    steps get :meth:`post` alone.
     """
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._handlers: dict[type, Callable[[Any], None]] = {}
 
-    def register(self, kind: type[M], handler: Callable[[M], None]) -> None:
-        """Route messages of type ``kind`` to ``handler`` (before the threads start)."""
+    def route(self, kind: type[M], handler: Callable[[M], None]) -> None:
+        """Apply messages of type ``kind`` with ``handler`` (before the threads start). Raises
+        ``ValueError`` if ``kind`` has a route already (one type, one link)."""
+        if kind in self._handlers:
+            raise ValueError(f"inbox: {kind.__name__} is routed already")
         self._handlers[kind] = handler
+
+    @property
+    def routes(self) -> Mapping[type, Callable[[Any], None]]:
+        """The routes, by message type (a copy)."""
+        return dict(self._handlers)
 
     def post(self, message: object) -> None:
         """Queue ``message`` for the consumer thread. Any thread; never blocks."""

@@ -4,8 +4,9 @@ Rows submitted during a round are handed to the writer (``ragpulse.scorer.store.
 in :meth:`WriteStep.poll`, in a few large submissions (one future each), never more rows per
 submission than half the writer's ``max_pending_rows``. A submission's future resolves on the
 writer's thread once ClickHouse acknowledged every row of it (``BatchWriter.submit``); its
-callback only posts a :class:`~.messages.WriteOutcome` to the inbox, and the consumer thread
-then hands each of its traces to the commit step. Offsets therefore never pass a row that
+callback only posts a :class:`~.messages.WriteOutcome` to the inbox (``post``), which the chain
+routes back to :meth:`WriteStep.settle` on the consumer thread; that hands each of its traces to
+the commit step. Offsets therefore never pass a row that
 ClickHouse did not acknowledge.
 
 Rows the writer refused (``WriterFull``: backpressure) or gave back (its retry policy's deadline
@@ -33,7 +34,7 @@ from ..store.errors import WriterFull
 from ..store.retry import RetryPolicy
 from ..store.rows import ScoreRow
 from .messages import Done, Scored, TraceWork, WriteOutcome
-from .steps import Inbox, MessageRejected, Step, pop_due
+from .steps import MessageRejected, Step, pop_due
 from .telemetry import Counters
 
 __all__ = ["RowSink", "WriteStep"]
@@ -55,6 +56,8 @@ class WriteStep(Step[Scored]):
     """Submits score rows to a :class:`RowSink`; acknowledged traces go to the commit step.
 
     Consumer thread only, never blocks (see the module docstring); ``stats`` from any thread.
+    ``post`` is the inbox's (called on the writer's thread); the inbox applies each
+    :class:`~.messages.WriteOutcome` with :meth:`settle`.
     """
 
     COUNTED = ("rows_written", "rows_expired", "batches_written", "write_errors")
@@ -64,13 +67,13 @@ class WriteStep(Step[Scored]):
         writer: RowSink,
         done: Step[Done],
         *,
-        inbox: Inbox,
+        post: Callable[[object], None],
         retry: RetryPolicy,
         clock: Callable[[], float],
     ) -> None:
         self._writer = writer
         self._done = done
-        self._inbox = inbox
+        self._post = post
         self._counters = Counters(self.COUNTED)
         self._retry = retry
         self._clock = clock
@@ -80,8 +83,6 @@ class WriteStep(Step[Scored]):
         self._queued: list[TraceWork] = []  # rows to submit at the next poll
         self._held: deque[TraceWork] = deque()  # refused or failed rows, waiting for retry_at
         self.last_error: str | None = None
-        inbox.register(Scored, self.submit)
-        inbox.register(WriteOutcome, self._on_outcome)
 
     def submit(self, message: Scored) -> None:
         message.work.rows = message.rows
@@ -116,7 +117,7 @@ class WriteStep(Step[Scored]):
     def _flush(self) -> None:
         works, self._queued = self._queued, []
         cap = self._max_rows
-        post = self._inbox.post
+        post = self._post
         i = 0
         while i < len(works):
             chunk: list[TraceWork] = []
@@ -155,7 +156,9 @@ class WriteStep(Step[Scored]):
             work.retry_at = now + self._retry.backoff(work.attempts)
             self._held.append(work)
 
-    def _on_outcome(self, message: WriteOutcome) -> None:
+    def settle(self, message: WriteOutcome) -> None:
+        """One submission settled (consumer thread): acknowledged traces go to the commit step,
+        failed ones are held for a retry."""
         if message.error is not None:
             self._hold(message.works, message.error)
             return
