@@ -8,12 +8,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from typing import Any
 
-from ragpulse.common import KafkaSettings
+from ragpulse.common import KafkaSettings, partition_for_key
 from ragpulse.deploy.broker import free_port
-from tests.collector.conftest import read_records
+from tests.collector.conftest import read_traces
 from tests.collector.payloads import rag_request
 
 CLI = [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", "collector"]
@@ -97,8 +98,12 @@ def test_runs_until_sigterm_then_drains(kafka_broker: Any) -> None:
             proc.wait()
     assert proc.returncode == 0, err
     assert "35 spans acknowledged by Kafka" in out
-    records = read_records(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_spans"), 5)
-    assert len(records) == 5
+    # The default record form (per partition): 5 traces, 35 spans, each trace in the
+    # partition its id picks.
+    traces = read_traces(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_spans"), 5)
+    assert len(traces) == 5 and sum(map(len, traces.values())) == 35
+    for trace_id, where in traces.items():
+        assert set(where) == {partition_for_key(trace_id.encode(), 6)}
 
 
 def _connections_by_process(port: int, pids: list[int]) -> list[int]:
@@ -182,6 +187,112 @@ def test_workers_share_the_ports_and_drain(kafka_broker: Any) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    expected = 16 + rounds * 4 * 2  # 2 traces a request
-    records = read_records(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_workers"), expected)
-    assert len(records) == expected
+    # Every span of every request, each trace in one partition (the default record form, per
+    # partition): the 8 requests of seeds 0-7 hold 16 traces, the rounds resent seed 0's 2.
+    traces = read_traces(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_workers"), 16)
+    assert len(traces) == 16
+    assert sum(map(len, traces.values())) == (8 + rounds * 4) * 2 * 7  # 7 spans a trace
+    assert all(len(set(where)) == 1 for where in traces.values())
+
+
+def _metric_samples(text: str, name: str) -> dict[str, float]:
+    """``{worker: value}`` of a per-worker metric in a Prometheus text page."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels, value = line[len(name) + 1:].split("} ")
+            out[labels.split('"')[1]] = float(value)
+    return out
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_the_port_opens_once_every_worker_serves_and_a_burst_reaches_them_all(
+        kafka_broker: Any) -> None:
+    """Issue 41, item 1: the first process listened at once, while its workers were still
+    starting (1-3 s), so the keep-alive clients that connected first all stayed on it. Now the
+    port opens only once every worker serves: 4 clients that connect within 10 ms of the port
+    opening reach every worker (by the per-worker request counters, not by timing), and
+    /readyz answers 200 only when the port is open."""
+    import socket
+
+    http_port, health_port = free_port(), free_port()
+    workers = 2
+    proc = subprocess.Popen(
+        [*CLI, "--kafka", kafka_broker.bootstrap, "--topic", "cli_burst", "--http",
+         f"127.0.0.1:{http_port}", "--no-grpc", "--workers", str(workers),
+         "--status-interval", "0", "--health-port", str(health_port)],
+        env=_env(RAGPULSE_HEALTH__CHECK_INTERVAL_S="0"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    clients: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 60
+        early_readiness = []
+        while True:  # the moment the port answers, as a client retrying after a restart
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            first = socket.socket()
+            try:
+                first.connect(("127.0.0.1", http_port))
+            except ConnectionRefusedError:
+                first.close()
+                if len(early_readiness) < 5:  # /readyz while the port is shut: not ready
+                    try:
+                        early_readiness.append(_get(f"http://127.0.0.1:{health_port}/readyz"))
+                    except OSError:
+                        pass
+                time.sleep(0.001)
+                continue
+            opened = time.monotonic()
+            clients = [first, *(socket.create_connection(("127.0.0.1", http_port))
+                                for _ in range(3))]
+            burst = time.monotonic() - opened
+            break
+        assert burst < 0.010, f"4 connections took {burst * 1000:.1f} ms"
+        for code, body in early_readiness:
+            assert code == 503 and '"workers"' in body, body
+        # Requests on the 4 keep-alive connections (one client each, in turn).
+        body = rag_request(2, seed=3).SerializeToString()
+        conns = []
+        for sock in clients:
+            conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=30)
+            conn.sock = sock
+            conns.append(conn)
+        for _ in range(5):
+            for conn in conns:
+                conn.request("POST", "/v1/traces", body=body,
+                             headers={"Content-Type": "application/x-protobuf"})
+                response = conn.getresponse()
+                response.read()
+                assert response.status == 200
+        code, text = _get(f"http://127.0.0.1:{health_port}/readyz")
+        assert code == 200, text
+        # Every worker served (each reports its counters once a second).
+        deadline = time.monotonic() + 30
+        while True:
+            _, page = _get(f"http://127.0.0.1:{health_port}/metrics")
+            served = _metric_samples(page, "ragpulse_collector_worker_http_requests_total")
+            if sum(served.values()) >= 20 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert sorted(served) == [str(i) for i in range(workers)], page
+        assert sum(served.values()) == 20 and all(served.values()), served
+        connections = _metric_samples(page, "ragpulse_collector_worker_http_connections")
+        assert sorted(connections.values()) == [2, 2], connections
+        for conn in conns:
+            conn.close()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        for sock in clients:
+            sock.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

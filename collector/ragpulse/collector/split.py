@@ -111,9 +111,12 @@ class MalformedRequest(ValueError):
     """The bytes are not a valid ExportTraceServiceRequest (permanent: answer 400)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TraceRecord:
-    """One Kafka record: all spans of one trace id from one request."""
+    """One Kafka record: all spans of one trace id from one request (or, grouped by
+    ``producer.records=per_partition``, of several). Not frozen: a frozen dataclass's
+    ``__init__`` costs 3x as much (0.5 vs 0.16 us), and the collector makes one per trace;
+    treat it as immutable."""
 
     key: bytes  # trace id as 32 lowercase hex characters, ASCII
     value: bytes  # serialized ExportTraceServiceRequest holding only this trace

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import Annotated, Any
 
 import typer
@@ -34,7 +35,7 @@ def _host_port(value: str, flag: str) -> tuple[str, int]:
 
 def collector(
     kafka: Annotated[str | None, typer.Option("--kafka", help="Bootstrap servers, host:port[,host:port]. Env: RAGPULSE_KAFKA__BOOTSTRAP_SERVERS.")] = None,
-    topic: Annotated[str | None, typer.Option("--topic", help="Topic for per-trace records (default otlp_spans).")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", help="Topic for the trace records (default otlp_spans).")] = None,
     http: Annotated[str | None, typer.Option("--http", help="OTLP/HTTP listen address (default 127.0.0.1:4318).")] = None,
     grpc: Annotated[str | None, typer.Option("--grpc", help="OTLP/gRPC listen address (default 127.0.0.1:4317).")] = None,
     no_grpc: Annotated[bool, typer.Option("--no-grpc", help="Do not serve OTLP/gRPC.")] = False,
@@ -43,6 +44,7 @@ def collector(
     partitions: Annotated[int | None, typer.Option("--partitions", min=1, help="Partitions if the topic is created.")] = None,
     queue_max_spans: Annotated[int | None, typer.Option("--queue-max-spans", min=1, help="Spans in flight before 429.")] = None,
     confirm: Annotated[str | None, typer.Option("--confirm", help="Answer after 'enqueue' (default) or Kafka 'ack'.")] = None,
+    records: Annotated[str | None, typer.Option("--records", help="What one Kafka record holds: 'per-partition' (default: a request's traces of one partition, unkeyed) or 'per-trace' (keyed by trace id, otelcol's partition_traces_by_id format). Env: RAGPULSE_PRODUCER__RECORDS (per_partition, per_trace).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", min=1, max=64, help="Processes sharing the ports (one HTTP listening socket, gRPC with SO_REUSEPORT); needs fixed ports. Default: one per usable core (at most 8) with fixed ports, else 1.")] = None,
     status_interval_s: Annotated[float, typer.Option("--status-interval", min=0, help="Seconds between status lines; 0: none.")] = 10.0,
     worker: Annotated[bool, typer.Option("--worker", hidden=True, help="Internal: run as a spawned worker.")] = False,
@@ -52,7 +54,8 @@ def collector(
     allow_anonymous_ingest: Annotated[bool, typer.Option("--allow-anonymous-ingest", help="Off loopback, accept OTLP without a bearer token (otherwise set RAGPULSE_OTLP__AUTH_TOKEN). Env: RAGPULSE_OTLP__ALLOW_ANONYMOUS_INGEST.")] = False,
     cors_origin: Annotated[list[str] | None, typer.Option("--cors-origin", help="Origin of a web page whose browser OTLP exporter may send (repeatable; 'https://*.example.com' patterns). Env: RAGPULSE_OTLP__CORS_ALLOWED_ORIGINS (a JSON list).")] = None,
 ) -> None:
-    """Receive OTLP traces, keep RAG traces and produce them to Kafka, one record per trace."""
+    """Receive OTLP traces, keep RAG traces and produce them to Kafka, each trace in the
+    partition otelcol-contrib picks for its trace id."""
     from ragpulse.deploy.logs import configure_logging, protect_std_streams
 
     protect_std_streams()  # a dead stderr pipe must not stop the drain
@@ -61,7 +64,8 @@ def collector(
     settings = _settings(kafka=kafka, topic=topic, http=http, grpc=grpc, no_grpc=no_grpc,
                          no_http=no_http, pass_all=pass_all, partitions=partitions,
                          queue_max_spans=queue_max_spans, confirm=confirm, workers=workers,
-                         allow_anonymous_ingest=allow_anonymous_ingest, cors_origin=cors_origin)
+                         allow_anonymous_ingest=allow_anonymous_ingest, cors_origin=cors_origin,
+                         records=records)
     _require_auth_off_loopback(settings)
     service = _start(settings, http_shared)
     if worker:
@@ -75,7 +79,8 @@ def collector(
 def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: str | None,
               no_grpc: bool, no_http: bool, pass_all: bool, partitions: int | None,
               queue_max_spans: int | None, confirm: str | None, workers: int | None,
-              allow_anonymous_ingest: bool = False, cors_origin: list[str] | None = None) -> Any:
+              allow_anonymous_ingest: bool = False, cors_origin: list[str] | None = None,
+              records: str | None = None) -> Any:
     """The flags over ``RAGPULSE_*``; exits with status 2 naming each invalid field."""
     from ragpulse.collector import CollectorSettings
 
@@ -98,6 +103,8 @@ def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: s
         overrides["producer"]["partitions"] = partitions
     if confirm is not None:
         overrides["producer"]["confirm"] = confirm
+    if records is not None:
+        overrides["producer"]["records"] = records.replace("-", "_")
     if queue_max_spans is not None:
         overrides["queue"]["max_spans"] = queue_max_spans
     if workers is not None:
@@ -161,12 +168,14 @@ def _serve(service: Any, settings: Any, health_port: int | None, status_interval
     worker's counters summed in, print status lines until SIGINT/SIGTERM, then drain all."""
     workers_group = _Workers(settings.otlp.workers - 1, service.stats, service.http_shared)
     # Spawned workers share the ports, not the health endpoint: this process serves it, with
-    # every worker's counters summed in.
+    # every worker's counters summed in (and each worker's request counts by its index).
     from ragpulse.deploy.health import kafka_probe, start_observability
 
+    ready: dict[str, Any] = {"kafka": kafka_probe(settings.kafka)}
+    if workers_group.count:
+        ready["workers"] = lambda: workers_group.check(service.is_open)
     try:
-        obs = start_observability("collector", workers_group.stats, port=health_port,
-                                  ready={"kafka": kafka_probe(settings.kafka)})
+        obs = start_observability("collector", workers_group.stats, port=health_port, ready=ready)
     except Exception as exc:
         service.shutdown()
         typer.echo(f"ragpulse collector: cannot start the health endpoint: {exc}", err=True)
@@ -180,6 +189,23 @@ def _serve(service: Any, settings: Any, health_port: int | None, status_interval
 
     with StopSignals() as signals:
         workers_group.start()
+        try:
+            # The OTLP/HTTP port opens once every worker serves (issue 41): a client connecting
+            # earlier would stay on the first process for as long as its connection lives.
+            failed = workers_group.wait_serving(
+                settings.kafka.bootstrap_timeout_ms / 1000 + _WORKER_START_S, signals.stop)
+            if failed is not None:
+                typer.echo(f"ragpulse collector: cannot start: {failed}", err=True)
+                raise typer.Exit(1)
+        except BaseException:
+            workers_group.terminate()
+            service.shutdown(drain_timeout_s=1.0)
+            workers_group.wait(5)
+            if obs is not None:
+                obs.shutdown()
+            raise
+        if not signals.stop.is_set():
+            service.open()
         typer.echo(f"OTLP/HTTP  {service.http_endpoint or 'off'}")
         typer.echo(f"OTLP/gRPC  {service.grpc_endpoint or 'off'}")
         typer.echo(f"Kafka      {settings.kafka.bootstrap_servers} topic {settings.kafka.topic} "
@@ -204,6 +230,11 @@ def _serve(service: Any, settings: Any, health_port: int | None, status_interval
 
 # Gauges of a worker's stats() that are not summed across workers (the others are).
 _MAX_GAUGES = frozenset({"kafka_unavailable"})
+# Seconds a worker may take to start beyond Kafka's bootstrap timeout (an interpreter, imports,
+# the exporter and the receivers: 1-3 s on a loaded machine).
+_WORKER_START_S = 60.0
+# Counters also reported per worker (``worker_<name>``, by the worker's index; 0: the first).
+_PER_WORKER = ("http_requests", "grpc_requests")
 
 
 def _serve_as_worker(service: Any) -> None:
@@ -214,6 +245,7 @@ def _serve_as_worker(service: Any) -> None:
         sys.stdout.flush()
 
     with StopSignals() as signals:
+        report()  # the first line says this worker serves (the parent waits for it)
         try:
             signals.every(1.0, report)
         finally:
@@ -238,6 +270,7 @@ class _Workers:
         self._http_shared = http_shared  # a ragpulse.collector.SharedListener, or None
         self._procs: list[subprocess.Popen[bytes]] = []
         self._latest: list[dict[str, Any]] = [{} for _ in range(self.count)]
+        self._reported = [False] * self.count
         self._readers: list[threading.Thread] = []
         self._lock = threading.Lock()
 
@@ -276,9 +309,51 @@ class _Workers:
                 continue
             with self._lock:
                 self._latest[i] = stats
+                self._reported[i] = True
+
+    def wait_serving(self, timeout_s: float, stop: threading.Event) -> str | None:
+        """Block until every worker serves (its first report came: it started its exporter and
+        receivers), ``stop`` is set or ``timeout_s`` passed (a warning: the port opens with the
+        workers that serve, ``/readyz`` says which do not). Returns why the start failed when a
+        worker exited first, else ``None``."""
+        deadline = time.monotonic() + timeout_s
+        while not stop.is_set():
+            with self._lock:
+                waiting = [i for i, done in enumerate(self._reported) if not done]
+            if not waiting:
+                return None
+            for i in waiting:
+                code = self._procs[i].poll()
+                if code is not None:
+                    return f"worker {i + 1} exited with status {code} before serving"
+            if time.monotonic() > deadline:
+                typer.echo(f"ragpulse collector: workers {[i + 1 for i in waiting]} did not "
+                           f"start within {timeout_s:g} s; opening the port without them "
+                           "(/readyz answers 503 until they serve)", err=True)
+                return None
+            stop.wait(0.01)
+        return None
+
+    def check(self, port_open: bool) -> None:
+        """The ``workers`` readiness check: raises unless every worker serves and the port is
+        open."""
+        with self._lock:
+            reported = list(self._reported)
+        problems = []
+        for i, proc in enumerate(self._procs):
+            code = proc.poll()
+            if code is not None:
+                problems.append(f"worker {i + 1} exited with status {code}")
+            elif not reported[i]:
+                problems.append(f"worker {i + 1} is starting")
+        if not port_open and not problems:
+            problems.append("the OTLP/HTTP port is not open yet")
+        if problems:
+            raise RuntimeError("; ".join(problems))
 
     def stats(self) -> dict[str, Any]:
-        out = dict(self._own_stats())
+        own = self._own_stats()
+        out = dict(own)
         with self._lock:
             reports = list(self._latest)
         for report in reports:
@@ -287,6 +362,14 @@ class _Workers:
                     continue
                 out[key] = max(out.get(key, 0), value) if key in _MAX_GAUGES \
                     else out.get(key, 0) + value
+        if self.count:
+            for key in _PER_WORKER:
+                out[f"worker_{key}"] = {str(i): report.get(key, 0)
+                                        for i, report in enumerate([own, *reports])}
+            shared = self._http_shared
+            if shared is not None:
+                out["worker_http_connections"] = {
+                    str(i): n for i, n in enumerate(shared.connections()) if n is not None}
         return out
 
     def terminate(self) -> None:
