@@ -49,10 +49,16 @@ LOAD_S, DRAIN_S = 15, 10
 def run(name: str, cmd: list[str], port: int, env: dict[str, str], bootstrap: str,
         topic: str) -> dict[str, Any]:
     """One collector, started now and loaded at port-open; its row."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    errors = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=errors)
     try:
         spawned = time.monotonic()
-        wait_port(port, proc, 60)
+        try:
+            wait_port(port, proc, 60)
+        except RuntimeError:
+            errors.seek(0)
+            sys.stderr.write(errors.read().decode(errors="replace")[-4000:])
+            raise
         opened = time.monotonic() - spawned
         cpu0 = cpu_seconds(proc.pid) + sum(cpu_seconds(c) for c in children_of(proc.pid))
         load = os.getloadavg()[0]
