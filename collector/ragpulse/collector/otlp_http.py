@@ -127,6 +127,21 @@ class SharedListener:
             shared._counts[i] = _STOPPED  # until the worker serves (nobody waits for it)
         return shared
 
+    @classmethod
+    def bind(cls, address: tuple[str, int], processes: int) -> SharedListener:
+        """The first process's side, bound to ``address`` (``OSError`` when it is taken) and not
+        listening yet (:meth:`open`), before any receiver exists: ``ragpulse collector`` spawns its
+        workers on it before this process starts gRPC, Kafka or any other thread, then serves it
+        too (``build_collector(http_shared=...)``, index 0)."""
+        sock = socket.socket(_Server.address_family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the HTTP server binds
+            sock.bind(address)
+        except BaseException:
+            sock.close()
+            raise
+        return cls.create(sock, processes)
+
     @property
     def fds(self) -> tuple[int, int]:
         """The descriptors a worker process must inherit (``subprocess.Popen(pass_fds=...)``)."""

@@ -49,6 +49,7 @@ def collector(
     status_interval_s: Annotated[float, typer.Option("--status-interval", min=0, help="Seconds between status lines; 0: none.")] = 10.0,
     worker: Annotated[bool, typer.Option("--worker", hidden=True, help="Internal: run as a spawned worker.")] = False,
     http_shared: Annotated[str | None, typer.Option("--http-shared", hidden=True, help="Internal: a spawned worker's inherited OTLP/HTTP listening socket.")] = None,
+    parent_pid: Annotated[int | None, typer.Option("--parent-pid", hidden=True, help="Internal: a spawned worker's parent, whose death stops it.")] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="Python logging level.")] = "INFO",
     health_port: Annotated[int | None, typer.Option("--health-port", min=0, max=65535, help="Serve /healthz /readyz /metrics on this port. Env: RAGPULSE_HEALTH__ENABLED, RAGPULSE_HEALTH__PORT.")] = None,
     allow_anonymous_ingest: Annotated[bool, typer.Option("--allow-anonymous-ingest", help="Off loopback, accept OTLP without a bearer token (otherwise set RAGPULSE_OTLP__AUTH_TOKEN). Env: RAGPULSE_OTLP__ALLOW_ANONYMOUS_INGEST.")] = False,
@@ -67,13 +68,16 @@ def collector(
                          allow_anonymous_ingest=allow_anonymous_ingest, cors_origin=cors_origin,
                          records=records)
     _require_auth_off_loopback(settings)
-    service = _start(settings, http_shared)
     if worker:
-        # A spawned worker: serve until the parent's SIGTERM (or its death, see _Workers),
-        # reporting its counters to the parent on stdout.
-        _serve_as_worker(service)
+        # A spawned worker: serve until the parent's SIGTERM (or its death), reporting its
+        # counters to the parent on stdout.
+        _die_with_parent(parent_pid)
+        from ragpulse.collector import SharedListener
+
+        shared = SharedListener.from_argument(http_shared) if http_shared is not None else None
+        _serve_as_worker(_start(settings, shared))
         return
-    _serve(service, settings, health_port, status_interval_s)
+    _serve(settings, health_port, status_interval_s)
 
 
 def _settings(*, kafka: str | None, topic: str | None, http: str | None, grpc: str | None,
@@ -144,12 +148,11 @@ def _require_auth_off_loopback(settings: Any) -> None:
         raise typer.Exit(2)
 
 
-def _start(settings: Any, http_shared: str | None = None) -> Any:
-    """A started collector (a worker: serving the parent's OTLP/HTTP listening socket,
-    ``--http-shared``); exits with status 1 (and a hint when Kafka is unreachable)."""
-    from ragpulse.collector import SharedListener, build_collector
+def _start(settings: Any, shared: Any = None) -> Any:
+    """A started collector (with ``workers > 1``: serving ``shared``, the OTLP/HTTP listening
+    socket every process serves); exits with status 1 (and a hint when Kafka is unreachable)."""
+    from ragpulse.collector import build_collector
 
-    shared = SharedListener.from_argument(http_shared) if http_shared is not None else None
     service = build_collector(settings, http_shared=shared)
     try:
         service.start()
@@ -163,32 +166,56 @@ def _start(settings: Any, http_shared: str | None = None) -> Any:
     return service
 
 
-def _serve(service: Any, settings: Any, health_port: int | None, status_interval_s: float) -> None:
-    """The parent process: spawn the extra workers, serve /healthz /readyz /metrics with every
-    worker's counters summed in, print status lines until SIGINT/SIGTERM, then drain all."""
-    workers_group = _Workers(settings.otlp.workers - 1, service.stats, service.http_shared)
-    # Spawned workers share the ports, not the health endpoint: this process serves it, with
-    # every worker's counters summed in (and each worker's request counts by its index).
-    from ragpulse.deploy.health import kafka_probe, start_observability
+def _serve(settings: Any, health_port: int | None, status_interval_s: float) -> None:
+    """The parent process: spawn the extra workers, then start its own collector, serve
+    /healthz /readyz /metrics with every worker's counters summed in, print status lines until
+    SIGINT/SIGTERM, then drain all.
 
-    ready: dict[str, Any] = {"kafka": kafka_probe(settings.kafka)}
-    if workers_group.count:
-        ready["workers"] = lambda: workers_group.check(service.is_open)
-    try:
-        obs = start_observability("collector", workers_group.stats, port=health_port, ready=ready)
-    except Exception as exc:
-        service.shutdown()
-        typer.echo(f"ragpulse collector: cannot start the health endpoint: {exc}", err=True)
-        raise typer.Exit(2) from None
-
-    def print_stats() -> None:
-        s = workers_group.stats()
-        typer.echo(f"spans received {s['spans_received']} accepted {s['spans_accepted']} "
-                   f"acked {s['spans_acked']} dropped(non-RAG) {s['spans_dropped_non_rag']} "
-                   f"refused {s['spans_refused']} failed {s['spans_failed']} queue {s['queue_spans']}")
-
+    The workers are spawned first, while this process runs no thread but its main one: no gRPC
+    server or channel, no librdkafka producer, no health endpoint yet. Spawned after gRPC
+    started (as they were), a fork ran gRPC's fork handlers while its threads were busy ("Other
+    threads are currently calling into gRPC, skipping fork() handlers"); gRPC's poller then ran
+    on in the child, before its exec, on an epoll descriptor that ``subprocess`` closes there
+    ("epoll_wait error: Bad file descriptor"), and aborted: "worker N exited with status -6
+    before serving" (5 of 8 starts of ``--workers 8`` under gRPC clients retrying). And
+    :class:`_Workers` runs no code in the child between fork and exec (no ``preexec_fn``), so
+    ``subprocess`` uses vfork, which runs no fork handlers at all.
+    """
+    shared = _bind_shared_http(settings)
+    workers_group = _Workers(settings.otlp.workers - 1, shared)
     with StopSignals() as signals:
         workers_group.start()
+        try:
+            service = _start(settings, shared)
+        except BaseException:
+            workers_group.terminate()
+            workers_group.wait(5)
+            raise
+        workers_group.own_stats = service.stats
+        # Spawned workers share the ports, not the health endpoint: this process serves it, with
+        # every worker's counters summed in (and each worker's request counts by its index).
+        from ragpulse.deploy.health import kafka_probe, start_observability
+
+        ready: dict[str, Any] = {"kafka": kafka_probe(settings.kafka)}
+        if workers_group.count:
+            ready["workers"] = lambda: workers_group.check(service.is_open)
+        try:
+            obs = start_observability("collector", workers_group.stats, port=health_port,
+                                      ready=ready)
+        except Exception as exc:
+            workers_group.terminate()
+            service.shutdown()
+            workers_group.wait(5)
+            typer.echo(f"ragpulse collector: cannot start the health endpoint: {exc}", err=True)
+            raise typer.Exit(2) from None
+
+        def print_stats() -> None:
+            s = workers_group.stats()
+            typer.echo(f"spans received {s['spans_received']} accepted {s['spans_accepted']} "
+                       f"acked {s['spans_acked']} dropped(non-RAG) {s['spans_dropped_non_rag']} "
+                       f"refused {s['spans_refused']} failed {s['spans_failed']} "
+                       f"queue {s['queue_spans']}")
+
         try:
             # The OTLP/HTTP port opens once every worker serves (issue 41): a client connecting
             # earlier would stay on the first process for as long as its connection lives.
@@ -228,6 +255,35 @@ def _serve(service: Any, settings: Any, health_port: int | None, status_interval
     typer.echo(f"stopped: {s['spans_acked']} spans acknowledged by Kafka, {s['spans_failed']} failed")
 
 
+def _bind_shared_http(settings: Any) -> Any:
+    """With ``workers > 1`` and OTLP/HTTP on: the listening socket every process serves, bound
+    (exit 1 when the port is taken) and not listening yet; else ``None``."""
+    otlp = settings.otlp
+    if otlp.workers <= 1 or not otlp.http_enabled:
+        return None
+    from ragpulse.collector import SharedListener
+
+    try:
+        return SharedListener.bind((otlp.http_host, otlp.http_port), otlp.workers)
+    except OSError as exc:
+        typer.echo(f"ragpulse collector: cannot start: OTLP/HTTP {otlp.http_host}:"
+                   f"{otlp.http_port}: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _die_with_parent(parent_pid: int | None) -> None:
+    """A spawned worker asks the kernel for SIGTERM when its parent dies (PR_SET_PDEATHSIG), so a
+    killed parent leaves no orphan holding the ports; exits at once when the parent is already
+    gone. Done here, after exec, rather than in a ``preexec_fn``: that would make ``subprocess``
+    fork (not vfork) and run Python in the child of a process with threads."""
+    if parent_pid is None:
+        return
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # the parent died before the prctl
+        raise typer.Exit(1)
+
+
 # Gauges of a worker's stats() that are not summed across workers (the others are).
 _MAX_GAUGES = frozenset({"kafka_unavailable"})
 # Seconds a worker may take to start beyond Kafka's bootstrap timeout (an interpreter, imports,
@@ -256,17 +312,17 @@ def _serve_as_worker(service: Any) -> None:
 class _Workers:
     """The extra worker processes of ``ragpulse collector --workers N`` and their counters.
 
-    ``stats()`` (thread-safe) is this process's ``own_stats()`` plus each worker's latest
-    report: counters and most gauges summed, ``kafka_unavailable`` the maximum. Workers inherit
-    this process's OTLP/HTTP listening socket (``http_shared``: the process with the fewest
-    connections accepts the next one) and bind the gRPC port with SO_REUSEPORT; each asks the kernel
-    to SIGTERM it when this process dies (PR_SET_PDEATHSIG), so a killed parent leaves no
-    orphan holding the ports.
+    ``stats()`` (thread-safe) is this process's :attr:`own_stats` (set once its collector runs)
+    plus each worker's latest report: counters and most gauges summed, ``kafka_unavailable`` the
+    maximum. Workers inherit this process's OTLP/HTTP listening socket (``http_shared``: the
+    process with the fewest connections accepts the next one) and bind the gRPC port with
+    SO_REUSEPORT; each asks the kernel to SIGTERM it when this process dies (PR_SET_PDEATHSIG,
+    :func:`_die_with_parent`), so a killed parent leaves no orphan holding the ports.
     """
 
-    def __init__(self, count: int, own_stats: Any, http_shared: Any = None) -> None:
+    def __init__(self, count: int, http_shared: Any = None) -> None:
         self.count = max(0, count)
-        self._own_stats = own_stats
+        self.own_stats: Any = dict  # this process's Collector.stats, once it runs
         self._http_shared = http_shared  # a ragpulse.collector.SharedListener, or None
         self._procs: list[subprocess.Popen[bytes]] = []
         self._latest: list[dict[str, Any]] = [{} for _ in range(self.count)]
@@ -275,24 +331,23 @@ class _Workers:
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        """Spawn the workers with this process's arguments and environment. Does not wait."""
+        """Spawn the workers with this process's arguments and environment. Does not wait.
+
+        Call it before this process starts gRPC (see :func:`_serve`). Nothing runs in the child
+        between fork and exec (no ``preexec_fn``: the worker sets its own parent-death signal),
+        so ``subprocess`` uses vfork, which runs no ``pthread_atfork`` handlers (gRPC's)."""
         if not self.count:
             return
         args = sys.argv[1:]
         if args[:1] != ["collector"]:
             args = ["collector", *args]
-
-        def _die_with_parent() -> None:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
         cmd = [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", *args,
-               "--worker"]
+               "--worker", "--parent-pid", str(os.getpid())]
         shared = self._http_shared
         for i in range(self.count):
             extra = ["--http-shared", shared.argument(i + 1)] if shared is not None else []
             proc = subprocess.Popen([*cmd, *extra], env=dict(os.environ), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, preexec_fn=_die_with_parent,
+                                    stdout=subprocess.PIPE,
                                     pass_fds=shared.fds if shared is not None else ())
             self._procs.append(proc)
             reader = threading.Thread(target=self._read, args=(i, proc), daemon=True,
@@ -352,7 +407,7 @@ class _Workers:
             raise RuntimeError("; ".join(problems))
 
     def stats(self) -> dict[str, Any]:
-        own = self._own_stats()
+        own = self.own_stats()
         out = dict(own)
         with self._lock:
             reports = list(self._latest)
