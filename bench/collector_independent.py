@@ -101,7 +101,7 @@ def main() -> None:
     if baseline_dir is not None:
         path = export_revision(args.baseline, Path(baseline_dir.name))
         variants.append((f"ragpulse {args.baseline}", [], {**env, "PYTHONPATH": path}))
-    rows = []
+    rows: list[dict[str, Any]] = []
     before = os.getloadavg()
     with TansuBroker() as broker:
         for round_ in range(args.rounds):
@@ -120,6 +120,7 @@ def main() -> None:
                            "--http", f"127.0.0.1:{port}", "--grpc", f"127.0.0.1:{free_port()}",
                            "--status-interval", "0", "--log-level", "WARNING", *extra]
                 row = run(name, cmd, port, run_env, broker.bootstrap, topic)
+                row["round"] = round_
                 rows.append(row)
                 print(f"round {round_ + 1}: {name}: {row['spans_per_s']:,.0f} spans/s, "
                       f"{row['spans_per_cpu_s']:,.0f} per CPU-s, port answered after "
@@ -154,7 +155,25 @@ def render(rows: list[dict[str, Any]], args: Any, before: tuple[float, ...],
             f"{sum(r['records'] for r in runs):,} ({sum(r['keyed'] for r in runs):,}) | "
             f"{sum(r['split_traces'] for r in runs)} | "
             f"{statistics.median(r['port_open_s'] for r in runs):.2f} s |")
+    lines += ["", *pair_ratios(by)]
     return "\n".join(lines)
+
+
+def pair_ratios(by: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Each ragpulse variant's same-run ratios: its rate over rotel's in the same round (the
+    two ran one after the other), round by round, with their median and minimum (issue 41's
+    goal: median >= 0.8, none below 0.65)."""
+    rotel = {r["round"]: r["spans_per_s"] for r in by.get("rotel", [])}
+    out = []
+    for name, runs in by.items():
+        if name == "rotel" or not rotel:
+            continue
+        ratios = [r["spans_per_s"] / rotel[r["round"]] for r in runs if rotel.get(r["round"])]
+        if ratios:
+            out.append(f"Same-run ratios, {name} / rotel, round by round: "
+                       f"{', '.join(f'{x:.2f}' for x in ratios)}; median **{statistics.median(ratios):.2f}**, "
+                       f"lowest {min(ratios):.2f}.")
+    return out
 
 
 if __name__ == "__main__":
