@@ -171,8 +171,9 @@ def _serve(settings: Any, health_port: int | None, status_interval_s: float) -> 
     /healthz /readyz /metrics with every worker's counters summed in, print status lines until
     SIGINT/SIGTERM, then drain all.
 
-    The workers are spawned first, while this process runs no thread but its main one: no gRPC
-    server or channel, no librdkafka producer, no health endpoint yet. Spawned after gRPC
+    The workers are spawned first, before this process starts a thread of its own: no gRPC
+    server or channel (gRPC is not even loaded), no librdkafka producer, no health endpoint
+    yet (only a native pool an import may start, such as OpenBLAS's, which handles fork). Spawned after gRPC
     started (as they were), a fork ran gRPC's fork handlers while its threads were busy ("Other
     threads are currently calling into gRPC, skipping fork() handlers"); gRPC's poller then ran
     on in the child, before its exec, on an epoll descriptor that ``subprocess`` closes there
