@@ -12,7 +12,7 @@ Both collectors get the same load on the same broker in one run, interleaved. Tw
   run as ``otlp_load.py URL SECONDS SENDERS TRACES 5``.
 
 The payload of both is by default the independent tool's shape (``--payload load``:
-``tests/collector/payloads.py:load_request``, 20 traces of 5 spans, ~380 bytes a span, string
+``testkit/payloads.py:load_request``, 20 traces of 5 spans, ~380 bytes a span, string
 attributes); ``--payload rich`` sends ``rag_request``'s SDK-shaped traces instead (~570 bytes a
 span, 5-document retriever, typed attributes), which costs rotel more than twice the CPU per
 span and ragpulse about the same: the payload, not the senders, was why this bench once gave
@@ -20,12 +20,17 @@ rotel half the independent run's rate (docs/benchmarks.md).
 
 Each collector runs as its own process:
 
-* ragpulse: ``ragpulse collector`` at its defaults (RAG filter on, one lz4 record per trace,
-  acks=all); ``--baseline REV`` adds the same command run from a ``git archive`` of REV;
+* ragpulse: ``ragpulse collector`` at its defaults (RAG filter on, lz4, acks=all, records as
+  ``producer.records`` says); ``--records per-trace,per-partition`` adds runs with each record
+  form, ``--workers N`` with N processes, ``--baseline REV`` the same command run from a
+  ``git archive`` of REV;
 * rotel: ``rotel-agent`` with the kafka exporter (protobuf, lz4, acks=all, ``--batch-max-size
   1000``; it packs many traces into one unkeyed record), flags as in the independent run.
 
-Spans delivered per second are measured at Kafka: after the run every record of the topic is
+The load starts the moment the collector's HTTP port answers, as clients retrying after a
+restart do and as the independent run does (``--start-delay S`` waits S seconds first; this
+script used to wait 3 s, which hid that the first keep-alive connections all landed on the
+first process, issue 41). Spans delivered per second are measured at Kafka: after the run every record of the topic is
 read back and its spans counted; the rate is ``spans in Kafka / (newest − oldest record
 timestamp)`` (a record's timestamp is set by the producer when it hands the record over, so
 neither the load tool's start-up nor spans still queued at the end count). The independent
@@ -205,12 +210,13 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout_s: float = 30) -
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
         except OSError:
-            time.sleep(0.1)
+            time.sleep(0.002)  # the load starts within a few ms of the port answering
     raise RuntimeError(f"nothing listens on {port}")
 
 
-def count_topic(settings: KafkaSettings) -> tuple[int, int, int, int, int]:
-    """(records, spans, keyed records, oldest and newest timestamp ms) of the topic's records."""
+def count_topic(settings: KafkaSettings) -> tuple[int, int, int, int, int, int]:
+    """(records, spans, keyed records, oldest and newest timestamp ms, traces whose spans are in
+    more than one partition) of the topic's records."""
     consumer = KafkaConsumer(**settings.client_kwargs(), enable_auto_commit=False,
                              max_poll_records=5000, fetch_max_bytes=64 << 20,
                              max_partition_fetch_bytes=16 << 20)
@@ -221,6 +227,8 @@ def count_topic(settings: KafkaSettings) -> tuple[int, int, int, int, int]:
         consumer.seek_to_beginning(*tps)
         records = spans = keyed = 0
         oldest, newest = 1 << 62, 0
+        partition_of: dict[bytes, int] = {}
+        split: set[bytes] = set()
         idle = 0
         while idle < 4:
             batch = consumer.poll(timeout_ms=500)
@@ -234,8 +242,13 @@ def count_topic(settings: KafkaSettings) -> tuple[int, int, int, int, int]:
                     keyed += bool(r.key)
                     oldest, newest = min(oldest, r.timestamp), max(newest, r.timestamp)
                     msg = ExportTraceServiceRequest.FromString(r.value)
-                    spans += sum(len(ss.spans) for rs in msg.resource_spans for ss in rs.scope_spans)
-        return records, spans, keyed, oldest if records else 0, newest
+                    for rs in msg.resource_spans:
+                        for ss in rs.scope_spans:
+                            spans += len(ss.spans)
+                            for span in ss.spans:
+                                if partition_of.setdefault(span.trace_id, r.partition) != r.partition:
+                                    split.add(span.trace_id)
+        return records, spans, keyed, oldest if records else 0, newest, len(split)
     finally:
         consumer.close()
 
@@ -276,13 +289,16 @@ def run_load(load: str, http_port: int, bodies: list[bytes], spans_per_body: lis
 def run_one(name: str, cmd: list[str], http_port: int, settings: KafkaSettings, broker: TansuBroker,
             bodies: list[bytes], spans_per_body: list[int], seconds: float, senders: int,
             env: dict[str, str], load: str = "bench", traces: int = 20,
-            shared_load: str = str(DEFAULT_SHARED_LOAD)) -> dict[str, Any]:
+            shared_load: str = str(DEFAULT_SHARED_LOAD), start_delay_s: float = 0.0) -> dict[str, Any]:
+    """One collector under one load. The load starts the moment the HTTP port answers (as
+    clients retrying after a restart do, and as the independent run does), or
+    ``start_delay_s`` later; CPU counts from then."""
     ensure_topic(settings, partitions=6)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_port(http_port, proc)
-        # Let the producer connect and any workers start, so start-up CPU is not counted.
-        time.sleep(1.0 if name == "rotel" else 3.0)
+        if start_delay_s:
+            time.sleep(start_delay_s)
         cpu0 = cpu_seconds(proc.pid) + sum(cpu_seconds(c) for c in children_of(proc.pid))
         broker_cpu0 = cpu_seconds(broker.pid or 0)
         load_before = os.getloadavg()[0]
@@ -297,7 +313,7 @@ def run_one(name: str, cmd: list[str], http_port: int, settings: KafkaSettings, 
             proc.kill()
             proc.wait()
     broker_cpu = cpu_seconds(broker.pid or 0) - broker_cpu0
-    records, spans, keyed, oldest_ms, newest_ms = count_topic(settings)
+    records, spans, keyed, oldest_ms, newest_ms, split_traces = count_topic(settings)
     elapsed = max((newest_ms - oldest_ms) / 1000.0, seconds / 2)
     admin = KafkaAdminClient(**settings.client_kwargs())
     try:
@@ -310,6 +326,7 @@ def run_one(name: str, cmd: list[str], http_port: int, settings: KafkaSettings, 
         "spans_in_kafka": spans,
         "records": records,
         "keyed_records": keyed,
+        "split_traces": split_traces,
         "accepted_spans": sum(t[0] for t in totals),
         "requests": sum(t[1] for t in totals),
         "refused": sum(t[2] for t in totals),
@@ -362,16 +379,22 @@ def stage_costs(broker: TansuBroker, bodies: list[bytes], spans_per_body: list[i
         "otlp": {"http_port": 0, "grpc_port": 0},
         "kafka": {"bootstrap_servers": broker.bootstrap, "topic": "bench_stages"},
     })
-    exporter = KafkaExporter(settings)
-    exporter.start()
-    try:
-        t = time.process_time()
-        for _ in range(rounds):
-            for recs in records:
-                exporter.export(recs)
-    finally:
-        exporter.shutdown()  # flushes: every record acknowledged before the clock stops
-    out["export"] = (time.process_time() - t) / spans * 1e6
+    # Both record forms where the revision has them (a --baseline before issue 41 has one).
+    has_forms = "records" in type(settings.producer).model_fields
+    for form in ("per_trace", "per_partition") if has_forms else ("per_trace",):
+        form_settings = settings.model_copy(update={
+            "producer": settings.producer.model_copy(update={"records": form})}) if has_forms else settings
+        exporter = KafkaExporter(form_settings)
+        exporter.start()
+        try:
+            t = time.process_time()
+            for _ in range(rounds):
+                for recs in records:
+                    exporter.export(recs)
+        finally:
+            exporter.shutdown()  # flushes: every record acknowledged before the clock stops
+        out[f"export_{form}"] = (time.process_time() - t) / spans * 1e6
+    out["export"] = out[f"export_{settings.producer.records if has_forms else 'per_trace'}"]
     out["export_kafka_python"] = kafka_python_produce_cost(broker, records, rounds) / spans * 1e6
     out["http"] = http_cost(bodies, spans_per_body)
     out["record_bytes"] = sum(len(r.value) for recs in records for r in recs) / sum(len(recs) for recs in records)
@@ -473,7 +496,7 @@ def main() -> None:
                         help="path of the independent load tool otlp_load.py")
     parser.add_argument("--payload", choices=["load", "rich"], default="load",
                         help="the bench load's requests: load = the independent tool's shape (default), "
-                        "rich = tests/collector/payloads.py:rag_request")
+                        "rich = testkit/payloads.py:rag_request")
     parser.add_argument("--traces-per-request", type=int, default=20)
     parser.add_argument("--words", type=int, default=8, help="rich payload: words per retrieved document")
     parser.add_argument("--with-plain-spans", action="store_true",
@@ -483,6 +506,12 @@ def main() -> None:
     parser.add_argument("--only", choices=["ragpulse", "rotel"], help="run one collector only")
     parser.add_argument("--workers", type=lambda v: [int(x) for x in v.split(",")], default=[],
                         help="extra ragpulse runs with --workers N besides the default, e.g. 1,2")
+    parser.add_argument("--records", type=lambda v: v.split(","), default=[],
+                        help="extra ragpulse runs with --records FORM besides the default, e.g. "
+                        "per-trace,per-partition")
+    parser.add_argument("--start-delay", type=float, default=0.0,
+                        help="seconds between the HTTP port answering and the load (default 0: at "
+                        "once, as clients after a restart and the independent run; issue 41)")
     parser.add_argument("--baseline", metavar="REV",
                         help="also run ragpulse's default collector from this git revision (before/after)")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds; the table shows medians")
@@ -516,19 +545,23 @@ def main() -> None:
         stages = stage_costs(broker, bodies, spans_per_body)
         runs = []
 
-        def ragpulse_cmd(topic: str, port: int, workers: int | None, python: list[str]) -> list[str]:
+        def ragpulse_cmd(topic: str, port: int, workers: int | None, python: list[str],
+                         records: str | None = None) -> list[str]:
             cmd = [*python, "collector", "--kafka", broker.bootstrap, "--topic", topic,
                    "--http", f"127.0.0.1:{port}", "--no-grpc", "--status-interval", "0", "--log-level", "WARNING"]
-            return cmd + (["--workers", str(workers)] if workers is not None else [])
+            return (cmd + (["--workers", str(workers)] if workers is not None else [])
+                    + (["--records", records] if records is not None else []))
 
         if args.only in (None, "ragpulse"):
-            for workers in [None, *args.workers]:
+            variants = [(None, None), *((w, None) for w in args.workers), *((None, r) for r in args.records)]
+            for workers, records in variants:
                 port = free_port()
-                settings = KafkaSettings(bootstrap_servers=broker.bootstrap,
-                                         topic=f"bench_ragpulse_{workers or 'default'}")
-                name = "ragpulse (default)" if workers is None else f"ragpulse --workers {workers}"
-                runs.append((name, ragpulse_cmd(settings.topic, port, workers, [str(REPO / ".venv/bin/ragpulse")]),
-                             port, settings, env))
+                suffix = workers or (records or "default").replace("-", "_")
+                settings = KafkaSettings(bootstrap_servers=broker.bootstrap, topic=f"bench_ragpulse_{suffix}")
+                name = ("ragpulse (default)" if workers is None and records is None
+                        else f"ragpulse --workers {workers}" if workers is not None else f"ragpulse --records {records}")
+                runs.append((name, ragpulse_cmd(settings.topic, port, workers, [str(REPO / ".venv/bin/ragpulse")],
+                                                records), port, settings, env))
             if baseline_dir is not None:
                 base_env = {**env, "PYTHONPATH": export_revision(args.baseline, Path(baseline_dir.name))}
                 port = free_port()
@@ -562,7 +595,7 @@ def main() -> None:
                         print(f"round {round_ + 1}: {name}, {load} load, {senders} sender(s) ...", flush=True)
                         row = run_one(name, round_cmd, new_port, settings.model_copy(update={"topic": topic}),
                                       broker, bodies, spans_per_body, args.seconds, senders, run_env, load,
-                                      args.traces_per_request, args.shared_load)
+                                      args.traces_per_request, args.shared_load, args.start_delay)
                         row["senders"] = senders
                         rows.append(row)
                         print(f"  {row['spans_per_s']:,.0f} spans/s, {row['cpu_s']:.1f} collector CPU-s, "
@@ -597,6 +630,8 @@ def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...]
     senders_arg = ",".join(map(str, args.senders))
     workers_arg = f" --workers {','.join(map(str, args.workers))}" if args.workers else ""
     baseline_arg = f" --baseline {args.baseline}" if args.baseline else ""
+    records_arg = f" --records {','.join(args.records)}" if args.records else ""
+    delay_arg = f" --start-delay {args.start_delay:g}" if args.start_delay else ""
     payload_arg = " --payload rich" if args.payload == "rich" else ""
     only_arg = f" --only {args.only}" if args.only else ""
     lines = [
@@ -612,10 +647,15 @@ def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...]
         "in the same run on the same broker, interleaved. Spans delivered/s = spans read back from the topic ÷ "
         "(newest − oldest record timestamp); the independent run's count (spans in the topic ÷ load seconds) "
         "beside it. CPU = user+system seconds of each process tree (wait4), from the first request to exit "
-        "after the flush.",
+        "after the flush. "
+        + ("The load starts the moment the collector's HTTP port answers (no warm-up, as clients after a "
+           "restart and the independent run)." if not args.start_delay else
+           f"The load starts {args.start_delay:g} s after the collector's HTTP port answers.")
+        + " Split traces: traces whose spans landed in more than one partition (0 = partitioned by trace).",
         "",
         f"Command: `.venv/bin/python bench/collector.py --senders {senders_arg} --load {','.join(args.load)}"
-        f"{payload_arg}{workers_arg}{baseline_arg}{only_arg} --seconds {args.seconds:g} --repeat {args.repeat} "
+        f"{payload_arg}{workers_arg}{records_arg}{baseline_arg}{only_arg}{delay_arg} --seconds {args.seconds:g} "
+        f"--repeat {args.repeat} "
         "--write-docs` "
         "(rotel: `python3 -m venv bench/.venv-rotel && bench/.venv-rotel/bin/pip install --pre rotel`).  ",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} cores; load average "
@@ -623,8 +663,8 @@ def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...]
         "",
         f"| load | senders | collector | spans delivered/s, median of {args.repeat} (min–max) | ratio to rotel | "
         "spans ÷ load s | spans per collector CPU-s | collector cores used | sender cores used | "
-        "records (keyed) | 429/503 |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "records (keyed) | split traces | 429/503 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for r in rows:
@@ -644,7 +684,7 @@ def render(rows: list[dict[str, Any]], args: Any, load_before: tuple[float, ...]
             f"{sum(r['cpu_s'] for r in runs) / sum(r['seconds'] for r in runs):.2f} | "
             f"{sum(r['sender_cpu_s'] for r in runs) / (args.seconds * len(runs)):.2f} | "
             f"{sum(r['records'] for r in runs):,} ({sum(r['keyed_records'] for r in runs):,}) | "
-            f"{sum(r['refused'] for r in runs)} |"
+            f"{sum(r.get('split_traces', 0) for r in runs)} | {sum(r['refused'] for r in runs)} |"
         )
     lines += stage_table(stages, baseline_stages, per_cpu, groups, args.baseline)
     lines += ["", *verdict(medians, load_before[0])]
@@ -655,7 +695,8 @@ _STAGES = (
     ("http", "OTLP/HTTP receiver alone (head parse, body read, answer, sockets, handler threads)"),
     ("validate", "upb parse (validation → 400)"),
     ("split", "byte-level split per trace + RAG filter, records built"),
-    ("export", "produce with librdkafka (confluent-kafka): partition, send, lz4, network, delivery reports"),
+    ("export", "produce with librdkafka (confluent-kafka), the default record form: partition, "
+               "group, send, lz4, network, delivery reports"),
 )
 
 
@@ -700,6 +741,12 @@ def stage_table(stages: dict[str, float], before: dict[str, float] | None, per_c
                          old_whole - old_total if old_total is not None and old_whole == old_whole else None))
         lines.append(row("**whole collector** (runs above, bench load)", now_whole,
                          old_whole if old_whole == old_whole else None))
+    forms = [(k, stages[f"export_{k}"]) for k in ("per_trace", "per_partition") if f"export_{k}" in stages]
+    if len(forms) == 2:
+        lines.append("\n*Export by record form* (same records, same run): "
+                     + ", ".join(f"{form.replace('_', '-')} {cost:.2f} µs/span" for form, cost in forms)
+                     + (f"; before ({baseline}, per-trace) {before['export']:.2f}" if before.get("export") else "")
+                     + ".")
     kp = stages.get("export_kafka_python")
     if kp:
         lines.append(f"\n*For comparison:* the same records produced with kafka-python cost {kp:.2f} µs/span, "
@@ -707,8 +754,9 @@ def stage_table(stages: dict[str, float], before: dict[str, float] | None, per_c
     return lines
 
 
-# Issue 14's targets: ragpulse at its default settings against rotel, per sender count.
-TARGETS = {1: 0.35, 4: 0.5}
+# Targets of ragpulse at its default settings against rotel, per sender count (issue 14: 1
+# sender 0.35x; issue 41: 4 senders 0.8x, started the moment the port answers).
+TARGETS = {1: 0.35, 4: 0.8}
 
 
 def verdict(medians: dict[tuple[str, int, str], float], load_before: float) -> list[str]:
@@ -721,8 +769,10 @@ def verdict(medians: dict[tuple[str, int, str], float], load_before: float) -> l
             out.append(f"* {load} load, {senders} sender(s), default settings: {ratio:.2f}x rotel, target >= "
                        f"{target:g}x: {'met' if ratio >= target else 'missed'}.")
     out.append(
-        "* Records: ragpulse writes one keyed record per trace (otelcol-contrib's kafka exporter with "
-        "`partition_traces_by_id: true` does the same), rotel a few large unkeyed batches."
+        "* Records: ragpulse `--records per-trace` writes one keyed record per trace (otelcol-contrib's "
+        "kafka exporter with `partition_traces_by_id: true` does the same), `per-partition` one unkeyed "
+        "record per partition and request (each trace in the partition its id picks), rotel a few large "
+        "unkeyed batches (traces split over partitions)."
         + ("" if load_before < 1 else " Load average was >= 1 before the run: re-run on a quiet machine."))
     return out
 

@@ -22,7 +22,10 @@ def collector_settings(bootstrap: str, topic: str, **overrides: Any) -> Collecto
     sections: dict[str, dict[str, Any]] = {
         "otlp": {"http_port": 0, "grpc_port": 0},
         "kafka": {"bootstrap_servers": bootstrap, "topic": topic},
-        "producer": {"partitions": 3},
+        # Per-trace records (otelcol's partition_traces_by_id format): these tests read one
+        # record per trace; the per-partition default has its own (test_record_forms.py,
+        # test_exporter_reports.py, and the CLI tests run it).
+        "producer": {"partitions": 3, "records": "per_trace"},
     }
     for section, values in overrides.items():
         sections.setdefault(section, {}).update(values)
@@ -66,5 +69,35 @@ def read_records(settings: KafkaSettings, expected: int, timeout_s: float = 20.0
         for batch in consumer.poll(timeout_ms=300).values():
             records.extend(batch)
         return records
+    finally:
+        consumer.close()
+
+
+def read_traces(settings: KafkaSettings, expected: int, timeout_s: float = 20.0) -> dict[str, list[int]]:
+    """Trace id (hex) -> the partition of each of its spans, from every record of
+    ``settings.topic`` (whatever the record form: per trace or per partition), once at least
+    ``expected`` traces arrived and the topic has no more records (three empty polls), or
+    ``timeout_s`` passed. Assign + seek_to_beginning, as :func:`read_records`."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    consumer = KafkaConsumer(**settings.client_kwargs(), enable_auto_commit=False)
+    try:
+        partitions = consumer.partitions_for_topic(settings.topic) or set()
+        tps = [TopicPartition(settings.topic, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        where: dict[str, list[int]] = {}
+        deadline = time.monotonic() + timeout_s
+        idle = 0
+        while time.monotonic() < deadline and (len(where) < expected or idle < 3):
+            batches = consumer.poll(timeout_ms=300)
+            idle = 0 if batches else idle + 1
+            for batch in batches.values():
+                for record in batch:
+                    for rs in ExportTraceServiceRequest.FromString(record.value).resource_spans:
+                        for ss in rs.scope_spans:
+                            for span in ss.spans:
+                                where.setdefault(span.trace_id.hex(), []).append(record.partition)
+        return where
     finally:
         consumer.close()

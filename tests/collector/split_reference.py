@@ -16,8 +16,8 @@ from ragpulse.collector.split import (
     _is_canonical,
     _is_rag_span,
     _span_trace_id,
-    _varint,
 )
+from ragpulse.collector.wire import read_varint as _varint
 
 __all__ = ["reference_split"]
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 import http.client
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from typing import Any
 
-from ragpulse.common import KafkaSettings
+from ragpulse.common import KafkaSettings, partition_for_key
 from ragpulse.deploy.broker import free_port
 from testkit.payloads import rag_request
-from tests.collector.conftest import read_records
+from tests.collector.conftest import read_traces
 
 CLI = [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()", "collector"]
 
@@ -97,8 +99,12 @@ def test_runs_until_sigterm_then_drains(kafka_broker: Any) -> None:
             proc.wait()
     assert proc.returncode == 0, err
     assert "35 spans acknowledged by Kafka" in out
-    records = read_records(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_spans"), 5)
-    assert len(records) == 5
+    # The default record form (per partition): 5 traces, 35 spans, each trace in the
+    # partition its id picks.
+    traces = read_traces(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_spans"), 5)
+    assert len(traces) == 5 and sum(map(len, traces.values())) == 35
+    for trace_id, where in traces.items():
+        assert set(where) == {partition_for_key(trace_id.encode(), 6)}
 
 
 def _connections_by_process(port: int, pids: list[int]) -> list[int]:
@@ -182,6 +188,304 @@ def test_workers_share_the_ports_and_drain(kafka_broker: Any) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    expected = 16 + rounds * 4 * 2  # 2 traces a request
-    records = read_records(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_workers"), expected)
-    assert len(records) == expected
+    # Every span of every request, each trace in one partition (the default record form, per
+    # partition): the 8 requests of seeds 0-7 hold 16 traces, the rounds resent seed 0's 2.
+    traces = read_traces(KafkaSettings(bootstrap_servers=kafka_broker.bootstrap, topic="cli_workers"), 16)
+    assert len(traces) == 16
+    assert sum(map(len, traces.values())) == (8 + rounds * 4) * 2 * 7  # 7 spans a trace
+    assert all(len(set(where)) == 1 for where in traces.values())
+
+
+def _metric_samples(text: str, name: str) -> dict[str, float]:
+    """``{worker: value}`` of a per-worker metric in a Prometheus text page."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels, value = line[len(name) + 1:].split("} ")
+            out[labels.split('"')[1]] = float(value)
+    return out
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_the_port_opens_once_every_worker_serves_and_a_burst_reaches_them_all(
+        kafka_broker: Any) -> None:
+    """Issue 41, item 1: the first process listened at once, while its workers were still
+    starting (1-3 s), so the keep-alive clients that connected first all stayed on it. Now the
+    port opens only once every worker serves: 4 clients that connect within 10 ms of the port
+    opening reach every worker (by the per-worker request counters, not by timing), and
+    /readyz answers 200 only when the port is open."""
+    http_port, health_port = free_port(), free_port()
+    workers = 2
+    proc = subprocess.Popen(
+        [*CLI, "--kafka", kafka_broker.bootstrap, "--topic", "cli_burst", "--http",
+         f"127.0.0.1:{http_port}", "--no-grpc", "--workers", str(workers),
+         "--status-interval", "0", "--health-port", str(health_port)],
+        env=_env(RAGPULSE_HEALTH__CHECK_INTERVAL_S="0"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    clients: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 60
+        early_readiness = []
+        while True:  # the moment the port answers, as a client retrying after a restart
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr
+            first = socket.socket()
+            try:
+                first.connect(("127.0.0.1", http_port))
+            except ConnectionRefusedError:
+                first.close()
+                if len(early_readiness) < 5:  # /readyz while the port is shut: not ready
+                    try:
+                        early_readiness.append(_get(f"http://127.0.0.1:{health_port}/readyz"))
+                    except OSError:
+                        pass
+                time.sleep(0.001)
+                continue
+            opened = time.monotonic()
+            clients = [first, *(socket.create_connection(("127.0.0.1", http_port))
+                                for _ in range(3))]
+            print(f"4 connections within {(time.monotonic() - opened) * 1000:.1f} ms of the port opening")
+            break
+        for code, body in early_readiness:
+            assert code == 503 and '"workers"' in body, body
+        # Requests on the 4 keep-alive connections (one client each, in turn).
+        body = rag_request(2, seed=3).SerializeToString()
+        conns = []
+        for sock in clients:
+            conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=30)
+            conn.sock = sock
+            conns.append(conn)
+        for _ in range(5):
+            for conn in conns:
+                conn.request("POST", "/v1/traces", body=body,
+                             headers={"Content-Type": "application/x-protobuf"})
+                response = conn.getresponse()
+                response.read()
+                assert response.status == 200
+        code, text = _get(f"http://127.0.0.1:{health_port}/readyz")
+        assert code == 200, text
+        # Every worker served (each reports its counters once a second).
+        deadline = time.monotonic() + 30
+        while True:
+            _, page = _get(f"http://127.0.0.1:{health_port}/metrics")
+            served = _metric_samples(page, "ragpulse_collector_worker_http_requests_total")
+            if sum(served.values()) >= 20 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert sorted(served) == [str(i) for i in range(workers)], page
+        assert sum(served.values()) == 20 and all(served.values()), served
+        connections = _metric_samples(page, "ragpulse_collector_worker_http_connections")
+        assert sorted(connections.values()) == [2, 2], connections
+        for conn in conns:
+            conn.close()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        for sock in clients:
+            sock.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# The wrapper of the spawn-order test: the real command, noting when the parent spawns its
+# workers whether gRPC (its C core: every server, channel and thread) or librdkafka is loaded
+# yet, and its Python threads. (Native threads are not counted: importing numpy, which the CLI
+# does, starts OpenBLAS's pool, which fork and vfork handle.)
+_SPAWN_PROBE = """
+import importlib, sys, threading
+command = importlib.import_module("ragpulse.deploy.commands.collector")
+spawn = command._Workers.start
+
+def start(self):
+    loaded = {m: m in sys.modules for m in ("grpc._cython.cygrpc", "confluent_kafka.cimpl")}
+    sys.stderr.write(f"SPAWN threads={threading.active_count()} loaded={loaded}\\n")
+    spawn(self)
+
+command._Workers.start = start
+from ragpulse.deploy.cli import main
+main()
+"""
+
+
+def test_workers_are_spawned_before_the_parent_runs_grpc(kafka_broker: Any) -> None:
+    """The -6 start failure (issue 41): the parent forked its workers after its gRPC server
+    started, so gRPC's fork handlers ran beside busy gRPC threads and the child aborted before
+    its exec ("worker N exited with status -6 before serving"). The workers are now spawned
+    while the parent has not even loaded gRPC or librdkafka, from its only Python thread; the
+    start then completes."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SPAWN_PROBE, "collector", "--kafka", kafka_broker.bootstrap,
+         "--topic", "cli_spawn", "--http", f"127.0.0.1:{free_port()}",
+         "--grpc", f"127.0.0.1:{free_port()}", "--workers", "2", "--status-interval", "0"],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert first.startswith("OTLP/HTTP"), err
+    assert proc.returncode == 0, err
+    spawn = "SPAWN threads=1 loaded={'grpc._cython.cygrpc': False, 'confluent_kafka.cimpl': False}"
+    assert spawn in err.splitlines(), err
+
+
+def test_workers_spawn_without_fork_handlers() -> None:
+    """Nothing runs in a worker's child between fork and exec (no preexec_fn), so subprocess
+    uses vfork, which runs no fork handlers: neither Python's (checked here, with a hook) nor
+    the pthread_atfork ones of gRPC that aborted the child. The workers get invalid settings
+    and exit at once with status 2."""
+    probe = """
+import os, sys
+from ragpulse.deploy.commands.collector import _Workers
+forks = []
+os.register_at_fork(before=lambda: forks.append(1))
+sys.argv = ["ragpulse", "collector", "--queue-max-spans", "0"]
+workers = _Workers(3)
+workers.start()
+workers.wait(60)
+print(len(forks), [p.returncode for p in workers._procs])
+"""
+    done = subprocess.run([sys.executable, "-c", probe], env=_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "0 [2, 2, 2]", done.stdout + done.stderr
+
+
+def _grpc_export(port: int, body: bytes, stop: Any) -> None:
+    """Until ``stop`` is set: connect to the OTLP/gRPC port and export, as an exporter retrying
+    through a restart does (the gRPC traffic that kept gRPC's threads busy when it forked)."""
+    import grpc
+
+    while not stop.is_set():
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        try:
+            grpc.channel_ready_future(channel).result(timeout=0.2)
+            channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export")(
+                body, timeout=5)
+        except Exception:  # refused until the port opens, or busy: retry
+            stop.wait(0.01)
+        finally:
+            channel.close()
+
+
+def test_every_default_worker_serves_after_each_of_several_starts(kafka_broker: Any) -> None:
+    """The standalone collector with its default workers (one per usable core; at least 2
+    here), started three times under gRPC exporters retrying from before the start: every
+    start completes, and every worker serves (its own request counters, not time). A worker
+    dying at start fails the start ("worker N exited with status ... before serving")."""
+    import threading
+
+    from ragpulse.collector import available_cores
+
+    body = rag_request(1, seed=5).SerializeToString()
+    workers_flag = [] if available_cores() >= 2 else ["--workers", "2"]
+    for start in range(3):
+        http_port, grpc_port, health_port = free_port(), free_port(), free_port()
+        stop = threading.Event()
+        senders = [threading.Thread(target=_grpc_export, args=(grpc_port, body, stop), daemon=True)
+                   for _ in range(2)]
+        for sender in senders:
+            sender.start()
+        proc = subprocess.Popen(
+            [*CLI, "--kafka", kafka_broker.bootstrap, "--topic", f"cli_restart_{start}",
+             "--http", f"127.0.0.1:{http_port}", "--grpc", f"127.0.0.1:{grpc_port}",
+             *workers_flag, "--status-interval", "0", "--health-port", str(health_port)],
+            env=_env(RAGPULSE_HEALTH__CHECK_INTERVAL_S="0"), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            assert proc.stdout is not None
+            banner = [proc.stdout.readline() for _ in range(3)]  # OTLP/HTTP, OTLP/gRPC, Kafka
+            assert banner[0].startswith("OTLP/HTTP"), (start, proc.wait(60), proc.stderr.read())
+            line = proc.stdout.readline()
+            assert line.startswith("workers"), line
+            processes = int(line.split()[1])
+            assert processes >= 2
+            # New connections until every process served one (each goes to a process holding
+            # the fewest); the deadline only bounds a failure.
+            served: dict[str, float] = {}
+            deadline = time.monotonic() + 60
+            while len([n for n in served.values() if n > 0]) < processes:
+                assert time.monotonic() < deadline, (start, served)
+                assert proc.poll() is None, (start, proc.stderr.read())
+                for _ in range(2 * processes):
+                    req = urllib.request.Request(
+                        f"http://127.0.0.1:{http_port}/v1/traces", data=body,
+                        headers={"Content-Type": "application/x-protobuf"})
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        assert resp.status == 200
+                time.sleep(0.5)  # workers report their counters once a second
+                _, page = _get(f"http://127.0.0.1:{health_port}/metrics")
+                served = _metric_samples(page, "ragpulse_collector_worker_http_requests_total")
+            assert sorted(served, key=int) == [str(i) for i in range(processes)], served
+            code, text = _get(f"http://127.0.0.1:{health_port}/readyz")
+            assert code == 200, text
+            stop.set()
+            for sender in senders:
+                sender.join(timeout=30)
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            assert "before serving" not in err, err
+        finally:
+            stop.set()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` is gone or a zombie (exited; its new parent has not reaped it yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1].startswith("Z")
+    except FileNotFoundError:
+        return True
+
+
+def test_a_killed_parent_leaves_no_worker_holding_the_ports(kafka_broker: Any) -> None:
+    """Each worker asks for SIGTERM at its parent's death itself (PR_SET_PDEATHSIG after its
+    exec; it was a preexec_fn, which made subprocess fork with handlers): after a SIGKILL of
+    the parent the worker drains and exits, and the ports are free again."""
+    http_port, grpc_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [*CLI, "--kafka", kafka_broker.bootstrap, "--topic", "cli_orphan", "--http",
+         f"127.0.0.1:{http_port}", "--grpc", f"127.0.0.1:{grpc_port}", "--workers", "2",
+         "--status-interval", "0"],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    child = ""
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("OTLP/HTTP")
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            (child,) = f.read().split()
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 60  # bounds a failure: the worker drains, then exits
+        while not _exited(int(child)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _exited(int(child))
+        for port in (http_port, grpc_port):  # nobody listens any more
+            with socket.socket() as probe:
+                assert probe.connect_ex(("127.0.0.1", port)) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if child and not _exited(int(child)):
+            os.kill(int(child), signal.SIGKILL)  # the failure under test: an orphan worker

@@ -824,6 +824,16 @@ def test_shared_listener_leaves_a_connection_to_the_process_with_fewer() -> None
         worker.wait_turn(1)  # the fewest (or as few): accepts at once
         first.wait_turn(1)
         assert time_module.monotonic() - t < _ACCEPT_WAIT_S / 2
+        # A connection of the first closes while it waits (its client reconnects at once, so
+        # the count it entered with was one too many): it must not wait for itself.
+        import threading
+
+        closer = threading.Timer(0.01, first.publish, args=(1,))
+        closer.start()
+        t = time_module.monotonic()
+        first.wait_turn(2)
+        assert time_module.monotonic() - t < _ACCEPT_WAIT_S / 2
+        closer.join()
         worker.close()  # stopped: the first no longer waits for it
         t = time_module.monotonic()
         first.wait_turn(5)

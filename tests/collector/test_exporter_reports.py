@@ -15,6 +15,7 @@ import pytest
 from ragpulse.collector.config import CollectorSettings
 from ragpulse.collector.exporter import ExportUnavailable, KafkaExporter, QueueFull
 from ragpulse.collector.split import TraceRecord
+from ragpulse.common import partition_for_key
 
 
 class FakeError:
@@ -35,11 +36,17 @@ class FakeError:
 
 
 class FakeMessage:
-    def __init__(self, key: bytes) -> None:
-        self._key = key
+    def __init__(self, key: bytes | None, partition: int = 0, value: bytes = b"") -> None:
+        self._key, self._partition, self._value = key, partition, value
 
-    def key(self) -> bytes:
+    def key(self) -> bytes | None:
         return self._key
+
+    def partition(self) -> int:
+        return self._partition
+
+    def value(self) -> bytes:
+        return self._value
 
 
 class FakeProducer:
@@ -47,6 +54,7 @@ class FakeProducer:
 
     def __init__(self, conf: dict[str, Any], buffer_after: int | None = None) -> None:
         self.pending: list[tuple[bytes, int, Any]] = []
+        self.values: list[tuple[bytes | None, int, bytes]] = []  # every record produced
         self.buffer_after = buffer_after
         self.produced = 0
         self.lock = threading.Lock()
@@ -60,14 +68,19 @@ class FakeProducer:
         self.produced += 1
         with self.lock:
             self.pending.append((key, partition, callback))
+            self.values.append((key, partition, value))
 
-    def deliver(self, outcome: Any = lambda key: None, shuffle: bool = True) -> int:
+    def deliver(self, outcome: Any = lambda key: None, shuffle: bool = True,
+                by_partition: bool = False) -> int:
+        """Every pending report, the error ``outcome(key)`` (or ``outcome(partition)``)."""
         with self.lock:
             todo, self.pending = self.pending, []
+            values = {(key, partition): value for key, partition, value in self.values}
         if shuffle:
             random.Random(7).shuffle(todo)
-        for key, _, callback in todo:
-            callback(outcome(key), FakeMessage(key))
+        for key, partition, callback in todo:
+            callback(outcome(partition if by_partition else key),
+                     FakeMessage(key, partition, values[(key, partition)]))
         return len(todo)
 
     def poll(self, timeout: float) -> int:
@@ -81,7 +94,8 @@ class FakeProducer:
         self.deliver(lambda key: FakeError("_PURGE_QUEUE"))
 
 
-def _exporter(confirm: str = "enqueue", buffer_after: int | None = None) -> tuple[KafkaExporter, list[FakeProducer]]:
+def _exporter(confirm: str = "enqueue", buffer_after: int | None = None,
+              **producer: Any) -> tuple[KafkaExporter, list[FakeProducer]]:
     made: list[FakeProducer] = []
 
     def factory(conf: dict[str, Any]) -> FakeProducer:
@@ -91,7 +105,8 @@ def _exporter(confirm: str = "enqueue", buffer_after: int | None = None) -> tupl
     settings = CollectorSettings.model_validate({
         "otlp": {"http_port": 0, "grpc_port": 0},
         "kafka": {"bootstrap_servers": "127.0.0.1:1", "topic": "t"},
-        "producer": {"create_topic": False, "confirm": confirm, "ack_timeout_s": 5},
+        "producer": {"create_topic": False, "confirm": confirm, "ack_timeout_s": 5,
+                     "records": "per_trace", **producer},
     })
     exporter = KafkaExporter(settings, producer_factory=factory)
     exporter.start()
@@ -210,5 +225,65 @@ def test_confirm_ack_waits_for_every_report(fail: bool) -> None:
         thread.join(5)
         assert isinstance(outcome[0], ExportUnavailable) if fail else outcome[0].accepted_records == 6
         assert exporter.stats()["queue_spans"] == 0
+    finally:
+        exporter.shutdown(0.1)
+
+
+def test_per_partition_records_hold_a_requests_traces_of_one_partition() -> None:
+    """Issue 41, item 3: one unkeyed record per partition, holding (joined, in request order)
+    the per-trace values that the keyed records would have put in that partition."""
+    exporter, (producer,) = _exporter(records="per_partition")
+    try:
+        records = _records(20, seed=8)
+        result = exporter.export(records)
+        assert result.accepted_records == 20 and result.accepted_spans == sum(r.spans for r in records)
+        by_partition: dict[int, list[TraceRecord]] = {}
+        for rec in records:
+            by_partition.setdefault(partition_for_key(rec.key, 3), []).append(rec)
+        assert sorted((p, v) for _, p, v in producer.values) == sorted(
+            (p, b"".join(r.value for r in recs)) for p, recs in by_partition.items())
+        assert all(key is None for key, _, _ in producer.values)
+        assert producer.deliver() == len(by_partition) == exporter.stats()["records_sent"]
+        stats = exporter.stats()
+        assert stats["records_acked"] == len(by_partition) and stats["queue_spans"] == 0
+        assert stats["spans_acked"] == sum(r.spans for r in records) and stats["queue_bytes"] == 0
+    finally:
+        exporter.shutdown(0.1)
+
+
+def test_a_failed_per_partition_record_fails_every_trace_in_it() -> None:
+    exporter, (producer,) = _exporter(records="per_partition")
+    try:
+        records = _records(12, seed=9)
+        exporter.export(records)
+        lost = [r for r in records if partition_for_key(r.key, 3) == 1]
+        assert lost
+        producer.deliver(lambda partition: FakeError("MSG_SIZE_TOO_LARGE") if partition == 1 else None,
+                         by_partition=True)
+        stats = exporter.stats()
+        assert stats["records_failed"] == 1 and stats["spans_failed"] == sum(r.spans for r in lost)
+        assert stats["spans_acked"] == sum(r.spans for r in records) - stats["spans_failed"]
+        assert stats["queue_spans"] == 0 and stats["queue_bytes"] == 0
+    finally:
+        exporter.shutdown(0.1)
+
+
+def test_per_partition_records_stay_within_the_record_limit() -> None:
+    """A partition's traces that together pass producer.max_request_size go on in another
+    record; each trace is in exactly one record, in request order."""
+    exporter, (producer,) = _exporter(records="per_partition", max_request_size=16_384)
+    try:
+        rng = random.Random(10)
+        records = [TraceRecord(rng.randbytes(16).hex().encode(), bytes([i]) * 3000, 2, True)
+                   for i in range(30)]
+        exporter.export(records)
+        assert all(len(v) <= 16_384 for _, _, v in producer.values)
+        assert len(producer.values) > 3
+        for partition in range(3):
+            mine = [r.value for r in records if partition_for_key(r.key, 3) == partition]
+            got = b"".join(v for _, p, v in producer.values if p == partition)
+            assert got == b"".join(mine)
+        producer.deliver()
+        assert exporter.stats()["spans_acked"] == 60 and exporter.stats()["queue_bytes"] == 0
     finally:
         exporter.shutdown(0.1)

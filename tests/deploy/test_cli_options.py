@@ -116,6 +116,8 @@ ROWS: dict[str, dict[str, tuple[list[str], dict[str, str], dict[str, Any]]]] = {
         "queue_max_spans": (["--queue-max-spans", "777"], {"RAGPULSE_QUEUE__MAX_SPANS": "777"},
                             {"queue.max_spans": 777}),
         "confirm": (["--confirm", "ack"], {"RAGPULSE_PRODUCER__CONFIRM": "ack"}, {"producer.confirm": "ack"}),
+        "records": (["--records", "per-trace"], {"RAGPULSE_PRODUCER__RECORDS": "per_trace"},
+                    {"producer.records": "per_trace"}),
         "workers": (["--workers", "2"], {"RAGPULSE_OTLP__WORKERS": "2"}, {"otlp.workers": 2}),
         "allow_anonymous_ingest": (["--allow-anonymous-ingest"],
                                    {"RAGPULSE_OTLP__ALLOW_ANONYMOUS_INGEST": "true"},

@@ -190,6 +190,9 @@ def test_metrics_endpoint_parses_and_carries_the_collector_counters() -> None:
     assert code == 200 and ctype.startswith("text/plain; version=0.0.4")
     fams = promtext.parse(body.decode())
     for key, spec in METRICS["collector"].items():
+        if spec.label is not None:  # per worker: only `ragpulse collector --workers N` has them
+            assert key not in stats and spec.prometheus_name not in fams
+            continue
         fam = fams[spec.prometheus_name]
         assert fam.type == spec.kind and fam.help
         assert fam.samples == [({}, float(stats[key]))]
@@ -197,6 +200,21 @@ def test_metrics_endpoint_parses_and_carries_the_collector_counters() -> None:
     assert fams["ragpulse_collector_queue_spans"].type == "gauge"
     assert fams["ragpulse_build_info"].samples == [({"version": "1.2.3"}, 1.0)]
     assert fams["ragpulse_telemetry_source_up"].samples == [({"component": "collector"}, 1.0)]
+
+
+def test_per_worker_counters_are_labelled_samples() -> None:
+    """Issue 41: ``ragpulse collector --workers N`` reports each worker's requests and
+    connections as a ``{worker: value}`` mapping; /metrics shows one labelled sample each."""
+    stats = {"http_requests": 7, "worker_http_requests": {"0": 3, "1": 4},
+             "worker_http_connections": {"0": 2, "1": 2}, "worker_grpc_requests": {"0": "x"}}
+    fams = promtext.parse(render_prometheus([StatsSource("collector", lambda: stats)]))
+    assert fams["ragpulse_collector_http_requests_total"].samples == [({}, 7.0)]
+    assert fams["ragpulse_collector_worker_http_requests_total"].samples == [
+        ({"worker": "0"}, 3.0), ({"worker": "1"}, 4.0)]
+    assert fams["ragpulse_collector_worker_http_connections"].type == "gauge"
+    assert fams["ragpulse_collector_worker_http_connections"].samples == [
+        ({"worker": "0"}, 2.0), ({"worker": "1"}, 2.0)]
+    assert "ragpulse_collector_worker_grpc_requests_total" not in fams  # no number: no sample
 
 
 def test_scorer_stats_are_all_declared(chdb_client: Any, rag_database: str) -> None:

@@ -18,10 +18,11 @@ package imports nothing at import time.
 
 from ragpulse.common import lazy_exports
 
-__all__ = ["COUNTERS", "Collector", "CollectorSettings", "SharedListener", "available_cores", "build_collector"]
+__all__ = ["COUNTERS", "PER_WORKER", "Collector", "CollectorSettings", "SharedListener", "available_cores", "build_collector"]
 
 __getattr__ = lazy_exports(__name__, {
     "COUNTERS": ".telemetry",
+    "PER_WORKER": ".telemetry",
     "Collector": ".service",
     "CollectorSettings": ".config",
     "SharedListener": ".otlp_http",

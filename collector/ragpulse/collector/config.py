@@ -120,6 +120,34 @@ class OtlpSettings(_Frozen):
         64 * 1024, ge=1024, description="HTTP: slowest body upload accepted (see body_timeout_s)."
     )
     grpc_workers: int = Field(8, ge=1, le=256, description="gRPC handler threads.")
+    max_connection_age_s: float = Field(
+        30.0,
+        ge=0,
+        le=86_400,
+        description="A client connection is retired after about this long, so that no client "
+        "stays on one worker process (or one collector behind a load balancer) forever: "
+        "OTLP/HTTP answers its next request with 'Connection: close' (the client reconnects, "
+        "and the new connection goes to the process holding the fewest), each connection's age "
+        "drawn within +-10 % so that clients that connected together do not reconnect together; "
+        "OTLP/gRPC sends GOAWAY (grpcio's max_connection_age, +-10 % jitter as gRPC servers "
+        "apply it; the reconnection lands on a worker by SO_REUSEPORT's hash: best effort). "
+        "0: never.",
+    )
+    max_connection_age_grace_s: float = Field(
+        10.0,
+        ge=0,
+        le=3600,
+        description="OTLP/gRPC: calls in progress on a connection past max_connection_age_s get "
+        "this long to finish before it is closed.",
+    )
+    max_connection_requests: int = Field(
+        0,
+        ge=0,
+        le=100_000_000,
+        description="OTLP/HTTP: answer with 'Connection: close' after about this many requests "
+        "on one connection (+-10 % per connection), as proxies' max requests per connection; "
+        "0: no limit (max_connection_age_s still applies).",
+    )
     retry_after_s: int = Field(
         2, ge=1, le=300, description="Retry-After sent with 429/503 (seconds)."
     )
@@ -249,6 +277,16 @@ class ProducerSettings(_Frozen):
         6, ge=1, le=10_000, description="Partitions when the collector creates the topic."
     )
     create_topic: bool = True
+    records: Literal["per_partition", "per_trace"] = Field(
+        "per_partition",
+        description="What one Kafka record holds. per_partition (default): every trace of one "
+        "request that goes to the same partition, unkeyed, the partition chosen from each trace "
+        "id as for the keyed record (so each trace stays on one partition, also beside otelcol "
+        "on a shared topic); fewer, larger records: less producer and delivery-report work per "
+        "span, but one failed record fails all its traces. per_trace: one trace of one request, "
+        "keyed by its trace id (otelcol-contrib's kafka exporter with partition_traces_by_id: "
+        "true, exactly). docs/deploy.md, 'Kafka records'.",
+    )
     confirm: Literal["enqueue", "ack"] = Field(
         "enqueue",
         description="Answer OTLP requests once spans are queued (like otelcol with its sending "

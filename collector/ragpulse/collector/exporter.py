@@ -126,12 +126,13 @@ class _Request:
     """
 
     __slots__ = ("_by_key", "done", "error", "exporter", "failed", "failed_bytes", "failed_spans",
-                 "lock", "pending", "records", "size", "spans")
+                 "lock", "partitions", "pending", "records", "size", "spans")
 
-    def __init__(self, exporter: KafkaExporter, records: list[TraceRecord], spans: int, size: int,
-                 ack: bool) -> None:
+    def __init__(self, exporter: KafkaExporter, records: list[TraceRecord], partitions: list[int],
+                 spans: int, size: int, ack: bool) -> None:
         self.exporter = exporter
         self.records = records
+        self.partitions = partitions  # each record's partition
         self.spans, self.size = spans, size
         self.pending = len(records)  # reports still due (records not handed over are taken off)
         self.failed = self.failed_spans = self.failed_bytes = 0
@@ -140,11 +141,22 @@ class _Request:
         self.lock = threading.Lock()
         self._by_key: dict[bytes, TraceRecord] | None = None
 
-    def record_of(self, key: bytes | None) -> TraceRecord | None:
-        """The record with this key (a request has one record per trace id)."""
-        if self._by_key is None:
-            self._by_key = {r.key: r for r in self.records}
-        return self._by_key.get(key or b"")
+    def record_of(self, msg: Any) -> TraceRecord | None:
+        """The record a failed delivery report is about: by its key (a request has one
+        per-trace record per trace id), or, unkeyed (per partition), by its partition and
+        value."""
+        if msg is None:
+            return None
+        key = msg.key()
+        if key:
+            if self._by_key is None:
+                self._by_key = {r.key: r for r in self.records}
+            return self._by_key.get(key)
+        partition, value = msg.partition(), msg.value()
+        for record, target in zip(self.records, self.partitions):
+            if target == partition and record.value == value:
+                return record
+        return None
 
     def report(self, err: Any, msg: Any) -> None:
         """librdkafka's delivery report of one record (the poll thread, or flush())."""
@@ -196,6 +208,7 @@ class KafkaExporter:
         self._max_spans = settings.queue.max_spans
         self._max_bytes = settings.queue.max_bytes
         self._retry_after_s = settings.otlp.retry_after_s
+        self._per_partition = settings.producer.records == "per_partition"
         self._producer_factory = producer_factory
         self._producer: Any = None
         self._partitions = 0
@@ -372,8 +385,16 @@ class KafkaExporter:
         record limit is cut to fit, or rejected (counted, reported as partial success)."""
         keep, spans, size, rejected_spans, message = self._fit(records)
         producer, partitions = self._admit(spans, size)
-        request = _Request(self, keep, spans, size, self._settings.producer.confirm == "ack" and bool(keep))
-        self._produce(producer, partitions, keep, request)
+        # Partition as otelcol does (FNV-1a, sarama-compatible), not librdkafka's own
+        # partitioners (its fnv1a takes the hash unsigned: other partitions).
+        targets = partitions_for_keys([r.key for r in keep], partitions)
+        if self._per_partition:
+            units, targets = self._group(keep, targets)
+        else:
+            units = keep
+        request = _Request(self, units, targets, spans, size,
+                           self._settings.producer.confirm == "ack" and bool(keep))
+        self._produce(producer, units, targets, request, keyed=not self._per_partition)
         if request.done is not None:
             self._await(request)
         return ExportResult(
@@ -417,6 +438,43 @@ class KafkaExporter:
                             "had their longest attribute values truncated or the last items "
                             "of their lists (contexts, messages, events) dropped")
         return keep, spans, size, rejected_spans, "; ".join(messages)
+
+    def _group(self, keep: list[TraceRecord],
+               targets: list[int]) -> tuple[list[TraceRecord], list[int]]:
+        """``producer.records=per_partition``: one record per partition holding the traces of
+        ``keep`` that go there (their values joined: an ``ExportTraceServiceRequest`` is a
+        repeated field, so the concatenation is one request with all their resource spans), in
+        request order; a partition's traces beyond the record limit go on in another record.
+        Returns the records and their partitions; :meth:`_produce` sends them without a key."""
+        by_partition: dict[int, list[TraceRecord]] = {}
+        for rec, partition in zip(keep, targets):
+            if partition in by_partition:
+                by_partition[partition].append(rec)
+            else:
+                by_partition[partition] = [rec]
+        room = self._settings.producer.max_request_size - _RECORD_OVERHEAD
+        units: list[TraceRecord] = []
+        unit_targets: list[int] = []
+        for partition, group in by_partition.items():
+            if len(group) == 1:
+                units.append(group[0])
+                unit_targets.append(partition)
+                continue
+            values = [rec.value for rec in group]
+            if sum(map(len, values)) <= room:  # the usual case: one record
+                units.append(TraceRecord(b"", b"".join(values), sum([r.spans for r in group]), True))
+                unit_targets.append(partition)
+                continue
+            start, size = 0, 0
+            for i, value in enumerate(values):
+                if i > start and size + len(value) > room:  # each trace alone fits (_fit)
+                    units.append(_joined(group[start:i]))
+                    unit_targets.append(partition)
+                    start, size = i, 0
+                size += len(value)
+            units.append(_joined(group[start:]))
+            unit_targets.append(partition)
+        return units, unit_targets
 
     def _admit(self, spans: int, size: int) -> tuple[Any, int]:
         """Reserve queue room for ``spans``/``size`` and return the producer and partition
@@ -464,18 +522,21 @@ class KafkaExporter:
             self._queued_bytes += size
         return producer, partitions
 
-    def _produce(self, producer: Any, partitions: int, keep: list[TraceRecord],
-                 request: _Request) -> None:
-        """Produce the admitted records, each to the partition otelcol picks for its key."""
+    def _produce(self, producer: Any, keep: list[TraceRecord], targets: list[int],
+                 request: _Request, *, keyed: bool = True) -> None:
+        """Produce the admitted records, each to its partition (``targets``): the one otelcol
+        picks for its trace id; keyed by it, or (per-partition records) without a key."""
         sent = 0
         try:
-            # Partition as otelcol does (FNV-1a, sarama-compatible), not librdkafka's own
-            # partitioners (its fnv1a takes the hash unsigned: other partitions).
-            targets = partitions_for_keys([r.key for r in keep], partitions)
             produce, report, topic = producer.produce, request.report, self._topic
-            for rec, partition in zip(keep, targets):
-                produce(topic, rec.value, rec.key, partition, report)
-                sent += 1
+            if keyed:
+                for rec, partition in zip(keep, targets):
+                    produce(topic, rec.value, rec.key, partition, report)
+                    sent += 1
+            else:
+                for rec, partition in zip(keep, targets):
+                    produce(topic, rec.value, None, partition, report)
+                    sent += 1
         except (BufferError, Exception) as exc:
             # librdkafka's own queue is full (BufferError) or the producer is gone (a concurrent
             # rebuild or shutdown): release what was not handed over and refuse the rest. Records
@@ -490,6 +551,7 @@ class KafkaExporter:
                 self._stats["spans_refused_unavailable"] += unsent_spans
             # Their reports will never come; the request settles with the records sent.
             request.records = keep[:sent]
+            request.partitions = targets[:sent]
             request.spans -= unsent_spans
             request.size -= sum(len(r.value) for r in unsent)
             if unsent:
@@ -534,7 +596,7 @@ class KafkaExporter:
 
     def _on_failed(self, request: _Request, err: Any, msg: Any) -> None:
         """A record of ``request`` was not delivered: release it, count it, maybe open the breaker."""
-        rec = request.record_of(msg.key() if msg is not None else None)
+        rec = request.record_of(msg)
         spans = rec.spans if rec is not None else 0
         size = len(rec.value) if rec is not None else 0
         outage = _is_outage(err)
@@ -598,6 +660,12 @@ class KafkaExporter:
 
 
 _PARTITION_REFRESH_S = 30.0
+
+
+def _joined(group: list[TraceRecord]) -> TraceRecord:
+    """One unkeyed record holding every trace of ``group`` (see :meth:`KafkaExporter._group`)."""
+    return TraceRecord(b"", b"".join([rec.value for rec in group]),
+                       sum(rec.spans for rec in group), True)
 
 
 def _is_kafka_error(exc: BaseException) -> bool:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 
+from ragpulse.collector.wire import read_varint
+
 __all__ = ["count_items", "count_json_containers", "may_exceed"]
 
 # Message kinds on the walk, and which length-delimited field of each leads to which kind.
@@ -52,31 +54,18 @@ def may_exceed(size: int, limit: int) -> bool:
     return size // 2 > limit
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
 def _plain_key_value(buf: bytes, pos: int, end: int) -> bool:
     """Whether the KeyValue in ``buf[pos:end]`` is ``key`` then one value that holds no list,
     as SDKs write it: then it counts as one item and is not walked field by field."""
     if pos >= end or buf[pos] != 0x0A:
         return pos == end  # empty
-    n, p = _varint(buf, pos + 1)
+    n, p = read_varint(buf, pos + 1)
     p += n
     if p == end:
         return True  # a key and no value
     if p + 2 > end or buf[p] != 0x12:
         return False
-    n, q = _varint(buf, p + 1)
+    n, q = read_varint(buf, p + 1)
     return q + n == end and (n == 0 or buf[q] not in _LIST_VALUE_TAGS)
 
 
@@ -103,14 +92,14 @@ def count_items(buf: bytes, limit: int) -> int:
             if tag < 0x80:
                 pos += 1
             else:
-                tag, pos = _varint(buf, pos)
+                tag, pos = read_varint(buf, pos)
             wire = tag & 7
             if wire == 2:
                 n = buf[pos]
                 if n < 0x80:
                     pos += 1
                 else:
-                    n, pos = _varint(buf, pos)
+                    n, pos = read_varint(buf, pos)
                 vend = pos + n
                 if vend > end:
                     raise ValueError("field overruns its message")

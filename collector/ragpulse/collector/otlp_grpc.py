@@ -218,6 +218,12 @@ class GrpcReceiver:
                 # Shared only between the workers of one collector; otherwise a second collector
                 # on the same port must fail to start instead of silently splitting the traffic.
                 ("grpc.so_reuseport", 1 if s.workers > 1 else 0),
+                # GOAWAY after about this long (grpcio adds +-10 % jitter), so a client's
+                # reconnection can land on another worker; calls in progress get the grace.
+                *((("grpc.max_connection_age_ms", round(s.max_connection_age_s * 1000)),
+                   ("grpc.max_connection_age_grace_ms",
+                    round(s.max_connection_age_grace_s * 1000)))
+                  if s.max_connection_age_s else ()),
             ],
         )
         server.add_generic_rpc_handlers((self._admission,))

@@ -17,6 +17,7 @@ import json
 import logging
 import mmap
 import os
+import random
 import socket
 import ssl
 import threading
@@ -82,16 +83,27 @@ _STOPPED = 1 << 30
 
 class SharedListener:
     """One OTLP/HTTP listening socket served by several collector processes (``--workers``),
-    and their live connection counts in shared memory (a memfd of one int32 per process).
+    and their live connection counts in shared memory (a memfd of one int32 per process, then
+    the port's state).
+
+    **The port opens only once every process serves.** The first process (index 0,
+    :meth:`create`) binds the socket without listening; each worker inherits it, starts its
+    exporter and receivers, and publishes a connection count of 0 (until then it shows as
+    stopped). The first process waits for all of them (``ragpulse collector`` does, with a
+    deadline) and only then calls :meth:`open`, which listens; every process's accept loop
+    waits for that (:meth:`wait_open`). Before, the first process listened at once and took
+    every connection made while the workers were still starting (1-3 s), and keep-alive clients
+    stayed on it: after every restart the collector ran on one core (issue 41). A connection
+    attempt before :meth:`open` is refused, as by a port nobody listens on, and the client
+    retries.
 
     Every process is woken by poll() for a new connection and accepts it without blocking; one
     holding more connections than another first waits, up to :data:`_ACCEPT_WAIT_S`, for that one
     to take it (:meth:`wait_turn`), so clients spread evenly over the processes (4 clients on 2
     workers: 2 and 2). SO_REUSEPORT, used before, hashed each connection to a process at
     random: 4 clients on 2 workers were split 3/1 or 4/0 in 10 of the 16 equally likely cases,
-    leaving most of a core idle (docs/benchmarks.md). Created by the first process (index 0, :meth:`create`) once its socket
-    listens; each worker gets :meth:`argument` and the :attr:`fds` to inherit, and rebuilds it
-    with :meth:`from_argument`.
+    leaving most of a core idle (docs/benchmarks.md). Each worker gets :meth:`argument` and the
+    :attr:`fds` to inherit, and rebuilds it with :meth:`from_argument`.
     """
 
     def __init__(self, sock: socket.socket, counts_fd: int, index: int, processes: int) -> None:
@@ -99,18 +111,36 @@ class SharedListener:
         self.counts_fd = counts_fd
         self.index = index
         self.processes = processes
-        self._map = mmap.mmap(counts_fd, 4 * processes)
-        self._counts = memoryview(self._map).cast("i")
+        self._map = mmap.mmap(counts_fd, 4 * (processes + 1))
+        cells = memoryview(self._map).cast("i")
+        self._counts = cells[:processes]
+        self._state = cells[processes:]  # [1] once the first process listens
 
     @classmethod
     def create(cls, sock: socket.socket, processes: int) -> SharedListener:
+        """The first process's side, for ``sock`` bound (not yet listening: :meth:`open`)."""
         fd = os.memfd_create("ragpulse-http-connections", 0)  # not inheritable unless passed
-        os.ftruncate(fd, 4 * processes)
+        os.ftruncate(fd, 4 * (processes + 1))
         sock.setblocking(False)  # the open file is shared: a process that lost the race gets EAGAIN
         shared = cls(sock, fd, 0, processes)
         for i in range(1, processes):
             shared._counts[i] = _STOPPED  # until the worker serves (nobody waits for it)
         return shared
+
+    @classmethod
+    def bind(cls, address: tuple[str, int], processes: int) -> SharedListener:
+        """The first process's side, bound to ``address`` (``OSError`` when it is taken) and not
+        listening yet (:meth:`open`), before any receiver exists: ``ragpulse collector`` spawns its
+        workers on it before this process starts gRPC, Kafka or any other thread, then serves it
+        too (``build_collector(http_shared=...)``, index 0)."""
+        sock = socket.socket(_Server.address_family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the HTTP server binds
+            sock.bind(address)
+        except BaseException:
+            sock.close()
+            raise
+        return cls.create(sock, processes)
 
     @property
     def fds(self) -> tuple[int, int]:
@@ -128,20 +158,58 @@ class SharedListener:
             raise ValueError(f"worker index {index} outside 1..{processes - 1}")
         return cls(socket.socket(fileno=listen_fd), counts_fd, index, processes)
 
+    @property
+    def is_open(self) -> bool:
+        """Whether the port listens (:meth:`open` was called, by any process)."""
+        return self._state[0] == 1
+
+    def serving(self) -> list[bool]:
+        """For each process (index 0 first): whether it serves (published a count, not
+        stopped). Any process, any thread."""
+        return [count != _STOPPED for count in self._counts]
+
+    def open(self, backlog: int) -> None:
+        """Listen (the first process, once every process serves or its wait is over): from now
+        on connections are accepted, by whichever process holds the fewest."""
+        self.socket.listen(backlog)
+        self._state[0] = 1
+
+    def wait_open(self, give_up: Callable[[], bool], poll_s: float = 0.002) -> bool:
+        """Block until the port is open (``True``) or ``give_up()`` (``False``). An accept loop
+        must not poll a socket that does not listen yet (poll() reports it at once: a busy
+        loop)."""
+        while not self.is_open:
+            if give_up():
+                return False
+            time.sleep(poll_s)
+        return True
+
+    def connections(self) -> list[int | None]:
+        """Each process's live connections (``None``: not serving). Any process, any thread."""
+        return [None if count == _STOPPED else count for count in self._counts]
+
     def publish(self, connections: int) -> None:
         """This process now holds ``connections`` connections."""
         self._counts[self.index] = connections
 
     def wait_turn(self, connections: int) -> None:
         """Before accepting: wait while another process holds fewer connections (it takes this
-        one), at most _ACCEPT_WAIT_S (a stuck or stopped process does not block the port)."""
+        one), at most _ACCEPT_WAIT_S (a stuck or stopped process does not block the port).
+
+        This process's own count is read again while it waits: a connection of this process
+        that closes meanwhile publishes the lower count (a client that closes and reconnects at
+        once is still counted when its new connection arrives), and a process must not wait for
+        itself (it did: 0.1 s per new connection under clients that reconnect per request)."""
         counts = self._counts
-        counts[self.index] = connections
+        me = self.index
+        counts[me] = connections
         if connections <= min(counts):
             return
         deadline = time.monotonic() + _ACCEPT_WAIT_S
-        while connections > min(counts) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             time.sleep(_ACCEPT_POLL_S)
+            if counts[me] <= min(counts):
+                return
 
     def close(self) -> None:
         """This process stops accepting: the others no longer wait for it."""
@@ -157,13 +225,20 @@ class _Server(GuardedHTTPServer):
             max_connections=s.max_concurrent_requests, idle_timeout_s=s.idle_timeout_s,
             header_timeout_s=s.header_timeout_s, body_timeout_s=s.body_timeout_s,
             body_min_bytes_per_s=s.body_min_bytes_per_s, retry_after_s=s.retry_after_s)
+        # The first process of several binds now and listens once every worker serves
+        # (SharedListener.open); a worker serves the socket it inherited.
+        self._defer_listen = shared is None and s.workers > 1
         super().__init__(address, _Handler, limits,
                          listen_socket=shared.socket if shared is not None else None)
-        if shared is None and s.workers > 1:  # the first process: workers will share its socket
+        if self._defer_listen:
             shared = SharedListener.create(self.socket, s.workers)
         self.shared = shared
         if shared is not None:
             shared.publish(0)  # serving from now on
+
+    def server_activate(self) -> None:
+        if not self._defer_listen:
+            super().server_activate()
 
     def get_request(self) -> tuple[socket.socket, Any]:
         if self.shared is not None:
@@ -204,6 +279,24 @@ class _Handler(GuardedRequestHandler):
     lean_head = True
     no_cors = False  # set on a refused preflight (its connection is then closed)
     server: _Server
+    # When this connection is retired (max_connection_age_s, max_connection_requests): the
+    # answer that passes either limit says 'Connection: close'.
+    _retire_at = float("inf")
+    _requests_left = -1  # -1: no limit
+
+    def setup(self) -> None:
+        super().setup()
+        s = self.server.receiver._settings
+        if s.max_connection_age_s:
+            self._retire_at = time.monotonic() + s.max_connection_age_s * random.uniform(0.9, 1.1)
+        if s.max_connection_requests:
+            self._requests_left = max(1, round(s.max_connection_requests * random.uniform(0.9, 1.1)))
+
+    def retire(self) -> bool:
+        """Whether the answer being sent is this connection's last (its age or request count
+        passed its limit); counts one request."""
+        self._requests_left -= 1
+        return self._requests_left == 0 or time.monotonic() >= self._retire_at
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("http %s " + format, self.address_string(), *args)
@@ -267,6 +360,7 @@ class HttpReceiver:
             "http_unauthenticated": 0,
             "http_refused_origin": 0,
             "http_tls_failed": 0,
+            "http_connections_retired": 0,
         }
         # A loopback listener no token protects is what DNS rebinding reaches: check Host there.
         self._check_host = is_loopback(settings.http_host)
@@ -297,12 +391,38 @@ class HttpReceiver:
 
     def start(self) -> None:
         """Bind (``OSError`` when the port is taken; ``RuntimeError`` on a second start) and serve
-        on a daemon thread, one thread per connection. Returns at once."""
+        on a daemon thread, one thread per connection. Returns at once. The first process of
+        ``workers > 1`` binds without listening: its port opens with :meth:`open`."""
         if self._server is not None or self._closing:
             raise RuntimeError("HTTP receiver already started or shut down")
-        self._server = _Server((self._settings.http_host, self._settings.http_port), self,
-                               self._shared)
-        self._thread = serve_in_thread(self._server, "otlp-http", poll_interval_s=0.5)
+        self._server = server = _Server((self._settings.http_host, self._settings.http_port),
+                                        self, self._shared)
+        shared = server.shared
+        if shared is None or shared.is_open:
+            self._thread = serve_in_thread(server, "otlp-http", poll_interval_s=0.5)
+            return
+
+        def serve_once_open() -> None:
+            # Until the port listens, poll() would report the socket at once (a busy loop);
+            # shutdown() before that still finds serve_forever to stop.
+            shared.wait_open(lambda: self._closing)
+            server.serve_forever(poll_interval=0.5)
+
+        self._thread = threading.Thread(target=serve_once_open, name="otlp-http", daemon=True)
+        self._thread.start()
+
+    def open(self) -> None:
+        """Let the port accept connections (the first of several processes, once its workers
+        serve: :class:`SharedListener`); a no-op where it already listens. Any thread."""
+        server = self._server
+        if server is not None and server.shared is not None and not server.shared.is_open:
+            server.shared.open(server.request_queue_size)
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the port accepts connections (started, and opened where it was deferred)."""
+        server = self._server
+        return server is not None and (server.shared is None or server.shared.is_open)
 
     def shutdown(self, drain_timeout_s: float = 10.0) -> None:
         """Stop accepting, wait up to ``drain_timeout_s`` for requests in progress, then close idle
@@ -579,6 +699,10 @@ def _send(h: _Handler, code: int, content_type: str, body: bytes, extra: dict[st
     h.send_header("Content-Length", str(len(body)))
     for k, v in (extra or {}).items():
         h.send_header(k, v)
+    if not h.close_connection and h.retire():
+        # Old enough: the client reconnects, to the process with the fewest connections.
+        h.close_connection = True
+        h.server.receiver._count("http_connections_retired")
     if h.close_connection:
         h.send_header("Connection", "close")
     h.end_headers()

@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 class Collector:
     """OTLP receivers feeding Kafka. Build it with :func:`build_collector`.
 
-    ``start()`` blocks until the exporter is connected and the receivers listen; it raises
+    ``start()`` blocks until the exporter is connected and the receivers listen (the first of
+    several processes: OTLP/HTTP bound, listening from :meth:`open` on); it raises
     (:class:`~ragpulse.common.kafka.KafkaUnavailable`, ``OSError``/``RuntimeError`` for a
     taken port) and
     leaves nothing running when it fails. ``shutdown()`` is idempotent, safe without ``start()``
@@ -86,6 +87,19 @@ class Collector:
                  self.http_endpoint, self.grpc_endpoint,
                  self.settings.kafka.bootstrap_servers, self.settings.kafka.topic)
         return self
+
+    def open(self) -> None:
+        """Open the OTLP/HTTP port of the first of several processes (``workers > 1``), which
+        ``start()`` binds without listening so that no connection lands before every worker
+        serves (:class:`~ragpulse.collector.otlp_http.SharedListener`); a no-op otherwise.
+        Call it once the workers serve. Any thread."""
+        if self._http is not None:
+            self._http.open()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether every enabled receiver accepts connections (see :meth:`open`)."""
+        return self._state == "running" and (self._http is None or self._http.is_open)
 
     def shutdown(self, drain_timeout_s: float = 10.0) -> None:
         """Receivers first (refuse, drain), then flush the exporter; see the class docstring."""

@@ -7,7 +7,7 @@ A test checks that ``stats()`` reports exactly these names.
 
 from __future__ import annotations
 
-__all__ = ["COUNTERS"]
+__all__ = ["COUNTERS", "PER_WORKER"]
 
 COUNTERS: dict[str, str] = {
     # receive: transport
@@ -21,6 +21,7 @@ COUNTERS: dict[str, str] = {
     "http_unsupported": "HTTP requests answered 415: content type or encoding not supported.",
     "http_unauthenticated": "HTTP requests answered 401: missing or wrong bearer token (otlp.auth_token).",
     "http_refused_origin": "HTTP requests and CORS preflights answered 403 before the body was read: a Host not naming this machine on a loopback listener (DNS rebinding), an Origin neither of this machine nor in otlp.cors_allowed_origins, a browser's Sec-Fetch-Site: cross-site without an allowed Origin, or a preflight asking for another method or header.",
+    "http_connections_retired": "HTTP connections answered with 'Connection: close' because they passed otlp.max_connection_age_s or otlp.max_connection_requests (the client reconnects, to the worker holding the fewest).",
     "http_tls_failed": "HTTP connections closed because the TLS handshake failed (otlp.tls_cert_file set).",
     "grpc_requests": "OTLP/gRPC Export calls handled (any outcome).",
     "grpc_refused_busy": "gRPC calls answered RESOURCE_EXHAUSTED with RetryInfo before their message was read: Export calls in progress at min(max_concurrent_requests, 2 * grpc_workers).",
@@ -38,7 +39,7 @@ COUNTERS: dict[str, str] = {
     "spans_refused": "Spans of requests refused as a whole (the client retries them).",
     "spans_dropped_non_rag": "Spans of traces without a RAG span (filter mode 'rag'): dropped on purpose.",
     "traces_dropped_non_rag": "Per-request trace groups dropped by the RAG filter.",
-    "traces_exported": "Per-trace records handed to the producer.",
+    "traces_exported": "Traces (of one request each) handed to the producer: a record each with producer.records=per_trace, several per record with per_partition (records_sent counts the records).",
     "recent_rag_traces": "Gauge: RAG trace ids remembered for late spans (bounded by filter.remember_traces).",
     # export
     "producers_rebuilt": "Kafka producers replaced after an unrecoverable state (fatal idempotence error, long outage).",
@@ -58,3 +59,12 @@ COUNTERS: dict[str, str] = {
     "queue_bytes": "Gauge: record bytes accepted and not yet acknowledged or failed.",
     "kafka_unavailable": "Gauge: 1 while recent delivery failures make the collector answer 503.",
 }
+
+PER_WORKER: dict[str, str] = {
+    "worker_http_requests": "OTLP/HTTP requests handled by each process of `ragpulse collector --workers N`, by its index (label worker; 0: the first process); with http_requests, which sums them.",
+    "worker_grpc_requests": "OTLP/gRPC Export calls handled by each process of `ragpulse collector --workers N`, by its index (label worker).",
+    "worker_http_connections": "Gauge: OTLP/HTTP connections each process of `ragpulse collector --workers N` holds now, by its index (label worker).",
+}
+"""Counters ``ragpulse collector`` reports per worker process (a ``{worker index: value}``
+mapping in its stats, label ``worker``), beside the sums in :data:`COUNTERS`; only with
+``--workers`` above 1."""

@@ -65,6 +65,8 @@ class MetricSpec:
     kind: Kind
     help: str
     unit: str = "1"
+    label: str | None = None
+    """A metric reported split by this label: its ``stats()`` value is ``{label value: n}``."""
 
     @property
     def prometheus_name(self) -> str:
@@ -83,13 +85,15 @@ def _unit(key: str) -> str:
 
 
 def _collector_specs() -> list[MetricSpec]:
-    from ragpulse.collector import COUNTERS
+    from ragpulse.collector import COUNTERS, PER_WORKER
 
     out = []
-    for key, meaning in COUNTERS.items():
-        gauge = meaning.startswith("Gauge:")
-        text = meaning.removeprefix("Gauge:").strip()
-        out.append(MetricSpec("collector", key, "gauge" if gauge else "counter", text, _unit(key)))
+    for table, label in ((COUNTERS, None), (PER_WORKER, "worker")):
+        for key, meaning in table.items():
+            gauge = meaning.startswith("Gauge:")
+            text = meaning.removeprefix("Gauge:").strip()
+            out.append(MetricSpec("collector", key, "gauge" if gauge else "counter", text,
+                                  _unit(key), label))
     return out
 
 
@@ -171,13 +175,15 @@ def render_prometheus(sources: Iterable[StatsSource], *, build_version: str | No
             continue
         up.append((src.component, 1))
         for key, spec in METRICS.get(src.component, {}).items():
-            value = _number(snapshot.get(key))
-            if value is None:
+            samples = _samples(spec, snapshot.get(key))
+            if not samples:
                 continue
             name = spec.prometheus_name
             lines.append(f"# HELP {name} {_escape_help(spec.help)}")
             lines.append(f"# TYPE {name} {spec.kind}")
-            lines.append(f"{name} {_fmt_value(value)}")
+            for labels, value in samples:
+                where = "".join(f'{{{k}="{_label(v)}"}}' for k, v in labels.items())
+                lines.append(f"{name}{where} {_fmt_value(value)}")
     lines.append("# HELP ragpulse_telemetry_source_up 1 when the component's stats() answered.")
     lines.append("# TYPE ragpulse_telemetry_source_up gauge")
     for component, ok in up:
@@ -187,6 +193,22 @@ def render_prometheus(sources: Iterable[StatsSource], *, build_version: str | No
         lines.append("# TYPE ragpulse_build_info gauge")
         lines.append(f'ragpulse_build_info{{version="{_label(build_version)}"}} 1')
     return "\n".join(lines) + "\n"
+
+
+def _samples(spec: MetricSpec, value: Any) -> list[tuple[dict[str, str], float]]:
+    """``(labels, value)`` of each sample of ``spec`` in a ``stats()`` value: one unlabelled,
+    or one per entry of a labelled metric's mapping; non-numbers are left out."""
+    if spec.label is None:
+        number = _number(value)
+        return [] if number is None else [({}, number)]
+    if not isinstance(value, Mapping):
+        return []
+    out = []
+    for label_value, raw in value.items():
+        number = _number(raw)
+        if number is not None:
+            out.append(({spec.label: str(label_value)}, number))
+    return out
 
 
 def _label(value: str) -> str:
@@ -345,11 +367,11 @@ class OtlpMetricsExporter:
 
         def observe(_options: Any) -> list[Any]:
             try:
-                value = _number(self._snapshot(src).get(spec.key))
+                samples = _samples(spec, self._snapshot(src).get(spec.key))
             except Exception:
                 log.exception("stats() of %s failed", src.component)
                 return []
-            return [] if value is None else [Observation(value)]
+            return [Observation(value, labels or None) for labels, value in samples]
 
         return observe
 
