@@ -16,6 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from ragpulse.collector.service import build_collector
 from ragpulse.common import KafkaSettings, ensure_topic, partition_for_key
 from ragpulse.scorer.pipeline import build_scorer
+from testkit.traffic import encode, make_traces
 from tests.collector.conftest import collector_settings, read_records
 from tests.infra_kafka import unique_topic
 from tests.scorer.pipeline.conftest import (  # noqa: F401 (fixtures)
@@ -25,7 +26,6 @@ from tests.scorer.pipeline.conftest import (  # noqa: F401 (fixtures)
     wait_for,
     writer,
 )
-from tests.scorer.pipeline.traffic import encode, make_traces
 
 pytestmark = pytest.mark.slow
 
