@@ -16,7 +16,7 @@ RAG dev set (bench/data, all rows), JNLI validation entailment (1) vs contradict
 QAGS-CNNDM, HaluEval, FaithBench; all rows by default (local-model takes ~8 min on 2 cores, most
 of it FaithBench), or the first ``--jnli-limit`` JNLI e/c rows in file order and the first
 ``--limit`` rows of the others (paired rows kept together, as bench/quality.py), e.g.
-``--limit 300 --jnli-limit 600``. The results are in docs/local-faithfulness.md. The cache is
+``--limit 300 --jnli-limit 600``. The results are in docs/history/local-faithfulness.md. The cache is
 one JSON file per (judge, set) under ``--cache`` (outside the repository); a present file made
 with the same limits is not recomputed.
 

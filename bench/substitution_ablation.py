@@ -1,5 +1,5 @@
 """Ablation: does an alignment-diff ("substitution in an otherwise copied sentence") signal help
-the local faithfulness detector? Measured, not shipped (docs/local-faithfulness.md, *Substitution
+the local faithfulness detector? Measured, not shipped (docs/history/local-faithfulness.md, *Substitution
 in an aligned sentence*).
 
 JNLI's contradictions are near-copies of the premise with one slot swapped ("黒いTシャツ" ->

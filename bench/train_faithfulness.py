@@ -7,7 +7,8 @@ copies them, and writes the weights JSON (default: the shipped file).
     .venv/bin/python bench/train_faithfulness.py --data ../shared/data            # eval + ship
     .venv/bin/python bench/train_faithfulness.py --data D --out /tmp/w.json --no-eval
 
-Method (docs/local-faithfulness.md): statement features from ``featurize``; labels are per
+Method (docs/local-faithfulness.md; each version's measurements in
+docs/history/local-faithfulness.md): statement features from ``featurize``; labels are per
 sample, so training is multiple-instance: every statement of a faithful sample is a positive;
 an unfaithful sample with one statement gives one negative, and one with several statements
 contributes its least supported statement (under the previous round's model) as the negative.
@@ -302,7 +303,7 @@ class Model:
                  decisive: Sequence[int] = (), decisive_l2: float = 1.0) -> None:
         self.l2, self.rounds, self.synthetic_weight = l2, rounds, synthetic_weight
         # Columns refitted beside the logit with a light penalty (``decisive_l2``); none by
-        # default (bench/experiments/substitution.py measured it, docs/local-faithfulness.md).
+        # default (bench/experiments/substitution.py measured it, docs/history/local-faithfulness.md).
         self.decisive = list(decisive)
         self.decisive_l2 = decisive_l2
         self.use_copy_floor, self.use_isotonic = copy_floor, isotonic
@@ -700,7 +701,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--threshold", type=float, default=None,
                     help="ship this verdict threshold instead of the balanced-accuracy optimum "
                          "(support-lr@3: 0.70; the optimum 0.65 lowered the thresholded AUROC "
-                         "on QAGS and HaluEval, see docs/local-faithfulness.md)")
+                         "on QAGS and HaluEval, see docs/history/local-faithfulness.md)")
     ap.add_argument("--no-paraphrase-floor", action="store_true",
                     help="ship no paraphrase floor (see support_detector.paraphrase_like)")
     ap.add_argument("--no-isotonic", action="store_true",

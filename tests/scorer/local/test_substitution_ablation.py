@@ -1,5 +1,5 @@
 """The alignment-diff signal of bench/substitution_ablation.py (measured, not shipped: see
-docs/local-faithfulness.md): a near-copy with a swapped slot is a substitution, a subset,
+docs/history/local-faithfulness.md): a near-copy with a swapped slot is a substitution, a subset,
 generalization or reordering of the sentence is not."""
 
 from __future__ import annotations

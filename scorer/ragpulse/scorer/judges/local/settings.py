@@ -61,8 +61,8 @@ class LocalJudgeSettings(BaseModel):
     """``expected``: faithfulness is the expected share of supported statements, the mean of the
     detector's calibrated P(supported) (``metrics.EXPECTED_SHARE``); counts and verdicts stay
     thresholded. ``verdicts``: the share of statements at or above the detector's threshold.
-    Measured through ``bench/quality.py`` (docs/local-faithfulness.md): the threshold throws
-    ranking away, e.g. QAGS AUROC 0.750 with verdicts against about 0.81 expected."""
+    Measured through ``bench/quality.py`` (docs/benchmarks.md, *Quality (local judge)*: the
+    "AUROC, verdict share" column against "AUROC"): the threshold throws ranking away."""
 
     # --- answer relevancy -------------------------------------------------------------------
     cos_low: float = Field(default=0.0, ge=-1.0, le=1.0)

@@ -660,7 +660,7 @@ def featurize_with_copies(
 # A clause boundary inside a long English sentence: a comma or semicolon before a conjunction or
 # a relative/participial opener, a bare semicolon, or a spaced dash. LLM summaries chain several
 # facts in one sentence ("X happened, while Y, leading to Z"); scored whole, the one invented
-# clause is diluted by the supported ones. Measured on FaithBench (docs/local-faithfulness.md).
+# clause is diluted by the supported ones. Measured on FaithBench (docs/history/local-faithfulness.md).
 _CLAUSE_BREAK = re.compile(
     r"[,;]\s+(?=(?:and|but|while|which|who|whereas|although|though|as|with|including|leading"
     r"|resulting|making)\b)|;\s+|\s+—\s+"
