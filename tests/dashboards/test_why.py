@@ -29,7 +29,7 @@ from ragpulse.deploy.demo import SERVICES, plan_scenario
 from ragpulse.scorer.store import init_schema
 
 from .data import fixed_date_schema, write_score_rows
-from .why_data import END, MID, START, why_rows
+from .why_data import END, MID, START, route_rows, why_rows
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -202,6 +202,35 @@ def test_status_why_names_the_version_first(chdb_dir: Path, why_db: str) -> None
     assert res.exit_code == 0, res.output
     assert "11:53–11:55 against 11:55–12:00 UTC" in re.sub(r"\s+", " ", res.output)
     assert "service =" not in res.output
+
+
+@pytest.fixture(scope="module")
+def route_db(chdb_client: Any) -> Iterator[str]:
+    name = f"rag_why_routes_{uuid.uuid4().hex[:8]}"
+    init_schema(chdb_client, fixed_date_schema(name))
+    write_score_rows(chdb_client, name, route_rows())
+    yield name
+    chdb_client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
+
+
+def test_status_why_names_the_route_that_turned_first(chdb_dir: Path, route_db: str,
+                                                      chdb_client: Any) -> None:
+    """Span attributes the scorer stores as segments rank like the built-in dimensions."""
+    res = CliRunner().invoke(app, [
+        "status", "--why", "faithfulness", "--until", END.isoformat(), "--now", "5m",
+        "--clickhouse", f"chdb://{chdb_dir}", "--database", route_db])
+    assert res.exit_code == 0, res.output
+    rows = [ln for ln in res.output.splitlines() if re.match(r"│\s+\d+\s+│", ln)]
+    assert "http.route = /v1/search" in rows[0] and "got worse" in rows[0]
+    assert "more traffic" in next(ln for ln in rows if "http.route = /v1/faq" in ln)
+    # the panel's SQL (the report's too) reads the same dimensions
+    s = DashboardsSettings(database=route_db)
+    panel = next(p for p in panels(s) if p.key == "why_faithfulness")
+    frame = run_panel(chdb_client, panel, context(START, END))
+    assert frame.error is None, frame.error
+    assert [tuple(r[1:3]) for r in frame.rows[:2]] == [("all", ""), ("http.route", "/v1/search")]
+    dims = {r[1] for r in frame.rows}
+    assert {"language", "app.doc_source"} <= dims and "prompt_version" not in dims
 
 
 @pytest.mark.parametrize("args, message", [

@@ -72,3 +72,36 @@ def why_rows(seed: int = 11) -> list:
                                retriever_version="dense-v3")
         rows += rows_from_scores([_score(0.0 if recent else 0.95)], meta, scored_at=END)
     return rows
+
+
+ROUTES = ("/v1/ask", "/v1/search", "/v1/faq")
+
+
+def route_rows(seed: int = 12) -> list:
+    """Segments the scorer reads from spans (``scores.segments``): one service, one prompt and
+    one retriever throughout, three ``http.route`` values a third of the traffic each. In the
+    last five minutes ``/v1/search`` turns unfaithful (a third of its answers score about
+    0.1), while ``/v1/faq`` (about 0.70, unchanged) doubles its traffic: it only grows.
+    Every route answers in English or Japanese alike (language explains nothing). The first 30 rows have no segments (written before the
+    scorer set any): they are in each segment dimension's ``''`` segment."""
+    rng = random.Random(seed)
+    rows: list = []
+    for k in range(10 * 60 * PER_SECOND):
+        ts = START + timedelta(seconds=k / PER_SECOND)
+        recent = ts >= MID
+        route = rng.choices(ROUTES, weights=(1, 1, 2) if recent else (1, 1, 1))[0]
+        if route == "/v1/faq":
+            value = _value(rng, 0.70)
+        elif route == "/v1/search" and recent and rng.random() < 1 / 3:
+            value = _value(rng, 0.10)
+        else:
+            value = _value(rng, 0.86)
+        segments = {} if k < 30 else {
+            "language": rng.choice(("en", "ja")), "http.route": route,
+            "app.doc_source": rng.choice(("wiki", "kb"))}
+        meta = ScoredTraceMeta(trace_id=f"{k + 1:032x}", ts=ts, service="support-bot",
+                               environment="production", model=rng.choice(("m-a", "m-b")),
+                               prompt_version="v1", retriever_version="dense-v3",
+                               segments=segments)
+        rows += rows_from_scores([_score(value)], meta, scored_at=ts + timedelta(seconds=2))
+    return rows

@@ -301,7 +301,10 @@ def why_sql(settings: DashboardsSettings, metric: str, baseline: tuple[str, str]
     ``baseline`` window ``[from, to)`` to the ``now`` window ``[from, to]`` (SQL time
     expressions: macros for the panel, literal times for ``ragpulse status --why``).
 
-    One dimension at a time (``all`` first, then each of :data:`SEGMENT_DIMENSIONS`), the
+    One dimension at a time (``all`` first, then each of :data:`SEGMENT_DIMENSIONS`, then each
+    key of ``segments`` present in the two windows: ``language`` and the span attributes the
+    scorer stores, ``write.segment_attributes``; a row without the key is in its segment
+    ``''``, as a row without a prompt version is), the
     change of the sampling-weighted mean ``M = sum_i p_i m_i`` (``p_i`` the segment's share of
     the traffic, ``m_i`` its mean) is split per segment, exactly, into
 
@@ -330,6 +333,10 @@ def why_sql(settings: DashboardsSettings, metric: str, baseline: tuple[str, str]
     (b0, b1), (n0, n1) = baseline, now
     dims = ",\n      ".join(f"('{d}', toString({d}))" for d in SEGMENT_DIMENSIONS)
     cond = filters() if with_filters else "1=1"
+    where = (f"""metric = {_q(metric)} AND status = 'ok' AND value IS NOT NULL
+          AND ts >= {b0} AND ts <= {n1}
+          AND (ts < {b1} OR ts >= {n0})
+          AND {cond}""")
     return f"""SELECT
   toUInt32(row_number() OVER (ORDER BY dimension != 'all', ranked DESC, bound DESC, dimension, segment) - 1) AS rank,
   dimension, segment,
@@ -379,13 +386,14 @@ FROM (
         sumIf(w * v * v, NOT recent) AS q0, sumIf(w * v * v, recent) AS q1
       FROM (
         SELECT ts >= {n0} AS recent, 1 / sampling_rate AS w, assumeNotNull(value) AS v,
-          arrayJoin([('all', ''),
-      {dims}]) AS dv
+          arrayJoin(arrayConcat([('all', ''),
+      {dims}],
+            arrayMap(k -> (toString(k), segments[k]), (
+              SELECT arraySort(groupUniqArrayArray(mapKeys(segments)))
+              FROM `{settings.database}`.`scores_dedup`
+              WHERE {where})))) AS dv
         FROM `{settings.database}`.`scores_dedup`
-        WHERE metric = {_q(metric)} AND status = 'ok' AND value IS NOT NULL
-          AND ts >= {b0} AND ts <= {n1}
-          AND (ts < {b1} OR ts >= {n0})
-          AND {cond}
+        WHERE {where}
       )
       GROUP BY dimension, segment
     )

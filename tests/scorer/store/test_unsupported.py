@@ -97,12 +97,13 @@ def test_migration_7_adds_the_column_and_old_rows_read_empty(chdb_client: Any,
                                                              rag_database: str) -> None:
     s = SchemaSettings(database=rag_database)
     init_schema(chdb_client, s, target=6)
-    # A row written by a version-6 writer: every column but the new one.
-    old = [c.name for c in SCORE_COLUMNS if c.name != "unsupported"]
+    # A row written by a version-6 writer: every column but the new ones (7, and 8's segments).
+    new = {"unsupported", "segments"}
+    old = [c.name for c in SCORE_COLUMNS if c.name not in new]
     (row,) = rows_from_scores([Score(metric="faithfulness", value=0.2)], meta(1))
     cols = columns_of([row])
     chdb_client.insert("scores", [cols[i] for i, c in enumerate(SCORE_COLUMNS)
-                                  if c.name != "unsupported"],
+                                  if c.name not in new],
                        database=rag_database, column_names=old, column_oriented=True)
     dedup = [r[0] for r in chdb_client.query(
         f"DESCRIBE TABLE `{rag_database}`.scores_dedup").result_rows]

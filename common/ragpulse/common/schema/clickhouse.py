@@ -41,6 +41,7 @@ __all__ = [
     "HEALTH_COLUMNS",
     "MIGRATIONS",
     "SCORE_COLUMNS",
+    "SEGMENTS_TYPE",
     "UNSUPPORTED_TYPE",
     "ClusterName",
     "Column",
@@ -219,6 +220,13 @@ came closest, and the judge's P(supported) (NULL for the LLM judge). Excerpts, l
 ``question``/``answer``: empty when excerpts are off."""
 _UNSUPPORTED_COMMENT = "unsupported statements with the closest passage; empty when disabled"
 
+SEGMENTS_TYPE = "Map(LowCardinality(String), String)"
+"""``scores.segments``: further dimensions of the row, key to value: ``language`` (en, ja, zh,
+other) and the span attributes listed in ``write.segment_attributes`` (e.g. ``http.route``),
+each value cleaned, cut and capped per key by the scorer. Empty on rows written before
+migration 8 (or by a scorer that sets none)."""
+_SEGMENTS_COMMENT = "language and configured span attributes (capped per key); empty when unset"
+
 SCORES = Table(
     name="scores",
     columns=(
@@ -257,6 +265,7 @@ SCORES = Table(
         Column("explanation", "String", codec="ZSTD(3)"),
         Column("unsupported", UNSUPPORTED_TYPE, codec="ZSTD(3)",
                comment=_UNSUPPORTED_COMMENT),
+        Column("segments", SEGMENTS_TYPE, comment=_SEGMENTS_COMMENT),
         Column("version", "UInt64", comment="ReplacingMergeTree version: scored_at in ms"),
     ),
     engine="ReplacingMergeTree(version)",
@@ -432,7 +441,8 @@ def _view_template(view: View) -> str:
 _SCORES_V1 = replace(
     SCORES,
     columns=tuple(c for c in SCORES.columns
-                  if c.name not in ("question", "answer", "explanation", "unsupported")),
+                  if c.name not in ("question", "answer", "explanation", "unsupported",
+                                     "segments")),
 )
 
 # A plain view's columns are fixed when it is created (``SELECT *`` is expanded then), so a
@@ -493,6 +503,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE `{db}`.`scores` ADD COLUMN IF NOT EXISTS `unsupported` "
         + UNSUPPORTED_TYPE + " CODEC(ZSTD(3)) COMMENT " + _sql_string(_UNSUPPORTED_COMMENT)
         + " AFTER `explanation`",
+        _DEDUP_VIEW,
+    )),
+    Migration(8, "scores: segments (language and configured span attributes)", (
+        "ALTER TABLE `{db}`.`scores` ADD COLUMN IF NOT EXISTS `segments` " + SEGMENTS_TYPE
+        + " COMMENT " + _sql_string(_SEGMENTS_COMMENT) + " AFTER `unsupported`",
         _DEDUP_VIEW,
     )),
 )

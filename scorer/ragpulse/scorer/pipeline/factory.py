@@ -50,6 +50,7 @@ def build_scorer(
     from ..privacy import build_redactor
     from ..traces.sampling import Sampler
     from .prepare import build_preparer
+    from .segments import SegmentReader
 
     settings = settings or ScorerSettings()
     on_close: list[Callable[[], None]] = []
@@ -80,6 +81,9 @@ def build_scorer(
         settings.extraction,
         excerpts=settings.write.excerpts and settings.privacy.store_text,
         redactor=build_redactor(settings.privacy) if settings.privacy.redact else None,
+        segments=SegmentReader(settings.write.segment_attributes,
+                               max_values=settings.write.max_segment_values,
+                               max_chars=settings.write.max_segment_chars),
     )
     scorer = Scorer(
         settings,

@@ -36,6 +36,7 @@ from ..traces.sampling import Sampler
 from ..traces.span import Span
 from .messages import Done, KeptTrace, ScoringDecision, TracePreparer, TraceWork
 from .offsets import RecordRef
+from .segments import SegmentReader
 from .steps import MessageRejected, Partitions, Step
 from .telemetry import Counters
 from .trace_buffer import AssembledTrace
@@ -56,15 +57,20 @@ def build_preparer(
     *,
     excerpts: bool = True,
     redactor: Redactor | None = None,
+    segments: SegmentReader | None = None,
 ) -> TracePreparer:
     """A :data:`TracePreparer` over the real extractor and sampler.
 
     With a ``redactor``, the sample is redacted here, once, before anything else sees it: the
     judge and the stored excerpts get the same redacted text (``ragpulse.scorer.privacy``).
+    ``segments`` reads each row's language and configured span attributes (default: the
+    language only); it is stored whether or not excerpts are (a label, not trace text).
 
     The returned callable is not thread-safe (the sampler keeps counters): the scorer calls it
     from its consumer thread only. It never raises for odd span content.
     """
+
+    read_segments = segments if segments is not None else SegmentReader()
 
     def prepare(trace: AssembledTrace[Span]) -> ScoringDecision:
         ex = extract(trace.spans, extraction)
@@ -85,6 +91,7 @@ def build_preparer(
             found = Sample(id=trace.trace_id, question=ex.question or "", answer=ex.answer or "")
             if redactor is not None:
                 found = redactor.redact_sample(found)
+        text = " ".join(t for t in (ex.question, ex.answer) if t)
         meta = ScoredTraceMeta(
             trace_id=trace.trace_id,
             ts=utc_from_ns(end_ns),
@@ -98,9 +105,11 @@ def build_preparer(
             question_excerpt=found.question if excerpts and found is not None else None,
             answer_excerpt=found.answer if excerpts and found is not None else None,
             unscorable_detail=ex.detail or "",
+            segments=read_segments(trace.spans, text),
         )
         return ScoringDecision(True, decision.rate, sample, ex.reason if sample is None else None, meta)
 
+    prepare.segments = read_segments  # type: ignore[attr-defined]  # PrepareStep.stats reads it
     return prepare
 
 
@@ -191,8 +200,11 @@ class PrepareStep(Step[AssembledTrace[Span]]):
         return len(self._backlog)
 
     def stats(self) -> dict[str, int]:
-        """Its counters, and ``traces_backlog``: kept traces waiting for an in-flight slot."""
-        return {**self._counters.snapshot(), "traces_backlog": len(self._backlog)}
+        """Its counters, ``traces_backlog`` (kept traces waiting for an in-flight slot) and
+        ``segment_values_capped`` (of the preparer's :class:`SegmentReader`; 0 without one)."""
+        reader = getattr(self._prepare, "segments", None)
+        return {**self._counters.snapshot(), "traces_backlog": len(self._backlog),
+                "segment_values_capped": reader.capped if isinstance(reader, SegmentReader) else 0}
 
     def _drop(self, work: TraceWork, counter: str) -> None:
         self._counters.add(counter)

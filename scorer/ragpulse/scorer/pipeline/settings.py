@@ -8,6 +8,7 @@ model is built, so a bad value fails at start-up with the field's name.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from typing import Annotated
 
@@ -117,6 +118,12 @@ class EvaluateSettings(BaseModel):
         return v
 
 
+_ATTRIBUTE = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+# The why decomposition's own dimensions: a segment attribute must not take their names.
+_RESERVED_SEGMENTS = frozenset({"all", "language", "service", "environment", "model",
+                                "prompt_version", "retriever_version"})
+
+
 class WriteSettings(BaseModel):
     """What goes into score rows (``RAGPULSE_WRITE__*``).
 
@@ -136,6 +143,41 @@ class WriteSettings(BaseModel):
     max_evidence_chars: int = Field(
         400, ge=0, le=10_000, description="characters kept of each unsupported statement and "
         "of its passage (never more than max_excerpt_chars)")
+    segment_attributes: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), max_length=16, description="span attributes stored as segments of each row, e.g. "
+        "http.route, app.doc_source (comma-separated or a JSON list); `status --why` and the "
+        "why panel rank them after language")
+    max_segment_values: int = Field(
+        50, ge=1, le=10_000, description="distinct values kept per segment attribute and "
+        "scorer process; later new values are stored as 'other'")
+    max_segment_chars: int = Field(64, ge=1, le=256,
+                                   description="characters kept of a segment attribute's value")
+
+    @field_validator("segment_attributes", mode="before")
+    @classmethod
+    def _split_attributes(cls, v: object) -> object:
+        if isinstance(v, str):
+            text = v.strip()
+            if text.startswith("["):
+                import json
+
+                return json.loads(text)
+            v = [a.strip() for a in text.split(",") if a.strip()]
+        return v
+
+    @field_validator("segment_attributes")
+    @classmethod
+    def _attribute_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if not _ATTRIBUTE.fullmatch(name):
+                raise ValueError(f"segment attribute {name!r}: use 1-64 letters, digits and "
+                                 "._-:/ (an OpenTelemetry attribute name)")
+            if name in _RESERVED_SEGMENTS:
+                raise ValueError(f"segment attribute {name!r} would share its name with a "
+                                 f"dimension of its own; reserved: {sorted(_RESERVED_SEGMENTS)}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"segment attributes {list(v)} name one attribute twice")
+        return v
 
 
 def _default_instance() -> str:

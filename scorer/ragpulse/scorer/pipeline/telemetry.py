@@ -89,6 +89,12 @@ PARTS: dict[str, tuple[Kind, str]] = {
         "counter",
         "of traces_assembled: emitted early because the scorer was shutting down",
     ),
+    # the segment reader (pipeline.segments), consumer thread
+    "segment_values_capped": (
+        "counter",
+        "segment attribute values stored as 'other': their key had write.max_segment_values "
+        "distinct values already",
+    ),
     # the span decoder (traces.span_decoder), consumer thread
     "records_undecodable": ("counter", "records the decoder could not read (dead-lettered)"),
     # the ClickHouse writer (store.writer), its own thread; prefixed ``writer_``

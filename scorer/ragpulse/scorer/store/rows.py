@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -137,7 +137,8 @@ class ScoredTraceMeta:
     ``question_excerpt``/``answer_excerpt`` are ``None`` when the privacy setting disables them.
     ``unscorable_detail`` is the scorer's own advice for a trace without a sample (e.g. which
     setting records message content); it becomes the explanation of the trace's null rows and
-    never holds trace text.
+    never holds trace text. ``segments`` are the row's further dimensions (language, configured
+    span attributes: ``ragpulse.scorer.pipeline.segments``), stored as given but made safe.
     """
 
     trace_id: str | bytes
@@ -152,6 +153,7 @@ class ScoredTraceMeta:
     question_excerpt: str | None = None
     answer_excerpt: str | None = None
     unscorable_detail: str = ""
+    segments: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         rate = self.sampling_rate
@@ -199,6 +201,7 @@ class ScoreRow(NamedTuple):
     answer: str
     explanation: str
     unsupported: list[tuple[str, int, str, float | None]]
+    segments: dict[str, str]
     version: int
 
 
@@ -310,7 +313,7 @@ def rows_from_scores(
     scored again later replaces its earlier rows. Raises ``ValueError`` for a malformed trace id,
     a naive timestamp, or a sampling rate outside (0, 1]. Pure; thread-safe.
 
-    Long because: the row is written out positionally, one line per column (29), inside the
+    Long because: the row is written out positionally, one line per column (30), inside the
     scorer's hottest row loop, where a helper call per score would cost more than it reads.
     """
     scored_at = _utc(scored_at or datetime.now(UTC))
@@ -332,6 +335,7 @@ def rows_from_scores(
     sampling_rate = float(meta.sampling_rate)
     # Not an excerpt (no trace text): kept when excerpts are off, cut like an explanation.
     detail = safe_text(meta.unscorable_detail, DEFAULT_EXCERPT_CHARS)
+    segments = {safe_label(k): safe_label(v) for k, v in meta.segments.items()}
     # The loop below is the scorer's hottest row code (five scores per trace): label lookups hit
     # the cache directly (a Score's label fields are always hashable: str or None), the shared
     # zero cost and empty counts skip their conversions, and rows are built as plain tuples.
@@ -388,6 +392,7 @@ def rows_from_scores(
             else safe_text(explanation, max_excerpt_chars),
             unsupported_column(s.unsupported, max_unsupported, evidence_chars)
             if s.unsupported else [],
+            segments,
             version,
         )))
     return out
