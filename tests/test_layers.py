@@ -285,14 +285,16 @@ def test_scorer_units_point_one_way() -> None:
 
 # Inside the live scorer's pipeline (docs/architecture.md, path 2): the steps share nothing but
 # the foundation modules (the messages, the step interface, the record references, counters,
-# settings, the trace buffer); none imports another step or the processing loop, which knows
+# settings, the trace buffer, the segment reader); none imports another step or the processing loop, which knows
 # the steps only through its chain factory. Only the service wires steps and loop together, and
 # only the factory builds the service from settings.
-PIPELINE_FOUNDATION = {"offsets", "telemetry", "trace_buffer", "settings", "steps", "messages"}
+PIPELINE_FOUNDATION = {"offsets", "telemetry", "trace_buffer", "settings", "steps", "messages",
+                       "segments"}
 PIPELINE_STEPS = {"decode", "assemble", "prepare", "evaluate", "write", "dead_letter", "commit"}
 PIPELINE_ALLOWED: dict[str, set[str]] = {
     "offsets": set(),
     "telemetry": set(),
+    "segments": set(),
     "trace_buffer": {"offsets"},
     "settings": {"trace_buffer"},
     "steps": {"offsets"},
