@@ -69,14 +69,17 @@ def _prepare(reader: SegmentReader, spans: list[Span]) -> dict[str, str]:
 
 
 def test_the_preparer_reads_language_and_the_listed_attributes() -> None:
-    reader = SegmentReader(("http.route", "app.doc_source", "app.absent"))
+    reader = SegmentReader(("language", "http.route", "app.doc_source", "app.absent"))
     got = _prepare(reader, _trace("/v1/ask", "wiki"))
     assert got == {"language": "en", "http.route": "/v1/ask", "app.doc_source": "wiki"}
     assert _prepare(reader, _trace("/v1/ask", "kb", *JA))["language"] == "ja"
-    # Without a reader only the language; with excerpts off too (a label, not trace text).
+    # The language is opt-in: a reader not asked for it reads only the attributes.
+    assert "language" not in _prepare(SegmentReader(("http.route",)), _trace("/v1/ask", "wiki"))
+    # Without a reader no segments; the language with excerpts off too (a label, not text).
     prep = build_preparer(Sampler(), excerpts=False)(
         AssembledTrace("x", _trace("/r", "s", *ZH), [], "complete", True))
-    assert prep.meta is not None and dict(prep.meta.segments) == {"language": "zh"}
+    assert prep.meta is not None and dict(prep.meta.segments) == {}
+    assert _prepare(SegmentReader(("language",)), _trace("/r", "s", *ZH)) == {"language": "zh"}
 
 
 def test_values_are_cleaned_and_cut() -> None:
@@ -109,6 +112,9 @@ def test_the_setting() -> None:
     assert w.segment_attributes == ("http.route", "app.doc_source")
     assert ScorerSettings(write={"segment_attributes": "http.route, app.x"}).write \
         .segment_attributes == ("http.route", "app.x")
+    # `language` is asked for by name (detected, not read from a span)
+    assert ScorerSettings(write={"segment_attributes": "language,http.route"}).write \
+        .segment_attributes == ("language", "http.route")
     for bad, message in (("model", "reserved"), ("a b", "attribute name"),
                          ("x,x", "twice")):
         with pytest.raises(ValueError, match=message):

@@ -63,8 +63,8 @@ def build_preparer(
 
     With a ``redactor``, the sample is redacted here, once, before anything else sees it: the
     judge and the stored excerpts get the same redacted text (``ragpulse.scorer.privacy``).
-    ``segments`` reads each row's language and configured span attributes (default: the
-    language only); it is stored whether or not excerpts are (a label, not trace text).
+    ``segments`` reads each row's configured span attributes and, when asked, its language
+    (default: none); they are stored whether or not excerpts are (labels, not trace text).
 
     The returned callable is not thread-safe (the sampler keeps counters): the scorer calls it
     from its consumer thread only. It never raises for odd span content.

@@ -1,10 +1,14 @@
-"""The ``segments`` of a score row: the trace's language and the span attributes the user lists.
+"""The ``segments`` of a score row: the span attributes the user lists, and the trace's language
+when the list names ``language``.
 
 ``ragpulse status --why`` and the "why" panel rank these next to service, environment, model,
 prompt and retriever version (``scores.segments``, schema migration 8).
 
-* ``language`` (:func:`detect_language`): ``en``, ``ja``, ``zh`` or ``other``, from the
-  question and answer text, by script; absent when the trace has no letters at all.
+* ``language`` (:func:`detect_language`), when ``write.segment_attributes`` names it (it is no
+  span attribute): ``en``, ``ja``, ``zh`` or ``other``, from the question and answer text, by
+  script; absent when the trace has no letters at all. Opt-in: where a language coincides with
+  services (the demo's English services and its Japanese one), a language segment holds every
+  change of those services' prompts on more traffic, and ranks beside them.
 * Each attribute of ``write.segment_attributes`` (e.g. ``http.route``, ``app.doc_source``):
   its value on the trace's root span, else on the first other span that has it (span
   attributes before resource attributes); absent when no span has it.
@@ -84,7 +88,9 @@ class SegmentReader:
                  max_chars: int = 64) -> None:
         if max_values < 1 or max_chars < 1:
             raise ValueError(f"max_values ({max_values}) and max_chars ({max_chars}) must be >= 1")
-        self.attributes = tuple(attributes)
+        self.attributes = tuple(a for a in attributes if a != "language")
+        """The span attributes read (``language`` is detected, not read)."""
+        self.language = "language" in attributes
         self.max_values = max_values
         self.max_chars = max_chars
         self._admitted: dict[str, set[str]] = {a: set() for a in self.attributes}
@@ -94,9 +100,10 @@ class SegmentReader:
     def __call__(self, spans: Iterable[Span], text: str) -> dict[str, str]:
         """``{key: value}`` for the trace of ``spans`` whose question and answer are ``text``."""
         out: dict[str, str] = {}
-        language = detect_language(text)
-        if language:
-            out["language"] = language
+        if self.language:
+            language = detect_language(text)
+            if language:
+                out["language"] = language
         if not self.attributes:
             return out
         ordered = sorted(spans, key=lambda s: s.parent_span_id is not None)  # the root first

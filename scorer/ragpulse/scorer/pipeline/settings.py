@@ -120,7 +120,7 @@ class EvaluateSettings(BaseModel):
 
 _ATTRIBUTE = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 # The why decomposition's own dimensions: a segment attribute must not take their names.
-_RESERVED_SEGMENTS = frozenset({"all", "language", "service", "environment", "model",
+_RESERVED_SEGMENTS = frozenset({"all", "service", "environment", "model",
                                 "prompt_version", "retriever_version"})
 
 
@@ -145,8 +145,9 @@ class WriteSettings(BaseModel):
         "of its passage (never more than max_excerpt_chars)")
     segment_attributes: Annotated[tuple[str, ...], NoDecode] = Field(
         (), max_length=16, description="span attributes stored as segments of each row, e.g. "
-        "http.route, app.doc_source (comma-separated or a JSON list); `status --why` and the "
-        "why panel rank them after language")
+        "http.route, app.doc_source, and `language` for the trace's detected language "
+        "(comma-separated or a JSON list); `status --why` and the why panel rank them after "
+        "the five built-in dimensions")
     max_segment_values: int = Field(
         50, ge=1, le=10_000, description="distinct values kept per segment attribute and "
         "scorer process; later new values are stored as 'other'")
