@@ -67,7 +67,7 @@ def worst_db(chdb_client: Any) -> Iterator[str]:
         old += rows_from_scores([Score(metric="context_precision", value=0.0, judge="model")],
                                 _meta(100 + i, 20 + i / 10))
     cols = columns_of(old)
-    keep = [i for i, c in enumerate(SCORE_COLUMNS) if c.name != "unsupported"]
+    keep = [i for i, c in enumerate(SCORE_COLUMNS) if c.name not in ("unsupported", "segments")]
     chdb_client.insert("scores", [cols[i] for i in keep], database=name,
                        column_names=[SCORE_COLUMNS[i].name for i in keep], column_oriented=True)
     init_schema(chdb_client, settings)  # migration 7: the column, and the view that shows it
