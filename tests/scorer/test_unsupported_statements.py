@@ -21,8 +21,9 @@ from ragpulse.scorer.pipeline import ScorerSettings
 from ragpulse.scorer.pipeline.evaluate import row_builder
 from ragpulse.scorer.privacy import build_redactor
 from ragpulse.scorer.segment import split_sentences
-from ragpulse.scorer.store import SchemaSettings, ScoredTraceMeta, ScoreWriter, WriterSettings
+from ragpulse.scorer.store import SchemaSettings, ScoredTraceMeta
 from testkit.openai_server import FakeOpenAIServer, Reply
+from tests.scorer.store.helpers import write_rows
 
 EMAIL = "jane.doe@example.com"
 MADE_UP = f"The Premium plan also includes a free laptop from {EMAIL}."
@@ -53,12 +54,7 @@ async def _stored(judge: Any, chdb_client: Any, db: str, settings: ScorerSetting
                            prompt_version="v2", question_excerpt=sample.question,
                            answer_excerpt=sample.answer)
     rows = row_builder(settings)(result.scores, meta)
-    w = ScoreWriter(chdb_client, db, WriterSettings(flush_interval_s=0.05))
-    w.start()
-    try:
-        w.write(rows, timeout_s=30)
-    finally:
-        w.shutdown()
+    write_rows(chdb_client, db, rows)
     (got,) = chdb_client.query(f"SELECT unsupported FROM `{db}`.scores_dedup "
                                "WHERE metric = 'faithfulness'").result_rows
     assert EMAIL not in repr(chdb_client.query(f"SELECT * FROM `{db}`.scores").result_rows)

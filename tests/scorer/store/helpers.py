@@ -9,7 +9,13 @@ from typing import Any
 
 from ragpulse.scorer import Interval, Score
 from ragpulse.scorer.model import Cost
-from ragpulse.scorer.store import ScoredTraceMeta, ScoreRow, rows_from_scores
+from ragpulse.scorer.store import (
+    ScoredTraceMeta,
+    ScoreRow,
+    ScoreWriter,
+    WriterSettings,
+    rows_from_scores,
+)
 
 # Noon UTC yesterday, fixed for the process: rows at a fixed date would be deleted on insert
 # once it is older than the tables' TTL (scores 90 days, pipeline_health 30; issue 17).
@@ -74,3 +80,13 @@ def rows(n_traces: int, *, start: int = 0, scored_at: datetime | None = None,
     for i in range(start, start + n_traces):
         out += rows_from_scores(scores(), meta(i, ts=ts, **kw), scored_at=at)
     return out
+
+
+def write_rows(client: Any, db: str, rs: list, timeout_s: float = 30) -> None:
+    """``rs`` through a real :class:`ScoreWriter` into ``db``, acknowledged before it returns."""
+    w = ScoreWriter(client, db, WriterSettings(flush_interval_s=0.05))
+    w.start()
+    try:
+        w.write(rs, timeout_s=timeout_s)
+    finally:
+        w.shutdown()

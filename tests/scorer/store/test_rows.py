@@ -11,15 +11,13 @@ from ragpulse.common.schema import SCORE_COLUMNS
 from ragpulse.scorer import Score
 from ragpulse.scorer.store import (
     ScoredTraceMeta,
-    ScoreWriter,
-    WriterSettings,
     columns_of,
     rows_from_scores,
     safe_label,
     safe_text,
 )
 
-from .helpers import T0, meta, scores, trace_id
+from .helpers import T0, meta, scores, trace_id, write_rows
 
 
 def test_rows_carry_score_and_trace_metadata() -> None:
@@ -108,12 +106,7 @@ def test_hostile_strings_round_trip(rag_schema: Any, chdb_client: Any) -> None:
                   counts={text: 1}, explanation=text)
         all_rows += rows_from_scores([s], m)
     all_rows += rows_from_scores(scores(), meta(99, question_excerpt=big), max_excerpt_chars=None)
-    w = ScoreWriter(chdb_client, db, WriterSettings(flush_interval_s=0.05))
-    w.start()
-    try:
-        w.write(all_rows, timeout_s=60)
-    finally:
-        w.shutdown()
+    write_rows(chdb_client, db, all_rows, timeout_s=60)
     got = chdb_client.query(
         f"SELECT trace_id, service, metric, question, answer, judge, mapKeys(counts)[1], explanation "
         f"FROM `{db}`.scores WHERE trace_id != {{big:String}} ORDER BY trace_id",

@@ -12,28 +12,18 @@ from ragpulse.scorer.store import (
     MIGRATIONS,
     SchemaError,
     SchemaSettings,
-    ScoreWriter,
-    WriterSettings,
     init_schema,
     latest_version,
     rows_from_scores,
 )
 
-from .helpers import T0, meta, rows, scores, trace_id
+from .helpers import T0, meta, rows, scores, trace_id, write_rows
 
 
 def _tables(client: Any, db: str) -> set[str]:
     return {r[0] for r in client.query(
         "SELECT name FROM system.tables WHERE database = {d:String}", parameters={"d": db}).result_rows}
 
-
-def _write(client: Any, db: str, rs: list) -> None:
-    w = ScoreWriter(client, db, WriterSettings(flush_interval_s=0.05))
-    w.start()
-    try:
-        w.write(rs, timeout_s=30)
-    finally:
-        w.shutdown()
 
 
 def test_init_creates_everything_and_is_idempotent(chdb_client: Any, rag_database: str) -> None:
@@ -73,7 +63,7 @@ def test_migrates_from_version_1_keeping_rows(chdb_client: Any, rag_database: st
     described = [r[0] for r in chdb_client.query(f"DESCRIBE TABLE `{rag_database}`.scores").result_rows]
     assert described == [c.name for c in SCORES.columns]
     # And the current writer works on it.
-    _write(chdb_client, rag_database, rows(1))
+    write_rows(chdb_client, rag_database, rows(1))
     assert chdb_client.command(f"SELECT count() FROM `{rag_database}`.scores") == 3
 
 
@@ -134,7 +124,7 @@ def test_expired_rows_are_deleted_by_ttl(chdb_client: Any, rag_database: str) ->
     init_schema(chdb_client, SchemaSettings(database=rag_database, ttl_days=1))
     old = rows(1, ts=T0 - timedelta(days=400))
     fresh = rows(1, start=1, ts=datetime.now(UTC), scored_at=datetime.now(UTC))
-    _write(chdb_client, rag_database, old + fresh)
+    write_rows(chdb_client, rag_database, old + fresh)
     chdb_client.command(f"OPTIMIZE TABLE `{rag_database}`.scores FINAL")
     left = chdb_client.query(f"SELECT DISTINCT trace_id FROM `{rag_database}`.scores").result_rows
     assert left == [(trace_id(1),)]
@@ -144,8 +134,8 @@ def test_replay_with_newer_version_overwrites(rag_schema: SchemaSettings, chdb_c
     db = rag_schema.database
     first = rows_from_scores(scores(0.2), meta(7), scored_at=T0 + timedelta(minutes=1))
     replay = rows_from_scores(scores(0.9), meta(7), scored_at=T0 + timedelta(minutes=2))
-    _write(chdb_client, db, first)
-    _write(chdb_client, db, replay)
+    write_rows(chdb_client, db, first)
+    write_rows(chdb_client, db, replay)
     q = f"SELECT metric, value, version FROM `{db}`.%s WHERE trace_id = {{t:String}} ORDER BY metric"
     final = chdb_client.query(q % "scores FINAL", parameters={"t": first[0].trace_id}).result_rows
     assert [(m, v) for m, v, _ in final] == [("answer_relevancy", None), ("faithfulness", 0.9)]
@@ -164,7 +154,7 @@ def test_rollup_counts_per_minute(rag_schema: SchemaSettings, chdb_client: Any) 
     rs += rows(2, start=10, ts=T0 + timedelta(minutes=1, seconds=30))  # minute 12:01
     rs += rows_from_scores(scores(None), meta(20, ts=T0 + timedelta(seconds=59)),
                            scored_at=T0 + timedelta(minutes=5))       # 12:00, 2 null
-    _write(chdb_client, db, rs)
+    write_rows(chdb_client, db, rs)
     got = chdb_client.query(f"""
         SELECT minute, sum(rows), sum(n_ok), sum(n_null), sum(n_error), countMerge(value_count),
                avgMerge(value_avg), sum(weight_sum), sum(weighted_value_sum) / sum(weight_sum),
@@ -187,10 +177,10 @@ def test_rollup_counts_a_rescored_replay_twice_the_exact_view_once(
     """The documented caveat, pinned: scores_1m sees a re-scored replay twice (the view runs at
     insert, the replace happens at merge); scores_1m_exact reads scores FINAL and does not."""
     db = rag_schema.database
-    _write(chdb_client, db, rows(4, scored_at=T0 + timedelta(minutes=1)))
+    write_rows(chdb_client, db, rows(4, scored_at=T0 + timedelta(minutes=1)))
     replay = [rows_from_scores(scores(0.25), meta(i), scored_at=T0 + timedelta(minutes=2))
               for i in range(2)]
-    _write(chdb_client, db, [r for rs in replay for r in rs])
+    write_rows(chdb_client, db, [r for rs in replay for r in rs])
     rolled = chdb_client.query(
         f"SELECT sum(rows), avgMerge(value_avg) FROM `{db}`.scores_1m WHERE metric = 'faithfulness'"
     ).result_rows[0]

@@ -16,8 +16,6 @@ from ragpulse.scorer.pipeline.segments import OTHER, SegmentReader, detect_langu
 from ragpulse.scorer.pipeline.trace_buffer import AssembledTrace
 from ragpulse.scorer.store import (
     SchemaSettings,
-    ScoreWriter,
-    WriterSettings,
     columns_of,
     init_schema,
     latest_version,
@@ -26,7 +24,7 @@ from ragpulse.scorer.store import (
 from ragpulse.scorer.traces import Sampler, Span
 from tests.scorer.traces.sdk import Recorder, one_trace, to_record
 
-from .helpers import meta
+from .helpers import meta, write_rows
 
 EN = ("What is the refund window for online orders?",
       "Online orders can be refunded within 30 days of delivery.")
@@ -121,14 +119,6 @@ def test_the_setting() -> None:
             ScorerSettings(write={"segment_attributes": bad})
 
 
-def _write(client: Any, db: str, rows: list) -> None:
-    w = ScoreWriter(client, db, WriterSettings(flush_interval_s=0.05))
-    w.start()
-    try:
-        w.write(rows, timeout_s=30)
-    finally:
-        w.shutdown()
-
 
 def test_migration_8_adds_the_column_and_old_rows_read_empty(chdb_client: Any,
                                                              rag_database: str) -> None:
@@ -148,7 +138,7 @@ def test_migration_8_adds_the_column_and_old_rows_read_empty(chdb_client: Any,
     got = chdb_client.query(f"SELECT trace_id, segments FROM `{rag_database}`.scores_dedup"
                             ).result_rows
     assert got == [(row.trace_id, {})]
-    _write(chdb_client, rag_database, rows_from_scores(
+    write_rows(chdb_client, rag_database, rows_from_scores(
         [Score(metric="faithfulness", value=0.9)],
         meta(2, segments={"language": "ja", "http.route": "/v1/ask"})))
     got = chdb_client.query(

@@ -14,15 +14,13 @@ from ragpulse.scorer.store import (
     DEFAULT_EVIDENCE_CHARS,
     DEFAULT_MAX_UNSUPPORTED,
     SchemaSettings,
-    ScoreWriter,
-    WriterSettings,
     columns_of,
     init_schema,
     latest_version,
     rows_from_scores,
 )
 
-from .helpers import meta
+from .helpers import meta, write_rows
 
 HUGE = "The plan also includes free flights to the moon " * 25_000  # about 1.2 MB
 BROKEN = "Refunds take 90 days \udcff\udce9 and cost \ud800 nothing."  # lone surrogates: bad UTF-8
@@ -32,14 +30,6 @@ def _faithfulness(*unsupported: Unsupported) -> Score:
     return Score(metric="faithfulness", value=0.25, judge="model", model="m",
                  counts={"statements": 4, "supported": 1}, unsupported=unsupported)
 
-
-def _write(client: Any, db: str, rows: list) -> None:
-    w = ScoreWriter(client, db, WriterSettings(flush_interval_s=0.05))
-    w.start()
-    try:
-        w.write(rows, timeout_s=30)
-    finally:
-        w.shutdown()
 
 
 def test_statements_are_capped_cut_and_made_valid_text() -> None:
@@ -83,7 +73,7 @@ def test_statements_round_trip_through_the_writer(chdb_client: Any, rag_schema: 
     stored = rows_from_scores([_faithfulness(Unsupported(BROKEN, 2, "Ünïcode 字 passage", 0.125),
                                              Unsupported("second", -1, "", None))], meta(1))
     stored += rows_from_scores([Score(metric="answer_relevancy", value=0.5)], meta(2))
-    _write(chdb_client, db, stored)
+    write_rows(chdb_client, db, stored)
 
     got = chdb_client.query(f"SELECT metric, unsupported FROM `{db}`.scores_dedup "
                             "ORDER BY metric").result_rows
@@ -116,7 +106,7 @@ def test_migration_7_adds_the_column_and_old_rows_read_empty(chdb_client: Any,
                             ).result_rows
     assert got == [(row.trace_id, [])]
     # And the current writer's rows land beside the old one.
-    _write(chdb_client, rag_database, rows_from_scores(
+    write_rows(chdb_client, rag_database, rows_from_scores(
         [_faithfulness(Unsupported("new claim", 0, "p", 0.3))], meta(2)))
     assert chdb_client.command(
         f"SELECT countIf(notEmpty(unsupported)) FROM `{rag_database}`.scores_dedup") == 1
