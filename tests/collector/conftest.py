@@ -49,17 +49,26 @@ def make_collector(kafka_broker: TansuBroker) -> Iterator[Callable[..., Collecto
         collector.shutdown(drain_timeout_s=2.0)
 
 
-def read_records(settings: KafkaSettings, expected: int, timeout_s: float = 20.0) -> list[Any]:
-    """All records of ``settings.topic`` from the beginning, once at least ``expected`` arrived.
-
-    Uses assign + seek_to_beginning (no group, no ListOffsets: both are unreliable on tansu).
-    """
+def _from_the_beginning(settings: KafkaSettings) -> KafkaConsumer:
+    """A consumer assigned every partition of ``settings.topic`` at its first offset: assign +
+    seek_to_beginning (no group, no ListOffsets: both are unreliable on tansu)."""
     consumer = KafkaConsumer(**settings.client_kwargs(), enable_auto_commit=False)
     try:
         partitions = consumer.partitions_for_topic(settings.topic) or set()
         tps = [TopicPartition(settings.topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
+    except BaseException:
+        consumer.close()
+        raise
+    return consumer
+
+
+def read_records(settings: KafkaSettings, expected: int, timeout_s: float = 20.0) -> list[Any]:
+    """All records of ``settings.topic`` from the beginning, once at least ``expected`` arrived
+    (:func:`_from_the_beginning`)."""
+    consumer = _from_the_beginning(settings)
+    try:
         records: list[Any] = []
         deadline = time.monotonic() + timeout_s
         while len(records) < expected and time.monotonic() < deadline:
@@ -77,15 +86,11 @@ def read_traces(settings: KafkaSettings, expected: int, timeout_s: float = 20.0)
     """Trace id (hex) -> the partition of each of its spans, from every record of
     ``settings.topic`` (whatever the record form: per trace or per partition), once at least
     ``expected`` traces arrived and the topic has no more records (three empty polls), or
-    ``timeout_s`` passed. Assign + seek_to_beginning, as :func:`read_records`."""
+    ``timeout_s`` passed (:func:`_from_the_beginning`)."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-    consumer = KafkaConsumer(**settings.client_kwargs(), enable_auto_commit=False)
+    consumer = _from_the_beginning(settings)
     try:
-        partitions = consumer.partitions_for_topic(settings.topic) or set()
-        tps = [TopicPartition(settings.topic, p) for p in sorted(partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
         where: dict[str, list[int]] = {}
         deadline = time.monotonic() + timeout_s
         idle = 0
