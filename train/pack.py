@@ -112,8 +112,8 @@ def unpack(src: Path, weights: Path, base: Path | None = None) -> Path:
     if not files:
         raise SystemExit(f"no {src.name}-*.npz in {src.parent}")
     ref = read_shards(base) if base is not None else {}
-    packed_base = next((np.load(p)[BASE].tobytes().decode() for p in files
-                        if BASE in np.load(p).files), None)
+    with np.load(files[0]) as z:  # pack() puts the base's fingerprint in the first part
+        packed_base = z[BASE].tobytes().decode() if BASE in z.files else None
     if packed_base is not None:
         if not ref:
             raise SystemExit(f"{src.name} holds changes from a base: give --base (the --init "
