@@ -137,14 +137,18 @@ class Scenario:
     rerank: bool
 
 
+def _check_story(story: str) -> None:
+    if story not in STORIES:
+        raise ValueError(f"unknown demo story {story!r}: one of {', '.join(STORIES)}")
+
+
 def plan_scenario(rng: random.Random, *, turned: bool = True, story: str = "drop") -> Scenario:
     """Draw one interaction, before (``turned=False``) or after the demo's turn: after it,
     prompt ``v2`` hallucinates more and ``faq-ja`` has twice the traffic of each other service.
     ``story="incident"``: support-bot answers with ``v2`` only, :data:`INCIDENT_HALLUCINATED`
     of them hallucinated, whatever ``turned`` says. Pure: the same RNG state gives the same
     scenario."""
-    if story not in STORIES:
-        raise ValueError(f"unknown demo story {story!r}: one of {', '.join(STORIES)}")
+    _check_story(story)
     service, lang, env, genai = rng.choices(SERVICES, weights=(1, 1, 2) if turned else (1, 1, 1))[0]
     docs = CORPUS[lang]
     doc = rng.choice(docs)
@@ -206,8 +210,7 @@ class DemoTraffic:
                  story: str = "drop") -> None:
         if rate <= 0:
             raise ValueError("rate must be positive")
-        if story not in STORIES:
-            raise ValueError(f"unknown demo story {story!r}: one of {', '.join(STORIES)}")
+        _check_story(story)
         self.story = story
         if turn_after_s < 0:
             raise ValueError("turn_after_s must not be negative")
