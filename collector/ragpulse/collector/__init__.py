@@ -10,7 +10,7 @@ Data path (stages are verbs, modules the matching nouns)::
                                             and partitions (ragpulse.common.kafka)
 
 Entry points: ``config.CollectorSettings`` (``RAGPULSE_*``), ``service.build_collector`` and
-``Collector.start()/shutdown()/stats()`` (counter meanings in ``telemetry.COUNTERS``), the
+``Collector.start()/shutdown()/stats()`` (counters declared in ``ragpulse.common.SELF_METRICS``), the
 ``ragpulse collector`` command (in ``ragpulse.deploy``). The Kafka settings, topic provisioning
 and partitioner are the contract shared with the scorer, in :mod:`ragpulse.common.kafka`. This
 package imports nothing at import time.

@@ -9,6 +9,9 @@ on each other. Its source tree is ``common/``.
 * :mod:`.conventions` — the instrumentation conventions ragpulse reads, each declared once
   (:data:`CONVENTIONS`): the collector's RAG filter (:data:`RAG_MARKERS`), the extractor's
   detection and simple readers, the content advice and the docs' table derive from it.
+* :mod:`.telemetry` — every counter and gauge the collector, the scorer and the facade report
+  about themselves, declared once (:data:`SELF_METRICS`): ``/metrics``, OTLP metrics,
+  ``pipeline_health`` rows, the dashboards' health queries and the docs' table derive from it.
 * :mod:`.kafka` — the Kafka wire contract: :class:`KafkaSettings` (connection and topic),
   :func:`ensure_topic`, and the trace-id partitioner otelcol-contrib's kafka exporter uses
   (:func:`partition_for_key`).
@@ -73,6 +76,7 @@ from .kafka import (
     partition_for_key,
     partitions_for_keys,
 )
+from .telemetry import SELF_METRICS, SelfMetric, self_metric, self_metrics, self_metrics_table
 
 __all__ = [
     "CONVENTIONS",
@@ -83,6 +87,7 @@ __all__ = [
     "PROMPT_VERSION",
     "RAG_MARKERS",
     "RETRIEVER_VERSION",
+    "SELF_METRICS",
     "BodyError",
     "BodyTooLarge",
     "ConnectionLimits",
@@ -93,6 +98,7 @@ __all__ = [
     "KafkaUnavailable",
     "MalformedBody",
     "Read",
+    "SelfMetric",
     "SpanKind",
     "TopicError",
     "bearer_ok",
@@ -109,6 +115,9 @@ __all__ = [
     "partitions_for_keys",
     "read_body",
     "read_chunked",
+    "self_metric",
+    "self_metrics",
+    "self_metrics_table",
     "serve_in_thread",
 ]
 

@@ -74,6 +74,7 @@ from ragpulse.common import (
     inflate_bounded,
     is_loopback,
     read_body,
+    self_metrics,
     serve_in_thread,
 )
 from ragpulse.scorer.store import DatabaseName, remove_owner, write_owner
@@ -85,26 +86,9 @@ __all__ = ["COUNTERS", "ClickHouseHttpFacade", "FacadeSettings", "LoginThrottle"
 
 log = logging.getLogger(__name__)
 
-# Every counter ClickHouseHttpFacade.stats() reports, with its meaning; exported by
-# ragpulse.deploy.telemetry as ragpulse_facade_<key>_total (a test checks stats() against it).
-COUNTERS: dict[str, str] = {
-    "requests": "HTTP requests handled (any outcome, /ping included).",
-    "queries": "Statements run to completion.",
-    "errors": "Requests answered with a ClickHouse-style error (any status).",
-    "refused_busy": "Requests answered 503: all max_concurrent_queries slots busy.",
-    "refused_client_share": "Requests answered 429: the client address held its max_queries_per_client slots.",
-    "refused_auth": "Requests answered 401: missing or wrong login.",
-    "refused_login_throttled": "Requests answered 429 without checking the login: too many failed logins from the address (login_free_failures), locked out for a growing time.",
-    "refused_login_ceiling": "Requests answered 429 without checking the login: the failed-login ceiling of the login claimed (login_user_ceiling_*) or of the facade (login_ceiling_*) is spent; addresses that logged in within login_known_address_s are exempt.",
-    "refused_readonly": "Statements or settings refused with 164 READONLY (writes, DDL, settings off the allow-list).",
-    "refused_access": "Statements refused with 497 ACCESS_DENIED (tables, databases, functions off the allow-list).",
-    "refused_origin": "Requests answered 403 without a login configured: a Host that does not name this machine (DNS rebinding), another site's Origin, or a browser's Sec-Fetch-Site: cross-site.",
-    "refused_query_id": "Requests answered 400: a query_id other than 1-128 letters, digits or _.:- (it is echoed in a header).",
-    "connections_refused": "Connections answered 503 at once: max_connections reached with none idle or slow to evict.",
-    "connections_evicted": "Idle or slow connections closed to admit a new one at max_connections.",
-    "requests_timed_out": "Connections closed because a read deadline passed (header or idle timeout).",
-    "replies_cut_slow": "Replies cut off (connection reset) because the client took them slower than write_min_bytes_per_s after write_timeout_s; the query slot and the reply's memory are freed.",
-}
+COUNTERS: dict[str, str] = {name: m.help for name, m in self_metrics("facade").items()}
+"""Every counter ``ClickHouseHttpFacade.stats()`` reports, with its meaning: a view of its
+declarations in :data:`ragpulse.common.SELF_METRICS` (a test checks ``stats()`` against it)."""
 
 # URL parameters that steer the HTTP exchange, not the query (ClickHouse HTTPHandler.cpp).
 _TRANSPORT_PARAMS = frozenset({

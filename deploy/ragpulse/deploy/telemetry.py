@@ -1,10 +1,8 @@
-"""Self-telemetry of the collector, the scorer and the ClickHouse facade: every exported metric
-declared once.
+"""Self-telemetry of the collector, the scorer and the ClickHouse facade, exported.
 
-The components count in plain ``stats()`` dicts (names and meanings declared in
-:mod:`ragpulse.collector.telemetry`, :mod:`ragpulse.scorer.pipeline.telemetry` and
-``ragpulse.deploy.facade.COUNTERS``). This module
-maps those keys to exported metrics, once, in :data:`METRICS`:
+The components count in plain ``stats()`` dicts; every key is declared once, with its kind,
+unit, meaning and labels, in :data:`ragpulse.common.SELF_METRICS` (:data:`METRICS` indexes it
+by component). This module exports them:
 
 * Prometheus text exposition (``/metrics``, served by :mod:`ragpulse.deploy.health`):
   ``ragpulse_<component>_<key>`` with ``_total`` on counters, as the Prometheus naming rules ask
@@ -19,8 +17,8 @@ maps those keys to exported metrics, once, in :data:`METRICS`:
   own store; the collector's is started by ``start_observability`` when
   ``RAGPULSE_TELEMETRY__CLICKHOUSE`` names a store.
 
-Keys a component reports that are not declared here are not exported; :func:`undeclared` lists
-them so a test catches drift between a component and this table.
+Keys a component reports that are not declared are not exported; :func:`undeclared` lists
+them so a test catches drift between a component and the declarations.
 """
 
 from __future__ import annotations
@@ -33,10 +31,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ragpulse.common import SelfMetric, self_metrics
 from ragpulse.scorer.store import DatabaseName
 
 __all__ = [
@@ -53,78 +52,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Component = Literal["collector", "scorer", "facade"]
-Kind = Literal["counter", "gauge"]
 
+MetricSpec = SelfMetric
+"""The declaration of one exported metric (its ``stats()`` key is ``name``)."""
 
-@dataclass(frozen=True)
-class MetricSpec:
-    """One exported metric: the ``stats()`` key it reads, its kind, unit and meaning."""
-
-    component: Component
-    key: str
-    kind: Kind
-    help: str
-    unit: str = "1"
-    label: str | None = None
-    """A metric reported split by this label: its ``stats()`` value is ``{label value: n}``."""
-
-    @property
-    def prometheus_name(self) -> str:
-        """``ragpulse_<component>_<key>``, with ``_total`` for a counter."""
-        base = f"ragpulse_{self.component}_{self.key}"
-        return base + "_total" if self.kind == "counter" else base
-
-    @property
-    def otel_name(self) -> str:
-        """``ragpulse.<component>.<key>``."""
-        return f"ragpulse.{self.component}.{self.key}"
-
-
-def _unit(key: str) -> str:
-    return "By" if key.startswith("bytes_") or key.endswith("_bytes") else "1"
-
-
-def _collector_specs() -> list[MetricSpec]:
-    from ragpulse.collector import COUNTERS, PER_WORKER
-
-    out = []
-    for table, label in ((COUNTERS, None), (PER_WORKER, "worker")):
-        for key, meaning in table.items():
-            gauge = meaning.startswith("Gauge:")
-            text = meaning.removeprefix("Gauge:").strip()
-            out.append(MetricSpec("collector", key, "gauge" if gauge else "counter", text,
-                                  _unit(key), label))
-    return out
-
-
-def _scorer_specs() -> list[MetricSpec]:
-    from ragpulse.scorer.pipeline import COUNTERS, GAUGES, PARTS
-
-    out = [MetricSpec("scorer", k, "counter", v) for k, v in COUNTERS.items()]
-    out += [MetricSpec("scorer", k, "gauge", v) for k, v in GAUGES.items()]
-    out += [MetricSpec("scorer", k, kind, text) for k, (kind, text) in PARTS.items()]
-    return out
-
-
-def _facade_specs() -> list[MetricSpec]:
-    from .facade import COUNTERS
-
-    return [MetricSpec("facade", k, "counter", v) for k, v in COUNTERS.items()]
-
-
-def _index(specs: Iterable[MetricSpec]) -> dict[str, dict[str, MetricSpec]]:
-    out: dict[str, dict[str, MetricSpec]] = {}
-    for s in specs:
-        by_key = out.setdefault(s.component, {})
-        if s.key in by_key:
-            raise ValueError(f"metric {s.component}.{s.key} declared twice")
-        by_key[s.key] = s
-    return out
-
-
-METRICS: dict[str, dict[str, MetricSpec]] = _index(
-    [*_collector_specs(), *_scorer_specs(), *_facade_specs()])
-"""``{component: {stats key: MetricSpec}}``: the one table of exported self-telemetry."""
+METRICS: dict[str, dict[str, SelfMetric]] = {c: self_metrics(c) for c in get_args(Component)}
+"""``{component: {stats key: declaration}}``: :data:`ragpulse.common.SELF_METRICS` by component."""
 
 
 def undeclared(component: str, stats: Mapping[str, Any]) -> list[str]:
@@ -195,7 +128,7 @@ def render_prometheus(sources: Iterable[StatsSource], *, build_version: str | No
     return "\n".join(lines) + "\n"
 
 
-def _samples(spec: MetricSpec, value: Any) -> list[tuple[dict[str, str], float]]:
+def _samples(spec: SelfMetric, value: Any) -> list[tuple[dict[str, str], float]]:
     """``(labels, value)`` of each sample of ``spec`` in a ``stats()`` value: one unlabelled,
     or one per entry of a labelled metric's mapping; non-numbers are left out."""
     if spec.label is None:
@@ -272,7 +205,7 @@ class OtlpMetricsExporter:
     """Pushes the declared metrics of ``sources`` over OTLP/HTTP every ``export_interval_s``.
 
     Uses the OpenTelemetry SDK: a ``MeterProvider`` with a ``PeriodicExportingMetricReader`` and
-    one observable counter or gauge per :class:`MetricSpec`, whose callbacks read ``stats()``
+    one observable counter or gauge per declaration, whose callbacks read ``stats()``
     (one snapshot per collection cycle, shared by all callbacks of that cycle). The provider is
     private to this object, never installed as the global one, so the app's own telemetry is
     untouched. ``start()`` raises ``RuntimeError`` when the exporter package is missing;
@@ -362,12 +295,12 @@ class OtlpMetricsExporter:
         self._cache[src.component] = (now, snap)
         return snap
 
-    def _callback(self, src: StatsSource, spec: MetricSpec) -> Callable[[Any], list[Any]]:
+    def _callback(self, src: StatsSource, spec: SelfMetric) -> Callable[[Any], list[Any]]:
         from opentelemetry.metrics import Observation
 
         def observe(_options: Any) -> list[Any]:
             try:
-                samples = _samples(spec, self._snapshot(src).get(spec.key))
+                samples = _samples(spec, self._snapshot(src).get(spec.name))
             except Exception:
                 log.exception("stats() of %s failed", src.component)
                 return []
@@ -407,14 +340,5 @@ def pipeline_health_recorder(
     ``connect()`` opens lazily. See the recorder for its threading and failure contract."""
     from ragpulse.scorer.store import PipelineHealthRecorder
 
-    specs = METRICS.get(source.component, {})
-    return PipelineHealthRecorder(
-        source.component,
-        source.stats,
-        connect,
-        database,
-        counters=[k for k, sp in specs.items() if sp.kind == "counter"],
-        gauges=[k for k, sp in specs.items() if sp.kind == "gauge"],
-        interval_s=interval_s,
-        instance=instance,
-    )
+    return PipelineHealthRecorder(source.component, source.stats, connect, database,
+                                  interval_s=interval_s, instance=instance)

@@ -132,17 +132,14 @@ def _started_score_writer(
 
 def _pipeline_health_recorder(scorer: Scorer, settings: ScorerSettings, client: Any) -> Any:
     """The one writer of this scorer's ``pipeline_health`` rows: every declared counter and
-    gauge (:func:`.telemetry.declared`) and the labelled counters, into ``client``'s store."""
+    gauge and the labelled counters, into ``client``'s store."""
     from ..store.pipeline_health import PipelineHealthRecorder
-    from .telemetry import declared
 
     return PipelineHealthRecorder(
         "scorer",
         scorer.stats,
         lambda: client,
         settings.database,
-        counters=declared("counter"),
-        gauges=declared("gauge"),
         labelled=scorer.labelled_counters,
         interval_s=settings.pipeline_health_interval_s,
         instance=settings.instance,

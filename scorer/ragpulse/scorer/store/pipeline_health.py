@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from ragpulse.common import self_metrics
+
 from .rows import PipelineHealthRow, safe_text
 
 __all__ = ["PipelineHealthRecorder", "PipelineHealthSampler"]
@@ -110,7 +112,8 @@ class PipelineHealthRecorder:
     """Writes a component's declared stats as per-minute ``pipeline_health`` rows, periodically.
 
     Every ``interval_s`` a background thread reads ``stats()`` (and ``labelled()``, counters
-    split by a label), keeps the declared ``counters`` and ``gauges`` that are numbers, turns them
+    split by a label), keeps the counters and gauges :data:`ragpulse.common.SELF_METRICS`
+    declares for ``component`` (``collector``, ``scorer``) that are numbers, turns them
     into rows (:class:`PipelineHealthSampler`) and submits them to a ``pipeline_health`` batch
     writer without blocking. ``connect`` (a zero-argument callable returning a clickhouse-connect
     client) is called lazily on that thread and again after a failure, so an unreachable
@@ -133,21 +136,20 @@ class PipelineHealthRecorder:
         connect: Callable[[], Any],
         database: str,
         *,
-        counters: Iterable[str],
-        gauges: Iterable[str],
         labelled: Callable[[], Labelled] | None = None,
         interval_s: float = 15.0,
         instance: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        gauges = tuple(gauges)
+        declared = [m for m in self_metrics(component).values() if m.label is None]
+        gauges = [m.name for m in declared if m.kind == "gauge"]
         self.component = component
         self.database = database
         self.interval_s = interval_s
         self._stats = stats
         self._labelled = labelled
         self._connect = connect
-        self._keys = (*counters, *gauges)
+        self._keys = [m.name for m in declared]
         self._sampler = PipelineHealthSampler(
             component, instance or f"{socket.gethostname()}:{os.getpid()}", gauges=gauges,
             clock=clock)
