@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ragpulse.common import self_metric
 from ragpulse.common.schema import ADVICE
 from ragpulse.scorer import JUDGE_NAMES, stored_judge_sql
 
@@ -47,18 +48,24 @@ FORMAT_TABLE = 1
 
 PanelKind = Literal["timeseries", "table", "histogram"]
 
-# pipeline_health names this package reads (written by the collector and the scorer; see
-# ragpulse.scorer.pipeline.telemetry and the collector's counters).
+
+def _declared(*names: str) -> tuple[str, ...]:
+    """``names``, each a declared self-metric (``KeyError`` when one is not)."""
+    return tuple(self_metric(n).name for n in names)
+
+
+# pipeline_health names this package reads (written by the collector and the scorer), each
+# declared in ragpulse.common.SELF_METRICS: a renamed or removed one fails at import.
 HEALTH = {
-    "spans": ("spans_received", "spans_accepted", "spans_refused", "spans_rejected",
-              "spans_consumed"),
-    "traces": ("traces_assembled", "traces_evicted", "traces_timed_out", "traces_scored",
-               "traces_sampled_out", "traces_not_rag", "traces_expired_incomplete"),
-    "lag": ("consumer_lag", "commit_lag"),
-    "unscorable": "traces_unscorable",
-    "dead_letter": "records_dead_lettered",
-    "errors": ("dead_letter_errors", "write_errors", "commit_errors", "evaluate_errors",
-               "rows_expired"),
+    "spans": _declared("spans_received", "spans_accepted", "spans_refused", "spans_rejected",
+                       "spans_consumed"),
+    "traces": _declared("traces_assembled", "traces_evicted", "traces_timed_out", "traces_scored",
+                        "traces_sampled_out", "traces_not_rag", "traces_expired_incomplete"),
+    "lag": _declared("consumer_lag", "commit_lag"),
+    "unscorable": _declared("traces_unscorable"),
+    "dead_letter": _declared("records_dead_lettered"),
+    "errors": _declared("dead_letter_errors", "write_errors", "commit_errors", "evaluate_errors",
+                        "rows_expired"),
 }
 
 
@@ -562,14 +569,19 @@ ORDER BY time, reason"""),
 
 
 
-def _pipeline_health_panel(db: str, key: str, title: str, names: tuple[str, ...] | str, kind: str,
-                           by: str, unit: str = "short", width: int = 12,
+def _pipeline_health_panel(db: str, key: str, title: str, names: tuple[str, ...], by: str,
+                           unit: str = "short", width: int = 12,
                            description: str = "") -> PanelSpec:
-    """A pipeline_health panel. ``by="name"``: one series per counter/gauge, totals only
-    (``label = ''``); ``by="label"``: one series per label (e.g. the unscorable reason), the
-    labelled breakdown only. Components write a total and its breakdown side by side, so
-    mixing them would count twice."""
-    names_t = (names,) if isinstance(names, str) else names
+    """A pipeline_health panel of declared counters or of declared gauges (their kind is the
+    declared one). ``by="name"``: one series per counter/gauge, totals only (``label = ''``);
+    ``by="label"``: one series per label (e.g. the unscorable reason), the labelled breakdown
+    only. Components write a total and its breakdown side by side, so mixing them would count
+    twice."""
+    declared = [self_metric(n) for n in names]
+    kinds = {m.kind for m in declared}
+    if len(kinds) != 1 or (by == "label" and not all(m.split_by for m in declared)):
+        raise ValueError(f"panel {key}: {names} mix counters and gauges or are not split by a label")
+    (kind,) = kinds
     label_filter = "label = ''" if by == "name" else "label != ''"
     if kind == "gauge":
         # Gauges: the last value per instance and minute, summed over instances.
@@ -577,7 +589,7 @@ def _pipeline_health_panel(db: str, key: str, title: str, names: tuple[str, ...]
 FROM (
   SELECT minute, {by}, sum(value) AS v
   FROM `{db}`.`pipeline_health` FINAL
-  WHERE $__timeFilter(minute) AND kind = 'gauge' AND name IN {_in(names_t)} AND {label_filter}
+  WHERE $__timeFilter(minute) AND kind = 'gauge' AND name IN {_in(names)} AND {label_filter}
   GROUP BY minute, {by}
 )
 GROUP BY time, series
@@ -585,12 +597,12 @@ ORDER BY time, series"""
     else:
         sql = f"""SELECT $__timeInterval(minute) AS time, {by} AS series, sum(value) AS value
 FROM `{db}`.`pipeline_health` FINAL
-WHERE $__timeFilter(minute) AND kind = 'counter' AND name IN {_in(names_t)} AND {label_filter}
+WHERE $__timeFilter(minute) AND kind = 'counter' AND name IN {_in(names)} AND {label_filter}
 GROUP BY time, series
 ORDER BY time, series"""
     return PanelSpec(key=key, title=title, kind="timeseries", format=FORMAT_TIME_SERIES,
                      sql=sql, unit=unit, width=width, description=description,
-                     series_names=names_t if by == "name" else (), totals=kind == "counter")
+                     series_names=names if by == "name" else (), totals=kind == "counter")
 
 
 
@@ -600,9 +612,8 @@ def _pipeline_section(s: DashboardsSettings) -> Section:
 
     return Section("Pipeline health", (
         health("health_spans", "Spans received / accepted / refused (collector), consumed (scorer)",
-               HEALTH["spans"], "counter", "name"),
-        health("health_traces", "Traces assembled / evicted / scored", HEALTH["traces"],
-               "counter", "name",
+               HEALTH["spans"], "name"),
+        health("health_traces", "Traces assembled / evicted / scored", HEALTH["traces"], "name",
                description="traces_assembled: every trace the assembler handed on (complete, "
                            "timed out, evicted, drained at shutdown, re-scored), as the status "
                            "lines count it; traces_evicted and traces_timed_out are part of it. "
@@ -610,13 +621,13 @@ def _pipeline_section(s: DashboardsSettings) -> Section:
                            "(index building, embedding batches); counted, no score rows. "
                            "traces_expired_incomplete: traces evicted before their root span "
                            "arrived with nothing to score; counted, no score rows."),
-        health("health_lag", "Consumer lag (records)", HEALTH["lag"], "gauge", "name"),
+        health("health_lag", "Consumer lag (records)", HEALTH["lag"], "name"),
         health("health_unscorable", "Unscorable traces by reason", HEALTH["unscorable"],
-               "counter", "label", description=UNSCORABLE_DESCRIPTION),
+               "label", description=UNSCORABLE_DESCRIPTION),
         health("health_dead_letter", "Dead-lettered records by reason", HEALTH["dead_letter"],
-               "counter", "label"),
+               "label"),
         health("health_dead_letter_errors", "Dead-letter send errors and write errors",
-               HEALTH["errors"], "counter", "name",
+               HEALTH["errors"], "name",
                description="rows_expired: score rows ClickHouse acknowledged but the scores "
                            "TTL deleted on insert (their time is outside it)."),
     ))
