@@ -127,6 +127,8 @@ GUARDED = {
     "docs/instrumentation.md": (None, None, {"1.37", "1.45", "1.8", "0.5", "1.0"}),
     # the durable minimum free space, the Compose version, sampling rates in the sizing table
     "docs/deploy.md": (None, None, {"1.25", "2.24", "1.0", "0.2", "0.05"}),
+    # the self-telemetry table (generated from the declarations): no figure at all
+    "docs/telemetry.md": (None, None, set()),
     # server versions (vLLM, Ollama) and the vote temperature setting
     "docs/llm-judge.md": (None, None, {"0.6", "0.8", "0.3", "0.12", "0.7"}),
     # an example value, a section number of INFRA, the flush interval setting

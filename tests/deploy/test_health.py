@@ -218,32 +218,6 @@ def test_per_worker_counters_are_labelled_samples() -> None:
     assert "ragpulse_collector_worker_grpc_requests_total" not in fams  # no number: no sample
 
 
-def test_scorer_stats_are_all_declared(chdb_client: Any, rag_database: str) -> None:
-    from ragpulse.scorer.pipeline import ScorerSettings, build_scorer
-
-    from ..scorer.doubles import TableJudge
-
-    scorer = build_scorer(
-        ScorerSettings(database=rag_database), judge=TableJudge({}), client=chdb_client
-    )
-    try:
-        stats = scorer.stats()
-    finally:
-        scorer.shutdown()
-    assert undeclared("scorer", stats) == []
-    text = render_prometheus([StatsSource("scorer", lambda: stats)])
-    fams = promtext.parse(text)
-    for name in (
-        "ragpulse_scorer_records_consumed_total",
-        "ragpulse_scorer_consumer_lag",
-        "ragpulse_scorer_rows_written_total",
-        "ragpulse_scorer_evaluate_errors_total",
-        "ragpulse_scorer_traces_in_flight",
-        "ragpulse_scorer_writer_pending_rows",
-    ):
-        assert name in fams, name
-
-
 def test_render_survives_a_broken_source_and_odd_values() -> None:
     def broken() -> dict[str, Any]:
         raise RuntimeError("boom")

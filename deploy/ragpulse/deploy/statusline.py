@@ -1,6 +1,6 @@
 """The status line ``ragpulse up`` and ``ragpulse scorer`` print every ``--status-interval``:
 one definition, so both say the same words for the same counters (declared in
-:mod:`ragpulse.scorer.pipeline.telemetry` and :mod:`ragpulse.collector.telemetry`)."""
+:data:`ragpulse.common.SELF_METRICS`)."""
 
 from __future__ import annotations
 
