@@ -45,6 +45,8 @@ class SelfMetric:
     split_by: str | None = None
     """A total that is also reported split by this label (the scorer's ``labelled_counters()``;
     ``pipeline_health`` holds both, the total with label ``''``)."""
+    merge: Literal["sum", "max"] = "sum"
+    """How ``ragpulse collector --workers N`` merges the workers' values into one."""
     part: str = ""
     """The scorer's: the part a step drives that counts it (its own ``stats()``); empty for the
     steps' and the loop's own ``Counters``."""
@@ -113,7 +115,7 @@ SELF_METRICS: tuple[SelfMetric, ...] = (
     SelfMetric("collector", "bytes_acked", "counter", "Record value bytes acknowledged by Kafka (before compression).", unit="By"),
     SelfMetric("collector", "queue_spans", "gauge", "Spans accepted and not yet acknowledged or failed."),
     SelfMetric("collector", "queue_bytes", "gauge", "Record bytes accepted and not yet acknowledged or failed.", unit="By"),
-    SelfMetric("collector", "kafka_unavailable", "gauge", "1 while recent delivery failures make the collector answer 503."),
+    SelfMetric("collector", "kafka_unavailable", "gauge", "1 while recent delivery failures make the collector answer 503.", merge="max"),
     # per worker process of `ragpulse collector --workers N` (above 1): {worker index: value}
     SelfMetric("collector", "worker_http_requests", "counter", "OTLP/HTTP requests handled by each process of `ragpulse collector --workers N`, by its index (label worker; 0: the first process); with http_requests, which sums them.", label="worker"),
     SelfMetric("collector", "worker_grpc_requests", "counter", "OTLP/gRPC Export calls handled by each process of `ragpulse collector --workers N`, by its index (label worker).", label="worker"),

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ragpulse.common import self_metrics
 from ragpulse.deploy.options import HEALTH, Options, Sets
 from ragpulse.deploy.signals import StopSignals
 
@@ -257,13 +258,14 @@ def _die_with_parent(parent_pid: int | None) -> None:
         raise typer.Exit(1)
 
 
-# Gauges of a worker's stats() that are not summed across workers (the others are).
-_MAX_GAUGES = frozenset({"kafka_unavailable"})
+# Worker values merged by their maximum (the others are summed), and the counters also reported
+# per worker (``worker_<name>``, by the worker's index; 0: the first): both as declared.
+_MAX_GAUGES = frozenset(m.name for m in self_metrics("collector").values() if m.merge == "max")
+_PER_WORKER = tuple(m.name.removeprefix("worker_") for m in self_metrics("collector").values()
+                    if m.label == "worker" and m.kind == "counter")
 # Seconds a worker may take to start beyond Kafka's bootstrap timeout (an interpreter, imports,
 # the exporter and the receivers: 1-3 s on a loaded machine).
 _WORKER_START_S = 60.0
-# Counters also reported per worker (``worker_<name>``, by the worker's index; 0: the first).
-_PER_WORKER = ("http_requests", "grpc_requests")
 
 
 def _serve_as_worker(service: Any) -> None:
