@@ -471,8 +471,9 @@ def export(d: Path, dest: Path, src: Path = MODEL_DIR) -> dict[str, Any]:
     cfg = json.loads((src / "config.json").read_text(encoding="utf-8"))
     cfg["answerability"] = {
         "version": VERSION, "output": OUTPUT, "labels": list(LABELS),
-        "features": "[<s> state ; mean of the hypothesis tokens' states] (train/model.py)",
-        "head": f"768 -> {head['w1'].shape[1]} tanh -> 3 softmax, float32",
+        "features": "[<s> state ; mean of the hypothesis tokens' states] of encoder layers "
+                    + ", ".join(str(k + 1) for k in LAYERS) + " and 12 (train/answerability.py)",
+        "head": f"{head['w1'].shape[0]} -> {head['w1'].shape[1]} tanh -> 3 softmax, float32",
         "thresholds": report["thresholds"], "valid": report["valid"],
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -507,8 +508,9 @@ def _move_blend(src: Path, dest: Path) -> None:
         return
     h = hashlib.sha256((dest / "model.onnx").read_bytes()).hexdigest()[:12]
     blend["model_version"] = f"{old.rsplit('#', 1)[0]}#{h}"
+    blend.setdefault("fitted_on_graph", old)  # a re-export keeps the graph it was fitted on
     blend["model_version_note"] = (f"{VERSION} head added by train.answerability export: "
-                                   f"logits bit-identical to the graph fitted on (#{old.rsplit('#', 1)[1]})")
+                                   f"logits bit-identical to those of {blend['fitted_on_graph']}")
     (dest / "blend.json").write_text(json.dumps(blend, indent=1, ensure_ascii=False) + "\n",
                                      encoding="utf-8")
 
