@@ -144,3 +144,19 @@ async def test_without_a_question_or_without_a_head_the_local_judge_decides(
     finally:
         await own.aclose()
         await bundled.aclose()
+
+
+async def test_a_sample_without_a_question_gets_the_local_facts_even_with_a_head(
+        tmp_path: Path, shipped) -> None:
+    judge = build_judge("model", threads=1,
+                        model_dir=_model_dir(tmp_path, shipped, (0.1, 0.2, 0.7)))
+    try:
+        got = await judge.gather(Sample(id="q", question="  ", contexts=["Open 9 to 6."],
+                                        answer=""), Needs(FACTS))
+        assert got[Fact.CONTEXT_USEFUL].prompt_version.startswith("local-context-useful")
+        with_q = await judge.gather(Sample(id="r", question="When do you open?",
+                                           contexts=["Open 9 to 6."], answer=""), Needs(FACTS))
+        assert with_q[Fact.CONTEXT_USEFUL].prompt_version == "answerability@test/context-useful@1"
+        assert with_q[Fact.CONTEXT_USEFUL].value == [1]
+    finally:
+        await judge.aclose()
