@@ -72,6 +72,8 @@ def test_faithful_answers_read_faithful_and_their_wrong_twins_do_not(scores, lan
 @pytest.mark.parametrize("lang", ["en", "ja", "zh"])
 @pytest.mark.xfail(strict=True, reason=KNOWN + "; context relevance reads topic, not the answer")
 def test_a_passage_that_answers_is_precise_and_relevant(scores, lang) -> None:
+    # average precision divides by (hits + 1e-10): one useful context gives 0.9999999999
     bad = [f"{r['id']}: {m} {scores[r['id']][m]}" for r in _faithful(lang)
-           for m in ("context_precision", "context_relevance") if scores[r["id"]][m] != 1.0]
+           for m in ("context_precision", "context_relevance")
+           if scores[r["id"]][m] is None or abs(scores[r["id"]][m] - 1.0) > 1e-6]
     assert not bad, "\n".join(bad)

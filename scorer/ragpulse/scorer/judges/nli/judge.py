@@ -23,6 +23,16 @@ CONTEXT_USED             per context: some answer statement (the answer itself w
                          P(supported) against each context added to the match, so the model
                          decides between contexts that match alike. The same pairs as
                          STATEMENT_SUPPORT: asking for both runs the model once
+CONTEXT_USEFUL           with a model that has an answerability head (the bundled model since
+                         ``answerability@1``, ``train/answerability.py``): per context, the
+                         head's P(holds the answer or part of it) >= its ``useful`` cut, the
+                         question as hypothesis and the context's windows as premises (the best
+                         window decides). Otherwise the local judge's (topic similarity)
+CONTEXT_RATINGS          with the head: two 0/1/2 ratings of the contexts, each the best over
+                         them: (a) 2 when P(answers) >= the ``answers`` cut and P(part or
+                         answers) >= ``partly``, 1 when only the latter, else 0; (b) the
+                         expected rating P(part) + 2 P(answers), rounded. Otherwise the local
+                         judge's (lexical coverage and USE similarity)
 REFERENCE_ATTRIBUTION,   the local judge's computation with this model as its support detector
 CORRECTNESS
 everything else          the local judge (USE embeddings, lexical views), unchanged
@@ -120,6 +130,7 @@ def _evidence(probs: list[float], cut: float, best: list[int],
 
 
 _MODEL_FACTS = frozenset({Fact.STATEMENT_SUPPORT, Fact.CONTEXT_USED})
+_ANSWER_FACTS = frozenset({Fact.CONTEXT_USEFUL, Fact.CONTEXT_RATINGS})
 _DETECTOR_FACTS = frozenset({Fact.REFERENCE_ATTRIBUTION, Fact.CORRECTNESS})
 
 
@@ -159,6 +170,8 @@ class NliJudge:
         self.local = LocalJudge(local_settings or LocalJudgeSettings(threads=settings.threads),
                                 embedder=embedder, detector=self.nli)
         self.blend, self._lexical = self._load_blend()
+        # the facts this judge computes itself: the answerability ones only with the head
+        self._own = _MODEL_FACTS | (_ANSWER_FACTS if self.nli.answerability else frozenset())
         self._workers = BlockingWorkers(settings.workers, settings.max_pending,
                                         "ragpulse-nli-judge")
         self._count_lock = threading.Lock()
@@ -200,7 +213,9 @@ class NliJudge:
     async def gather(self, sample: Sample, needs: Needs) -> dict[Fact, Finding]:
         if self._workers.closed:
             raise RuntimeError("NliJudge.gather after aclose")
-        own = needs.facts & _MODEL_FACTS
+        own = needs.facts & self._own
+        if not sample.question.strip():  # no question to read the contexts against
+            own -= _ANSWER_FACTS
         rest = needs.facts - own
         parts: list[Any] = []
         if rest:
@@ -217,12 +232,54 @@ class NliJudge:
     # ------------------------------------------------------------------ blocking core
 
     def judge(self, sample: Sample, facts: frozenset[Fact]) -> dict[Fact, Finding]:
-        """Blocking, thread-safe: the model's facts (STATEMENT_SUPPORT, CONTEXT_USED among
-        ``facts``) for ``sample``. Never raises for model or input trouble."""
+        """Blocking, thread-safe: the model's facts (STATEMENT_SUPPORT, CONTEXT_USED and, with
+        an answerability head, CONTEXT_USEFUL and CONTEXT_RATINGS among ``facts``) for
+        ``sample``. Never raises for model or input trouble."""
         self._count("samples")
-        facts = facts & _MODEL_FACTS
+        facts = facts & self._own
         if (detail := self.local.settings.too_large(sample)) is not None:
             return self._too_large(facts, detail)
+        out: dict[Fact, Finding] = {}
+        if facts & _MODEL_FACTS:
+            out.update(self._support_facts(sample, facts & _MODEL_FACTS))
+        if facts & _ANSWER_FACTS:
+            out.update(self._answer_facts(sample, facts & _ANSWER_FACTS))
+        return out
+
+    def _answer_facts(self, sample: Sample, facts: frozenset[Fact]) -> dict[Fact, Finding]:
+        """CONTEXT_USEFUL and CONTEXT_RATINGS from the answerability head (see the module doc)."""
+        head = self.nli.answerability
+        assert head is not None  # _own has these facts only with a head
+        try:
+            probs = self.nli.answerability_matrix(sample.question.strip(), list(sample.contexts))
+        except Exception as e:
+            self._count("errors")
+            log.warning("nli judge: answerability failed on sample %s", sample.id, exc_info=True)
+            return {f: Finding(f, None, Reason.JUDGE_ERROR, model=self.model,
+                               detail=f"{type(e).__name__}: {e}") for f in facts}
+        reach = probs[:, 1] + probs[:, 2]
+        extra: dict[str, Any] = {
+            "answerability": [[round(float(v), 4) for v in row] for row in probs],
+            "thresholds": {"useful": head.useful, "partly": head.partly,
+                           "answers": head.answers}}
+        out: dict[Fact, Finding] = {}
+        if Fact.CONTEXT_USEFUL in facts:
+            out[Fact.CONTEXT_USEFUL] = Finding(
+                Fact.CONTEXT_USEFUL, [int(r >= head.useful) for r in reach],
+                prompt_version=f"{head.version}/context-useful@1", model=self.model, extra=extra)
+        if Fact.CONTEXT_RATINGS in facts:
+            cut = [2 if p2 >= head.answers and r >= head.partly else int(r >= head.partly)
+                   for p2, r in zip(probs[:, 2], reach, strict=True)]
+            expected = [int(np.clip(np.floor(p1 + 2 * p2 + 0.5), 0, 2))
+                        for p1, p2 in zip(probs[:, 1], probs[:, 2], strict=True)]
+            out[Fact.CONTEXT_RATINGS] = Finding(
+                Fact.CONTEXT_RATINGS, [max(cut, default=0), max(expected, default=0)],
+                prompt_version=f"{head.version}/context-ratings@1", model=self.model,
+                extra={**extra, "cut_ratings": cut, "expected_ratings": expected})
+        return out
+
+    def _support_facts(self, sample: Sample, facts: frozenset[Fact]) -> dict[Fact, Finding]:
+        """STATEMENT_SUPPORT and CONTEXT_USED among ``facts``."""
         answer = sample.answer.strip()
         try:
             statements = split_statements(answer)

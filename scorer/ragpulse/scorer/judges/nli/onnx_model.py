@@ -23,7 +23,8 @@ import numpy as np
 from ...segment import split_sentences
 from .settings import NliJudgeSettings, passages, premise_modes, settings_tag
 
-__all__ = ["POSITIVE_LABELS", "Closest", "NliModel", "NliModelError", "PairsTooMany"]
+__all__ = ["ANSWERABILITY_OUTPUT", "POSITIVE_LABELS", "Answerability", "Closest", "NliModel",
+           "NliModelError", "PairsTooMany"]
 
 POSITIVE_LABELS = frozenset({
     "entailment", "entailed", "entails", "entail", "supported", "support", "supports",
@@ -33,6 +34,24 @@ POSITIVE_LABELS = frozenset({
 
 _VERSION = "nli-support@2"  # @2: pairs of a batch-dependent (dynamically quantized) graph run alone
 _MIN_WINDOW = 8  # premise tokens a chunk must keep; below it the settings cannot work
+
+ANSWERABILITY_OUTPUT = "answerability"
+"""The bundled model's second output (``[B, 3]``: P(the premise does not answer the hypothesis
+read as a question), P(it holds part of the answer), P(it answers)), a head on the same frozen
+encoder as ``logits`` (``train/answerability.py``)."""
+
+
+@dataclass(frozen=True)
+class Answerability:
+    """What ``config.json``'s ``answerability`` says about the graph's second output: the head's
+    ``version`` and the cuts its verdicts use, chosen on a validation split of the training
+    data: ``useful`` on P(holds the answer or part of it) for a context precision verdict,
+    ``partly``/``answers`` on P(holds part)+P(answers) and P(answers) for a 0/1/2 rating."""
+
+    version: str
+    useful: float
+    partly: float
+    answers: float
 
 
 @dataclass(frozen=True)
@@ -166,6 +185,7 @@ class NliModel:
         if width == 1 and self.positive_index != 0:
             raise NliModelError(f"nli model {onnx_path}: one logit, positive index must be 0")
         self.positive_label = self.labels[self.positive_index] if self.labels else "score"
+        self.answerability: Answerability | None = self._answerability(cfg)
 
         # --- whether a pair's logits depend on the other pairs of its batch. A graph quantized
         # dynamically (onnxruntime's DynamicQuantizeLinear, as the bundled model) scales each
@@ -192,6 +212,31 @@ class NliModel:
             raise NliModelError(f"nli model {self.onnx_path}: a batch of two test pairs failed "
                                 f"({e})") from None
         return bool(np.allclose(both[0], alone[0], rtol=0.0, atol=1e-4))
+
+    def _answerability(self, cfg: dict[str, Any]) -> Answerability | None:
+        """The answerability head when the graph has its output and config.json describes it
+        (the bundled model since ``answerability@1``); None for any other model. Raises
+        NliModelError when only one of the two is there, or the output is not ``[1, 3]``."""
+        raw = cfg.get("answerability")
+        has_output = ANSWERABILITY_OUTPUT in self._outputs
+        if raw is None and not has_output:
+            return None
+        where = f"nli model {self.onnx_path}"
+        if raw is None or not has_output:
+            raise NliModelError(f"{where}: config.json's 'answerability' and the graph's "
+                                f"{ANSWERABILITY_OUTPUT!r} output go together; one is missing")
+        try:
+            cuts = raw["thresholds"]
+            head = Answerability(str(raw["version"]), float(cuts["useful"]),
+                                 float(cuts["partly"]), float(cuts["answers"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise NliModelError(f"{where}: config.json 'answerability' needs version and "
+                                f"thresholds useful/partly/answers ({e!r})") from None
+        probs = self.pair_outputs([("a premise.", "a question?")], ANSWERABILITY_OUTPUT)
+        if probs.shape != (1, 3):
+            raise NliModelError(f"{where}: output {ANSWERABILITY_OUTPUT!r} has shape "
+                                f"{list(probs.shape)} for one pair, expected [1, 3]")
+        return head
 
     @staticmethod
     def _model_files(d: Path) -> tuple[Path, Path, Path]:
@@ -243,6 +288,7 @@ class NliModel:
             raise NliModelError(f"nli model {onnx_path}: the graph has no input_ids input")
         outs = [o.name for o in self._session.get_outputs()]
         self._output = "logits" if "logits" in outs else outs[0]
+        self._outputs = frozenset(outs)
 
     def _limit(self, cfg: dict[str, Any], tok_cfg: dict[str, Any], trunc: Any) -> int:
         limits: list[int] = []
@@ -310,7 +356,7 @@ class NliModel:
 
     # ------------------------------------------------------------------ inference
 
-    def _run(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    def _run(self, pairs: Sequence[tuple[str, str]], output: str | None = None) -> np.ndarray:
         encs = self._pair_tok.encode_batch(list(pairs))
         width = max(len(e.ids) for e in encs)
         n = len(encs)
@@ -324,8 +370,48 @@ class NliModel:
             types[i, :k] = e.type_ids
         arrays = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         feed = {name: arrays[name].astype(dt, copy=False) for name, dt in self._inputs.items()}
-        out = self._session.run([self._output], feed)[0]
+        out = self._session.run([output or self._output], feed)[0]
         return np.asarray(out, dtype=np.float64).reshape(n, -1)
+
+    def pair_outputs(self, pairs: Sequence[tuple[str, str]], output: str) -> np.ndarray:
+        """The graph output ``output`` (a name among the session's outputs) for each (premise,
+        hypothesis) pair, ``[len(pairs), width]`` float64, each pair run alone (batch 1: what
+        the bundled int8 graph's outputs are defined by) and truncated as every pair is.
+        Blocking, thread-safe."""
+        if output not in self._outputs:
+            raise ValueError(f"the graph has no output {output!r} (it has {sorted(self._outputs)})")
+        if not pairs:
+            return np.zeros((0, 0))
+        return np.concatenate([self._run([pair], output) for pair in pairs])
+
+    def question_windows(self, question: str, context: str) -> tuple[str, list[str]]:
+        """``(hypothesis, premises)`` for reading ``context`` against ``question``: the question
+        truncated as a statement is (``max_statement_tokens``), and ``context`` in the
+        :meth:`chunks` that fit beside it: what the answerability head reads."""
+        room = self.max_length - self.special_tokens
+        cap = max(1, min(self.settings.max_statement_tokens or room // 2, room - _MIN_WINDOW))
+        hyp, n = self._hypothesis(question, cap)
+        return hyp, self.chunks(context, room - n)
+
+    def answerability_matrix(self, question: str, contexts: Sequence[str]) -> np.ndarray:
+        """``[len(contexts), 3]``: for each context, the answerability head's (P(not), P(part),
+        P(answers)) of its window that reads best (the highest P(part) + 2 P(answers)); a
+        blank context gets (1, 0, 0). Each (window, question) pair runs alone. Raises
+        ``RuntimeError`` when the model has no answerability head. Blocking, thread-safe."""
+        if self.answerability is None:
+            raise RuntimeError(f"{self.name} has no answerability head")
+        if isinstance(contexts, str):
+            raise TypeError("contexts must be a sequence of strings, not a string")
+        out = np.zeros((len(contexts), 3))
+        out[:, 0] = 1.0
+        for j, c in enumerate(contexts):
+            hyp, pieces = self.question_windows(question, c)
+            if not pieces:
+                continue
+            probs = self.pair_outputs([(p, hyp) for p in pieces], ANSWERABILITY_OUTPUT)
+            best = int(np.argmax(probs[:, 1] + 2.0 * probs[:, 2]))
+            out[j] = probs[best]
+        return out
 
     def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """P(supported) for each (premise, hypothesis) pair, in input order. A pair that occurs
