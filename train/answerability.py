@@ -67,7 +67,7 @@ VALID_SHARE = 0.15
 HIDDEN = 64
 
 __all__ = ["FEATURES", "OUTPUT", "VERSION", "add_head", "build_pairs", "choose_thresholds",
-           "head_probabilities", "main"]
+           "head_probabilities", "main", "training_pairs"]
 
 
 def _split(key: str) -> str:
@@ -147,6 +147,24 @@ def build_pairs(per_source: int = 1200, seed: int = 0) -> list[dict]:
     rows += reading_rows(qa_synth.cmrc_train_items(), "zh", "cmrc2018_train", per_source, seed)
     rows += reading_rows(qa_synth.squad2_items(), "en", "squad2_dev_excerpt", per_source, seed)
     return rows
+
+
+def training_pairs(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """``(train, valid)``: :func:`build_pairs`'s rows as ``train.train --answerability`` reads
+    them, premise = the passage, hypothesis = the question (as the judge reads them), label
+    0/1/2, split by the rows' own ``split`` (a scenario's or article's hash: the cuts the
+    export writes are chosen on the valid part only). Rows already in that form pass as they
+    are."""
+    out: dict[str, list[dict]] = {"train": [], "valid": []}
+    for r in rows:
+        if "premise" not in r:
+            r = {"premise": r["passage"], "hypothesis": r["question"], "label": int(r["label"]),
+                 "source": r.get("source", "?"), "lang": r.get("lang", "?"),
+                 "split": r.get("split", "train")}
+        if int(r["label"]) not in (0, 1, 2):
+            raise ValueError(f"answerability label {r['label']!r}: 0, 1 or 2")
+        out["valid" if r.get("split") == "valid" else "train"].append(r)
+    return out["train"], out["valid"]
 
 
 def _write_jsonl_gz(path: Path, rows: list[dict]) -> None:

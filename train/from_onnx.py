@@ -6,7 +6,9 @@ Only the int8 ``model.onnx`` of a shipped version is kept (no float checkpoint i
 continuing from it means dequantizing it: every quantized MatMul weight is ``(q - zero_point) *
 scale`` per output channel, the position embeddings likewise per tensor. ``W`` gets the shards
 :func:`train.train.load_shards` reads (``--init W`` of ``train.train``), everything but the word
-embeddings, which stay the bundle's (they were frozen in training). The calibration folded into
+embeddings, which stay the bundle's (they were frozen in training). A jointly trained
+answerability head (``answer_head``, ``train.train --answerability``) reads back with the rest;
+``answerability@1``'s nodes (``train.answerability``, on the frozen encoder) are skipped. The calibration folded into
 the graph (``cal_a``, ``cal_b``) is read back as well, so the raw logit trains on as before
 (calibrate again after continuing: ``train.export --calibration``).
 
@@ -35,9 +37,12 @@ __all__ = ["read_weights"]
 
 def _module(node_name: str) -> str:
     """The torch module a node belongs to, from the exporter's node name:
-    ``/layers.0/q/MatMul_quant`` -> ``layers.0.q``, ``/head/head.0/Gemm_Add`` -> ``head.0``."""
+    ``/layers.0/q/MatMul_quant`` -> ``layers.0.q``, ``/head/head.0/Gemm_Add`` -> ``head.0``,
+    ``/answer_head/answer_head.2/Gemm`` -> ``answer_head.2``."""
     parts = node_name.strip("/").split("/")[:-1]
-    return parts[1] if parts[:1] == ["head"] and len(parts) > 1 else ".".join(parts)
+    if parts[:1] in (["head"], ["answer_head"]) and len(parts) > 1:
+        return parts[1]
+    return ".".join(parts)
 
 
 def read_weights(model_onnx: Path) -> dict[str, np.ndarray]:
@@ -71,6 +76,8 @@ def read_weights(model_onnx: Path) -> dict[str, np.ndarray]:
         if "pos.weight" in inits else dequant("pos.weight", per_column=False)
     cast = {n.output[0]: n.input[0] for n in g.node if n.op_type == "Cast"}
     for n in g.node:
+        if n.name.startswith("answerability/"):
+            continue  # answerability@1's head on the frozen encoder (train.answerability): no weights of FaithModel
         mod = _module(n.name)
         if n.op_type == "MatMulInteger" and n.input[1].endswith("_quantized"):
             # [in, out] in the graph, [out, in] in torch
@@ -94,7 +101,7 @@ def read_weights(model_onnx: Path) -> dict[str, np.ndarray]:
         elif n.op_type == "LayerNormalization":
             state[f"{mod}.weight"] = np.asarray(inits[n.input[1]], dtype=np.float32)
             state[f"{mod}.bias"] = np.asarray(inits[n.input[2]], dtype=np.float32)
-        elif n.op_type == "Add" and mod.startswith(("layers.", "head.")) and \
+        elif n.op_type == "Add" and mod.startswith(("layers.", "head.", "answer_head.")) and \
                 n.name.endswith(("/Add", "Gemm_Add")):
             bias = [i for i in n.input if i in inits]
             if len(bias) == 1 and inits[bias[0]].ndim == 1:

