@@ -16,10 +16,15 @@ continue, the frozen word embeddings and the data. ``OUT`` gets
 - ``data/``: ``train.jsonl.xz`` (the training file recompressed: xz's window finds the
   corpus's doubled rows, 3.2 MB where gzip needs 26), ``valid.jsonl.gz`` and ``STATS.txt`` of
   the continuation data (``train.data.continuation``);
+- ``data/answerability.jsonl.xz`` with ``--answerability FILE`` (``python -m
+  train.answerability build``'s ``pairs.jsonl.gz``, xz-recompressed): the rows of the
+  answerability head trained jointly (``train.train --answerability`` reads the ``.xz``);
 - ``MANIFEST.txt``: each file's size and sha256, and the total, which must stay under the
-  limit given (``--limit-mib``, default 50: the tree without ``model.onnx`` is about 10 MB).
+  limit given (``--limit-mib``, default 52: the tree without ``model.onnx`` is about 12 MB
+  of the 64 MiB a device call takes).
 
-``train/round_corpus.sh`` is the device side.
+``train/round_corpus.sh`` is the device side (``train/round_multitask.sh`` for the joint
+round, which carries the answerability rows).
 """
 
 from __future__ import annotations
@@ -77,20 +82,30 @@ def _sha256(p: Path) -> str:
     return h.hexdigest()
 
 
+def _recompress_xz(src: Path, dest: Path) -> None:
+    """``src`` (gzip, or plain) as xz at preset 9."""
+    op = gzip.open if src.suffix == ".gz" else open
+    with op(src, "rb") as f, lzma.open(dest, "wb", preset=9) as g:
+        shutil.copyfileobj(f, g, 1 << 20)
+
+
 def write_handoff(model_dir: Path, bundle: Path, data: Path, out: Path,
-                  limit_mib: float = 50.0) -> list[tuple[str, int]]:
+                  limit_mib: float = 52.0, answerability: Path | None = None
+                  ) -> list[tuple[str, int]]:
     """Write ``out`` (see the module docstring); (relative path, bytes) per file. Raises
     ValueError when the data folder lacks a file or the total is over ``limit_mib``."""
     missing = [n for n in ("train.jsonl.gz", "valid.jsonl.gz") if not (data / n).is_file()]
     if missing:
         raise ValueError(f"{data}: no {', '.join(missing)} (python -m train.data.continuation)")
+    if answerability is not None and not answerability.is_file():
+        raise ValueError(f"{answerability}: no such file (python -m train.answerability build)")
     out.mkdir(parents=True, exist_ok=True)
     trim_bundle(bundle, out / "bundle")
     strip_onnx(model_dir / "model.onnx", out / "init.onnx")
     (out / "data").mkdir(exist_ok=True)
-    with gzip.open(data / "train.jsonl.gz", "rb") as f, \
-            lzma.open(out / "data" / "train.jsonl.xz", "wb", preset=9) as g:
-        shutil.copyfileobj(f, g, 1 << 20)
+    _recompress_xz(data / "train.jsonl.gz", out / "data" / "train.jsonl.xz")
+    if answerability is not None:
+        _recompress_xz(answerability, out / "data" / "answerability.jsonl.xz")
     for n in ("valid.jsonl.gz", "STATS.txt"):
         if (data / n).is_file():
             shutil.copy(data / n, out / "data" / n)
@@ -111,11 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bundle", required=True, help="its bundle (train.device --vocab-from)")
     ap.add_argument("--data", required=True, help="continuation data (train.data.continuation)")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--limit-mib", type=float, default=50.0)
+    ap.add_argument("--answerability", type=Path, default=None, metavar="FILE",
+                    help="answerability rows to carry (train.answerability build's "
+                    "pairs.jsonl.gz): the joint round, train/round_multitask.sh")
+    ap.add_argument("--limit-mib", type=float, default=52.0)
     a = ap.parse_args(argv)
     try:
         sizes = write_handoff(Path(a.model_dir), Path(a.bundle), Path(a.data), Path(a.out),
-                              a.limit_mib)
+                              a.limit_mib, a.answerability)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -11,6 +11,12 @@ exported int8 graph is the one a direct export gives (``tests/train/test_pipelin
 Everything else (biases, LayerNorms, position and type embeddings, calibration) stays fp16; the
 frozen word embeddings are not in a run's shards anyway. ``valid_scores.npz`` and
 ``metrics.json`` travel inside the first part. About 22 MB a run, in ``--parts`` files.
+
+A joint run's answerability head (``answer_head.*``, ``train.train --answerability``) travels
+as the faithfulness head does; packed against a ``--base`` without that head (the shipped
+model), its 2-D weights travel as themselves (int8 per output channel), not as a change. Its
+validation probabilities (``answer_probs``, ``answer_label``) and cuts (``metrics.json``'s
+``answerability``, which ``train.export`` writes into ``config.json``) come back with them.
 """
 
 from __future__ import annotations

@@ -47,6 +47,10 @@ def mean_weights(runs: list[Path], weights: list[float] | None = None) -> dict[s
             raise SystemExit(f"no weights-*.npz in {run}")
         states.append(st)
     keys = set(states[0])
+    if any(k.startswith("answer_head.") for k in keys):
+        raise SystemExit(f"{runs[0]} has an answerability head (train.train --answerability): "
+                         "a soup only stacks faithfulness heads, whose logits average; joint "
+                         "runs are judged one by one")
     for run, st in zip(runs[1:], states[1:], strict=True):
         if set(st) != keys or any(st[k].shape != states[0][k].shape for k in keys):
             raise SystemExit(f"{run} does not have the tensors of {runs[0]}")

@@ -159,5 +159,64 @@ def test_the_round_script_trains_each_run_from_the_model_and_packs_its_change(
     assert not log.exists()
 
 
+def test_the_joint_round_trains_both_heads_in_each_run(tmp_path: Path) -> None:
+    """train/round_multitask.sh: round_corpus.sh's runs, each with the hand-off's answerability
+    rows and its own loss weight; refused without those rows or a weight."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "modules.txt"
+    fake = bin_dir / "python3"
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = \"-m\" ]; then echo \"$@\" >> {log}; exit 0; fi\n"
+                    f"exec {sys.executable} \"$@\"\n")
+    fake.chmod(0o755)
+    h = tmp_path / "handoff"
+    for f in ("bundle/base.npz", "bundle/tokenizer.json", "init.onnx", "data/valid.jsonl.gz"):
+        (h / f).parent.mkdir(parents=True, exist_ok=True)
+        (h / f).write_bytes(b"")
+    with lzma.open(h / "data" / "train.jsonl.xz", "wt") as f:
+        f.write('{"premise": "p", "hypothesis": "h", "label": 1}\n')
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path / "out"), "HANDOFF": str(h),
+           "WORK": str(tmp_path / "work"), "BUDGET": "0"}
+    script = REPO / "train" / "round_multitask.sh"
+    run = subprocess.run(["bash", str(script)], capture_output=True, text=True, cwd=REPO, env=env)
+    assert run.returncode != 0 and "train.handoff --answerability" in run.stderr
+    assert not log.exists()
+    with lzma.open(h / "data" / "answerability.jsonl.xz", "wt") as f:
+        f.write('{"question": "q", "passage": "p", "label": 2, "split": "train"}\n')
+    run = subprocess.run(["bash", str(script)], capture_output=True, text=True, cwd=REPO,
+                         env={**env, "RUNS": "a:2e-5:0"})
+    assert run.returncode != 0 and "no answerability weight" in run.stderr
+    run = subprocess.run(["bash", str(script)], capture_output=True, text=True, cwd=REPO, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    calls = [c.split() for c in log.read_text().splitlines()]
+    trains = [c for c in calls if c[1] == "train.train"]
+    work = tmp_path / "work"
+    assert sorted((c[c.index("--lr") + 1], c[c.index("--answerability-weight") + 1])
+                  for c in trains) == [("2e-5", "0.5"), ("2e-5", "1.0")]
+    assert all(c[c.index("--answerability") + 1] == f"{h}/data/answerability.jsonl.xz"
+               and c[c.index("--init") + 1] == f"{work}/init" for c in trains)
+    packs = [c for c in calls if c[1] == "train.pack"]
+    assert len(packs) == 2 and all(c[c.index("--base") + 1] == f"{work}/init" for c in packs)
+
+
+def test_the_handoff_carries_the_answerability_rows(shipped: Path, tiny_bundle: Path,
+                                                    tiny_data: Path, tmp_path: Path) -> None:
+    from train.handoff import write_handoff
+
+    rows = [{"question": "q", "passage": "p", "label": 2, "split": "train"}] * 3
+    src = tmp_path / "pairs.jsonl.gz"
+    with gzip.open(src, "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    sizes = dict(write_handoff(shipped, tiny_bundle, tiny_data, tmp_path / "h",
+                               answerability=src))
+    assert "data/answerability.jsonl.xz" in sizes
+    with lzma.open(tmp_path / "h" / "data" / "answerability.jsonl.xz", "rt") as f:
+        assert [json.loads(line) for line in f] == rows
+    assert "data/answerability.jsonl.xz" in (tmp_path / "h" / "MANIFEST.txt").read_text()
+    with pytest.raises(ValueError, match="train.answerability build"):
+        write_handoff(shipped, tiny_bundle, tiny_data, tmp_path / "h2",
+                      answerability=tmp_path / "missing.jsonl.gz")
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
