@@ -20,9 +20,10 @@ build``'s rows (``pairs.jsonl.gz``, or its ``.xz`` recompression; :func:`train.a
 training_pairs`: premise = the passage, hypothesis = the question, train/valid by the rows'
 ``split``). Each batch holds one task (rows of a task bucketed by length as before, the two
 tasks' batches shuffled together); an answerability batch's loss is the class-balanced
-cross-entropy times ``--answerability-weight``. Answering rows whose pair does not fit
-``--max-len`` are left out (the answer may be cut off); passages that hold nothing are
-truncated. ``metrics.json`` then also has ``answerability``: validation AUROC of P(part) +
+cross-entropy times ``--answerability-weight``. Rows whose pair does not fit ``--max-len`` are
+left out: a cut passage may lose its answer, and keeping the cut passages that hold nothing
+alone would teach that a full window holds no answer (the judge reads long passages in
+windows that fit). ``metrics.json`` then also has ``answerability``: validation AUROC of P(part) +
 P(answers) against "answers or part" vs "not", accuracy of the most probable class, and the
 cuts ``train.export`` writes into ``config.json`` (chosen on this validation split only);
 ``valid_scores.npz`` the validation probabilities (``answer_probs``, ``answer_label``).
@@ -254,17 +255,16 @@ def build(bundle: Path) -> FaithModel:
 
 def answerability_rows(a: argparse.Namespace, tok_path: Path) -> tuple[list[dict], list[dict]]:
     """The ``--answerability`` file's (train, valid) rows (``--limit``/``--valid-limit`` apply to
-    each), without the answering rows whose pair does not fit ``--max-len`` (logged)."""
+    each), without the rows whose pair does not fit ``--max-len`` (logged; module doc)."""
     tr, va = training_pairs(read_pairs(a.answerability))
     tr, va = tr[: a.limit] if a.limit else tr, va[: a.valid_limit] if a.valid_limit else va
     kept: list[list[dict]] = []
     for part in (tr, va):
         # one token more than fits: a longer pair was cut (longest_first cuts the passage)
         full = encode(tok_path, part, a.max_len + 1)
-        kept.append([r for r, ids in zip(part, full, strict=True)
-                     if int(r["label"]) == 0 or len(ids) <= a.max_len])
+        kept.append([r for r, ids in zip(part, full, strict=True) if len(ids) <= a.max_len])
     log(f"answerability: {len(tr) - len(kept[0])} train and {len(va) - len(kept[1])} valid "
-        f"answering rows over {a.max_len} tokens left out")
+        f"rows over {a.max_len} tokens left out")
     return kept[0], kept[1]
 
 

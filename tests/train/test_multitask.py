@@ -119,6 +119,27 @@ def test_a_mixed_batch_schedule_overfits_both_tasks(tiny_bundle: Path) -> None:
     assert after[0] < 0.5 * before[0] and after[1] < 0.5 * before[1], (before, after)
 
 
+def test_answerability_rows_that_do_not_fit_are_left_out(tiny_bundle: Path, tmp_path: Path
+                                                         ) -> None:
+    """A cut passage may lose its answer, and cut passages that hold nothing alone would teach
+    that a full window holds no answer: every row over --max-len is left out."""
+    import argparse
+
+    from train.train import answerability_rows
+
+    long = "the Basic plan is email support. " * 20
+    rows = [("the plan is email support.", 2, "train"), (long, 2, "train"), (long, 0, "train"),
+            ("the plan is phone support.", 0, "train"), ("the plan.", 1, "valid")]
+    p = tmp_path / "a.jsonl"
+    p.write_text("".join(json.dumps({"question": "the Basic plan", "passage": t, "label": y,
+                                     "split": s}) + "\n" for t, y, s in rows))
+    a = argparse.Namespace(answerability=str(p), limit=None, valid_limit=None, max_len=48)
+    tr, va = answerability_rows(a, tiny_bundle / "tokenizer.json")
+    assert [(r["premise"], r["label"]) for r in tr] == [(rows[0][0], 2), (rows[3][0], 0)]
+    assert [(r["premise"], r["hypothesis"], r["label"]) for r in va] == \
+        [("the plan.", "the Basic plan", 1)]
+
+
 def test_a_joint_run_exports_both_outputs_the_judge_reads(tiny_bundle: Path, tiny_data: Path,
                                                           answer_file: Path, tmp_path: Path
                                                           ) -> None:
