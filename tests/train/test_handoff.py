@@ -119,12 +119,13 @@ def test_a_small_change_survives_the_trip_only_as_a_change(shipped: Path, tiny_b
         unpack(tmp_path / "d" / "r", tmp_path / "y", base=tmp_path / "run")
 
 
-def test_the_round_script_trains_each_run_from_the_model_and_packs_its_change(
-        tmp_path: Path) -> None:
+def _fake_round(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """An empty hand-off, a ``python3`` on PATH that records every ``-m`` module run (and runs
+    anything else) into the returned log, and the environment a round script runs under."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "modules.txt"
-    fake = bin_dir / "python3"  # records every module run instead of running it; runs the rest
+    fake = bin_dir / "python3"
     fake.write_text(f"#!/bin/sh\nif [ \"$1\" = \"-m\" ]; then echo \"$@\" >> {log}; exit 0; fi\n"
                     f"exec {sys.executable} \"$@\"\n")
     fake.chmod(0o755)
@@ -136,6 +137,12 @@ def test_the_round_script_trains_each_run_from_the_model_and_packs_its_change(
         f.write('{"premise": "p", "hypothesis": "h", "label": 1}\n')
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path / "out"), "HANDOFF": str(h),
            "WORK": str(tmp_path / "work"), "BUDGET": "0"}
+    return h, log, env
+
+
+def test_the_round_script_trains_each_run_from_the_model_and_packs_its_change(
+        tmp_path: Path) -> None:
+    h, log, env = _fake_round(tmp_path)
     run = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, cwd=REPO,
                          env=env)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -162,21 +169,7 @@ def test_the_round_script_trains_each_run_from_the_model_and_packs_its_change(
 def test_the_joint_round_trains_both_heads_in_each_run(tmp_path: Path) -> None:
     """train/round_multitask.sh: round_corpus.sh's runs, each with the hand-off's answerability
     rows and its own loss weight; refused without those rows or a weight."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    log = tmp_path / "modules.txt"
-    fake = bin_dir / "python3"
-    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = \"-m\" ]; then echo \"$@\" >> {log}; exit 0; fi\n"
-                    f"exec {sys.executable} \"$@\"\n")
-    fake.chmod(0o755)
-    h = tmp_path / "handoff"
-    for f in ("bundle/base.npz", "bundle/tokenizer.json", "init.onnx", "data/valid.jsonl.gz"):
-        (h / f).parent.mkdir(parents=True, exist_ok=True)
-        (h / f).write_bytes(b"")
-    with lzma.open(h / "data" / "train.jsonl.xz", "wt") as f:
-        f.write('{"premise": "p", "hypothesis": "h", "label": 1}\n')
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path / "out"), "HANDOFF": str(h),
-           "WORK": str(tmp_path / "work"), "BUDGET": "0"}
+    h, log, env = _fake_round(tmp_path)
     script = REPO / "train" / "round_multitask.sh"
     run = subprocess.run(["bash", str(script)], capture_output=True, text=True, cwd=REPO, env=env)
     assert run.returncode != 0 and "train.handoff --answerability" in run.stderr
