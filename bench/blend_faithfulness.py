@@ -571,7 +571,8 @@ def compare_main(args: argparse.Namespace) -> int:
           f"({'rows sharing contexts' if groups else 'rows sharing an id'})\n")
     print("| set | n | documents | a | b | b - a | 90 % interval |\n"
           "|---|---|---|---|---|---|---|")
-    for r in compare(a, b, groups=groups, always=(a_all[len(SETS):], b_all[len(SETS):])):
+    for r in compare(a, b, reps=args.reps, groups=groups,
+                     always=(a_all[len(SETS):], b_all[len(SETS):])):
         print(f"| {r['set']} | {r['n']} | {r['documents']} | {r['a']:.3f} | {r['b']:.3f} | "
               f"{r['b'] - r['a']:+.3f} | {r['diff_ci'][0]:+.3f} .. {r['diff_ci'][1]:+.3f} |")
     return 0
@@ -602,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--data", help="the sets' directory (as for dump): draw documents, the "
                                   "samples sharing contexts, together (else samples sharing "
                                   "an id)")
+    c.add_argument("--reps", type=int, default=1000, help="bootstrap draws (default 1000)")
     args = ap.parse_args(argv)
     return {"dump": dump, "fit": fit_main, "compare": compare_main}[args.cmd](args)
 
