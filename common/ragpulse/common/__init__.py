@@ -21,6 +21,7 @@ on each other. Its source tree is ``common/``.
   decompressor (gzip, deflate: :func:`inflate_bounded`).
 * :mod:`.schema` — a package of its own (``ragpulse.common.schema``): the ClickHouse tables,
   migrations and null-row reasons the scorer writes and the dashboards read.
+* :func:`env_list` — a list setting's environment value, comma-separated or a JSON list.
 * :func:`lazy_exports` — PEP 562 lazy attributes, so a package can list its public surface in
   ``__all__`` without importing heavy modules until they are used.
 
@@ -30,6 +31,7 @@ Import from this package, not from its modules.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -106,6 +108,7 @@ __all__ = [
     "convention_matrix",
     "conventions_in",
     "ensure_topic",
+    "env_list",
     "inflate_bounded",
     "is_loopback",
     "lazy_exports",
@@ -120,6 +123,18 @@ __all__ = [
     "self_metrics_table",
     "serve_in_thread",
 ]
+
+
+def env_list(value: object) -> object:
+    """A list setting as the environment gives it (``a,b`` or a JSON list ``["a", "b"]``),
+    split into its stripped, non-empty items; any other value is returned as it is (a
+    ``pydantic`` ``mode="before"`` validator of a ``NoDecode`` field)."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("["):
+        return json.loads(text)
+    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def lazy_exports(package: str, where: Mapping[str, str]) -> Callable[[str], Any]:

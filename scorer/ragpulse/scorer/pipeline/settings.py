@@ -15,7 +15,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ragpulse.common import KafkaSettings
+from ragpulse.common import KafkaSettings, env_list
 from ragpulse.common.schema import DatabaseName
 
 from ..judges.nli.settings import NliJudgeSettings
@@ -100,14 +100,7 @@ class EvaluateSettings(BaseModel):
     @field_validator("metrics", mode="before")
     @classmethod
     def _split(cls, v: object) -> object:
-        if isinstance(v, str):
-            text = v.strip()
-            if text.startswith("["):
-                import json
-
-                return json.loads(text)
-            v = [m.strip() for m in text.split(",") if m.strip()]
-        return v
+        return env_list(v)
 
     @field_validator("metrics")
     @classmethod
@@ -157,14 +150,7 @@ class WriteSettings(BaseModel):
     @field_validator("segment_attributes", mode="before")
     @classmethod
     def _split_attributes(cls, v: object) -> object:
-        if isinstance(v, str):
-            text = v.strip()
-            if text.startswith("["):
-                import json
-
-                return json.loads(text)
-            v = [a.strip() for a in text.split(",") if a.strip()]
-        return v
+        return env_list(v)
 
     @field_validator("segment_attributes")
     @classmethod

@@ -10,7 +10,6 @@ lock; one instance may be shared by threads and event loops. Nothing here blocks
 from __future__ import annotations
 
 import importlib
-import json
 import re
 import threading
 import unicodedata
@@ -20,6 +19,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import NoDecode
+
+from ragpulse.common import env_list
 
 from ..model import Sample
 from .recognisers import (
@@ -79,12 +80,7 @@ class PrivacySettings(BaseModel):
     @field_validator("kinds", mode="before")
     @classmethod
     def _split(cls, v: object) -> object:
-        if isinstance(v, str):  # RAGPULSE_PRIVACY__KINDS=email,phone or '["email", "phone"]'
-            text = v.strip()
-            if text.startswith("["):
-                return json.loads(text)
-            v = [k.strip() for k in text.split(",") if k.strip()]
-        return v
+        return env_list(v)  # RAGPULSE_PRIVACY__KINDS=email,phone or '["email", "phone"]'
 
     @field_validator("kinds")
     @classmethod
