@@ -36,13 +36,18 @@ REPO = Path(__file__).resolve().parents[2]
 _register()
 
 
+def _scores_db(client: Any, prefix: str, rows: list) -> Iterator[str]:
+    """A database of its own holding ``rows``, dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    init_schema(client, fixed_date_schema(name))
+    write_score_rows(client, name, rows)
+    yield name
+    client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
+
+
 @pytest.fixture(scope="module")
 def why_db(chdb_client: Any) -> Iterator[str]:
-    name = f"rag_why_{uuid.uuid4().hex[:8]}"
-    init_schema(chdb_client, fixed_date_schema(name))
-    write_score_rows(chdb_client, name, why_rows())
-    yield name
-    chdb_client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
+    yield from _scores_db(chdb_client, "rag_why", why_rows())
 
 
 def _explain(client: Any, database: str, **why: Any) -> WhyResult:
@@ -206,11 +211,7 @@ def test_status_why_names_the_version_first(chdb_dir: Path, why_db: str) -> None
 
 @pytest.fixture(scope="module")
 def route_db(chdb_client: Any) -> Iterator[str]:
-    name = f"rag_why_routes_{uuid.uuid4().hex[:8]}"
-    init_schema(chdb_client, fixed_date_schema(name))
-    write_score_rows(chdb_client, name, route_rows())
-    yield name
-    chdb_client.command(f"DROP DATABASE IF EXISTS `{name}` SYNC")
+    yield from _scores_db(chdb_client, "rag_why_routes", route_rows())
 
 
 def test_status_why_names_the_route_that_turned_first(chdb_dir: Path, route_db: str,
