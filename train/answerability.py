@@ -325,7 +325,7 @@ def load_model(model_dir: Path, threads: int = 1):
 def passage_features(nli: Any, question: str, passage: str) -> np.ndarray:
     """``[windows, D]``: the head features of each window of ``passage`` read against
     ``question`` (``NliModel.question_windows``), each pair run alone."""
-    hyp, pieces = nli.question_windows(question, passage)
+    hyp, (pieces,) = nli.question_windows(question, [passage])
     return nli.pair_outputs([(p, hyp) for p in pieces], FEATURES).astype(np.float32)
 
 

@@ -23,8 +23,8 @@ CONTEXT_USED             per context: some answer statement (the answer itself w
                          P(supported) against each context added to the match, so the model
                          decides between contexts that match alike. The same pairs as
                          STATEMENT_SUPPORT: asking for both runs the model once
-CONTEXT_USEFUL           with a model that has an answerability head (the bundled model since
-                         ``answerability@1``, ``train/answerability.py``): per context, the
+CONTEXT_USEFUL           with a model that has an answerability head (``train/answerability.py``;
+                         the bundled model has none yet): per context, the
                          head's P(holds the answer or part of it) >= its ``useful`` cut, the
                          question as hypothesis and the context's windows as premises (the best
                          window decides). Otherwise the local judge's (topic similarity)

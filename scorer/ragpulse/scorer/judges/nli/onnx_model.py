@@ -36,9 +36,9 @@ _VERSION = "nli-support@2"  # @2: pairs of a batch-dependent (dynamically quanti
 _MIN_WINDOW = 8  # premise tokens a chunk must keep; below it the settings cannot work
 
 ANSWERABILITY_OUTPUT = "answerability"
-"""The bundled model's second output (``[B, 3]``: P(the premise does not answer the hypothesis
-read as a question), P(it holds part of the answer), P(it answers)), a head on the same frozen
-encoder as ``logits`` (``train/answerability.py``)."""
+"""The second output of a model with an answerability head (``[B, 3]``: P(the premise does not
+answer the hypothesis read as a question), P(it holds part of the answer), P(it answers)), a head
+on the same encoder as ``logits`` (``train/answerability.py``; the bundled model has none yet)."""
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ class NliModel:
 
     def _answerability(self, cfg: dict[str, Any]) -> Answerability | None:
         """The answerability head when the graph has its output and config.json describes it
-        (the bundled model since ``answerability@1``); None for any other model. Raises
+        (``train/answerability.py`` writes both); None for any other model. Raises
         NliModelError when only one of the two is there, or the output is not ``[1, 3]``."""
         raw = cfg.get("answerability")
         has_output = ANSWERABILITY_OUTPUT in self._outputs
@@ -384,14 +384,14 @@ class NliModel:
             return np.zeros((0, 0))
         return np.concatenate([self._run([pair], output) for pair in pairs])
 
-    def question_windows(self, question: str, context: str) -> tuple[str, list[str]]:
-        """``(hypothesis, premises)`` for reading ``context`` against ``question``: the question
-        truncated as a statement is (``max_statement_tokens``), and ``context`` in the
-        :meth:`chunks` that fit beside it: what the answerability head reads."""
-        room = self.max_length - self.special_tokens
-        cap = max(1, min(self.settings.max_statement_tokens or room // 2, room - _MIN_WINDOW))
+    def question_windows(self, question: str, contexts: Sequence[str]
+                         ) -> tuple[str, list[list[str]]]:
+        """``(hypothesis, premises)`` for reading each of ``contexts`` against ``question``: the
+        question truncated as a statement is (``max_statement_tokens``), and each context in
+        the :meth:`chunks` that fit beside it: what the answerability head reads."""
+        room, cap = self._statement_room()
         hyp, n = self._hypothesis(question, cap)
-        return hyp, self.chunks(context, room - n)
+        return hyp, [self.chunks(c, room - n) for c in contexts]
 
     def answerability_matrix(self, question: str, contexts: Sequence[str]) -> np.ndarray:
         """``[len(contexts), 3]``: for each context, the answerability head's (P(not), P(part),
@@ -404,8 +404,8 @@ class NliModel:
             raise TypeError("contexts must be a sequence of strings, not a string")
         out = np.zeros((len(contexts), 3))
         out[:, 0] = 1.0
-        for j, c in enumerate(contexts):
-            hyp, pieces = self.question_windows(question, c)
+        hyp, windows = self.question_windows(question, contexts)
+        for j, pieces in enumerate(windows):
             if not pieces:
                 continue
             probs = self.pair_outputs([(p, hyp) for p in pieces], ANSWERABILITY_OUTPUT)
@@ -445,6 +445,14 @@ class NliModel:
                 p = e[:, self.positive_index] / e.sum(axis=1)
             out[idx] = p
         return np.clip(np.nan_to_num(out, nan=0.0), 0.0, 1.0)
+
+    def _statement_room(self) -> tuple[int, int]:
+        """``(room, cap)``: the tokens a pair has beside its special tokens, and the most of
+        them a hypothesis (a statement or a question) may take (``max_statement_tokens``,
+        else half, leaving a premise at least ``_MIN_WINDOW``)."""
+        room = self.max_length - self.special_tokens
+        return room, max(1, min(self.settings.max_statement_tokens or room // 2,
+                                room - _MIN_WINDOW))
 
     def _hypothesis(self, statement: str, cap: int) -> tuple[str, int]:
         enc = self._tok.encode(statement, add_special_tokens=False)
@@ -493,8 +501,7 @@ class NliModel:
                 closest[:] = [(0.0, "", ())] * len(statements)
             return out, 0
         s = self.settings
-        room = self.max_length - self.special_tokens
-        cap = max(1, min(s.max_statement_tokens or room // 2, room - _MIN_WINDOW))
+        room, cap = self._statement_room()
         hyps = [self._hypothesis(st, cap) for st in statements]
         window = room - max(n for _, n in hyps)
         if s.premise == "evidence":
