@@ -253,18 +253,23 @@ def build(bundle: Path) -> FaithModel:
     return m
 
 
-def answerability_rows(a: argparse.Namespace, tok_path: Path) -> tuple[list[dict], list[dict]]:
-    """The ``--answerability`` file's (train, valid) rows (``--limit``/``--valid-limit`` apply to
-    each), without the rows whose pair does not fit ``--max-len`` (logged; module doc)."""
+def answerability_rows(a: argparse.Namespace, tok_path: Path
+                       ) -> tuple[tuple[list[dict], list[list[int]]],
+                                  tuple[list[dict], list[list[int]]]]:
+    """The ``--answerability`` file's train and valid ``(rows, token ids)`` (``--limit``/
+    ``--valid-limit`` apply to each), without the rows whose pair does not fit ``--max-len``
+    (logged; module doc)."""
     tr, va = training_pairs(read_pairs(a.answerability))
     tr, va = tr[: a.limit] if a.limit else tr, va[: a.valid_limit] if a.valid_limit else va
-    kept: list[list[dict]] = []
+    kept: list[tuple[list[dict], list[list[int]]]] = []
     for part in (tr, va):
-        # one token more than fits: a longer pair was cut (longest_first cuts the passage)
+        # one token more than fits: a longer pair was cut (longest_first cuts the passage); a
+        # pair that fits is encoded as it is at --max-len
         full = encode(tok_path, part, a.max_len + 1)
-        kept.append([r for r, ids in zip(part, full, strict=True) if len(ids) <= a.max_len])
-    log(f"answerability: {len(tr) - len(kept[0])} train and {len(va) - len(kept[1])} valid "
-        f"rows over {a.max_len} tokens left out")
+        fits = [(r, ids) for r, ids in zip(part, full, strict=True) if len(ids) <= a.max_len]
+        kept.append(([r for r, _ in fits], [ids for _, ids in fits]))
+    log(f"answerability: {len(tr) - len(kept[0][0])} train and {len(va) - len(kept[1][0])} "
+        f"valid rows over {a.max_len} tokens left out")
     return kept[0], kept[1]
 
 
@@ -338,9 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     an_va_ids: list[list[int]] = []
     class_w = None
     if a.answerability:
-        an_tr_rows, an_va_rows = answerability_rows(a, bundle / "tokenizer.json")
-        an_tr_ids = encode(bundle / "tokenizer.json", an_tr_rows, a.max_len)
-        an_va_ids = encode(bundle / "tokenizer.json", an_va_rows, a.max_len)
+        (an_tr_rows, an_tr_ids), (an_va_rows, an_va_ids) = answerability_rows(
+            a, bundle / "tokenizer.json")
         y_an = np.array([int(r["label"]) for r in an_tr_rows], dtype=np.int64)
         counts = np.bincount(y_an, minlength=3).astype(np.float64)
         class_w = torch.tensor(counts.sum() / (3 * np.maximum(counts, 1)), dtype=torch.float32,

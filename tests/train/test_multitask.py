@@ -134,7 +134,9 @@ def test_answerability_rows_that_do_not_fit_are_left_out(tiny_bundle: Path, tmp_
     p.write_text("".join(json.dumps({"question": "the Basic plan", "passage": t, "label": y,
                                      "split": s}) + "\n" for t, y, s in rows))
     a = argparse.Namespace(answerability=str(p), limit=None, valid_limit=None, max_len=48)
-    tr, va = answerability_rows(a, tiny_bundle / "tokenizer.json")
+    (tr, tr_ids), (va, va_ids) = answerability_rows(a, tiny_bundle / "tokenizer.json")
+    assert [len(x) for x in (tr_ids, va_ids)] == [len(tr), len(va)]
+    assert all(len(ids) <= 48 for ids in tr_ids + va_ids)
     assert [(r["premise"], r["label"]) for r in tr] == [(rows[0][0], 2), (rows[3][0], 0)]
     assert [(r["premise"], r["hypothesis"], r["label"]) for r in va] == \
         [("the plan.", "the Basic plan", 1)]
