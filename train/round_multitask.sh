@@ -49,8 +49,7 @@ H=${HANDOFF:-.devrun/handoff-mt}
 export HANDOFF=$H RUNS=${RUNS:-a:2e-5:0:0.5 b:2e-5:0:1.0}
 export OUT=${OUT:-/tmp/round_multitask} WORK=${WORK:-/tmp/round_multitask_work}
 cd "$(dirname "$0")/.."
-[ -f "$H/data/answerability.jsonl.xz" ] || { echo "no $H/data/answerability.jsonl.xz: write the hand-off with python -m train.handoff --answerability (see this script's header)" >&2; exit 1; }
-for r in $RUNS; do
+for r in $RUNS; do  # every run joint; round_corpus.sh then checks the hand-off's rows
   case "$r" in *:*:*:?*) ;; *) echo "run $r has no answerability weight (name:lr:seed:weight): use train/round_corpus.sh for faithfulness-only runs" >&2; exit 1;; esac
 done
 exec bash train/round_corpus.sh
