@@ -417,12 +417,20 @@ def fit_head(x: np.ndarray, y: np.ndarray, hidden: int = HIDDEN, epochs: int = 6
             "b2": lin2.bias.detach().numpy().astype(np.float32)}
 
 
-def _report(probs: np.ndarray, labels: np.ndarray, cuts: dict[str, float]) -> dict[str, Any]:
+def cut_report(probs: np.ndarray, labels: np.ndarray, cuts: dict[str, float]
+               ) -> dict[str, Any]:
+    """What the ``useful`` cut says on labelled rows: the share of passages that do not answer
+    judged NG (``ng_of_not``), of those that answer or hold part judged OK
+    (``ok_of_answering``), and of those that answer (``ok_of_answers``); None for a class
+    with no row."""
     useful = probs[:, 1] + probs[:, 2] >= cuts["useful"]
-    neg, pos = labels == 0, labels >= 1
-    return {"n": int(len(labels)), "ng_of_not": round(float((~useful[neg]).mean()), 4),
-            "ok_of_answering": round(float(useful[pos].mean()), 4),
-            "ok_of_answers": round(float(useful[labels == 2].mean()), 4)}
+
+    def share(sel: np.ndarray, said: np.ndarray) -> float | None:
+        return float(said[sel].mean()) if sel.any() else None
+
+    return {"n": int(len(labels)), "ng_of_not": share(labels == 0, ~useful),
+            "ok_of_answering": share(labels >= 1, useful),
+            "ok_of_answers": share(labels == 2, useful)}
 
 
 # ---------------------------------------------------------------- commands
@@ -467,11 +475,11 @@ def _cmd_fit(d: Path, hidden: int, epochs: int) -> int:
     cuts = choose_thresholds(probs[va], labels[va])
     report: dict[str, Any] = {"version": VERSION, "hidden": hidden, "epochs": epochs,
                               "train_windows": int(ok.sum()), "thresholds": cuts,
-                              "valid": _report(probs[va], labels[va], cuts)}
+                              "valid": cut_report(probs[va], labels[va], cuts)}
     for src in sorted({r["source"] for r in rows}):
         sel = va & (np.array([r["source"] for r in rows]) == src)
         if sel.any():
-            report[f"valid:{src}"] = _report(probs[sel], labels[sel], cuts)
+            report[f"valid:{src}"] = cut_report(probs[sel], labels[sel], cuts)
     np.savez(d / "head.npz", **head)
     (d / "head.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     print(json.dumps(report, indent=1))

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .answerability import choose_thresholds, training_pairs
+from .answerability import choose_thresholds, cut_report, training_pairs
 from .bundle import bundle_config, load_base
 from .model import FaithModel
 from .pack import read_shards
@@ -152,13 +152,11 @@ def answerability_report(probs: np.ndarray, labels: np.ndarray, rows: list[dict]
     (:func:`train.answerability.choose_thresholds`) and what they say on these rows."""
     useful = probs[:, 1] + probs[:, 2]
     cuts = choose_thresholds(probs, labels)
-    said = useful >= cuts["useful"]
+    said = cut_report(probs, labels, cuts)
     rep: dict = {"n": int(len(labels)), "auroc": auroc(useful, labels >= 1),
                  "accuracy": float((probs.argmax(axis=1) == labels).mean()),
                  "thresholds": cuts,
-                 "ng_of_not": float((~said[labels == 0]).mean()) if (labels == 0).any() else None,
-                 "ok_of_answering": float(said[labels >= 1].mean()) if (labels >= 1).any()
-                 else None}
+                 "ng_of_not": said["ng_of_not"], "ok_of_answering": said["ok_of_answering"]}
     groups: dict[str, list[int]] = defaultdict(list)
     for i, r in enumerate(rows):
         groups[f"source:{r.get('source', '?')}"].append(i)
