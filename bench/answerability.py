@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import time
 from collections import Counter
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.docs_section import write_section
+from ragpulse.scorer.stats import wilson_interval
 
 REPO = Path(__file__).resolve().parent.parent
 MARK = "<!-- bench/answerability.py -->"
@@ -100,19 +100,10 @@ def judge_rows(rows: list[dict[str, Any]], name: str, threads: int = 1,
             "seconds": seconds}
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (c - h, c + h)
-
-
 def share(k: int, n: int) -> str:
-    lo, hi = wilson(k, n)
-    return f"{100 * k / n:.1f} % [{100 * lo:.0f}, {100 * hi:.0f}] ({k}/{n})" if n else "-"
+    ci = wilson_interval(k, n)
+    return f"{100 * k / n:.1f} % [{100 * ci.low:.0f}, {100 * ci.high:.0f}] ({k}/{n})" if ci \
+        else "-"
 
 
 def table(rows: list[dict[str, Any]], got: dict[str, dict[str, Any]]) -> list[str]:
