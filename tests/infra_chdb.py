@@ -1,6 +1,7 @@
-"""chDB fixtures. chDB runs one engine, on one directory, per process, and pytest runs every test
-in one process: in-process tests share the session directory (``chdb_dsn``) and isolate
-themselves by database name (``rag_database``: ``rag_<uuid8>``). A test that needs a directory of
+"""chDB fixtures. chDB runs one engine, on one directory, per process. Each pytest process (`make
+test` runs two, pytest-xdist workers, each with its own temporary folders) has one session
+directory (``chdb_dsn``); its in-process tests share it and isolate themselves by database name
+(``rag_database``: ``rag_<uuid8>``). A test that needs a directory of
 its own (kill/restart, a second owner) runs the chDB side in a subprocess."""
 
 from __future__ import annotations
