@@ -75,7 +75,7 @@ test: install chromium bench-ragas train-venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --ignore=tests/train
 	$(TRAIN_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/train
 
-# Issue 22: after a local judge changes (a retrained local-model, new support-lr weights), one
+# Issue 22: after a bundled judge changes (a retrained model judge, new support-lr weights), one
 # command re-measures what depends on it: the per-class score distributions, calibration check
 # and default alert levels (docs/benchmarks.md, ragpulse.dashboards.levels; each judge's
 # per-sample scores are cached in JUDGE_CACHE under its weights' fingerprint), the judges' speed
@@ -84,6 +84,6 @@ test: install chromium bench-ragas train-venv
 JUDGE_CACHE ?= /tmp/ragpulse-faithfulness-scores
 
 judge-figures: install
-	$(BIN)/python bench/faithfulness_distributions.py --data ../shared/data --judge local local-model --cache $(JUDGE_CACHE) --write-docs --write-levels
+	$(BIN)/python bench/faithfulness_distributions.py --data ../shared/data --judge fast model --cache $(JUDGE_CACHE) --write-docs --write-levels
 	$(BIN)/python bench/judge_speed.py --data ../shared/data --samples 60 --rounds 3 --write-docs --write-constants
 	$(BIN)/ragpulse dashboards export dashboards/generated

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.docs_section import write_section
+from bench.judges import add_judge_option
 from ragpulse.scorer.stats import wilson_interval
 
 REPO = Path(__file__).resolve().parent.parent
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="only the first N samples per set")
     ap.add_argument("--model-dir", type=Path, default=None,
                     help="the model judge's model directory (default: the bundled model)")
-    ap.add_argument("--judges", nargs="+", default=list(JUDGES), choices=JUDGES)
+    add_judge_option(ap, *JUDGES, flag="--judges", nargs="+", default=list(JUDGES))
     ap.add_argument("--speed", action="store_true", help="also the head's ms per sample")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--write-docs", action="store_true",

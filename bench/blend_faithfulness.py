@@ -1,4 +1,4 @@
-"""Fit and measure the ``local-model`` judge's blend with the lexical detector
+"""Fit and measure the ``model`` judge's blend with the lexical detector
 (``scorer/ragpulse/scorer/judges/nli/blend.py``): per statement
 ``P = sigmoid(b0 + b1 * logit(P_lexical) + b2 * logit(P_model))``, faithfulness = mean P.
 
@@ -9,7 +9,7 @@ numpy on the cache:
     .venv/bin/python bench/blend_faithfulness.py fit --cache /tmp/blend [--write] [--write-docs]
     .venv/bin/python bench/blend_faithfulness.py compare /tmp/blend-a /tmp/blend-b
 
-``dump`` runs the bundled model (the ``local-model`` judge's settings, blend off; ``--nli
+``dump`` runs the bundled model (the ``model`` judge's settings, blend off; ``--nli
 FIELD=VALUE`` overrides one, e.g. ``premise=packed``) and ``support-lr@5`` on the statements of
 each row (``segment.split_statements``, as the judge: the model on the claims it builds with
 ``terse_claims``, the lexical detector on each statement alone) and caches the per-statement probabilities per detector fingerprint and
@@ -22,7 +22,7 @@ alone), the RAG answers the blend meets in production, which no shared set has.
 ``fit`` chooses the weights leave-one-dataset-out (LODO): for each set, the weights fitted on
 the other four (each set counted equally; objective: the log-loss of the sample's mean P
 against its label, so what is fitted is what faithfulness reports; a small L2 on b1, b2) score
-the held-out one. The table reports each set as the judge scores it: the ``local-model``
+the held-out one. The table reports each set as the judge scores it: the ``model``
 judge's ``blend_max_contexts`` (1) leaves samples with several contexts (the dev set's) to the
 model alone. The weights are still fitted on every set's statements, the dev set's included:
 without them the folds lean on the lexical half (JNLI 0.693 -> 0.660 held out). The blend only
@@ -107,7 +107,7 @@ def blended_premises(settings: Any, cap: int | None) -> Any:
 
 
 def judge_cap() -> int | None:
-    """``blend_max_contexts`` of the ``local-model`` judge: samples with more non-blank
+    """``blend_max_contexts`` of the ``model`` judge: samples with more non-blank
     contexts get the model alone (the weights are still fitted on every sample)."""
     from ragpulse.scorer.judges.factory import _local_model_settings
     from ragpulse.scorer.judges.nli import NliJudgeSettings
@@ -175,7 +175,7 @@ def load_set(name: str, data: Path) -> tuple[list[dict[str, Any]], list[int]]:
 
 def detectors(threads: int, model_dir: str | None = None,
               overrides: dict[str, str] | None = None) -> tuple[Any, Any, str, str]:
-    """The model's judge (the bundled model unless ``model_dir``; the ``local-model`` settings
+    """The model's judge (the bundled model unless ``model_dir``; the ``model`` settings
     with ``overrides`` (``NliJudgeSettings`` fields, e.g. ``premise=packed``), blend off) and
     the lexical detector, with their identities."""
     from ragpulse.scorer.embeddings import USEEmbedder
@@ -490,7 +490,7 @@ def fit_main(args: argparse.Namespace) -> int:
 
         judged = dump_settings(_local_model_settings(NliJudgeSettings()))
         if settings != judged:  # weights for other premises than the judge will use
-            raise SystemExit(f"{cache}: dumped with {settings}, but local-model judges with "
+            raise SystemExit(f"{cache}: dumped with {settings}, but the model judge judges with "
                              f"{judged}: dump again without --nli to write blend.json")
     sets, always, checked = (every[:len(SETS)], every[len(SETS):len(SETS) + len(FIT_ONLY)],
                              every[len(SETS) + len(FIT_ONLY):])
@@ -521,7 +521,7 @@ def fit_main(args: argparse.Namespace) -> int:
             MARK, text + "\n\nCommand: `python bench/blend_faithfulness.py dump --data "
             "../shared/data --cache /tmp/blend && python bench/blend_faithfulness.py fit "
             "--cache /tmp/blend --write --write-docs`.",
-            "## local-model's blend with the lexical detector (issue 22)")
+            "## The model judge's blend with the lexical detector (issue 22)")
     return 0
 
 
@@ -589,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--workers", type=int, default=2)
     d.add_argument("--model-dir", help="a model directory other than the bundled one")
     d.add_argument("--nli", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override a local-model setting (NliJudgeSettings), e.g. premise=packed")
+                   help="override a model-judge setting (NliJudgeSettings), e.g. premise=packed")
     d.add_argument("--lexical-from", help="another dump's cache: reuse its lexical "
                                           "probabilities where the lexical detector is the same")
     f = sub.add_parser("fit", help="LODO table; --write ships the weights")

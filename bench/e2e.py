@@ -1,11 +1,11 @@
-"""End-to-end latency at a steady trace rate with the local judge (issue 3): from span export to
+"""End-to-end latency at a steady trace rate with the fast judge (issue 3): from span export to
 a visible score row, plus the sampled/scored counts, the scorer's lag and the peak memory.
 
     .venv/bin/python bench/e2e.py --duration 120
     .venv/bin/python bench/e2e.py --duration 120 --rate 50 --sampling-rate 0.15 --write-docs
 
-What runs is what a user runs: ``ragpulse up --judge local`` as a subprocess (tansu broker,
-collector, scorer with the local judge, chDB), in a fresh temporary data directory, on free
+What runs is what a user runs: ``ragpulse up --judge fast`` as a subprocess (tansu broker,
+collector, scorer with the fast judge, chDB), in a fresh temporary data directory, on free
 loopback ports. This script is only a client of it:
 
 * **Sender** (open loop): a thread emits RAG traces through the real OpenTelemetry SDK
@@ -22,7 +22,7 @@ loopback ports. This script is only a client of it:
   ``ragpulse up`` advertises in DATA_DIR/chdb (the way ``ragpulse status`` reads it; the chDB
   directory itself is never opened here) and records when each trace's first score row was
   returned. The row's ``scored_at`` splits the latency into pipeline and write/poll parts.
-* **Sampling**: the local judge scores about 10 samples/s on 2 idle cores, so a 50 traces/s
+* **Sampling**: the fast judge scores about 10 samples/s on 2 idle cores, so a 50 traces/s
   stream cannot all be judged. The scorer's deterministic sampler
   (``RAGPULSE_SAMPLING__DEFAULT_RATE``) keeps a fixed share of trace ids; the rest are sampled
   out on purpose. The same ``Sampler`` predicts here which trace ids must get a row, so
@@ -65,6 +65,7 @@ SECTION = "## End-to-end latency"
 AFTER = "## Scorer overhead"  # the section is placed right after this one
 WORDS_PER_CONTEXT = 150  # about 200 tokens of English news text (as bench/speed_local.py)
 SERVICE = "e2e-bench"
+JUDGE = "fast"  # the judge `ragpulse up` runs here (ragpulse.scorer.judges.registry's name)
 
 # ---------------------------------------------------------------------------------- settings
 
@@ -566,7 +567,7 @@ class UpProcess:
     def start(cls, s: BenchSettings, data_dir: Path) -> UpProcess:
         exe = Path(sys.executable).with_name("ragpulse")
         cmd = [str(exe)] if exe.exists() else [sys.executable, "-c", "from ragpulse.deploy.cli import main; main()"]
-        cmd += ["up", "--data-dir", str(data_dir), "--judge", "local", "--http-port", "0",
+        cmd += ["up", "--data-dir", str(data_dir), "--judge", JUDGE, "--http-port", "0",
                 "--grpc-port", "0", "--clickhouse-port", "0", "--kafka-port", "0",
                 "--status-interval", f"{s.status_interval_s:g}", "--drain-timeout",
                 f"{s.drain_timeout_s:g}"]
@@ -915,9 +916,9 @@ def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] =
     lines = [
         SECTION,
         "",
-        (f"Issue 3: end to end with the local judge at a steady {s['rate']:g} traces/s, latency from "
-        "span export to a visible score row, and peak memory. `bench/e2e.py` starts "
-        "`ragpulse up --judge local` as a subprocess (tansu broker, collector, scorer, chDB, "
+        (f"Issue 3: end to end with the {JUDGE} judge at a steady {s['rate']:g} traces/s, latency "
+        "from span export to a visible score row, and peak memory. `bench/e2e.py` starts "
+        f"`ragpulse up --judge {JUDGE}` as a subprocess (tansu broker, collector, scorer, chDB, "
         "fresh data directory, loopback), sends RAG traces open loop through the OpenTelemetry "
         "SDK (`BatchSpanProcessor` + OTLP/HTTP exporter; CHAIN root, RETRIEVER with five "
         f"distinct ~{WORDS_PER_CONTEXT}-word passages drawn from {r['passages_in_corpus']} news "
@@ -936,8 +937,8 @@ def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] =
         "",
         "Settings that shape the numbers:",
         "",
-        (f"* **Sampling {s['sampling_rate']:g}** (`RAGPULSE_SAMPLING__DEFAULT_RATE`): the local "
-        "judge does about 9-12 samples/s on 2 idle cores (Speed, below), so "
+        (f"* **Sampling {s['sampling_rate']:g}** (`RAGPULSE_SAMPLING__DEFAULT_RATE`): the "
+        f"{JUDGE} judge does about 9-12 samples/s on 2 idle cores (Speed, below), so "
         f"{s['rate']:g} traces/s cannot all be judged. The scorer's deterministic sampler keeps "
         f"{s['sampling_rate']:.0%} of trace ids (about {s['rate'] * s['sampling_rate']:.1f} "
         "judged traces/s); the others are sampled out on purpose and get no row. Latencies "
@@ -1016,7 +1017,7 @@ def report_lines(r: dict[str, Any], cmd: str, others: Sequence[dict[str, Any]] =
         + (f"at a steady {r['achieved_rate']:.1f} traces/s" if steady else
            f"the sender did NOT hold {s['rate']:g} traces/s ({r['achieved_rate']:.1f})")
         + f" with {s['sampling_rate']:.0%} sampled ({r['achieved_rate'] * s['sampling_rate']:.1f} "
-        "judged traces/s), the local judge "
+        f"judged traces/s), the {JUDGE} judge "
         + {"yes": "kept up", "after a backlog": "kept up only after working off a backlog that "
            "built up early in the run", "no": "did NOT keep up (lower the sampling rate or add "
            "a scorer)"}[kept_up]

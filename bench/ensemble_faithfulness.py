@@ -6,19 +6,21 @@ Two steps; the first is slow (both judges through the real engine path, bench/qu
 ``score_set``), the second is numpy on the cache:
 
     .venv/bin/python bench/ensemble_faithfulness.py dump --data /work/shared/data \\
-        --judge local --cache /tmp/ensemble
+        --judge fast --cache /tmp/ensemble
     .venv/bin/python bench/ensemble_faithfulness.py dump --data /work/shared/data \\
-        --judge local-model --cache /tmp/ensemble
+        --judge model --cache /tmp/ensemble
     .venv/bin/python bench/ensemble_faithfulness.py analyze --cache /tmp/ensemble
 
 Sets (label = faithful; one per-sample ``faithfulness`` value per detector): the hand-written
 RAG dev set (bench/data, all rows), JNLI validation entailment (1) vs contradiction (0), and
-QAGS-CNNDM, HaluEval, FaithBench; all rows by default (local-model takes ~8 min on 2 cores, most
+QAGS-CNNDM, HaluEval, FaithBench; all rows by default (the model judge takes ~8 min on 2 cores, most
 of it FaithBench), or the first ``--jnli-limit`` JNLI e/c rows in file order and the first
 ``--limit`` rows of the others (paired rows kept together, as bench/quality.py), e.g.
 ``--limit 300 --jnli-limit 600``. The results are in docs/history/local-faithfulness.md. The cache is
-one JSON file per (judge, set) under ``--cache`` (outside the repository); a present file made
-with the same limits is not recomputed.
+one JSON file per (judge, set) under ``--cache`` (outside the repository), named by the judge's
+name (``fast__dev.json``, ``model__dev.json``; files of the old names ``local``/``local-model``,
+from before issue 39's rename, are not read: dump again); a present file made with the same
+limits is not recomputed. ``--judge`` takes the old names too, with the registry's warning.
 
 Combinations of the two per-sample scores ``l`` (lr@5) and ``m`` (model):
 weighted mean ``w*m + (1-w)*l`` (w on a 0.05 grid), the same on per-set ranks, max, min, and a
@@ -38,8 +40,11 @@ from typing import Any
 import numpy as np
 
 from bench import quality as q
+from bench.judges import add_judge_option
 
 REPO = Path(__file__).resolve().parent.parent
+LEXICAL, MODEL = "fast", "model"
+"""The two judges combined (ragpulse.scorer.judges.registry): support-lr@5's and the model's."""
 SETS = ("dev_handwritten", "jnli_ent_vs_con", "qags_cnndm", "halueval", "faithbench")
 
 
@@ -90,8 +95,8 @@ def load_cache(cache: Path) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarra
     """Per set: lr@5 scores, model scores, labels (rows where either has no value dropped)."""
     out = {}
     for name in SETS:
-        a = json.loads((cache / f"local__{name}.json").read_text())
-        b = json.loads((cache / f"local-model__{name}.json").read_text())
+        a = json.loads((cache / f"{LEXICAL}__{name}.json").read_text())
+        b = json.loads((cache / f"{MODEL}__{name}.json").read_text())
         if a["ids"] != b["ids"]:
             raise SystemExit(f"{name}: the two caches hold different rows")
         keep = [i for i in range(len(a["ids"]))
@@ -206,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("dump", help="score every set with one judge, cache per-sample values")
     d.add_argument("--data", required=True, help="the shared data directory (read in place)")
-    d.add_argument("--judge", choices=("local", "local-model"), required=True)
+    add_judge_option(d, LEXICAL, MODEL, required=True)
     d.add_argument("--cache", default="/tmp/ensemble")
     d.add_argument("--limit", type=int, default=0,
                    help="first rows of QAGS, HaluEval, FaithBench (default 0: all)")

@@ -2,13 +2,16 @@
 (issue 22: distributions, calibration, alert levels).
 
     python bench/faithfulness_distributions.py --data ../shared/data \
-        --judge local local-model --cache /tmp/alerts22 [--write-docs]
+        --judge fast model --cache /tmp/alerts22 [--write-docs]
 
 For each judge it scores every set once through the real engine path (``Evaluator`` + the judge,
 as ``train/evaluate.py`` and ``bench/quality.py``) and keeps the per-sample scores in
 ``<cache>/<judge>.jsonl`` (the first line names the judge's version: a retrained model or new
-weights give another version and are scored again; ``--rescore`` forces it). Then it prints,
-from the cached scores only:
+weights give another version and are scored again; ``--rescore`` forces it). The files are named
+by the judges' names since the rename of issue 39 (``fast.jsonl``, ``model.jsonl``); a cache
+written under the old names is not read, so those judges are scored again once. ``--judge``
+takes the old names too, with the registry's warning. Then it prints, from the cached scores
+only:
 
 - per set and class (faithful / unfaithful; JNLI valid: entailment / contradiction, neutral
   apart): n, mean, deciles p10 ... p90 and a text histogram;
@@ -34,19 +37,17 @@ from typing import Any
 import numpy as np
 
 from bench.docs_section import write_section
+from bench.judges import add_judge_option, judge_summary
 from bench.quality import FILES, lang_of, read_jsonl, score_set
 
 REPO = Path(__file__).resolve().parent.parent
 
 SETS = ("dev", "jnli", "qags_cnndm", "halueval", "faithbench")
-JUDGES = ("local", "local-model")
-JUDGE_LABEL = {"local": "local (support-lr@5)", "local-model": "local-model (faith-e5)"}
+JUDGES = ("fast", "model")
+"""The judges this bench measures: the two bundled ones (ragpulse.scorer.judges.registry)."""
 DOCS = REPO / "docs" / "benchmarks.md"
 MARK = "<!-- bench/faithfulness_distributions.py -->"
 LEVELS = REPO / "scorer" / "ragpulse" / "scorer" / "judges" / "registry.py"
-ROW_JUDGE = {"local": "fast", "local-model": "model"}
-"""The ``judge`` column each judge writes (ragpulse.scorer.JUDGES: local is now fast, local-model
-is now model)."""
 
 
 def load_rows(key: str, data: Path, dev: Path, limit: int | None) -> list[dict[str, Any]]:
@@ -65,7 +66,7 @@ def weight_files(name: str) -> list[Path]:
     """The files that decide the judge's scores: the bundled model or the detector's weights."""
     from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR
 
-    if name == "local-model":
+    if name == "model":
         return sorted(p for p in Path(BUNDLED_MODEL_DIR).iterdir() if p.is_file())
     import ragpulse.scorer.judges.local as local
 
@@ -73,7 +74,7 @@ def weight_files(name: str) -> list[Path]:
 
 
 def judge_version(name: str) -> str:
-    """A fingerprint of the judge's weight files and, for ``local-model``, of its default nli
+    """A fingerprint of the judge's weight files and, for ``model``, of its default nli
     settings other than resources (premises, windows, claims): a retrained model, refitted
     weights or another premise selection give another one, so its cached scores are not
     reused."""
@@ -81,7 +82,7 @@ def judge_version(name: str) -> str:
     for p in weight_files(name):
         h.update(p.name.encode())
         h.update(p.read_bytes())
-    if name == "local-model":
+    if name == "model":
         from ragpulse.scorer.judges.factory import _local_model_settings
         from ragpulse.scorer.judges.nli.onnx_model import _VERSION
         from ragpulse.scorer.judges.nli.settings import scoring_settings
@@ -185,7 +186,7 @@ def distributions(caches: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]
 def report(caches: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], command: str) -> str:
     from bench.faithfulness_calibration import alert_section, calibration_section
 
-    heads = "; ".join(f"`{n}` = {JUDGE_LABEL.get(n, n)}, version `{h['version']}`, scored "
+    heads = "; ".join(f"`{n}` ({judge_summary(n)}), version `{h['version']}`, scored "
                       f"{h['scored_at']} in {h['seconds']:.0f} s" for n, (h, _) in caches.items())
     body = [
         f"Command: `{command}`  ",
@@ -206,7 +207,7 @@ def report(caches: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]], comma
 
 
 def write_docs(body: str) -> None:
-    write_section(MARK, body, heading='## Faithfulness score distributions (local judges)', before='## Quality (local judge): calibration', docs=DOCS)
+    write_section(MARK, body, heading='## Faithfulness score distributions (local judges)', before='## Quality (fast judge): calibration', docs=DOCS)
 
 
 def write_levels(caches: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, float]:
@@ -215,9 +216,9 @@ def write_levels(caches: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]])
     from bench.faithfulness_calibration import measured_levels
 
     found = measured_levels(caches)
-    levels = {ROW_JUDGE[n]: v for n, v in found.items()}
-    if set(levels) != set(ROW_JUDGE.values()):
-        raise SystemExit("--write-levels needs both judges (--judge local local-model)")
+    levels = dict(found)
+    if set(levels) != set(JUDGES):
+        raise SystemExit(f"--write-levels needs both judges (--judge {' '.join(JUDGES)})")
     text = LEVELS.read_text(encoding="utf-8")
     new = "FAITHFULNESS_LEVELS: dict[str, float] = {" + ", ".join(
         f'"{k}": {v:.2f}' for k, v in sorted(levels.items())) + "}"
@@ -231,7 +232,7 @@ def write_levels(caches: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]])
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--judge", nargs="+", default=list(JUDGES), choices=JUDGES)
+    add_judge_option(ap, *JUDGES, nargs="+", default=list(JUDGES))
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     ap.add_argument("--dev", default=str(REPO / "bench" / "data" / "faithfulness_rag_handwritten.jsonl"))
     ap.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.docs_section import write_section
+from bench.judges import add_judge_option
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.judges.factory import build_judge
 from ragpulse.scorer.metrics import DEFAULT_METRICS
@@ -149,7 +150,7 @@ def make_samples(data: Path, n: int, langs: Sequence[str] = LANGS) -> list[Sampl
 
 def nli_settings(pairs: Sequence[str]) -> Any:
     """``NliJudgeSettings`` from ``FIELD=VALUE`` pairs (``--nli premise=views``), for the nli
-    and local-model judges; None without pairs (each judge's defaults)."""
+    and model judges; None without pairs (each judge's defaults)."""
     if not pairs:
         return None
     from pydantic import ValidationError
@@ -226,7 +227,7 @@ def _stage_clock() -> StageClock:
     from ragpulse.scorer.judges.nli.onnx_model import NliModel
 
     clock = StageClock()
-    clock.wrap_pool(LocalJudge, "judge", "local")
+    clock.wrap_pool(LocalJudge, "judge", "fast")  # the fast judge's pool (the model judge's too)
     clock.wrap_pool(NliJudge, "judge", "nli")
     clock.wrap(USEEmbedder, "embed", "USE embeddings")
     clock.wrap(NliModel, "support_matrix", "NLI premises")
@@ -257,8 +258,8 @@ async def measure(name: str, samples: Sequence[Sample], warm: Sequence[Sample], 
     n = len(samples)
     stages = {k: v / n for k, v in (clock.seconds if clock is not None else {}).items()}
     pools = {k: v / n for k, v in (clock.pools if clock is not None else {}).items()}
-    local = getattr(judge, "local", judge)  # the model judge's local judge, or the fast judge
-    workers = {"local": local.settings.workers}
+    local = getattr(judge, "local", judge)  # the model judge's fast part, or the fast judge
+    workers = {"fast": local.settings.workers}
     if local is not judge:
         workers["nli"] = judge.settings.workers
     return {"judge": name, "samples": n, "samples_per_s": n / wall,
@@ -370,7 +371,7 @@ def table(results: list[dict], command: str, langs: Sequence[str], threads: int)
               "cores divided by CPU seconds a sample estimates 2 free cores, capped at one core's "
               "worth of the USE stage (the embedder runs one forward pass at a time) and at "
               "each worker pool's threads' worth of its blocking calls (the fast judge: one "
-              "worker; the model judge: one for the local judge's part, two for the model's). "
+              "worker; the model judge: one for the fast judge's part, two for the model's). "
               "`ragpulse.scorer.SAMPLES_PER_S` takes that estimate."]
     return "\n".join(lines)
 
@@ -399,12 +400,9 @@ def write_constants(results: list[dict]) -> dict[str, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ragpulse.scorer import resolve_judge
-
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
-    p.add_argument("--judge", nargs="+", default=list(JUDGES),
-                   help="fast and/or model (old names accepted)")
+    add_judge_option(p, *JUDGES, nargs="+", default=list(JUDGES))
     p.add_argument("--samples", type=int, default=60)
     p.add_argument("--rounds", type=int, default=1,
                    help="alternate the judges this many times (each run in a fresh process)")
@@ -421,9 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="a model-judge setting (NliJudgeSettings), e.g. premise=views; "
                    "not with --write-docs/--write-constants, which describe the defaults")
     args = p.parse_args(argv)
-    judges = [resolve_judge(j) for j in args.judge]
-    if not set(judges) <= set(JUDGES):
-        p.error(f"--judge: {', '.join(JUDGES)}")
+    judges = args.judge
     langs = tuple(x.strip() for x in args.langs.split(",") if x.strip())
     if not langs or not set(langs) <= set(LANGS):
         p.error(f"--langs: some of {', '.join(LANGS)}")

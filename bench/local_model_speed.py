@@ -1,4 +1,4 @@
-"""Speed of the ``local-model`` judge (ragpulse's bundled int8 faithfulness cross-encoder) on a
+"""Speed of the ``model`` judge (ragpulse's bundled int8 faithfulness cross-encoder) on a
 typical trace: 3 answer statements, 5 retrieved contexts of about 900 characters, judged for
 faithfulness and context utilization (both from the same statement x chunk pairs) through
 ``NliJudge.judge``, the blocking core the judge's worker threads run.
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--configs", default="2x1x16x2,1x2x16x2,2x1x16x0",
                     help="threads x workers x batch x candidates (0: every chunk, as the nli "
-                    "judge; local-model uses 2), comma-separated")
+                    "judge; the model judge uses 2), comma-separated")
     a = ap.parse_args(argv)
     print("| onnxruntime threads | workers | batch | candidates | samples/s | load before / after |")
     print("|---|---|---|---|---|---|")

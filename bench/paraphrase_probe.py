@@ -13,10 +13,11 @@ three statements about it:
 
 A judge that reads meaning scores ``paraphrase`` high and above ``wrong``; one that reads words
 scores ``copy`` high and ``paraphrase`` as low as ``wrong``. Each statement is judged against the
-premise alone (no premise selection): ``local-model`` and ``nli`` give the model's P of the pair,
-``local`` the statement-support detector's P.
+premise alone (no premise selection): ``model`` and ``nli`` give the model's P of the pair,
+``fast`` the statement-support detector's P (``--judge`` takes the old names too, with the
+registry's warning).
 
-    .venv/bin/python bench/paraphrase_probe.py [--judge local-model|nli|local] [--model-dir DIR]
+    .venv/bin/python bench/paraphrase_probe.py [--judge model|nli|fast] [--model-dir DIR]
         [--json OUT] [--write-docs]
 
 Prints, per language and overall: mean P of each kind, the share of items whose paraphrase is
@@ -34,12 +35,17 @@ from pathlib import Path
 import numpy as np
 
 from bench import docs_section
+from bench.judges import add_judge_option
 from bench.quality import auroc
+from ragpulse.scorer.judges.registry import JUDGE_ALIASES, JUDGE_NAMES
 
 REPO = Path(__file__).resolve().parents[1]
 
 DATA = REPO / "bench" / "data" / "paraphrase_probe.jsonl"
 KINDS = ("copy", "paraphrase", "wrong")
+JUDGES = ("model", "nli", "fast")
+"""The judges the probe runs (ragpulse.scorer.judges.registry): the two with a model, the
+lexical one."""
 MARK = "<!-- paraphrase-probe -->"
 
 
@@ -58,7 +64,7 @@ def load(path: Path = DATA) -> list[dict]:
 
 def scorer(judge: str, model_dir: Path | None, threads: int):
     """A function (premise, statements) -> P per statement for ``judge``."""
-    if judge == "local":
+    if judge == "fast":
         from ragpulse.scorer.embeddings import USEEmbedder
         from ragpulse.scorer.judges.local.support_detector import SupportDetector
 
@@ -68,7 +74,7 @@ def scorer(judge: str, model_dir: Path | None, threads: int):
     from ragpulse.scorer.judges.nli import NliJudgeSettings
     from ragpulse.scorer.judges.nli.onnx_model import NliModel
 
-    if judge == "local-model":
+    if judge == "model":
         settings = _local_model_settings(NliJudgeSettings(threads=threads, model_dir=model_dir))
     else:
         if model_dir is None:
@@ -109,8 +115,8 @@ def table(summary: dict, judge: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--judge", choices=("local-model", "nli", "local"), default="local-model")
-    ap.add_argument("--model-dir", type=Path, help="another exported model (nli, local-model)")
+    add_judge_option(ap, *JUDGES, default="model")
+    ap.add_argument("--model-dir", type=Path, help="another exported model (nli, model)")
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", type=Path, help="write every item's P and the summary here")
@@ -138,16 +144,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write_docs(judge: str, text: str) -> None:
-    """Keep one table per judge between the markers (re-running one judge replaces its own)."""
+    """Keep one table per judge between the markers (re-running one judge replaces its own,
+    also a table written under the judge's old name), in the registry's order."""
     docs = docs_section.DOCS.read_text(encoding="utf-8")
     tables: dict[str, str] = {}
     if MARK in docs:
         start = docs.index(MARK) + len(MARK)
         old = docs[start:docs.index(MARK, start)]
         for m in re.finditer(r"^`([^`]+)`, each statement.*?(?=\n\n\n|\Z)", old, re.S | re.M):
-            tables[m.group(1)] = m.group(0).strip()
+            tables[JUDGE_ALIASES.get(m.group(1), m.group(1))] = m.group(0).strip()
     tables[judge] = text
-    order = [j for j in ("local-model", "nli", "local") if j in tables]
+    order = [j for j in JUDGE_NAMES if j in tables]
     body = ("`bench/paraphrase_probe.py`: 36 minimal items (12 each EN/JA/ZH, "
             "bench/data/paraphrase_probe.jsonl): a premise, its trimmed copy, a faithful "
             "paraphrase, and the paraphrase with one wrong part. Command: `.venv/bin/python "

@@ -1,13 +1,13 @@
 """Quality of a judge against human labels: faithfulness, context relevance, answer relevancy.
 
-Every score comes from the real engine path, ``Evaluator`` + the judge (``--judge local`` or
+Every score comes from the real engine path, ``Evaluator`` + the judge (``--judge fast`` or
 ``--judge llm``), on the labeled sets in ``--data`` (default ``../shared/data`` relative to the
 repository; never copied into it). Prints a markdown report to stdout with the baselines of
 ``../shared/data/README.md`` beside each number; progress goes to stderr.
 
-    .venv/bin/python bench/quality.py --data ../shared/data                      # local judge
+    .venv/bin/python bench/quality.py --data ../shared/data                      # fast judge
     .venv/bin/python bench/quality.py --judge llm --base-url URL --model M --limit 100
-    .venv/bin/python bench/quality.py --tune          # cross-validate the local judge's cuts
+    .venv/bin/python bench/quality.py --tune          # cross-validate the fast judge's cuts
     .venv/bin/python bench/quality.py --write-docs    # also replace the section in docs/benchmarks.md
     .venv/bin/python bench/quality.py --only faithfulness --extra-faithfulness bench/data/faithfulness_rag_handwritten.jsonl
 
@@ -24,7 +24,7 @@ HaluEval's right answers are far shorter than its hallucinated ones (length alon
 0.94), so faithfulness there is also reported within answer-length quartiles (a score that only
 measures length gets about 0.5 inside a bin) and on length-matched right/hallucinated pairs.
 
-``--tune`` reads the local judge's continuous views (``Finding.extra``) and chooses each cut by
+``--tune`` reads the fast judge's continuous views (``Finding.extra``) and chooses each cut by
 5-fold cross-validation (folds by question, so a question is never in train and test): it prints
 every fold's cut and its held-out quality; the shipped defaults in ``LocalJudgeSettings`` are the
 median fold cuts, rounded.
@@ -52,6 +52,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from bench.judges import add_judge_option
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.judges.base import Needs
 from ragpulse.scorer.model import Fact, Score
@@ -297,7 +298,7 @@ async def quality(args: argparse.Namespace) -> str:
 async def _faithfulness(judge: Any, data: Path, args: argparse.Namespace) -> list[str]:
     lines = ["### Faithfulness", "",
              ("Sample label `faithful`; score = `faithfulness` (share of supported statements; the "
-              "local judge reports the expected share, the mean of its calibrated P(supported), "
+              "fast judge reports the expected share, the mean of its calibrated P(supported), "
               "see docs/local-faithfulness.md). *Verdict share*: AUROC of supported / statements "
               "from the score's counts (the judge's thresholded verdicts). BA: balanced accuracy "
               "of \"all statements supported\" (counts: supported = statements) vs the label."), "",
@@ -427,7 +428,7 @@ async def _jnli(judge: Any, path: Path, args: argparse.Namespace, dist: list[str
 
 async def _context_relevance(judge: Any, data: Path, args: argparse.Namespace) -> list[str]:
     lines = ["", "### Context relevance", "",
-              "Score = `context_relevance` (two 0/1/2 ratings, mean / 2: the local judge's two views or the LLM judge's two prompts); label `has_positive`.",
+              "Score = `context_relevance` (two 0/1/2 ratings, mean / 2: the fast judge's two views or the LLM judge's two prompts); label `has_positive`.",
               "", "| set | n | AUROC | baseline (README) |", "|---|---|---|---|"]
     seed_rows: list[str] = []
     for key, fname in (("ctx_jsquad", "context_relevance_jsquad_ja.jsonl"),
@@ -525,7 +526,7 @@ def _cv_rating(name: str, x: np.ndarray, y: np.ndarray, groups: Sequence[str]) -
 
 
 def tune(args: argparse.Namespace) -> str:
-    """Cross-validate the local judge's cuts on its continuous views (blocking).
+    """Cross-validate the fast judge's cuts on its continuous views (blocking).
 
     Long because: one judge scores four sets once, and one report holds every view's cuts:
     the rating views pool two sets' judged rows, and the comparison table reuses them.
@@ -638,7 +639,7 @@ def write_docs(section: str, body: str, command: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
-    p.add_argument("--judge", choices=("local", "llm"), default="local")
+    add_judge_option(p, "fast", "llm", default="fast")
     p.add_argument("--base-url")
     p.add_argument("--model")
     p.add_argument("--limit", type=int, help="rows per set (paired rows kept together)")
@@ -648,7 +649,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--extra-faithfulness", nargs="*", metavar="JSONL",
                    default=sorted(str(x) for x in (REPO / "bench" / "data").glob("faithfulness_*.jsonl")),
                    help="the project's own labelled faithfulness sets (default: bench/data/faithfulness_*.jsonl)")
-    p.add_argument("--tune", action="store_true", help="cross-validate the local judge's cuts")
+    p.add_argument("--tune", action="store_true", help="cross-validate the fast judge's cuts")
     p.add_argument("--write-docs", action="store_true", help="write the result into docs/benchmarks.md")
     args = p.parse_args(argv)
     if args.write_docs and set(args.only) != set(SECTIONS):
@@ -658,7 +659,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "python bench/quality.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     if args.tune:
         body = tune(args)
-        section = "Quality (local judge): calibration"
+        section = "Quality (fast judge): calibration"
     else:
         body = asyncio.run(quality(args))
         section = f"Quality ({args.judge} judge)"

@@ -32,11 +32,13 @@ def main() -> None:
     a = ap.parse_args()
 
     t0 = datetime(2026, 11, 20, tzinfo=UTC)
+    # rows as the fast judge writes them (its judge name and its embedder's model name)
     scored = [
-        Score(metric="faithfulness", value=0.8, judge="local", model="use-v3", prompt_version="v1",
+        Score(metric="faithfulness", value=0.8, judge="fast", model="use-multilingual-v3",
+              prompt_version="v1",
               counts={"statements": 5, "supported": 4}, interval=Interval(low=0.4, high=0.96),
               cost=Cost(llm_calls=0.5, prompt_tokens=300, completion_tokens=40, latency_ms=20)),
-        Score.missing("answer_relevancy", "no_answer", judge="local", model="use-v3"),
+        Score.missing("answer_relevancy", "no_answer", judge="fast", model="use-multilingual-v3"),
     ]
     start = time.perf_counter()
     rows = []

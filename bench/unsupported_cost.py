@@ -24,6 +24,7 @@ from pathlib import Path
 
 from judge_speed import make_samples  # bench/, the script's own folder
 
+from bench.judges import add_judge_option
 from ragpulse.scorer import Evaluator, Sample, build_judge
 from ragpulse.scorer.judges.local.analysis import SampleAnalysis
 from ragpulse.scorer.judges.nli import judge as nli_judge
@@ -65,7 +66,7 @@ async def _run(name: str, samples: list[Sample], warm: int) -> tuple[float, floa
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
-    p.add_argument("--judge", nargs="+", default=["fast", "model"], choices=["fast", "model"])
+    add_judge_option(p, "fast", "model", nargs="+", default=["fast", "model"])
     p.add_argument("--samples", type=int, default=30)
     a = p.parse_args()
     warm = 4

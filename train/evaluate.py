@@ -1,8 +1,11 @@
 """Faithfulness AUROC of a judge on the bench sets, through the real engine path
 (``Evaluator`` + the judge, as ``bench/quality.py``), per set and per language.
 
-    python -m train.evaluate [--judge local-model] [--model-dir DIR] [--sets ...] [--json F]
-    python -m train.evaluate --judge local            # the lexical support-lr@5 baseline
+    python -m train.evaluate [--judge model] [--model-dir DIR] [--sets ...] [--json F]
+    python -m train.evaluate --judge fast             # the lexical support-lr@5 baseline
+
+``--judge`` takes the judges' old names too (``local-model``, ``local``), with the registry's
+warning.
 
 Sets (``--data``: the shared labeled sets; ``--dev``: the hand-written RAG-shaped dev set):
 ``dev`` (AUROC, faithful mean, per language), ``jnli`` (JGLUE JNLI valid: entailment vs
@@ -22,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.judges import add_judge_option
 from bench.quality import (
     FILES,
     _length,
@@ -36,6 +40,8 @@ from bench.quality import (
 
 REPO = Path(__file__).resolve().parent.parent
 SETS = ("dev", "jnli", "qags_cnndm", "halueval", "faithbench")
+JUDGES = ("model", "fast", "nli")
+"""The judges this command scores with (ragpulse.scorer.judges.registry): those that run here."""
 
 
 def length_matched(v: list[float], y: list[int], lens: list[int]) -> tuple[float, int]:
@@ -122,8 +128,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_judge(args: argparse.Namespace) -> Any:
-    if args.judge in ("local", "fast"):
-        return build("local", None, None)
+    if args.judge == "fast":
+        return build("fast", None, None)
     from ragpulse.scorer.judges.factory import build_judge as bj
     from ragpulse.scorer.judges.nli import NliJudgeSettings
 
@@ -135,10 +141,10 @@ def build_judge(args: argparse.Namespace) -> Any:
               batch_size=args.batch_size, nli=NliJudgeSettings(**given) if given else None)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--judge", choices=("model", "fast", "nli", "local-model", "local"),
-                    default="model", help="a judge (ragpulse.scorer.JUDGES; old names too)")
+def parser() -> argparse.ArgumentParser:
+    """The command's options."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_judge_option(ap, *JUDGES, default="model")
     ap.add_argument("--model-dir")
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
     ap.add_argument("--dev", default=str(REPO / "bench" / "data" /
@@ -164,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--rows", help="append each scored row (set, id, label, value) to this JSONL "
                                    "file (JNLI excepted), for train.compare")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
     res = asyncio.run(run(a))
     text = json.dumps(res, indent=1)
     print(text)

@@ -94,7 +94,7 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
     with pytest.raises(SystemExit, match="different detectors"):
         bf.load(tmp_path)
 
-    # weights fitted under other premises than local-model's are never written as its blend
+    # weights fitted under other premises than the model judge's are never written as its blend
     for name in bf.ALL_SETS:
         (tmp_path / f"{name}.json").write_text(json.dumps(dict(packed, set=name)))
     out = tmp_path / "model"
@@ -123,7 +123,7 @@ def test_fit_reports_multi_passage_samples_as_the_model_alone(
     assert bf.SetData(raw).blended.all()  # no cap: every sample blended
     with pytest.raises(SystemExit, match="context counts"):
         bf.SetData({k: v for k, v in raw.items() if k != "contexts"}, cap=1)
-    assert bf.judge_cap() == 1  # what the local-model judge does
+    assert bf.judge_cap() == 1  # what the model judge does
 
 
 def test_fit_learns_from_the_premises_the_blend_meets(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""bench/judge_speed.py --nli: a non-default nli/local-model setting for one measurement, checked
+"""bench/judge_speed.py --nli: a non-default nli/model setting for one measurement, checked
 before any model loads, and never written into the docs or the sampling constants."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def test_nli_settings_are_parsed_and_checked(monkeypatch: pytest.MonkeyPatch) ->
     assert js.nli_settings([]) is None
     got = js.nli_settings(["premise=views", "candidates=3"])
     assert got.premise == "views" and got.candidates == 3
-    assert got.model_fields_set >= {"premise", "candidates"}  # local-model keeps them
+    assert got.model_fields_set >= {"premise", "candidates"}  # the model judge keeps them
     for bad, msg in ((["premise"], "FIELD=VALUE"), (["nosuch=1"], "no field 'nosuch'"),
                      (["premise=sideways"], "premise")):
         with pytest.raises(SystemExit, match=msg):
@@ -56,9 +56,9 @@ def test_rounds_give_same_run_ratios_and_stages_add_up(monkeypatch: pytest.Monke
     assert js.free_cores_estimate(s["model"]) == pytest.approx(2 / 0.35)
     assert js.free_cores_estimate(s["fast"]) == pytest.approx(1 / 0.08)
     # and at each worker pool's threads' worth of its blocking call
-    one_worker = {**s["fast"], "pools": {"local": 0.1}, "workers": {"local": 1}}
+    one_worker = {**s["fast"], "pools": {"fast": 0.1}, "workers": {"fast": 1}}
     assert js.free_cores_estimate(one_worker) == pytest.approx(10.0)
-    two = {**s["model"], "pools": {"local": 0.09, "nli": 0.3}, "workers": {"local": 1, "nli": 2}}
+    two = {**s["model"], "pools": {"fast": 0.09, "nli": 0.3}, "workers": {"fast": 1, "nli": 2}}
     assert js.free_cores_estimate(two) == pytest.approx(2 / 0.35)
     body = js.table(results, "cmd", ("en", "ja"), 1)
     assert "**3.50**" in body and "| model | 2 x 10 |" in body

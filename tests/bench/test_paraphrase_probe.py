@@ -50,7 +50,7 @@ def test_summary() -> None:
 
 def test_runs_on_the_bundled_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "probe.json"
-    assert pp.main(["--judge", "local-model", "--json", str(out), "--threads", "1"]) == 0
+    assert pp.main(["--judge", "model", "--json", str(out), "--threads", "1"]) == 0
     got = json.loads(out.read_text(encoding="utf-8"))
     assert len(got["rows"]) == 36 and set(got["summary"]) == {"en", "ja", "zh", "all"}
     for r in got["rows"]:
@@ -64,13 +64,38 @@ def test_write_docs_keeps_one_table_per_judge(monkeypatch: pytest.MonkeyPatch,
     docs.write_text(f"# Benchmarks\n\n{BEFORE}\n\nrest\n", encoding="utf-8")
     monkeypatch.setattr(docs_section, "DOCS", docs)
     summary = pp.summarize([{"lang": "en", "copy": 0.9, "paraphrase": 0.5, "wrong": 0.4}])
-    pp._write_docs("local-model", pp.table(summary, "local-model"))
-    pp._write_docs("local", pp.table(summary, "local"))
+    pp._write_docs("fast", pp.table(summary, "fast"))
+    pp._write_docs("model", pp.table(summary, "model"))
     changed = pp.summarize([{"lang": "en", "copy": 0.9, "paraphrase": 0.1, "wrong": 0.4}])
-    pp._write_docs("local-model", pp.table(changed, "local-model"))
+    pp._write_docs("model", pp.table(changed, "model"))
     text = docs.read_text(encoding="utf-8")
     assert text.count(pp.MARK) == 2 and text.index(pp.MARK) < text.index(BEFORE)
-    assert text.count("`local-model`, each statement") == 1 and text.count("`local`, each statement") == 1
+    assert text.count("`model`, each statement") == 1 and text.count("`fast`, each statement") == 1
     assert "| en | 1 | 0.90 | 0.10 | 0.40 | 0% | 0.00 |" in text  # the re-run replaced its own
-    assert "| en | 1 | 0.90 | 0.50 | 0.40 | 100% | 1.00 |" in text  # local's table kept
-    assert text.index("`local-model`, each") < text.index("`local`, each") and "rest" in text
+    assert "| en | 1 | 0.90 | 0.50 | 0.40 | 100% | 1.00 |" in text  # fast's table kept
+    assert text.index("`model`, each") < text.index("`fast`, each") and "rest" in text
+
+
+def test_a_judge_rerun_replaces_its_table_of_the_old_name(monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:
+    """The tables written before issue 39's rename are headed `local-model` and `local`: a
+    re-run of ``model`` replaces the first and keeps the second, whose name it does not
+    change until ``fast`` is run again."""
+    docs = tmp_path / "benchmarks.md"
+    summary = pp.summarize([{"lang": "en", "copy": 0.9, "paraphrase": 0.5, "wrong": 0.4}])
+    old = "\n\n\n".join(pp.table(summary, name) for name in ("local-model", "local"))
+    docs.write_text(f"# Benchmarks\n\n{pp.MARK}\nhead\n\n\n{old}\n{pp.MARK}\n\n{BEFORE}\n",
+                    encoding="utf-8")  # as the bench wrote it then
+    monkeypatch.setattr(docs_section, "DOCS", docs)
+    changed = pp.summarize([{"lang": "en", "copy": 0.9, "paraphrase": 0.1, "wrong": 0.4}])
+    pp._write_docs("model", pp.table(changed, "model"))
+    text = docs.read_text(encoding="utf-8")
+    assert "`local-model`, each" not in text and text.count("`model`, each statement") == 1
+    assert text.count("`local`, each statement") == 1
+    assert text.index("`model`, each") < text.index("`local`, each")
+
+
+def test_a_judge_the_probe_does_not_run_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        pp.main(["--judge", "llm"])
+    assert "this command runs model, nli, fast" in capsys.readouterr().err

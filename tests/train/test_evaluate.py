@@ -1,4 +1,4 @@
-"""train.evaluate's HaluEval length control (pure: no model)."""
+"""train.evaluate: its HaluEval length control (pure: no model) and its judge option."""
 
 from __future__ import annotations
 
@@ -19,3 +19,21 @@ def test_length_matched_counts_every_equal_length_pair_without_choosing_by_score
     assert a == pytest.approx((2 + 1) / 5)  # wins: 0.9>0.5, 0.8>0.5, 0.7>0.2
     assert length_matched([0.5, 0.5], [1, 0], [2, 2]) == (0.5, 1)
     assert length_matched([0.5, 0.5], [1, 0], [2, 3])[1] == 0
+
+
+def test_judge_option_reads_the_registry_and_its_old_names(
+        caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--judge local-model`` / ``local`` (the commands in train/README.md's history and in
+    docs/history) still run, as ``model`` / ``fast`` with the registry's warning; the default is
+    the default judge; a judge this command cannot run here is refused when parsed."""
+    from train.evaluate import parser
+
+    assert parser().parse_args([]).judge == "model"
+    with caplog.at_level("WARNING"):
+        assert parser().parse_args(["--judge", "local-model"]).judge == "model"
+        assert parser().parse_args(["--judge", "local"]).judge == "fast"
+    assert "'local' is now called 'fast'" in caplog.text
+    assert parser().parse_args(["--judge", "nli", "--model-dir", "M"]).judge == "nli"
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--judge", "llm"])
+    assert "this command runs model, fast, nli" in capsys.readouterr().err

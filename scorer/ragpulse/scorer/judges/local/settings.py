@@ -61,7 +61,7 @@ class LocalJudgeSettings(BaseModel):
     """``expected``: faithfulness is the expected share of supported statements, the mean of the
     detector's calibrated P(supported) (``metrics.EXPECTED_SHARE``); counts and verdicts stay
     thresholded. ``verdicts``: the share of statements at or above the detector's threshold.
-    Measured through ``bench/quality.py`` (docs/benchmarks.md, *Quality (local judge)*: the
+    Measured through ``bench/quality.py`` (docs/benchmarks.md, *Quality (fast judge)*: the
     "AUROC, verdict share" column against "AUROC"): the threshold throws ranking away."""
 
     # --- answer relevancy -------------------------------------------------------------------
