@@ -19,3 +19,21 @@ def test_length_matched_counts_every_equal_length_pair_without_choosing_by_score
     assert a == pytest.approx((2 + 1) / 5)  # wins: 0.9>0.5, 0.8>0.5, 0.7>0.2
     assert length_matched([0.5, 0.5], [1, 0], [2, 2]) == (0.5, 1)
     assert length_matched([0.5, 0.5], [1, 0], [2, 3])[1] == 0
+
+
+def test_canonical_values_flag_reaches_the_model_judges_settings(monkeypatch) -> None:
+    import argparse
+
+    from ragpulse.scorer.judges import factory
+    from train import evaluate
+
+    seen = {}
+    monkeypatch.setattr(factory, "build_judge", lambda name, **kw: seen.update(kw, name=name))
+    base = {"judge": "model", "threads": 1, "model_dir": None, "batch_size": 1,
+            **{k: None for k in ("premise", "premise_sentences", "premise_neighbours",
+                                 "premise_tokens", "premise_heading", "premise_view_sentences",
+                                 "blend")}}
+    evaluate.build_judge(argparse.Namespace(**base, canonical_values=True))
+    assert seen["name"] == "model" and seen["nli"].canonical_values is True
+    evaluate.build_judge(argparse.Namespace(**base, canonical_values=False))
+    assert seen["nli"] is None  # nothing given: the judge's own settings, values off
