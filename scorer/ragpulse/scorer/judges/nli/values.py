@@ -222,7 +222,7 @@ _EN_PHRASES: list[Rule] = [
     (("and a half",), re.compile(r"\b(?:[Aa]n|1)\s+hour\s+and\s+a\s+half\b"), "90 minutes"),
     (("and a half",), re.compile(r"\b(?:[Aa]|1)\s+year\s+and\s+a\s+half\b"), "18 months"),
     (("and a half",), re.compile(r"\b(\d+)\s+and\s+a\s+half\s+(hours|days|weeks|minutes|years)\b"),
-     lambda m: f"{m.group(1)}.5 {m.group(2)}"),
+     lambda m: m.group(0) if _after(m, ":.") else f"{m.group(1)}.5 {m.group(2)}"),
     (("fortnight",), re.compile(r"\b[Aa]\s+fortnight\b"), "2 weeks"),
     (("fortnight",), re.compile(r"\b(\d+)\s+fortnights\b"), lambda m: f"{2 * int(m.group(1))} weeks"),
     # not "a second" (a second opinion)
@@ -270,8 +270,7 @@ def _en_ampm(m: re.Match[str]) -> str:
         rest = m.string[m.end() :]
         word = rest.split(None, 1)[0].rstrip(".,;:!?").lower() if rest.strip() else ""
         nxt = rest.lstrip()[:1]
-        if not nxt or rest[0].isspace() and not (nxt.islower() or nxt.isdigit()
-                                                 or word in _NAMES):
+        if not nxt or rest[0].isspace() and not (nxt.islower() or word in _NAMES):
             out += "."
     return out
 
@@ -294,23 +293,23 @@ _EN_DAYS: list[Rule] = [
 
 _MONEY = {"€": "euros", "$": "dollars", "£": "pounds"}
 _EN_MONEY: list[Rule] = [
-    (tuple(_MONEY), re.compile(r"(?<![\w.])([€$£])\s?(\d+(?:[.,]\d+)?)(?![\d\w])"),
+    (tuple(_MONEY), re.compile(r"(?<![\w.€$£])([€$£])\s?(\d+(?:[.,]\d+)?)(?![\w:])"),
      lambda m: f"{m.group(2)} {_MONEY[m.group(1)]}"),
-    (("€", "£"), re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)?)\s?([€£])(?!\w)"),
+    (("€", "£"), re.compile(r"(?<![\w.:])(\d+(?:[.,]\d+)?)\s?([€£])(?!\w)"),
      lambda m: f"{m.group(1)} {_MONEY[m.group(2)]}"),
 ]
 
 
 def _english(text: str) -> str:
     text = _EN_NUMBER.sub(_en_number, text)
+    text = _apply(_EN_CLOCK_WORDS, text, lower=True)
     text = _EN_RANGE.sub(_en_range, text)
     text = _apply(_EN_PHRASES, text, lower=True)
     text = _EN_DURATION.sub(_en_duration, text)
-    text = _apply(_EN_FRACTIONS, text, lower=True)
-    text = _apply(_EN_CLOCK_WORDS, text, lower=True)
     low = text.lower()
     if "am" in low or "pm" in low or "a.m" in low or "p.m" in low:
         text = _EN_AMPM.sub(_en_ampm, text)
+    text = _apply(_EN_FRACTIONS, text, lower=True)  # after the clocks: "noon per cent" reads once
     text = _apply(_EN_DAYS, text, lower=True)
     return _apply(_EN_MONEY, text, lower=False)
 
@@ -357,7 +356,7 @@ def _kanji_value(text: str) -> int | None:
 _TIME_COUNTERS = (
     r"个半(?=小时|钟头)|個半(?=小時|鐘頭)|時間半|か月|ヶ月|カ月|ヵ月|ケ月|箇月|个月|個月|个小时"
     r"|个钟头|个星期|个礼拜|个工作日|時間|小时|钟头|分钟|分間|秒钟|秒間|秒|週間|星期|礼拜"
-    r"|周(?![一二三四五六日末])|天|日間|年間|年(?![级級代纪紀轻輕龄齡度生月底初末])"
+    r"|周(?![一二三四五六日末\d])|天|日間|年間|年(?![级級代纪紀轻輕龄齡度生月底初末])"
     r"|日(?=以内|以上|後|后|ごと|毎|おき|前|程度|ほど|くらい|ぐらい|内|之内|まで|間)"
     r"|円|元|块钱|块(?!儿)|割|パーセント")
 _COUNT_COUNTERS = (
@@ -368,9 +367,11 @@ _IS_COUNT = re.compile(_COUNT_COUNTERS)
 _KANJI_BEFORE = re.compile(r"(" + _KANJI_NUM + r")(?=(" + _TIME_COUNTERS + r"|"
                            + _COUNT_COUNTERS + r"))")
 # what may not precede a kanji numeral read as a number: an ordinal (第), a word it is part of
-_KANJI_NOT_AFTER = _KANJI_CHARS + "第唯统統单單同逐万萬"
+# (周五, 星期五, 礼拜五: Friday; 每周三次 is left too, 每周三 being Wednesday)
+_KANJI_NOT_AFTER = _KANJI_CHARS + "第唯统統单單同逐万萬周期拜"
 _KANJI_CLOCK = re.compile(r"(" + _KANJI_NUM + r")(?=[時时点點](?!間|间|点|限|代|期|刻|候|速|頃))")
-_KANJI_MINUTE = re.compile(r"(?<=[時时点點])(" + _KANJI_NUM + r")(?=分)")
+# minutes in kanji after an hour already in digits (六時十分 -> 6時10分)
+_KANJI_MINUTE = re.compile(r"(?<=\d[時时点點])(" + _KANJI_NUM + r")(?=分)")
 _KUAI = re.compile(r"(?<=\d)块钱|(?<=\d)块(?!儿)")  # 十块 (colloquial) is 10元
 
 _PERIODS_JA = ("午前", "午後", "朝", "夜", "夕方", "昼")
@@ -406,7 +407,7 @@ def _kanji_number(m: re.Match[str]) -> str:
 def _kanji_clock(m: re.Match[str]) -> str:
     text = m.group(1)
     value = _kanji_value(text)
-    if value is None or value > 24 or _after(m, _KANJI_CHARS + "同暂暫臨临当當"):
+    if value is None or value > 24 or _after(m, _KANJI_CHARS + "同暂暫臨临当當周期拜"):
         return text
     period = _period(m)
     if text == "一" and not period:
@@ -469,7 +470,8 @@ _CJK_CLOCKS: list[Rule] = [
     (("正午", "中午"), re.compile(r"正午|中午12点|中午十二点"), "12:00"),
     (("時", "时"), re.compile(r"(?P<h>\d{1,2})(?:時(?!間|点|限|代|期)|时(?!间|代|期))"
                               r"(?:(?P<m>[0-5]?\d)分|(?P<half>半))?"), _ja_clock),
-    (("点", "點"), re.compile(r"(?P<h>\d{1,2})[点點](?:(?P<m>[0-5]\d)分?(?!\d)|(?P<half>半)|钟|整)?"),
+    (("点", "點"), re.compile(r"(?P<h>\d{1,2})[点點](?:(?P<m>[0-5]\d)(?:分|(?![\d%.]))|(?P<half>半)"
+                             r"|钟|整)?"),
      _zh_dot_clock),
     ((":",), re.compile(r"(?P<p>" + "|".join(_PERIODS) + r")(?P<h>\d{1,2}):(?P<m>[0-5]\d)"
                         r"(?!\d)"), _period_clock),
@@ -551,15 +553,15 @@ def _percent_of_kanji(m: re.Match[str]) -> str:
 
 
 _CJK_FRACTIONS: list[Rule] = [
+    (("一半",), re.compile(r"一半"), lambda m: m.group(0) if _after(m, "一大多") else "50%"),
+    (("半分",), re.compile(r"半分(?!钟|鐘|間)"),
+     lambda m: m.group(0) if _after(m, "0123456789一二三四五六七八九十時间間") else "50%"),
     (("パーセント",), re.compile(r"(\d+(?:\.\d+)?)\s?パーセント"), r"\1%"),
     (("百分之",), re.compile(r"百分之(\d+(?:\.\d+)?)"), r"\1%"),
     (("百分之",), re.compile(r"百分之(" + _KANJI_NUM + r")"), _percent_of_kanji),
     (("割",), re.compile(r"(\d)割(?!引|増|安|高|以|程|ほ|く|ぐ|前|後|の|が|は|を|に|で|と|も|減"
                         r"|超|弱|強|近)?"),
      lambda m: m.group(0) if _after(m, "0123456789.") else f"{int(m.group(1)) * 10}%"),
-    (("一半",), re.compile(r"一半"), lambda m: m.group(0) if _after(m, "一大多") else "50%"),
-    (("半分",), re.compile(r"半分(?!钟|鐘|間)"),
-     lambda m: m.group(0) if _after(m, "0123456789一二三四五六七八九十時间間") else "50%"),
 ]
 
 _ZH_DAY = r"(?:周|星期|礼拜|禮拜)"
@@ -584,10 +586,10 @@ def _cjk(text: str) -> str:
         if "分" in text:
             text = _KANJI_MINUTE.sub(_kanji_number, text)
     text = _KANJI_BEFORE.sub(_kanji_number, text)
-    if "块" in text:
-        text = _KUAI.sub("元", text)
     text = _apply(_CJK_HALVES, text, lower=False)
     text = _apply(_CJK_CLOCKS, text, lower=False)
+    if "块" in text:
+        text = _KUAI.sub("元", text)
     text = _CJK_DURATION.sub(_cjk_duration, text)
     text = _apply(_CJK_FRACTIONS, text, lower=False)
     return _apply(_CJK_DAYS, text, lower=False)
@@ -602,10 +604,20 @@ def canonical(text: str, lang: str | None = None) -> str:
     CJK text. Deterministic, idempotent; raises ``ValueError`` only for an unknown ``lang``."""
     if lang is not None and lang not in ("en", "ja", "zh"):
         raise ValueError(f"lang must be 'en', 'ja', 'zh' or None, not {lang!r}")
-    if lang in (None, "en") and _LATIN.search(text):
-        text = _english(text)
+    # CJK first: its rules read digits before CJK units, which the English rules never write
     if lang in (None, "ja", "zh") and (_CJK.search(text) or "：" in text):
         text = _cjk(text)
+    if lang in (None, "en") and _LATIN.search(text):
+        english = _english(text)
+        if english != text and lang is None and _CJK.search(english):
+            # mixed scripts: what one language's rules wrote can be read by the other's (夜4
+            # p.m. -> 夜16:00 -> 16:00): again until nothing changes (twice at most)
+            for _ in range(2):
+                again = _english(_cjk(english))
+                if again == english:
+                    break
+                english = again
+        text = english
     if ":" in text:
         text = _LEADING_ZERO.sub(_leading_zero, text)
     return text
