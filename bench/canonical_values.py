@@ -12,7 +12,10 @@ Quality (optional): ``--eval NAME OFF.json ON.json`` (repeatable) reads two ``tr
 --json`` files of the same set, without and with ``--canonical-values``, and tabulates AUROC and
 the faithful / unfaithful means, overall and per language.
 
-    python bench/canonical_values.py [--eval NAME OFF.json ON.json ...] [--write-docs]
+Probe (optional): ``--probe`` runs the bundled model on :data:`PROBE`, value-centred twins
+written here, without and with the normaliser.
+
+    python bench/canonical_values.py [--probe] [--eval NAME OFF.json ON.json ...] [--write-docs]
 """
 
 from __future__ import annotations
@@ -65,6 +68,58 @@ PASSAGES = {
 }
 
 
+# value-centred twins written for this bench: (passage, faithful answer saying a value another
+# way, the same answer with that value wrong)
+PROBE = [
+    ("The ticket office opens at 9:00 and closes at 17:30 every day.",
+     "The ticket office is open every day from 9 am to 5:30 pm.",
+     "The ticket office is open every day from 9 am to 7:30 pm."),
+    ("A standard delivery takes 72 hours.", "Standard delivery takes three days.",
+     "Standard delivery takes four days."),
+    ("The membership can be paused for up to 14 days per year.",
+     "You can pause the membership for up to two weeks a year.",
+     "You can pause the membership for up to three weeks a year."),
+    ("Seniors pay half the regular entry fee.", "Seniors are charged 50% of the regular entry fee.",
+     "Seniors are charged 25% of the regular entry fee."),
+    ("The helpdesk answers calls Monday to Friday.", "The helpdesk answers calls on weekdays.",
+     "The helpdesk answers calls every day."),
+    ("The bike rental costs €15 for a day.", "Renting a bike costs fifteen euros for a day.",
+     "Renting a bike costs fifty euros for a day."),
+    ("図書館は午前9時から午後8時まで開館しています。", "図書館は9時から20時まで開いています。",
+     "図書館は9時から18時まで開いています。"),
+    ("返品は購入後二週間以内に受け付けます。", "返品は買ってから14日以内なら受け付けます。",
+     "返品は買ってから30日以内なら受け付けます。"),
+    ("会員の8割が毎週利用しています。", "会員の80%が毎週使っています。", "会員の50%が毎週使っています。"),
+    ("窓口は月曜日から金曜日まで営業しています。", "窓口は平日に営業しています。", "窓口は毎日営業しています。"),
+    ("博物馆上午九点开门，下午五点半关门。", "博物馆9:00开门，17:30关门。", "博物馆9:00开门，19:30关门。"),
+    ("押金会在七十二小时内退还。", "押金会在3天内退还。", "押金会在5天内退还。"),
+    ("会员卡有效期为两年。", "会员卡的有效期是24个月。", "会员卡的有效期是12个月。"),
+    ("学生票为成人票价的一半。", "学生票按成人票价的50%收费。", "学生票按成人票价的30%收费。"),
+    ("客服星期一到星期五提供服务。", "客服在工作日提供服务。", "客服每天提供服务。"),
+]
+
+
+def probe() -> list[dict[str, object]]:
+    """The bundled model's P(supported) of :data:`PROBE`'s answers, as the ``model`` judge
+    reads one statement (its premises and claims settings, no blend), without and with
+    ``canonical_values``."""
+    from ragpulse.scorer.judges.factory import BUNDLED_MODEL_DIR
+    from ragpulse.scorer.judges.nli import NliJudgeSettings, NliModel
+
+    rows = []
+    for on in (False, True):
+        model = NliModel(NliJudgeSettings(
+            model_dir=BUNDLED_MODEL_DIR, premise="views", premise_view_sentences=1,
+            premise_neighbours=0, candidates=2, canonical_values=on))
+        right = [model.predict([a], [c])[0] for c, a, _ in PROBE]
+        wrong = [model.predict([b], [c])[0] for c, _, b in PROBE]
+        rows.append({"values": "on" if on else "off", "n": len(PROBE),
+                     "faithful": statistics.mean(right), "wrong": statistics.mean(wrong),
+                     "high": sum(p >= 0.8 for p in right),
+                     "apart": sum(p - q >= 0.4 for p, q in zip(right, wrong, strict=True))})
+    return rows
+
+
 def speed(calls: int, repeats: int) -> list[dict[str, object]]:
     rows = []
     for lang, one in PASSAGES.items():
@@ -94,7 +149,8 @@ def quality(evals: list[list[str]]) -> list[tuple[str, str, dict[str, object]]]:
 
 
 def render(speed_rows: list[dict[str, object]], quality_rows: list[tuple[str, str, dict]],
-           command: str) -> str:
+           probe_rows: list[dict[str, object]], command: str) -> str:
+    """Long because: one table per measurement, each with the sentence that says what it is."""
     load = os.getloadavg()
     lines = [f"Command: `{command}`  ",
              f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
@@ -106,6 +162,15 @@ def render(speed_rows: list[dict[str, object]], quality_rows: list[tuple[str, st
               f"{'yes' if r['idempotent'] else 'NO'} |" for r in speed_rows]
     lines += ["", "The judge rewrites each distinct context and statement of a sample once: a "
               "typical trace (3 statements, 5 contexts) costs 8 calls."]
+    if probe_rows:
+        lines += ["", f"The bundled model on {len(PROBE)} value-centred twins written for this bench "
+                  "(`PROBE`: 6 EN, 4 JA, 5 ZH; a passage, an answer saying one of its values "
+                  "another way, the same answer with that value wrong), as the `model` judge "
+                  "reads a statement (views premises, no blend):", "",
+                  "| values | twins | faithful mean | wrong mean | faithful >= 0.8 | "
+                  "faithful - wrong >= 0.4 |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['values']} | {r['n']} | {r['faithful']:.3f} | {r['wrong']:.3f} | "
+                  f"{r['high']} | {r['apart']} |" for r in probe_rows]
     if quality_rows:
         lines += ["", "Faithfulness of the `model` judge's model alone (`train.evaluate --judge model "
                   "--premise evidence --premise-view-sentences 1 --premise-neighbours 0 --blend off "
@@ -129,11 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--eval", nargs=3, action="append", default=[],
                     metavar=("NAME", "OFF_JSON", "ON_JSON"))
+    ap.add_argument("--probe", action="store_true",
+                    help="also run the bundled model on the value-centred twins (PROBE)")
     ap.add_argument("--write-docs", action="store_true",
                     help="rewrite this bench's section of docs/benchmarks.md")
     args = ap.parse_args(argv)
     body = render(speed(args.calls, args.repeats), quality(args.eval),
-                  "python bench/canonical_values.py"
+                  probe() if args.probe else [],
+                  "python bench/canonical_values.py" + (" --probe" if args.probe else "")
                   + "".join(f" --eval {n} OFF.json ON.json" for n, _, _ in args.eval)
                   + " --write-docs")
     print(body)
