@@ -8,8 +8,8 @@ text on its own: the form never depends on the other text), in English, Japanese
 =================  ==========================================================================
 numbers            number words before a noun ("eight books" -> "8 books", "twenty-one days",
                    "one" only before a unit: "one week"); kanji numerals before a counter
-                   (三十日 -> 30日, 两盒 -> 2盒, 十五歳 -> 15歳; 一 only before a unit of time or
-                   money)
+                   (三十日以内 -> 30日以内, 两盒 -> 2盒, 十五歳 -> 15歳; 一 only before a unit of
+                   time or money; not after 第, 周/星期 (周五 is Friday) or in 一般, 统一 ...)
 clock times        24-hour ``H:MM`` without a leading zero: "8 am", "8:00 a.m.", "08:00",
                    午前8時, 上午8点 -> ``8:00``; "6 pm", 午後6時, 夜6時, 下午6点, 晚上六点 ->
                    ``18:00``; 午後6時半, 下午6点半 -> ``18:30``; "noon"/正午 -> ``12:00``,
@@ -34,8 +34,9 @@ Only exact equivalences: "a month" is not 30 days and stays "1 month"; "business
 (morning or afternoon?) are left; a day is 24 hours (how "within 48 hours" and "within two days"
 are read), except in "24-hour" used as an adjective and 24時間営業/24小时营业 (round the clock),
 which are left. Text it does not understand is returned unchanged, and
-``canonical(canonical(x)) == canonical(x)``. Pure standard library; tables and regular
-expressions compiled once at import.
+``canonical(canonical(x)) == canonical(x)`` (for text: a random soup of stacked markers such as
+"3a.m.p.m." or 晚上晚上 can need a second pass). Pure standard library; tables and regular
+expressions compiled once at import; each rule runs only when the text holds a word it needs.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ _EN_UNIT_ONLY = re.compile(
     r"(?:seconds?|minutes?|hours?|days?|weeks?|fortnights?|months?|years?|euros?|dollars?"
     r"|pounds?|percent|%|times?|kilometres?|kilometers?|miles?|metres?|meters?|kilograms?"
     r"|kilos?|grams?|litres?|liters?|people|persons?)$")
-# words after which a number word is not read as a count of the next word
+# words after which a number word is not read as a count of the next word ("eight thirty" and
+# "eight o'clock" are times of day, morning or evening: left)
 _EN_NOT_A_NOUN = frozenset("""
 of and or nor to the a an in on at by for with from into onto over under than then is are was
 were be been being am do does did has have had will would can could may might must shall should
