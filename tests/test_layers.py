@@ -397,6 +397,9 @@ MODULE_ALLOWED: dict[str, set[str]] = {
     "ragpulse.scorer.judges.local.lexicon": set(),
     "ragpulse.scorer.judges.local.text": {"lexicon"},
     "ragpulse.scorer.judges.local.support_detector": {"lexicon"},
+    # the NLI judge's value normaliser: standard library only, under settings and the model
+    "ragpulse.scorer.judges.nli.values": set(),
+    "ragpulse.scorer.judges.nli.settings": {"values"},
     # trace extraction: value readers <- messages, families <- simple readers <- one module per
     # convention family <- source tables <- facts <- the walk (trace)
     **{f"ragpulse.scorer.traces.extract.{name}": allowed for name, allowed in {

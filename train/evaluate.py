@@ -3,6 +3,7 @@
 
     python -m train.evaluate [--judge model] [--model-dir DIR] [--sets ...] [--json F]
     python -m train.evaluate --judge fast             # the lexical support-lr@5 baseline
+    python -m train.evaluate --canonical-values ...   # values rewritten into one form first
 
 ``--judge`` takes the judges' old names too (``local-model``, ``local``), with the registry's
 warning.
@@ -137,6 +138,8 @@ def build_judge(args: argparse.Namespace) -> Any:
                                            "premise_tokens", "premise_heading",
                                            "premise_view_sentences", "blend")
              if getattr(args, k) is not None}
+    if args.canonical_values:
+        given["canonical_values"] = True
     return bj(args.judge, threads=args.threads, model_dir=args.model_dir,
               batch_size=args.batch_size, nli=NliJudgeSettings(**given) if given else None)
 
@@ -167,6 +170,10 @@ def parser() -> argparse.ArgumentParser:
                          "later sentences' premises (0: off)")
     ap.add_argument("--blend", choices=("auto", "on", "off"),
                     help="the model judge's blend with the lexical detector (default: auto)")
+    ap.add_argument("--canonical-values", action="store_true",
+                    help="the model judges' canonical_values: values (numbers, clock times, "
+                         "durations, fractions, weekday ranges) rewritten into one form in "
+                         "premises and statements before the model (default: off)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--rows", help="append each scored row (set, id, label, value) to this JSONL "
                                    "file (JNLI excepted), for train.compare")

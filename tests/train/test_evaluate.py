@@ -37,3 +37,21 @@ def test_judge_option_reads_the_registry_and_its_old_names(
     with pytest.raises(SystemExit):
         parser().parse_args(["--judge", "llm"])
     assert "this command runs model, fast, nli" in capsys.readouterr().err
+
+
+def test_canonical_values_flag_reaches_the_model_judges_settings(monkeypatch) -> None:
+    import argparse
+
+    from ragpulse.scorer.judges import factory
+    from train import evaluate
+
+    seen = {}
+    monkeypatch.setattr(factory, "build_judge", lambda name, **kw: seen.update(kw, name=name))
+    base = {"judge": "model", "threads": 1, "model_dir": None, "batch_size": 1,
+            **{k: None for k in ("premise", "premise_sentences", "premise_neighbours",
+                                 "premise_tokens", "premise_heading", "premise_view_sentences",
+                                 "blend")}}
+    evaluate.build_judge(argparse.Namespace(**base, canonical_values=True))
+    assert seen["name"] == "model" and seen["nli"].canonical_values is True
+    evaluate.build_judge(argparse.Namespace(**base, canonical_values=False))
+    assert seen["nli"] is None  # nothing given: the judge's own settings, values off

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...segment import split_sentences
 from .settings import NliJudgeSettings, passages, premise_modes, settings_tag
+from .values import canonical
 
 __all__ = ["ANSWERABILITY_OUTPUT", "POSITIVE_LABELS", "Answerability", "Closest", "NliModel",
            "NliModelError", "PairsTooMany"]
@@ -490,9 +491,15 @@ class NliModel:
 
         ``closest``: an empty list to fill with one :data:`Closest` per statement: the premise
         that scored best for it (its P, its text as the model read it, the contexts it was
-        taken from), ``(0.0, "", ())`` when no premise ran."""
+        taken from), ``(0.0, "", ())`` when no premise ran.
+
+        With ``canonical_values`` every statement and context is rewritten once, before
+        anything is split, ranked or paired (:func:`~ragpulse.scorer.judges.nli.values.
+        canonical`): the premises, and the ``closest`` texts, are the rewritten ones."""
         if isinstance(statements, str) or isinstance(contexts, str):
             raise TypeError("statements and contexts must be sequences of strings, not a string")
+        if self.settings.canonical_values:
+            statements, contexts = self.canonical_texts(statements, contexts)
         if closest is not None:
             closest[:] = [(-1.0, "", ())] * len(statements)
         out = np.zeros((len(statements), len(contexts)))
@@ -521,6 +528,15 @@ class NliModel:
         if closest is not None:
             closest[:] = [c if c[0] >= 0.0 else (0.0, "", ()) for c in closest]
         return found
+
+    @staticmethod
+    def canonical_texts(*groups: Sequence[str]) -> tuple[list[str], ...]:
+        """Each group of texts with its values in canonical form
+        (:func:`~ragpulse.scorer.judges.nli.values.canonical`), each distinct text rewritten
+        once: what ``support_matrix`` reads under ``canonical_values``."""
+        done: dict[str, str] = {}
+        return tuple([done[t] if t in done else done.setdefault(t, canonical(t)) for t in g]
+                     for g in groups)
 
     def _pieces(self, contexts: Sequence[str], window: int) -> tuple[list[str], list[int]]:
         """Every context's chunks (:meth:`chunks`) and the context each came from."""

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .values import VALUES_VERSION
+
 __all__ = ["RESOURCE_FIELDS", "NliJudgeSettings", "passages", "premise_modes",
            "scoring_settings", "settings_tag"]
 
@@ -22,8 +24,10 @@ RESOURCE_FIELDS = frozenset({"model_dir", "threads", "batch_size", "workers", "m
 # scoring settings the stored version names otherwise (the blend: its own tag on the samples it
 # blends), that only name a score (``model_name``) or that decide whether a sample is judged at
 # all, never its P (``max_pairs``: too many pairs is ``input_too_large``): left out of
-# :func:`settings_tag`
-_TAGGED_ELSEWHERE = frozenset({"model_name", "blend", "blend_max_contexts", "max_pairs"})
+# :func:`settings_tag`; ``canonical_values`` is named in the tag itself (``+values@1``), so
+# that the version of every setup scored before it existed stays as it was
+_TAGGED_ELSEWHERE = frozenset({"model_name", "blend", "blend_max_contexts", "max_pairs",
+                               "canonical_values"})
 
 
 class NliJudgeSettings(BaseModel):
@@ -68,6 +72,11 @@ class NliJudgeSettings(BaseModel):
     error at start. ``blend_max_contexts`` blends only samples with at most that many non-blank
     contexts (``None``: all).
 
+    Values: ``canonical_values`` rewrites the values of every premise and statement into one
+    canonical form before the model reads them (:func:`~ragpulse.scorer.judges.nli.values.
+    canonical`: "8 am" and "8:00", "three weeks" and "21 days", "half" and "50%" become the same
+    tokens), so a value said another way is not read as another value; off by default.
+
     Decision: ``threshold`` is the P(supported) at which a statement counts as supported;
     ``faithfulness_value`` ``expected`` makes faithfulness the mean P, ``verdicts`` the
     thresholded share.
@@ -98,6 +107,7 @@ class NliJudgeSettings(BaseModel):
     max_pairs: int = Field(default=512, ge=1, le=1_000_000)
 
     terse_claims: Literal["as-is", "with-question"] = "as-is"
+    canonical_values: bool = False
 
     blend: Literal["auto", "on", "off"] = "auto"
     blend_max_contexts: int | None = Field(default=None, ge=1, le=65_536)
@@ -134,9 +144,11 @@ def scoring_settings(settings: NliJudgeSettings) -> dict[str, Any]:
 def settings_tag(settings: NliJudgeSettings) -> str:
     """What the stored scoring version says of ``settings``: the premise mode and a digest of
     every other setting that decides a model P (:func:`scoring_settings` less the blend, which
-    tags the samples it blends, ``model_name`` and ``max_pairs``), e.g. ``views#de9f2c8b``.
-    Scores made under other premises, windows or claims get another version, so they never mix
+    tags the samples it blends, ``model_name`` and ``max_pairs``), e.g. ``views#de9f2c8b``,
+    and ``+values@1`` (the normaliser's version) when ``canonical_values`` is on. Scores made
+    under other premises, windows, claims or values get another version, so they never mix
     unmarked on a dashboard; resources (threads, batch size ...) leave it as it is."""
     body = {k: v for k, v in scoring_settings(settings).items() if k not in _TAGGED_ELSEWHERE}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8]
-    return f"{settings.premise}#{digest}"
+    values = f"+{VALUES_VERSION}" if settings.canonical_values else ""
+    return f"{settings.premise}#{digest}{values}"
