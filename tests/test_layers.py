@@ -397,9 +397,11 @@ MODULE_ALLOWED: dict[str, set[str]] = {
     "ragpulse.scorer.judges.local.lexicon": set(),
     "ragpulse.scorer.judges.local.text": {"lexicon"},
     "ragpulse.scorer.judges.local.support_detector": {"lexicon"},
-    # the NLI judge's value normaliser: standard library only, under settings and the model
+    # the NLI judge's value normaliser and quote finder: standard library only (the quote
+    # finder is given its sentence splitter), under settings and the model
     "ragpulse.scorer.judges.nli.values": set(),
-    "ragpulse.scorer.judges.nli.settings": {"values"},
+    "ragpulse.scorer.judges.nli.quoted": set(),
+    "ragpulse.scorer.judges.nli.settings": {"quoted", "values"},
     # trace extraction: value readers <- messages, families <- simple readers <- one module per
     # convention family <- source tables <- facts <- the walk (trace)
     **{f"ragpulse.scorer.traces.extract.{name}": allowed for name, allowed in {

@@ -47,7 +47,8 @@ async def test_statement_support_and_context_used(judge: NliJudge) -> None:
     assert probs[0] > 0.99 and probs[1] < 0.01
     assert support.extra["best_context"][0] == 1 and support.extra["expected_share"] is True
     tag = settings_tag(NliJudgeSettings(model_dir=Path("elsewhere")))  # the default settings'
-    assert tag.startswith("chunks#") and len(tag) == len("chunks#") + 8
+    assert tag.startswith("chunks#") and tag.endswith("+quoted@1")
+    assert len(tag) == len("chunks#") + 8 + len("+quoted@1")
     assert support.prompt_version == f"nli-support@2/{tag}/expected"
     used = out[Fact.CONTEXT_USED]
     assert used.prompt_version == f"nli-support@2/{tag}/context-used@2"

@@ -244,8 +244,10 @@ async def test_the_judge_stores_the_values_version(tiny_dir: Path, use_embedder)
 def test_the_bundled_model_reads_a_value_said_another_way_as_the_same() -> None:
     """With the setting, "6 pm" and "18:00" are one premise-hypothesis pair for the model."""
     ctx = ["The museum shop closes at 18:00 every day except public holidays."]
-    on = NliModel(NliJudgeSettings(model_dir=BUNDLED_MODEL_DIR, canonical_values=True))
-    off = NliModel(NliJudgeSettings(model_dir=BUNDLED_MODEL_DIR))
+    # quoted_support off: a quote of the context would be P 1 with or without the values
+    on = NliModel(NliJudgeSettings(model_dir=BUNDLED_MODEL_DIR, canonical_values=True,
+                                   quoted_support=False))
+    off = NliModel(NliJudgeSettings(model_dir=BUNDLED_MODEL_DIR, quoted_support=False))
     said = ["The museum shop closes at 6 pm every day except public holidays."]
     same = ["The museum shop closes at 18:00 every day except public holidays."]
     assert np.array_equal(on.support_matrix(said, ctx)[0], on.support_matrix(same, ctx)[0])

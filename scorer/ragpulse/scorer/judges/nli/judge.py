@@ -283,12 +283,15 @@ class NliJudge:
         answer = sample.answer.strip()
         try:
             statements = split_statements(answer)
-            hyps = statements or ([answer] if answer and Fact.CONTEXT_USED in facts else [])
-            owner = list(range(len(hyps)))
+            said = statements or ([answer] if answer and Fact.CONTEXT_USED in facts else [])
+            hyps, owner = said, list(range(len(said)))
             if self.settings.terse_claims == "with-question" and hyps:
                 hyps, owner = claims(sample.question or "", hyps)
+            quotes = [" ".join(t for t, k in zip(said, owner) if k == i)
+                      for i in range(len(hyps))]  # a claim's statements, without the question
             closest: list[Closest] = []
-            matrix, pairs = self.nli.support_matrix(hyps, list(sample.contexts), closest=closest)
+            matrix, pairs = self.nli.support_matrix(hyps, list(sample.contexts), closest=closest,
+                                                    quotes=quotes)
             matrix = matrix[owner]  # one row per statement again
             closest = [closest[k] for k in owner]
             lexical = (self._lexical.predict(statements, list(sample.contexts))

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...segment import split_sentences
+from .quoted import quoted
 from .settings import NliJudgeSettings, passages, premise_modes, settings_tag
 from .values import canonical
 
@@ -483,7 +484,8 @@ class NliModel:
             start += step
 
     def support_matrix(self, statements: Sequence[str], contexts: Sequence[str], *,
-                       closest: list[Closest] | None = None) -> tuple[np.ndarray, int]:
+                       closest: list[Closest] | None = None,
+                       quotes: Sequence[str] | None = None) -> tuple[np.ndarray, int]:
         """``(P, pairs)``: ``P[i, j]`` is the best P(supported) of statement ``i`` over the chunks
         of context ``j`` (0 for a blank context) and ``pairs`` the number of pairs run. Raises
         :class:`PairsTooMany` before running anything when the sample needs more than
@@ -495,11 +497,19 @@ class NliModel:
 
         With ``canonical_values`` every statement and context is rewritten once, before
         anything is split, ranked or paired (:func:`~ragpulse.scorer.judges.nli.values.
-        canonical`): the premises, and the ``closest`` texts, are the rewritten ones."""
+        canonical`): the premises, and the ``closest`` texts, are the rewritten ones. With
+        ``quoted_support`` a statement that repeats a context's sentences word for word
+        (:func:`~ragpulse.scorer.judges.nli.quoted.quoted`) has P 1 for that context, and that
+        context's sentences as its ``closest``; ``quotes`` (one per statement) is the text that
+        must be the quote when the statement is not (a terse statement judged with the question
+        in front: the statement alone)."""
         if isinstance(statements, str) or isinstance(contexts, str):
             raise TypeError("statements and contexts must be sequences of strings, not a string")
+        quotes = list(statements if quotes is None else quotes)
+        if len(quotes) != len(statements):
+            raise ValueError(f"{len(quotes)} quotes for {len(statements)} statements")
         if self.settings.canonical_values:
-            statements, contexts = self.canonical_texts(statements, contexts)
+            statements, contexts, quotes = self.canonical_texts(statements, contexts, quotes)
         if closest is not None:
             closest[:] = [(-1.0, "", ())] * len(statements)
         out = np.zeros((len(statements), len(contexts)))
@@ -525,9 +535,15 @@ class NliModel:
                 raise PairsTooMany(f"{len(hyps)} statements x {len(pieces)} context chunks = "
                                    f"{total} pairs; max_pairs {s.max_pairs}")
             found = self._chunk_matrix([h for h, _ in hyps], pieces, owners, out, closest)
+        matrix, pairs = found
+        if s.quoted_support:
+            for i, (j, text) in quoted(quotes, contexts, split_sentences).items():
+                matrix[i, j] = 1.0
+                if closest is not None and closest[i][0] < 1.0:
+                    closest[i] = (1.0, text, (j,))
         if closest is not None:
             closest[:] = [c if c[0] >= 0.0 else (0.0, "", ()) for c in closest]
-        return found
+        return matrix, pairs
 
     @staticmethod
     def canonical_texts(*groups: Sequence[str]) -> tuple[list[str], ...]:

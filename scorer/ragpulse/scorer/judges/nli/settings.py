@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .quoted import QUOTED_VERSION
 from .values import VALUES_VERSION
 
 __all__ = ["RESOURCE_FIELDS", "NliJudgeSettings", "passages", "premise_modes",
@@ -27,7 +28,7 @@ RESOURCE_FIELDS = frozenset({"model_dir", "threads", "batch_size", "workers", "m
 # :func:`settings_tag`; ``canonical_values`` is named in the tag itself (``+values@1``), so
 # that the version of every setup scored before it existed stays as it was
 _TAGGED_ELSEWHERE = frozenset({"model_name", "blend", "blend_max_contexts", "max_pairs",
-                               "canonical_values"})
+                               "canonical_values", "quoted_support"})
 
 
 class NliJudgeSettings(BaseModel):
@@ -76,6 +77,10 @@ class NliJudgeSettings(BaseModel):
     canonical form before the model reads them (:func:`~ragpulse.scorer.judges.nli.values.
     canonical`: "8 am" and "8:00", "three weeks" and "21 days", "half" and "50%" become the same
     tokens), so a value said another way is not read as another value; off by default.
+    ``quoted_support`` (on by default) makes a statement that repeats one context's sentence, or
+    a run of up to three, word for word (up to case, spacing, punctuation, markdown and citation
+    markers) supported with P 1 whatever the model says (:mod:`~ragpulse.scorer.judges.nli.
+    quoted`).
 
     Decision: ``threshold`` is the P(supported) at which a statement counts as supported;
     ``faithfulness_value`` ``expected`` makes faithfulness the mean P, ``verdicts`` the
@@ -108,6 +113,7 @@ class NliJudgeSettings(BaseModel):
 
     terse_claims: Literal["as-is", "with-question"] = "as-is"
     canonical_values: bool = False
+    quoted_support: bool = True
 
     blend: Literal["auto", "on", "off"] = "auto"
     blend_max_contexts: int | None = Field(default=None, ge=1, le=65_536)
@@ -145,10 +151,12 @@ def settings_tag(settings: NliJudgeSettings) -> str:
     """What the stored scoring version says of ``settings``: the premise mode and a digest of
     every other setting that decides a model P (:func:`scoring_settings` less the blend, which
     tags the samples it blends, ``model_name`` and ``max_pairs``), e.g. ``views#de9f2c8b``,
-    and ``+values@1`` (the normaliser's version) when ``canonical_values`` is on. Scores made
+    then ``+quoted@1`` when ``quoted_support`` is on and ``+values@1`` (the normaliser's
+    version) when ``canonical_values`` is. Scores made
     under other premises, windows, claims or values get another version, so they never mix
     unmarked on a dashboard; resources (threads, batch size ...) leave it as it is."""
     body = {k: v for k, v in scoring_settings(settings).items() if k not in _TAGGED_ELSEWHERE}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8]
     values = f"+{VALUES_VERSION}" if settings.canonical_values else ""
-    return f"{settings.premise}#{digest}{values}"
+    quoted = f"+{QUOTED_VERSION}" if settings.quoted_support else ""
+    return f"{settings.premise}#{digest}{quoted}{values}"
