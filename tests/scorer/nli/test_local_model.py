@@ -13,18 +13,19 @@ from ragpulse.scorer.model import Fact, Sample
 
 def test_bundled_model_scores_each_statement() -> None:
     judge = build_judge("model", threads=1)
-    assert judge.name == "model" and judge.model == "ragpulse/faith-e5-small@4"
+    assert judge.name == "model" and judge.model == "ragpulse/faith-e5-small@5"
     # the bundled blend.json was fitted for exactly this model and support-lr weights (a refit of
     # either makes the judge refuse to start until bench/blend_faithfulness.py refits the blend)
     assert judge.blend is not None and judge.settings.blend == "auto"
-    assert judge.settings.terse_claims == "with-question" and judge.settings.candidates == 2
-    assert judge.settings.workers == 2 and judge.settings.threads == 1
-    # several passages: the best sentence alone and the best two packed, P their mean
-    assert judge.settings.premise == "views" and judge.settings.premise_sentences == 2
-    assert judge.settings.premise_view_sentences == 1
-    assert judge.settings.premise_neighbours == 0 and judge.settings.premise_tokens == 128
     # the blend for one-passage samples only; several passages get the model alone
     assert judge.settings.blend_max_contexts == 1
+    assert judge.settings.terse_claims == "with-question" and judge.settings.candidates == 2
+    assert judge.settings.workers == 2 and judge.settings.threads == 1
+    # evidence premises: whole passages in windows, the best sentence alone and the best two
+    # packed; a statement's P is its best premise's
+    assert judge.settings.premise == "evidence" and judge.settings.premise_sentences == 2
+    assert judge.settings.premise_view_sentences == 1
+    assert judge.settings.premise_neighbours == 0 and judge.settings.premise_tokens == 128
     ctx = ["The Basic plan includes email support only. Phone support is available on the "
            "Business plan."]
     q = "Does the Basic plan include phone support?"
@@ -34,7 +35,8 @@ def test_bundled_model_scores_each_statement() -> None:
     bad = Sample(id="b", question=q, contexts=ctx,
                  answer="Yes. The Basic plan includes email and phone support.")
     facts = frozenset({Fact.STATEMENT_SUPPORT})
-    p_good = judge.judge(good, facts)[Fact.STATEMENT_SUPPORT].extra["probabilities"]
+    found = judge.judge(good, facts)[Fact.STATEMENT_SUPPORT]
+    p_good = found.extra["probabilities"]
     bad_found = judge.judge(bad, facts)[Fact.STATEMENT_SUPPORT]
     p_bad = bad_found.extra["probabilities"]
     assert len(p_good) == 2 and len(p_bad) == 2  # one per statement
@@ -42,20 +44,18 @@ def test_bundled_model_scores_each_statement() -> None:
     # half of the blend reads each statement alone, as it was fitted)
     assert bad_found.extra["model_probabilities"][0] == bad_found.extra["model_probabilities"][1]
     assert all(0.0 <= p <= 1.0 for p in p_good + p_bad)
-    found = judge.judge(good, facts)[Fact.STATEMENT_SUPPORT]
     assert len(found.extra["model_probabilities"]) == len(found.extra["lexical_probabilities"]) == 2
     assert "support-lr@5" in found.prompt_version and "blend(" in found.prompt_version
-    # the stored version names the shipped premises; the blend still loads (fitted for how pairs
-    # run, not for the premises)
-    assert found.prompt_version.startswith("nli-support@2/views#")
     # the version docs/judges.md shows is the one this judge stores
     from ragpulse.scorer.judges.nli.settings import settings_tag
 
     tag = settings_tag(judge.settings)
+    assert tag.startswith("evidence#")
     assert found.prompt_version.startswith(f"nli-support@2/{tag}+support-lr@5/blend(")
     docs = (Path(__file__).resolve().parents[3] / "docs" / "judges.md").read_text()
     assert f"nli-support@2/{tag}+support-lr@5/{judge.blend.tag}/expected" in docs
-    # (this pair is one the model still gets wrong: docs/history/judges.md, "What it misses")
+    # (the wrong answer is one the model still reads as supported: "Yes." with the statement
+    # after it; docs/history/judges.md, "What it misses")
 
 
 def test_a_missing_bundled_model_is_a_clear_error(tmp_path) -> None:
@@ -74,21 +74,23 @@ def test_given_premise_settings_win() -> None:
     own = _local_model_settings(NliJudgeSettings(premise="packed", premise_neighbours=1))
     assert own.premise == "packed" and own.premise_neighbours == 1
     own = _local_model_settings(NliJudgeSettings(premise_view_sentences=2))
-    assert own.premise == "views" and own.premise_view_sentences == 2
+    assert own.premise == "evidence" and own.premise_view_sentences == 2
 
 
 def test_a_statement_scores_the_same_whatever_it_is_batched_with() -> None:
-    """The bundled graph is quantized dynamically (each activation tensor scaled by its maximum
-    over the padded batch), so batched pairs moved each other's P: a warranty statement scored
-    0.817 alone and 0.712 in its sample's batch. The model finds that out at load and runs its
-    pairs one at a time; a statement's P is then its pair's alone."""
+    """``@4``'s graph was quantized dynamically (each activation tensor scaled by its maximum
+    over the padded batch), so batched pairs moved each other's P (a warranty statement scored
+    0.817 alone and 0.712 in its sample's batch) and its pairs ran one at a time. ``@5``'s
+    weights are block-quantized and its activations float: the model finds at load that
+    batching moves no P, and batches its pairs; a statement's P is still its pair's alone (to
+    float noise of padded matmuls, far below the 4 decimals a score is stored with)."""
     import numpy as np
 
     from ragpulse.scorer.judges.nli import NliJudgeSettings
     from ragpulse.scorer.judges.nli.onnx_model import NliModel
 
-    model = build_judge("local-model", threads=1).nli
-    assert model.batch_invariant is False and model.effective_batch_size == 1
+    model = build_judge("model", threads=1).nli
+    assert model.batch_invariant is True and model.effective_batch_size > 1
     ctx = ["Brevia 3 warranty. In the EU and the UK the Brevia 3 comes with a two-year warranty, "
            "extended to three years when the machine is registered within 30 days of purchase.",
            "To make a claim, contact support with the serial number printed under the drip "
@@ -99,20 +101,18 @@ def test_a_statement_scores_the_same_whatever_it_is_batched_with() -> None:
            "receipt."]
     pairs = [(c, st) for c in ctx for st in sts] + [("Nothing related at all.", "Short.")]
     alone = np.array([model.pair_probabilities([p])[0] for p in pairs])
-    assert np.array_equal(model.pair_probabilities(pairs), alone)
-    assert np.array_equal(model.pair_probabilities(pairs[::-1]), alone[::-1])
+    assert np.allclose(model.pair_probabilities(pairs), alone, rtol=0.0, atol=1e-6)
+    assert np.allclose(model.pair_probabilities(pairs[::-1]), alone[::-1], rtol=0.0, atol=1e-6)
     # one statement's support does not depend on the other statements of its answer, nor on
     # batch_size (a resource setting)
     full, _ = model.support_matrix(sts, ctx)
     first, _ = model.support_matrix(sts[:1], ctx)
-    assert np.array_equal(full[0], first[0])
+    assert np.allclose(full[0], first[0], rtol=0.0, atol=1e-6)
     wide = NliModel(NliJudgeSettings(**{**model.settings.model_dump(), "batch_size": 64}))
-    assert np.array_equal(wide.support_matrix(sts, ctx)[0], full)
-    # what batching a dynamically quantized graph did: the same pairs in one padded batch of
-    # the raw session differ from the pairs run alone
-    raw = wide._run(pairs)
-    z_alone = np.concatenate([wide._run([p]) for p in pairs])
-    assert np.abs(raw - z_alone).max() > 0.05
+    assert wide.effective_batch_size == 64
+    assert np.allclose(wide.support_matrix(sts, ctx)[0], full, rtol=0.0, atol=1e-6)
+    one = NliModel(NliJudgeSettings(**{**model.settings.model_dump(), "batch_size": 1}))
+    assert np.allclose(one.support_matrix(sts, ctx)[0], full, rtol=0.0, atol=1e-6)
 
 
 def test_a_repeated_pair_runs_once_and_scores_as_alone(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,7 +131,7 @@ def test_a_repeated_pair_runs_once_and_scores_as_alone(monkeypatch: pytest.Monke
     run = model._run
     monkeypatch.setattr(model, "_run", lambda batch: runs.append(len(batch)) or run(batch))
     got = model.pair_probabilities(pairs)
-    assert np.array_equal(got, alone)
+    assert np.allclose(got, alone, rtol=0.0, atol=1e-6)  # batched: float noise only
     assert sum(runs) == 3
     # a several-passage sample under the default premises: the same matrix as with every
     # pair run alone
@@ -144,4 +144,4 @@ def test_a_repeated_pair_runs_once_and_scores_as_alone(monkeypatch: pytest.Monke
     each = NliModel.pair_probabilities
     monkeypatch.setattr(model, "pair_probabilities",
                         lambda ps: np.array([each(model, [p])[0] for p in ps]))
-    assert np.array_equal(model.support_matrix(sts, ctx)[0], matrix)
+    assert np.allclose(model.support_matrix(sts, ctx)[0], matrix, rtol=0.0, atol=1e-6)

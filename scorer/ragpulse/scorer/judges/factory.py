@@ -67,10 +67,10 @@ def build_judge(
                           positive_label=positive_label, batch_size=batch_size)
     if name == "model":
         # the nli judge with the bundled model and the settings it was chosen with (terse
-        # claims with the question, 2 candidate chunks, views premises of the best sentence and
-        # the best two packed, the blend for one-context samples): the measurements behind each
-        # are in docs/history/judges.md ("Premises chosen before the model" and after); given
-        # ones win.
+        # claims with the question, 2 candidate chunks, evidence premises: whole passages in
+        # windows plus the best sentence alone and the best two packed, a statement's P its
+        # best premise's; the blend for one-context samples): the measurements behind each are
+        # in docs/history/judges.md and docs/history/faithfulness-data.md; given ones win.
         own = _local_model_settings(nli)
         return _nli_judge(own, embedder, threads=threads, model_dir=model_dir,
                           positive_label=positive_label, batch_size=batch_size, name="model")
@@ -91,7 +91,7 @@ def _local_model_settings(nli: NliJudgeSettings | None) -> NliJudgeSettings:
         "terse_claims": base.terse_claims if "terse_claims" in given else "with-question",
         "candidates": base.candidates if "candidates" in given else 2,
         "workers": base.workers if "workers" in given else 2,
-        "premise": base.premise if "premise" in given else "views",
+        "premise": base.premise if "premise" in given else "evidence",
         "premise_view_sentences": (base.premise_view_sentences
                                    if "premise_view_sentences" in given else 1),
         "premise_neighbours": base.premise_neighbours if "premise_neighbours" in given else 0,
