@@ -140,6 +140,8 @@ def build_judge(args: argparse.Namespace) -> Any:
              if getattr(args, k) is not None}
     if args.canonical_values:
         given["canonical_values"] = True
+    if getattr(args, "evidence_cut", None) is not None:
+        given["evidence_cut"] = args.evidence_cut
     return bj(args.judge, threads=args.threads, model_dir=args.model_dir,
               batch_size=args.batch_size, nli=NliJudgeSettings(**given) if given else None)
 
@@ -174,6 +176,9 @@ def parser() -> argparse.ArgumentParser:
                     help="the model judges' canonical_values: values (numbers, clock times, "
                          "durations, fractions, weekday ranges) rewritten into one form in "
                          "premises and statements before the model (default: off)")
+    ap.add_argument("--evidence-cut", type=float,
+                    help="under evidence premises: statements whose sentence premises reach this "
+                         "P skip the passage windows (default: none skip)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--rows", help="append each scored row (set, id, label, value) to this JSONL "
                                    "file (JNLI excepted), for train.compare")

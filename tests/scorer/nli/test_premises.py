@@ -412,3 +412,24 @@ def test_evidence_checks_every_pair_it_would_run_before_running_any(
     with pytest.raises(PairsTooMany, match="at least 8 pairs; max_pairs 7"):
         ev.support_matrix(STMT, TWO)  # 2 statements x (2 chunks + 1 sentence + 1 packed)
     assert seen == []
+
+
+def test_evidence_cut_skips_the_windows_of_statements_the_sentences_support(
+        tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``evidence`` with ``evidence_cut``, a statement whose sentence premises reach the
+    cut runs no passage window; one below it runs every pair it ran without the cut."""
+    ctx = ["paris evidence . the river is long . the city is on the seine .",
+           "nothing here at all ."]
+    sts = ["paris", "amazon unsupported"]
+    runs = {}
+    for cut in (None, 0.9):
+        m = model(tiny_dir, premise="evidence", premise_view_sentences=1, evidence_cut=cut)
+        seen = spy(m, monkeypatch)
+        got, pairs = m.support_matrix(sts, ctx)
+        assert pairs == len(seen)
+        runs[cut] = (got, {h: sum(1 for _, x in seen if x == h) for h in sts})
+    (full, n_full), (cut, n_cut) = runs[None], runs[0.9]
+    assert full[0, 0] > 0.99 and cut[0, 0] > 0.99 and full[1].max() < 0.5
+    assert n_cut["paris"] < n_full["paris"]  # its windows skipped
+    assert n_cut["amazon unsupported"] == n_full["amazon unsupported"]
+    assert np.allclose(cut, full, atol=0.1)

@@ -571,8 +571,8 @@ class NliModel:
         return n_hyps * (min(k, n_pieces) if k is not None else n_pieces)
 
     def _chunk_matrix(self, hyps: list[str], pieces: list[str], owners: list[int],
-                      out: np.ndarray, closest: list[Closest] | None = None
-                      ) -> tuple[np.ndarray, int]:
+                      out: np.ndarray, closest: list[Closest] | None = None,
+                      skip: frozenset[int] = frozenset()) -> tuple[np.ndarray, int]:
         """Each statement against its ``candidates`` chunks (all when unset): ``out[i, j]`` the
         best P over context ``j``'s chunks it ran; ``closest`` (see :meth:`support_matrix`)
         keeps each statement's best chunk."""
@@ -584,6 +584,7 @@ class NliModel:
             picks = self._candidates(hyps, pieces, k)
         else:
             picks = [list(range(len(pieces)))] * len(hyps)
+        picks = [[] if i in skip else cs for i, cs in enumerate(picks)]
         pairs = [(pieces[c], h) for h, cs in zip(hyps, picks, strict=True) for c in cs]
         probs = self.pair_probabilities(pairs)
         at = 0
@@ -618,10 +619,13 @@ class NliModel:
         if least > s.max_pairs:
             raise PairsTooMany(f"{len(hyps)} statements x ({len(pieces)} chunks and their best "
                                f"sentences) = at least {least} pairs; max_pairs {s.max_pairs}")
-        chunked, n = self._chunk_matrix(hyps, pieces, owners, out.copy(), closest)
         views, m = self._sentence_matrix(hyps, contexts, cap, out.copy(), modes, keep=keep,
-                                         combine="max", units=units, budget=s.max_pairs - n,
+                                         combine="max", units=units, budget=s.max_pairs - n_chunk,
                                          closest=closest)
+        cut = s.evidence_cut
+        done = frozenset(i for i in range(len(hyps))
+                         if cut is not None and views.shape[1] and views[i].max() >= cut)
+        chunked, n = self._chunk_matrix(hyps, pieces, owners, out.copy(), closest, skip=done)
         return np.maximum(chunked, views), n + m
 
     def sentence_units(self, contexts: Sequence[str], cap: int) -> list[_Unit]:

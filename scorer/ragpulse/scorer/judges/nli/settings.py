@@ -56,7 +56,9 @@ class NliJudgeSettings(BaseModel):
     ``sentences``), ``views`` (with two or more, the mean of ``sentences`` and ``packed``; else
     ``sentences``) or ``evidence`` (its chunks, best sentences and packed premise, the best
     deciding). ``premise_view_sentences`` caps the sentences run alone under ``views`` and
-    ``evidence`` (``None``: all); ``premise_heading`` > 0 puts a context's title-like first
+    ``evidence`` (``None``: all); ``evidence_cut`` makes ``evidence`` a cascade: the sentence
+    premises run first, and a statement whose best one reaches that P skips the passage windows
+    (``None``: every statement runs both); ``premise_heading`` > 0 puts a context's title-like first
     sentence of at most that many tokens in front of premises from its later sentences.
 
     Resources (never a score): ``threads`` (onnxruntime intra-op), ``batch_size`` (pairs per
@@ -104,6 +106,7 @@ class NliJudgeSettings(BaseModel):
     premise_tokens: int = Field(default=128, ge=8, le=65_536)
     premise_heading: int = Field(default=0, ge=0, le=512)
     premise_view_sentences: int | None = Field(default=None, ge=1, le=1024)
+    evidence_cut: float | None = Field(default=None, ge=0.0, le=1.0)
 
     threads: int = Field(default=1, ge=1, le=64)
     batch_size: int = Field(default=8, ge=1, le=1024)
