@@ -2,12 +2,16 @@
 
 Benches that rewrite their own table call :func:`write_section`; a re-run replaces the text
 between the markers and leaves the rest of the page alone, then sets the figures that README.md
-and docs/ quote from the page's tables to the new values (:mod:`figures`).
+and docs/ quote from the page's tables to the new values (:mod:`figures`). Benches that also
+set a measured constant in the product's code (the judges' speeds and alert levels in
+``registry.py``) call :func:`write_constant`.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
@@ -35,6 +39,19 @@ def write_section(mark: str, body: str, heading: str, before: str | None = None,
     docs.write_text(text, encoding="utf-8")
     if docs.resolve() == _PAGE:
         _refresh_quotes()
+
+
+def write_constant(path: Path, name: str, values: Mapping[str, float], fmt: str = "") -> None:
+    """Rewrite the line ``NAME: dict[str, float] = {...}`` of ``path`` with ``values`` (keys
+    sorted, each value formatted with ``fmt``). Raises ``SystemExit`` when the file has no such
+    line (nothing is written)."""
+    new = f"{name}: dict[str, float] = {{" + ", ".join(
+        f'"{k}": {v:{fmt}}' for k, v in sorted(values.items())) + "}"
+    text, n = re.subn(rf"^{re.escape(name)}: dict\[str, float\] = \{{[^}}]*\}}",
+                      lambda _: new, path.read_text(encoding="utf-8"), flags=re.M)
+    if n != 1:
+        raise SystemExit(f"{path}: {name} line not found")
+    path.write_text(text, encoding="utf-8")
 
 
 def _refresh_quotes() -> None:

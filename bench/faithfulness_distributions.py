@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.docs_section import write_section
+from bench.docs_section import write_constant, write_section
 from bench.judges import add_judge_option, judge_summary
 from bench.quality import FILES, lang_of, read_jsonl, score_set
 
@@ -219,14 +218,7 @@ def write_levels(caches: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]])
     levels = dict(found)
     if set(levels) != set(JUDGES):
         raise SystemExit(f"--write-levels needs both judges (--judge {' '.join(JUDGES)})")
-    text = LEVELS.read_text(encoding="utf-8")
-    new = "FAITHFULNESS_LEVELS: dict[str, float] = {" + ", ".join(
-        f'"{k}": {v:.2f}' for k, v in sorted(levels.items())) + "}"
-    text, n = re.subn(r"^FAITHFULNESS_LEVELS: dict\[str, float\] = \{[^}]*\}", new, text,
-                      flags=re.M)
-    if n != 1:
-        raise SystemExit(f"{LEVELS}: FAITHFULNESS_LEVELS line not found")
-    LEVELS.write_text(text, encoding="utf-8")
+    write_constant(LEVELS, "FAITHFULNESS_LEVELS", levels, ".2f")
     return levels
 
 

@@ -33,7 +33,6 @@ import gzip
 import json
 import multiprocessing
 import os
-import re
 import resource
 import statistics
 import sys
@@ -44,7 +43,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.docs_section import write_section
+from bench.docs_section import write_constant, write_section
 from bench.judges import add_judge_option
 from ragpulse.scorer import Evaluator, Sample
 from ragpulse.scorer.judges.factory import build_judge
@@ -388,14 +387,7 @@ def write_constants(results: list[dict]) -> dict[str, float]:
     if set(s) != set(JUDGES):
         raise SystemExit("--write-constants needs both judges")
     figures = {k: round(free_cores_estimate(s[k]), 1) for k in JUDGES}
-    text = SAMPLING.read_text(encoding="utf-8")
-    new = "SAMPLES_PER_S: dict[str, float] = {" + ", ".join(
-        f'"{k}": {v}' for k, v in figures.items()) + "}"
-    text, n = re.subn(r"^SAMPLES_PER_S: dict\[str, float\] = \{[^}]*\}", new, text,
-                      flags=re.M)
-    if n != 1:
-        raise SystemExit(f"{SAMPLING}: SAMPLES_PER_S line not found")
-    SAMPLING.write_text(text, encoding="utf-8")
+    write_constant(SAMPLING, "SAMPLES_PER_S", figures)
     return figures
 
 

