@@ -32,8 +32,10 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
     monkeypatch.setattr(bf, "load_set", lambda name, data: (ROWS, [0, 0]))
 
     def dump(*extra: str) -> dict:
+        # views premises: the premise mode whose blended samples read other premises than
+        # multi-passage ones (fit_settings, model_fit); the default's evidence reads the same
         assert bf.main(["dump", "--cache", str(tmp_path), "--sets", "dev", "--workers", "1",
-                        *extra]) == 0
+                        "--nli", "premise=views", *extra]) == 0
         return json.loads((tmp_path / "dev.json").read_text())
 
     first = dump()
@@ -66,7 +68,7 @@ def test_dump_cache_follows_premise_settings(monkeypatch: pytest.MonkeyPatch, tm
     # another cache reusing this one's lexical half still records model_fit
     other = tmp_path / "reuse"
     assert bf.main(["dump", "--cache", str(other), "--sets", "dev", "--workers", "1",
-                    "--lexical-from", str(tmp_path)]) == 0
+                    "--nli", "premise=views", "--lexical-from", str(tmp_path)]) == 0
     assert json.loads((other / "dev.json").read_text()) == first
     # a dump without it (made before) is scored again
     (tmp_path / "dev.json").write_text(json.dumps({k: v for k, v in first.items()
