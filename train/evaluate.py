@@ -140,7 +140,7 @@ def build_judge(args: argparse.Namespace) -> Any:
              if getattr(args, k) is not None}
     if args.canonical_values:
         given["canonical_values"] = True
-    if getattr(args, "evidence_cut", None) is not None:
+    if args.evidence_cut is not None:
         given["evidence_cut"] = args.evidence_cut
     return bj(args.judge, threads=args.threads, model_dir=args.model_dir,
               batch_size=args.batch_size, nli=NliJudgeSettings(**given) if given else None)

@@ -50,7 +50,7 @@ def test_canonical_values_flag_reaches_the_model_judges_settings(monkeypatch) ->
     base = {"judge": "model", "threads": 1, "model_dir": None, "batch_size": 1,
             **{k: None for k in ("premise", "premise_sentences", "premise_neighbours",
                                  "premise_tokens", "premise_heading", "premise_view_sentences",
-                                 "blend")}}
+                                 "blend", "evidence_cut")}}
     evaluate.build_judge(argparse.Namespace(**base, canonical_values=True))
     assert seen["name"] == "model" and seen["nli"].canonical_values is True
     evaluate.build_judge(argparse.Namespace(**base, canonical_values=False))

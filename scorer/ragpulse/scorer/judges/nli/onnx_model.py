@@ -622,9 +622,9 @@ class NliModel:
         views, m = self._sentence_matrix(hyps, contexts, cap, out.copy(), modes, keep=keep,
                                          combine="max", units=units, budget=s.max_pairs - n_chunk,
                                          closest=closest)
-        cut = s.evidence_cut
-        done = frozenset(i for i in range(len(hyps))
-                         if cut is not None and views.shape[1] and views[i].max() >= cut)
+        # the cascade: statements a sentence premise already supports skip their windows
+        done = (frozenset() if s.evidence_cut is None
+                else frozenset(np.flatnonzero(views.max(axis=1) >= s.evidence_cut).tolist()))
         chunked, n = self._chunk_matrix(hyps, pieces, owners, out.copy(), closest, skip=done)
         return np.maximum(chunked, views), n + m
 

@@ -25,8 +25,9 @@ RESOURCE_FIELDS = frozenset({"model_dir", "threads", "batch_size", "workers", "m
 # scoring settings the stored version names otherwise (the blend: its own tag on the samples it
 # blends), that only name a score (``model_name``) or that decide whether a sample is judged at
 # all, never its P (``max_pairs``: too many pairs is ``input_too_large``): left out of
-# :func:`settings_tag`; ``canonical_values`` is named in the tag itself (``+values@1``), so
-# that the version of every setup scored before it existed stays as it was
+# :func:`settings_tag`; ``quoted_support`` and ``canonical_values`` are named in the tag itself
+# (``+quoted@1``, ``+values@1``), so that turning one off gives back the version of the setups
+# scored before it existed
 _TAGGED_ELSEWHERE = frozenset({"model_name", "blend", "blend_max_contexts", "max_pairs",
                                "canonical_values", "quoted_support"})
 
