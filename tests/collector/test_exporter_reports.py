@@ -53,6 +53,7 @@ class FakeProducer:
     """Keeps produced records; the test delivers their reports (as librdkafka's poll would)."""
 
     def __init__(self, conf: dict[str, Any], buffer_after: int | None = None) -> None:
+        self.conf = conf
         self.pending: list[tuple[bytes, int, Any]] = []
         self.values: list[tuple[bytes | None, int, bytes]] = []  # every record produced
         self.buffer_after = buffer_after
@@ -285,5 +286,21 @@ def test_per_partition_records_stay_within_the_record_limit() -> None:
             assert got == b"".join(mine)
         producer.deliver()
         assert exporter.stats()["spans_acked"] == 60 and exporter.stats()["queue_bytes"] == 0
+    finally:
+        exporter.shutdown(0.1)
+
+
+@pytest.mark.parametrize(("confirm", "producer", "linger"), [
+    ("enqueue", {}, 50),  # the answer never waits for Kafka: fill batches longer
+    ("ack", {}, 5),  # every request waits out the linger
+    ("enqueue", {"linger_ms": 0}, 0),
+    ("ack", {"linger_ms": 20}, 20),
+])
+def test_the_linger_default_follows_confirm_and_reaches_librdkafka(
+        confirm: str, producer: dict[str, Any], linger: int) -> None:
+    exporter, (made,) = _exporter(confirm, **producer)
+    try:
+        assert made.conf["linger.ms"] == linger
+        assert made.conf["request.timeout.ms"] < 30_000 - linger
     finally:
         exporter.shutdown(0.1)
