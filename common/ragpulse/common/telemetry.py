@@ -98,7 +98,7 @@ SELF_METRICS: tuple[SelfMetric, ...] = (
     SelfMetric("collector", "spans_dropped_non_rag", "counter", "Spans of traces without a RAG span (filter mode 'rag'): dropped on purpose."),
     SelfMetric("collector", "traces_dropped_non_rag", "counter", "Per-request trace groups dropped by the RAG filter."),
     SelfMetric("collector", "traces_exported", "counter", "Traces (of one request each) handed to the producer: a record each with producer.records=per_trace, several per record with per_partition (records_sent counts the records)."),
-    SelfMetric("collector", "recent_rag_traces", "gauge", "RAG trace ids remembered for late spans (bounded by filter.remember_traces)."),
+    SelfMetric("collector", "recent_rag_traces", "gauge", "RAG trace ids remembered for late spans (the last filter.remember_traces always; at most about twice as many held)."),
     # export
     SelfMetric("collector", "producers_rebuilt", "counter", "Kafka producers replaced after an unrecoverable state (fatal idempotence error, long outage)."),
     SelfMetric("collector", "records_sent", "counter", "Records handed to the Kafka producer."),
