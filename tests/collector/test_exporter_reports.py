@@ -304,3 +304,83 @@ def test_the_linger_default_follows_confirm_and_reaches_librdkafka(
         assert made.conf["request.timeout.ms"] < 30_000 - linger
     finally:
         exporter.shutdown(0.1)
+
+
+def _trace_partitions(values: list[tuple[bytes | None, int, bytes]]) -> dict[str, set[int]]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    where: dict[str, set[int]] = {}
+    for _, partition, value in values:
+        for rs in ExportTraceServiceRequest.FromString(value).resource_spans:
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    where.setdefault(span.trace_id.hex(), set()).add(partition)
+    return where
+
+
+def test_per_partition_records_built_from_the_layout() -> None:
+    """The default form takes records without values (split_request(..., assemble=False)) and
+    builds one record per partition from the request's layout: every trace in the partition its
+    id picks, each span once, within the request's size; counted and settled as before."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    from ragpulse.collector.split import split_request
+    from testkit.payloads import rag_request
+
+    exporter, (producer,) = _exporter(records="per_partition")
+    assert exporter.assembles
+    try:
+        body = rag_request(20, seed=3, services=3).SerializeToString()
+        records = split_request(body, assemble=False).records
+        result = exporter.export(records)
+        assert result.accepted_records == 20 and result.accepted_spans == sum(r.spans for r in records)
+        assert all(key is None for key, _, _ in producer.values)
+        assert len(producer.values) == len({partition_for_key(r.key, 3) for r in records}) <= 3
+        assert all(len(v) <= len(body) for _, _, v in producer.values)
+        where = _trace_partitions(producer.values)
+        assert where == {r.key.decode(): {partition_for_key(r.key, 3)} for r in records}
+        spans = [s.SerializeToString() for _, _, v in producer.values
+                 for rs in ExportTraceServiceRequest.FromString(v).resource_spans
+                 for ss in rs.scope_spans for s in ss.spans]
+        want = [s.SerializeToString() for rs in ExportTraceServiceRequest.FromString(body).resource_spans
+                for ss in rs.scope_spans for s in ss.spans]
+        assert sorted(spans) == sorted(want)
+        assert exporter.stats()["queue_bytes"] == sum(len(v) for _, _, v in producer.values)
+        assert producer.deliver() == len(producer.values)
+        stats = exporter.stats()
+        assert stats["queue_spans"] == stats["queue_bytes"] == 0
+        assert stats["spans_acked"] == result.accepted_spans
+    finally:
+        exporter.shutdown(0.1)
+
+
+def test_a_request_over_the_record_limit_takes_the_per_trace_way() -> None:
+    """A request larger than producer.max_request_size (one partition's record could be too):
+    the records are built per trace, fitted (an oversized trace's values cut) and grouped as
+    before, so no record passes the limit."""
+    from ragpulse.collector.split import split_request
+    from testkit.payloads import rag_request
+
+    exporter, (producer,) = _exporter(records="per_partition", max_request_size=16_384)
+    try:
+        request = rag_request(40, seed=4, words=400)
+        body = request.SerializeToString()
+        assert len(body) > 16_384
+        records = split_request(body, assemble=False).records
+        result = exporter.export(records)
+        assert result.accepted_records == 40
+        assert all(len(v) <= 16_384 for _, _, v in producer.values)
+        where = _trace_partitions(producer.values)
+        assert where == {r.key.decode(): {partition_for_key(r.key, 3)} for r in records}
+        producer.deliver()
+        assert exporter.stats()["queue_bytes"] == 0
+    finally:
+        exporter.shutdown(0.1)
+
+
+def test_per_trace_records_are_assembled_by_the_split() -> None:
+    exporter, _ = _exporter(records="per_trace")
+    try:
+        assert not exporter.assembles
+    finally:
+        exporter.shutdown(0.1)

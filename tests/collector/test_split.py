@@ -525,3 +525,45 @@ def test_starts_older_than_max_age_are_rejected_as_past_the_retention(
         assert result.invalid == ({"retention": 1} if rejected else {})
         assert ("older than the retention" in result.invalid_message) == bool(rejected)
         assert split_request(body, now_ns=NOW).spans_invalid == 0  # no max age: 2000-01-01 only
+
+
+def _spans_by_group(req: ExportTraceServiceRequest) -> set[tuple[bytes, bytes, bytes]]:
+    return {(rs.resource.SerializeToString() + rs.schema_url.encode(),
+             ss.scope.SerializeToString() + ss.schema_url.encode(), span.SerializeToString())
+            for rs in req.resource_spans for ss in rs.scope_spans for span in ss.spans}
+
+
+def test_records_built_from_the_layout_hold_the_same_spans_under_the_same_resources() -> None:
+    """``split_request(..., assemble=False)``: records carry the layout and runs, no message.
+    ``assemble_trace`` builds each one's per-trace message byte for byte as the assembling split;
+    ``assemble_traces`` builds one message for any group of them: exactly their spans, each under
+    its own resource and scope (each of those once), never longer than the request."""
+    from ragpulse.collector.split import assemble_trace, assemble_traces
+
+    rng = random.Random(41)
+    bodies = [_random_request(rng).SerializeToString() for _ in range(300)]
+    bodies += [rag_request(20, seed=i, plain_every=4, services=3).SerializeToString() for i in range(3)]
+    grouped_several = 0
+    for body in bodies:
+        lazy, eager = split_request(body, assemble=False), split_request(body)
+        assert [(r.key, r.spans, r.rag) for r in lazy.records] == [(r.key, r.spans, r.rag) for r in eager.records]
+        assert all(r.value is None and r.layout is not None for r in lazy.records)
+        for a, b in zip(lazy.records, eager.records):
+            if len(eager.records) > 1 or len(b.value) != len(body):  # not the untouched one-trace request
+                assert assemble_trace(*a.layout) == b.value
+        for _ in range(3):  # random groups, as partitions would make them
+            group = [r for r in lazy.records if rng.random() < 0.5]
+            if not group:
+                continue
+            value = assemble_traces(group[0].layout[0], [r.layout[1] for r in group])
+            assert len(value) <= len(body)
+            got = ExportTraceServiceRequest.FromString(value)
+            want = set().union(*(_spans_by_group(ExportTraceServiceRequest.FromString(
+                assemble_trace(*r.layout))) for r in group))
+            assert _spans_by_group(got) == want
+            assert sum(len(ss.spans) for rs in got.resource_spans for ss in rs.scope_spans) == \
+                sum(r.spans for r in group)
+            heads = [(rs.resource.SerializeToString(), rs.schema_url) for rs in got.resource_spans]
+            assert len(heads) == len(set(heads))  # each resource once
+            grouped_several += len(group) > 1
+    assert grouped_several > 100

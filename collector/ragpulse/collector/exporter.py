@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from ragpulse.collector.config import CollectorSettings
 from ragpulse.collector.kafka import RateLimit
 from ragpulse.collector.shrink import shrink_request
-from ragpulse.collector.split import TraceRecord
+from ragpulse.collector.split import TraceRecord, assemble_trace, assemble_traces
 from ragpulse.common import KafkaUnavailable, partitions_for_keys
 
 __all__ = [
@@ -90,7 +90,9 @@ class ExportResult:
 
 
 class TraceExporter(Protocol):
-    """The narrow protocol the receivers' core hands records to."""
+    """The narrow protocol the receivers' core hands records to. An exporter whose ``assembles``
+    attribute is true is given records without values (``split_request(..., assemble=False)``:
+    a layout and runs instead) and builds its records itself."""
 
     def export(self, records: Sequence[TraceRecord]) -> ExportResult:
         """Queue ``records`` or raise :class:`ExportRefused` (the whole request)."""
@@ -209,6 +211,9 @@ class KafkaExporter:
         self._max_bytes = settings.queue.max_bytes
         self._retry_after_s = settings.otlp.retry_after_s
         self._per_partition = settings.producer.records == "per_partition"
+        #: export() takes records without values (``split_request(..., assemble=False)``) and
+        #: builds the per-partition records from their layout, skipping a message per trace.
+        self.assembles = self._per_partition
         self._producer_factory = producer_factory
         self._producer: Any = None
         self._partitions = 0
@@ -383,6 +388,12 @@ class KafkaExporter:
         ``confirm="ack"`` (until Kafka acknowledges or ``ack_timeout_s``). Raises
         :class:`QueueFull` (429) or :class:`ExportUnavailable` (503); a record over the Kafka
         record limit is cut to fit, or rejected (counted, reported as partial success)."""
+        if records and records[0].value is None:  # from split_request(..., assemble=False)
+            direct = self._export_assembled(records)
+            if direct is not None:
+                return direct
+            records = [TraceRecord(r.key, assemble_trace(*r.layout), r.spans, r.rag)  # type: ignore[misc]
+                       for r in records]
         keep, spans, size, rejected_spans, message = self._fit(records)
         producer, partitions = self._admit(spans, size)
         # Partition as otelcol does (FNV-1a, sarama-compatible), not librdkafka's own
@@ -403,6 +414,43 @@ class KafkaExporter:
             message=message,
             accepted_records=len(keep),
         )
+
+    def _export_assembled(self, records: Sequence[TraceRecord]) -> ExportResult | None:
+        """Per-partition records built straight from the request's layout (the traces of
+        ``records``, all from one :func:`split_request` with ``assemble=False``): per partition
+        one ``ExportTraceServiceRequest`` with each resource and scope once and the spans of
+        every trace the partition gets. No per-trace message is built, fitted and joined. Returns
+        None where this does not apply, and the caller takes the per-trace way: a request larger
+        than the record limit (one of its records could be too), or a partition count that
+        changed while the records were built."""
+        layout = records[0].layout[0]  # type: ignore[index]
+        partitions = self._partitions
+        if (not self._per_partition or not partitions
+                or layout.size > self._settings.producer.max_request_size - _RECORD_OVERHEAD):
+            return None
+        # Partition as otelcol does for the keyed record (see export()).
+        by_partition: dict[int, list[list]] = {}
+        for rec, partition in zip(records, partitions_for_keys([r.key for r in records], partitions)):
+            if partition in by_partition:
+                by_partition[partition].append(rec.layout[1])  # type: ignore[index]
+            else:
+                by_partition[partition] = [rec.layout[1]]  # type: ignore[index]
+        units = [TraceRecord(b"", assemble_traces(layout, entries), sum([e[0] for e in entries]), True)
+                 for entries in by_partition.values()]
+        targets = list(by_partition)
+        spans = sum([r.spans for r in records])
+        size = sum([len(u.value) for u in units])  # type: ignore[arg-type]
+        producer, admitted = self._admit(spans, size)
+        if admitted != partitions:  # the topic changed meanwhile (rare): start over
+            with self._lock:
+                self._queued_spans -= spans
+                self._queued_bytes -= size
+            return None
+        request = _Request(self, units, targets, spans, size, self._settings.producer.confirm == "ack")
+        self._produce(producer, units, targets, request, keyed=False)
+        if request.done is not None:
+            self._await(request)
+        return ExportResult(accepted_spans=spans, accepted_records=len(records))
 
     def _fit(self, records: Sequence[TraceRecord]) -> tuple[list[TraceRecord], int, int, int, str]:
         """The records that fit the Kafka record limit (the longest attribute values of an

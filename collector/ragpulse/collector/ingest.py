@@ -89,6 +89,9 @@ class Ingest:
         self._keep_all = filter_settings.mode == "all"
         self._recent = _RecentTraces(filter_settings.remember_traces)
         self._exporter = exporter
+        # An exporter that builds its records from the request's layout (per-partition records)
+        # gets records without a message per trace (split_request(..., assemble=False)).
+        self._exporter_assembles = bool(getattr(exporter, "assembles", False))
         self._lock = threading.Lock()
         self._stats = {
             "requests_received": 0,
@@ -141,7 +144,8 @@ class Ingest:
                 # upb parses and validates the whole message in C (wire format, UTF-8 strings);
                 # the byte-level split below then only walks frames known to be well formed.
                 ExportTraceServiceRequest.FromString(body)
-            split = split_request(body, keep_all=self._keep_all, max_age_ns=self._max_age_ns)
+            split = split_request(body, keep_all=self._keep_all, max_age_ns=self._max_age_ns,
+                                  assemble=not self._exporter_assembles)
         except (DecodeError, MalformedRequest, ValueError, IndexError) as exc:
             # ValueError/IndexError: framing the item count could not follow (truncated, overrun)
             self._count(requests_received=1, requests_malformed=1, bytes_received=received)

@@ -54,9 +54,12 @@ __all__ = [
     "MAX_FUTURE_NS",
     "MIN_START_NS",
     "RAG_MARKERS",
+    "Layout",
     "MalformedRequest",
     "SplitResult",
     "TraceRecord",
+    "assemble_trace",
+    "assemble_traces",
     "split_request",
 ]
 
@@ -141,9 +144,12 @@ class TraceRecord:
     treat it as immutable."""
 
     key: bytes  # trace id as 32 lowercase hex characters, ASCII
-    value: bytes  # serialized ExportTraceServiceRequest holding only this trace
+    # Serialized ExportTraceServiceRequest holding only this trace; None from
+    # ``split_request(..., assemble=False)``: ``layout`` says where its spans are instead.
+    value: bytes | None
     spans: int
     rag: bool  # the request held at least one RAG span of this trace
+    layout: tuple[Layout, list] | None = None  # (the request's layout, this trace's runs)
 
 
 @dataclass(slots=True)
@@ -155,6 +161,19 @@ class SplitResult:
     spans_invalid: int = 0  # spans rejected by the per-span check (any field): see ``invalid``
     invalid: dict[str, int] = field(default_factory=dict)  # field name -> spans rejected for it
     invalid_message: str = ""
+
+
+@dataclass(slots=True)
+class Layout:
+    """Where a split request's traces are, for records built later (:func:`assemble_trace`,
+    :func:`assemble_traces`): the request's bytes, and per resource (and scope) the frames around
+    its spans. A trace's runs are ``[span count, [resource index, scope index, first frame
+    start, last frame end], ...]``."""
+
+    view: memoryview
+    size: int  # bytes of the request: a record of any of its traces is at most this long
+    resources: list[tuple[bytes, bytes]]  # per resource: the frames before and after its scopes
+    scopes: list[list[tuple[bytes, bytes]]]  # per resource, per scope: before and after its spans
 
 
 _ZERO_TRACE = bytes(16)
@@ -369,7 +388,7 @@ def _frame(tag: bytes, body: list[bytes | memoryview]) -> bytes:
 
 
 def split_request(buf: bytes, *, keep_all: bool = False, now_ns: int | None = None,
-                  max_age_ns: int | None = None) -> SplitResult:
+                  max_age_ns: int | None = None, assemble: bool = True) -> SplitResult:
     """Split a serialized (and already upb-validated) request into per-trace records.
 
     Records come in order of each trace's first span. ``keep_all`` skips RAG classification
@@ -378,18 +397,21 @@ def split_request(buf: bytes, *, keep_all: bool = False, now_ns: int | None = No
     time is checked against (default: ``time.time_ns()``); ``max_age_ns``, if set, is the oldest
     start accepted before ``now_ns`` (reason ``retention``). Pure function: thread-safe, blocks
     only on CPU. Raises :class:`MalformedRequest` on inconsistent framing (only possible when
-    the caller skipped validation).
+    the caller skipped validation). With ``assemble=False`` the records carry no value but a
+    :class:`Layout` and their runs: a consumer that groups traces (per-partition records) builds
+    its own records with :func:`assemble_traces`, without a message per trace first.
     """
     if now_ns is None:
         now_ns = time.time_ns()
     try:
         oldest = MIN_START_NS if max_age_ns is None else max(MIN_START_NS, now_ns - max_age_ns)
-        return _split(buf, keep_all, now_ns + MAX_FUTURE_NS, oldest)
+        return _split(buf, keep_all, now_ns + MAX_FUTURE_NS, oldest, assemble)
     except IndexError as exc:  # a varint ran past the end of the buffer
         raise MalformedRequest("truncated message") from exc
 
 
-def _split(buf: bytes, keep_all: bool, latest_ns: int, oldest_ns: int = MIN_START_NS) -> SplitResult:
+def _split(buf: bytes, keep_all: bool, latest_ns: int, oldest_ns: int = MIN_START_NS,
+           assemble: bool = True) -> SplitResult:
     """One walk over the request's wire bytes: group spans by trace (checking each on the way),
     then build one record per trace. Raises :class:`MalformedRequest` on broken framing.
 
@@ -490,30 +512,82 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int, oldest_ns: int = MIN_STAR
             f"{n} span(s) {_EXPLAIN[name]}" for name, n in result.invalid.items()
         )
     records = result.records
-    if len(traces) == 1 and not result.spans_invalid and _is_canonical(buf):
+    if assemble and len(traces) == 1 and not result.spans_invalid and _is_canonical(buf):
         # One trace: the request already is the per-trace message; forward it untouched.
         ((trace_id, entry),) = traces.items()
         records.append(TraceRecord(hexlify(trace_id), bytes(buf), entry[0], keep_all or trace_id in rag))
         return result
-    view = memoryview(buf)
-    joined_resources = [(b"".join(pre), b"".join(post)) for pre, post in resource_heads]
-    joined_scopes = [[(b"".join(pre), b"".join(post)) for pre, post in scopes] for scopes in scope_heads]
+    layout = Layout(
+        memoryview(buf), len(buf),
+        [(b"".join(pre), b"".join(post)) for pre, post in resource_heads],
+        [[(b"".join(pre), b"".join(post)) for pre, post in scopes] for scopes in scope_heads],
+    )
+    if not assemble:
+        for trace_id, entry in traces.items():
+            records.append(TraceRecord(hexlify(trace_id), None, entry[0], keep_all or trace_id in rag,
+                                       (layout, entry)))
+        return result
     for trace_id, entry in traces.items():
-        if len(entry) == 2:  # one run: the usual case, one resource, one scope, one slice
-            ri, si, start, end = entry[1]
-            r_pre, r_post = joined_resources[ri]
-            s_pre, s_post = joined_scopes[ri][si]
-            scope_len = len(s_pre) + end - start + len(s_post)
-            scope_varint = _VARINTS[scope_len] if scope_len < 16384 else _encode_varint(scope_len)
-            rs_len = len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)
-            value = b"".join((
-                b"\x0a", _VARINTS[rs_len] if rs_len < 16384 else _encode_varint(rs_len),
-                r_pre, b"\x12", scope_varint, s_pre, view[start:end], s_post, r_post,
-            ))
-        else:
-            value = _assemble(view, entry, joined_resources, joined_scopes)
-        records.append(TraceRecord(hexlify(trace_id), value, entry[0], keep_all or trace_id in rag))
+        records.append(TraceRecord(hexlify(trace_id), assemble_trace(layout, entry), entry[0],
+                                   keep_all or trace_id in rag))
     return result
+
+
+def assemble_trace(layout: Layout, entry: list) -> bytes:
+    """One trace's ``ExportTraceServiceRequest`` from its runs (``entry``: see :class:`Layout`),
+    as otelcol's ``SplitTraces`` builds it: runs of the same resource (and scope) next to each
+    other share one ``ResourceSpans`` (``ScopeSpans``)."""
+    if len(entry) == 2:  # one run: the usual case, one resource, one scope, one slice
+        ri, si, start, end = entry[1]
+        r_pre, r_post = layout.resources[ri]
+        s_pre, s_post = layout.scopes[ri][si]
+        scope_len = len(s_pre) + end - start + len(s_post)
+        scope_varint = _VARINTS[scope_len] if scope_len < 16384 else _encode_varint(scope_len)
+        rs_len = len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)
+        return b"".join((
+            b"\x0a", _VARINTS[rs_len] if rs_len < 16384 else _encode_varint(rs_len),
+            r_pre, b"\x12", scope_varint, s_pre, layout.view[start:end], s_post, r_post,
+        ))
+    return _assemble(layout.view, entry, layout.resources, layout.scopes)
+
+
+def assemble_traces(layout: Layout, entries: list[list]) -> bytes:
+    """One ``ExportTraceServiceRequest`` holding every span of the traces ``entries`` (their
+    runs, from records of one :func:`split_request` with ``assemble=False``): per resource one
+    ``ResourceSpans``, per scope one ``ScopeSpans``, in the order they first appear, the spans of
+    each in trace order. At most the request's size (``Layout.size``): each resource's and
+    scope's frames once, the spans a subset."""
+    view = layout.view
+    if len(layout.resources) == 1 and len(layout.scopes[0]) == 1:  # the usual request: one join
+        r_pre, r_post = layout.resources[0]
+        s_pre, s_post = layout.scopes[0][0]
+        parts: list[bytes | memoryview] = [b"\x0a", b"", r_pre, b"\x12", b"", s_pre]
+        scope_len = len(s_pre) + len(s_post)
+        for entry in entries:
+            for run in entry[1:]:
+                parts.append(view[run[2]:run[3]])
+                scope_len += run[3] - run[2]
+        parts.append(s_post)
+        parts.append(r_post)
+        scope_varint = _VARINTS[scope_len] if scope_len < 16384 else _encode_varint(scope_len)
+        rs_len = len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)
+        parts[1] = _VARINTS[rs_len] if rs_len < 16384 else _encode_varint(rs_len)
+        parts[4] = scope_varint
+        return b"".join(parts)
+    grouped: dict[int, dict[int, list[memoryview]]] = {}
+    for entry in entries:
+        for ri, si, start, end in entry[1:]:
+            grouped.setdefault(ri, {}).setdefault(si, []).append(view[start:end])
+    out: list[bytes] = []
+    for ri, scopes in grouped.items():
+        r_pre, r_post = layout.resources[ri]
+        body: list[bytes | memoryview] = [r_pre]
+        for si, spans in scopes.items():
+            s_pre, s_post = layout.scopes[ri][si]
+            body.append(_frame(b"\x12", [s_pre, *spans, s_post]))
+        body.append(r_post)
+        out.append(_frame(b"\x0a", body))
+    return b"".join(out)
 
 
 def _is_canonical(buf: bytes) -> bool:
