@@ -296,3 +296,17 @@ def test_a_second_ctrl_c_after_the_drain_or_while_starting(tmp_path: Path) -> No
     with pytest.raises(KeyboardInterrupt):
         starting.launch()
     assert not starting.started and not (tmp_path / "c").exists()  # stopped before the store
+
+
+@pytest.mark.parametrize(("durable", "confirm", "linger"), [(True, "ack", 5), (False, "enqueue", 50)])
+def test_up_lingers_as_its_confirm_mode_allows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               durable: bool, confirm: str, linger: int) -> None:
+    """Durable `up` answers after Kafka's ack, so each request would wait out the linger: 5 ms;
+    in memory it answers once queued: 50 ms fills fewer, larger batches (issue 41). An explicit
+    RAGPULSE_PRODUCER__LINGER_MS still wins."""
+    e = Embedded(EmbeddedSettings(data_dir=tmp_path, durable=durable, http_port=0, grpc_port=0))
+    e.broker = SimpleNamespace(bootstrap="127.0.0.1:39092")
+    producer = e.collector_settings().producer
+    assert (producer.confirm, producer.linger_ms) == (confirm, linger)
+    monkeypatch.setenv("RAGPULSE_PRODUCER__LINGER_MS", "7")
+    assert e.collector_settings().producer.linger_ms == 7
