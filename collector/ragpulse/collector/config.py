@@ -234,8 +234,8 @@ class FilterSettings(_Frozen):
     spans in that request (the HTTP root, database calls). Spans of a trace that arrive in a *later*
     request without a RAG span of their own (typically the root span, which ends last) are kept
     when the trace id was seen with a RAG span within the last ``remember_traces`` RAG traces
-    (two generations of ``remember_traces`` ids each: at most about twice as many held). Spans that arrive *before* any RAG span of their trace is seen are dropped
-    and counted: buffering every non-RAG span on the chance that a RAG span follows would cost
+    (two generations of ``remember_traces`` ids each: at most about twice as many held). Spans
+    that arrive *before* any RAG span of their trace is seen are dropped and counted: buffering every non-RAG span on the chance that a RAG span follows would cost
     unbounded memory for the common non-RAG traffic.
     """
 

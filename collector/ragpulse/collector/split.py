@@ -539,16 +539,22 @@ def assemble_trace(layout: Layout, entry: list) -> bytes:
     other share one ``ResourceSpans`` (``ScopeSpans``)."""
     if len(entry) == 2:  # one run: the usual case, one resource, one scope, one slice
         ri, si, start, end = entry[1]
-        r_pre, r_post = layout.resources[ri]
-        s_pre, s_post = layout.scopes[ri][si]
-        scope_len = len(s_pre) + end - start + len(s_post)
-        scope_varint = _VARINTS[scope_len] if scope_len < 16384 else _encode_varint(scope_len)
-        rs_len = len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)
-        return b"".join((
-            b"\x0a", _VARINTS[rs_len] if rs_len < 16384 else _encode_varint(rs_len),
-            r_pre, b"\x12", scope_varint, s_pre, layout.view[start:end], s_post, r_post,
-        ))
+        return _one_scope(layout.resources[ri], layout.scopes[ri][si], [layout.view[start:end]],
+                          end - start)
     return _assemble(layout.view, entry, layout.resources, layout.scopes)
+
+
+def _one_scope(resource: tuple[bytes, bytes], scope: tuple[bytes, bytes],
+               spans: list[bytes | memoryview], spans_len: int) -> bytes:
+    """An ``ExportTraceServiceRequest`` of one ``ResourceSpans`` with one ``ScopeSpans`` holding
+    ``spans`` (``spans_len`` bytes in all), written in one join: the lengths are known ahead."""
+    r_pre, r_post = resource
+    s_pre, s_post = scope
+    scope_len = len(s_pre) + spans_len + len(s_post)
+    scope_varint = _VARINTS[scope_len] if scope_len < 16384 else _encode_varint(scope_len)
+    rs_len = len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)
+    return b"".join((b"\x0a", _VARINTS[rs_len] if rs_len < 16384 else _encode_varint(rs_len),
+                     r_pre, b"\x12", scope_varint, s_pre, *spans, s_post, r_post))
 
 
 def assemble_traces(layout: Layout, entries: list[list]) -> bytes:
@@ -558,22 +564,14 @@ def assemble_traces(layout: Layout, entries: list[list]) -> bytes:
     each in trace order. At most the request's size (``Layout.size``): each resource's and
     scope's frames once, the spans a subset."""
     view = layout.view
-    if len(layout.resources) == 1 and len(layout.scopes[0]) == 1:  # the usual request: one join
-        r_pre, r_post = layout.resources[0]
-        s_pre, s_post = layout.scopes[0][0]
-        parts: list[bytes | memoryview] = [b"\x0a", b"", r_pre, b"\x12", b"", s_pre]
-        scope_len = len(s_pre) + len(s_post)
+    if len(layout.resources) == 1 and len(layout.scopes[0]) == 1:  # the usual request
+        spans: list[bytes | memoryview] = []
+        spans_len = 0
         for entry in entries:
             for run in entry[1:]:
-                parts.append(view[run[2]:run[3]])
-                scope_len += run[3] - run[2]
-        parts.append(s_post)
-        parts.append(r_post)
-        scope_varint = _VARINTS[scope_len] if scope_len < 16384 else _encode_varint(scope_len)
-        rs_len = len(r_pre) + 1 + len(scope_varint) + scope_len + len(r_post)
-        parts[1] = _VARINTS[rs_len] if rs_len < 16384 else _encode_varint(rs_len)
-        parts[4] = scope_varint
-        return b"".join(parts)
+                spans.append(view[run[2]:run[3]])
+                spans_len += run[3] - run[2]
+        return _one_scope(layout.resources[0], layout.scopes[0][0], spans, spans_len)
     grouped: dict[int, dict[int, list[memoryview]]] = {}
     for entry in entries:
         for ri, si, start, end in entry[1:]:
@@ -582,9 +580,9 @@ def assemble_traces(layout: Layout, entries: list[list]) -> bytes:
     for ri, scopes in grouped.items():
         r_pre, r_post = layout.resources[ri]
         body: list[bytes | memoryview] = [r_pre]
-        for si, spans in scopes.items():
+        for si, in_scope in scopes.items():
             s_pre, s_post = layout.scopes[ri][si]
-            body.append(_frame(b"\x12", [s_pre, *spans, s_post]))
+            body.append(_frame(b"\x12", [s_pre, *in_scope, s_post]))
         body.append(r_post)
         out.append(_frame(b"\x0a", body))
     return b"".join(out)
