@@ -21,8 +21,38 @@ class BrokerError(RuntimeError):
     """The broker binary is missing, failed to start, or died."""
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for ports it picks itself (bind to 0, a connect's source port)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(part) for part in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago (the usual bind-to-0 probe)."""
+    """A TCP port that was free on ``host`` a moment ago.
+
+    Drawn at random from below the kernel's ephemeral range, so that between this probe and
+    the caller's bind no outgoing connection (whose source port the kernel picks from that
+    range) and no other bind-to-0 probe can take it; the usual bind-to-0 probe is the
+    fallback when no such range is usable or free.
+    """
+    import random
+
+    low, _ = _ephemeral_range()
+    floor = 20000
+    if low - floor >= 1000:
+        draw = random.SystemRandom()
+        for _ in range(64):
+            port = draw.randrange(floor, low)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
