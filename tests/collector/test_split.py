@@ -16,6 +16,18 @@ from testkit.payloads import T0, rag_request
 # T0 (testkit.payloads): midnight UTC yesterday, a plausible start time for every span
 
 
+@pytest.fixture(autouse=True, params=["native", "python"])
+def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs on both per-span loops: the C module and split.py's own."""
+    from ragpulse.collector import split as split_module
+
+    if request.param == "python":
+        monkeypatch.setattr(split_module, "_native", None)
+    elif not split_module.NATIVE:
+        pytest.skip("ragpulse.collector._native is not built here (see tests/collector/test_native.py)")
+    return str(request.param)
+
+
 def _by_trace(req: ExportTraceServiceRequest) -> dict[bytes, list[tuple[bytes, bytes, bytes]]]:
     """trace id → [(resource bytes + schema, scope bytes + schema, span bytes)] in request order."""
     out: dict[bytes, list[tuple[bytes, bytes, bytes]]] = {}

@@ -334,6 +334,9 @@ def test_dockerfile_non_root_healthcheck_offline_install() -> None:
     assert any(instr == "HEALTHCHECK" and "/healthz" in rest for instr, rest in instrs)
     runs = " ".join(rest for instr, rest in instrs if instr == "RUN")
     assert "--no-index" in runs and "ragpulse[otlp]" in runs
+    # the wheel is built with the collector's C module: its build hook, and a compiler
+    copied = " ".join(rest for instr, rest in instrs if instr == "COPY")
+    assert "hatch_build.py" in copied and " gcc " in runs
     for instr, rest in instrs:
         if instr == "COPY" and "--from" not in rest:
             parts = [p for p in shlex.split(rest) if not p.startswith("--")]

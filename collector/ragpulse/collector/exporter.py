@@ -32,8 +32,13 @@ from typing import Any, Protocol
 from ragpulse.collector.config import CollectorSettings
 from ragpulse.collector.kafka import RateLimit
 from ragpulse.collector.shrink import shrink_request
-from ragpulse.collector.split import TraceRecord, assemble_trace, assemble_traces
-from ragpulse.common import KafkaUnavailable, partitions_for_keys
+from ragpulse.collector.split import TraceRecord, _native, assemble_trace, assemble_traces
+from ragpulse.common import KafkaUnavailable
+from ragpulse.common import partitions_for_keys as _partitions_for_keys
+
+# otelcol's partition of each key: in C where the collector's C module is built (the same
+# numbers: tests/collector/test_native.py), else common.kafka's packed-integer FNV-1a.
+partitions_for_keys = _native.partitions_for_keys if _native is not None else _partitions_for_keys
 
 __all__ = [
     "ExportRefused",

@@ -41,6 +41,7 @@ https://protobuf.dev/programming-guides/encoding/.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from binascii import hexlify
@@ -49,6 +50,13 @@ from difflib import SequenceMatcher
 
 from ragpulse.collector.wire import MalformedRequest, read_varint
 from ragpulse.common import RAG_MARKERS as _CONVENTION_MARKERS
+
+try:  # the per-span loop in C (hatch_build.py builds it at install); this module is the fallback
+    if os.environ.get("RAGPULSE_PURE_PYTHON"):
+        raise ImportError("RAGPULSE_PURE_PYTHON is set")
+    from ragpulse.collector import _native  # type: ignore[attr-defined]
+except ImportError:
+    _native = None
 
 __all__ = [
     "MAX_FUTURE_NS",
@@ -91,6 +99,11 @@ def _needles(markers: tuple[str, ...]) -> tuple[_Needle, ...]:
 
 
 _NEEDLES = _needles(RAG_MARKERS)
+
+NATIVE: bool = _native is not None
+"""Whether the per-span loop runs in C (``ragpulse.collector._native``, the same records)."""
+if _native is not None:
+    _native.configure(_NEEDLES, MalformedRequest)
 
 MIN_START_NS = 946_684_800 * 10**9
 """Earliest accepted ``start_time_unix_nano`` and ``end_time_unix_nano``: 2000-01-01T00:00:00Z. Zero (unset), 1 ns and
@@ -325,12 +338,13 @@ def _span_trace_id(buf: bytes, start: int, end: int) -> bytes | None:
 
 
 def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool,
-                oldest: int = MIN_START_NS) -> int:
+                oldest: int = MIN_START_NS, stop: list[int] | None = None) -> int:
     """0 if the span's ids and times are acceptable, else the index in ``_REASONS``.
 
     Walks the span's fields from ``pos``; with ``ordered`` (the trace id was the first field, as
     every SDK writes it) it stops at the first field numbered 9 or more, so the attributes and
-    events are never walked. Fields 1-8 have one-byte tags (``number << 3 | wire``)."""
+    events are never walked. Fields 1-8 have one-byte tags (``number << 3 | wire``). ``stop``,
+    if given, receives where the walk stopped (with ``ordered``: where the attributes start)."""
     span_id = None
     parent = b""
     start = finish = 0
@@ -368,6 +382,8 @@ def _check_span(buf: bytes, pos: int, end: int, lo: int, hi: int, ordered: bool,
         pos = vend
     if pos > end:
         raise MalformedRequest("span field overruns the span")
+    if stop is not None:
+        stop.append(pos)
     if span_id is None or len(span_id) != 8 or span_id == _ZERO_SPAN:
         return 2
     if len(parent) not in (0, 8):
@@ -432,6 +448,9 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int, oldest_ns: int = MIN_STAR
     lo, hi = MIN_START_NS, latest_ns
     span_ok = _fast_check(latest_ns, oldest_ns)
     check_rag = not keep_all
+    # In C while the bounds fit its 64-bit times (clocks before year 2554 and after 1970).
+    native = (_native.scan_spans if _native is not None and 0 <= latest_ns < 2**64
+              and oldest_ns < 2**64 else None)
     for number, wire, rs_start, rs_end, _ in _fields(buf, 0, len(buf)):
         if number != 1 or wire != 2:
             continue  # ExportTraceServiceRequest has only resource_spans; pdata drops unknowns too
@@ -447,6 +466,10 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int, oldest_ns: int = MIN_STAR
             si = len(scopes)
             shead: tuple[list[bytes], list[bytes]] = ([], [])
             scopes.append(shead)
+            if native is not None:  # the loop below, in C (the same checks, runs and RAG set)
+                total += native(buf, ss_start, ss_end, ri, si, latest_ns, oldest_ns, check_rag,
+                                traces, rag, rejected, shead)
+                continue
             # The hot loop (one iteration per span) parses frames inline: a span is tag 0x12
             # (field 2, LEN) with a one- or two-byte length for all but very large spans.
             pos = ss_start
@@ -473,10 +496,14 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int, oldest_ns: int = MIN_STAR
                 ok = span_ok(buf, sp_start, sp_end)
                 if ok is not None:  # the layout SDKs write, valid
                     trace_id = buf[sp_start + 2 : sp_start + 18]
+                    rag_from = ok.end()
                 else:  # another layout, or a value to reject: the field walk names the field
+                    rag_from = sp_start
                     if length >= 18 and buf[sp_start] == 0x0A and buf[sp_start + 1] == 0x10:
                         trace_id = buf[sp_start + 2 : sp_start + 18]
-                        why = _check_span(buf, sp_start + 18, sp_end, lo, hi, True, oldest_ns)
+                        stop: list[int] = []
+                        why = _check_span(buf, sp_start + 18, sp_end, lo, hi, True, oldest_ns, stop)
+                        rag_from = stop[0] if stop else sp_start
                     else:
                         trace_id = _span_trace_id(buf, sp_start, sp_end)
                         if trace_id is None or len(trace_id) != 16:
@@ -499,10 +526,10 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int, oldest_ns: int = MIN_STAR
                         run[3] = sp_end  # a scope or resource boundary puts bytes between)
                     else:
                         entry.append([ri, si, sframe, sp_end])
-                # The RAG markers are looked for from the attributes on: the fast check's match
-                # ends there (ids, name and times hold none).
-                if check_rag and trace_id not in rag and _is_rag_span(
-                        buf, sp_start if ok is None else ok.end(), sp_end):
+                # The RAG markers are looked for from the attributes on where the trace id came
+                # first (the fast check's match, or the ordered walk, ends there: ids, name and
+                # times hold none), else from the span's start.
+                if check_rag and trace_id not in rag and _is_rag_span(buf, rag_from, sp_end):
                     rag.add(trace_id)
     result.spans_total = total
     result.spans_invalid = sum(rejected)
