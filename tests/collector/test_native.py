@@ -148,3 +148,19 @@ def test_the_build_hook_falls_back_when_it_cannot_compile(tmp_path: Path) -> Non
     assert "cannot compile the collector's C module" in out.stdout
     assert out.stdout.strip().endswith("None")
     assert not list(tmp_path.iterdir())  # nothing half-written left
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_collector_without_the_c_module_says_so(
+        native: bool, make_collector: object, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An install without a compiler still runs, at about 1 CPU-µs more per span: the operator is
+    told at start, once; with the module, nothing is said."""
+    import logging
+
+    monkeypatch.delenv("RAGPULSE_PURE_PYTHON", raising=False)
+    monkeypatch.setattr(split_module, "NATIVE", native)
+    with caplog.at_level(logging.WARNING, logger="ragpulse.collector"):
+        make_collector()  # type: ignore[operator]
+    said = [r.getMessage() for r in caplog.records if "runs in Python" in r.getMessage()]
+    assert len(said) == (0 if native else 1), said
