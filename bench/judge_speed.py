@@ -230,7 +230,7 @@ def _stage_clock() -> StageClock:
     clock.wrap_pool(NliJudge, "judge", "nli")
     clock.wrap(USEEmbedder, "embed", "USE embeddings")
     clock.wrap(NliModel, "support_matrix", "NLI premises")
-    clock.wrap(NliModel, "_run", "NLI model")
+    clock.wrap(NliModel, "_run_encoded", "NLI model")
     clock.wrap(SupportDetector, "predict", "lexical detector")
     return clock
 

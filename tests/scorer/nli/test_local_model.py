@@ -128,8 +128,8 @@ def test_a_repeated_pair_runs_once_and_scores_as_alone(monkeypatch: pytest.Monke
              ("Repairs take 10 working days.", "A repair takes 10 working days.")]
     alone = np.array([model.pair_probabilities([p])[0] for p in pairs])
     runs: list[int] = []
-    run = model._run
-    monkeypatch.setattr(model, "_run", lambda batch: runs.append(len(batch)) or run(batch))
+    run = model._run_encoded
+    monkeypatch.setattr(model, "_run_encoded", lambda batch: runs.append(len(batch)) or run(batch))
     got = model.pair_probabilities(pairs)
     assert np.allclose(got, alone, rtol=0.0, atol=1e-6)  # batched: float noise only
     assert sum(runs) == 3

@@ -128,7 +128,15 @@ def test_long_statement_is_cut_not_the_premise(tiny_dir: Path) -> None:
     assert p[0] > 0.99
 
 
-def test_batch_size_does_not_change_scores(tiny_dir: Path) -> None:
+@pytest.mark.parametrize("slack", [None, 100.0])
+def test_batch_size_does_not_change_scores(tiny_dir: Path, slack: float | None,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batched or alone, the same P; with a slack of 100x the batches are padded (8 pairs of
+    lengths 3 to 40 tokens in one), by default they hold pairs of about one length."""
+    from ragpulse.scorer.judges.nli import onnx_model
+
+    if slack is not None:
+        monkeypatch.setattr(onnx_model, "PADDING_SLACK", slack)
     pairs = [(" ".join(["the city"] * k) + (" evidence" if k % 3 == 0 else ""),
               "paris" + " is" * (k % 4)) for k in range(1, 14)]
     one = model(tiny_dir, batch_size=1).pair_probabilities(pairs)
@@ -267,3 +275,29 @@ def test_missing_packages_name_the_extra(tiny_dir: Path, monkeypatch: pytest.Mon
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
     with pytest.raises(ValueError, match=r"pip install 'ragpulse\[nli\]'"):
         model(tiny_dir)
+
+
+def test_batches_hold_pairs_of_about_one_length() -> None:
+    """``padded_batches``: every pair once, at most ``batch_size`` a batch, each batch padded
+    by at most the slack; on the CPU a padded token costs what a real one does, so the typical
+    trace's batches of 8 padded to their longest cost 1.4x the pairs alone."""
+    import random
+
+    from ragpulse.scorer.judges.nli.onnx_model import PADDING_SLACK, padded_batches
+
+    rng = random.Random(3)
+    for _ in range(200):
+        lengths = [rng.randint(5, 256) for _ in range(rng.randint(0, 40))]
+        for size in (1, 2, 8, 64):
+            batches = padded_batches(lengths, size)
+            assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+            for b in batches:
+                assert 1 <= len(b) <= size
+                real = sum(lengths[i] for i in b)
+                assert max(lengths[i] for i in b) * len(b) <= (1 + PADDING_SLACK) * real + 1e-9
+            if size == 1:
+                assert all(len(b) == 1 for b in batches)
+    # equal lengths fill whole batches; a long pair does not join short ones
+    assert padded_batches([10] * 10, 4) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert padded_batches([10, 10, 200], 8) == [[0, 1], [2]]
+    assert padded_batches([10, 10, 200], 8, slack=100.0) == [[0, 1, 2]]

@@ -74,6 +74,38 @@ it (a chunk, a sentence window, or sentences packed from several contexts) and t
 was taken from (:meth:`NliModel.support_matrix`'s ``closest``)."""
 
 
+PADDING_SLACK = 0.05
+"""The most padding a batch of pairs may carry, as a share of its real tokens. On the CPU a
+pair's cost is its padded length (no gain from batching itself: 0.41 ms a token at batch 1 and
+8, docs/benchmarks.md), so the typical trace's batches of 8, padded to their longest, cost 1.4x
+the CPU of the same pairs alone; a GPU still gets batches of pairs of about one length."""
+
+
+def padded_batches(lengths: Sequence[int], batch_size: int,
+                   slack: float | None = None) -> list[list[int]]:
+    """Indices of ``lengths`` (token counts) in batches of at most ``batch_size``, shortest
+    first, each padded to its longest by at most ``slack`` (default :data:`PADDING_SLACK`) of
+    its real tokens: a batch closes when the next pair would pad it more. Every index once; a
+    batch size of 1 runs each alone."""
+    if slack is None:
+        slack = PADDING_SLACK
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    tokens = 0
+    for i in order:
+        n = lengths[i]
+        if batch and (len(batch) >= batch_size
+                      or n * (len(batch) + 1) > (1.0 + slack) * (tokens + n)):
+            batches.append(batch)
+            batch, tokens = [], 0
+        batch.append(i)
+        tokens += n
+    if batch:
+        batches.append(batch)
+    return batches
+
+
 def _top_by_share(hyp: set[int], pieces: Sequence[set[int] | frozenset[int]], k: int) -> list[int]:
     """Indices of the ``k`` pieces holding the largest share of ``hyp``'s distinct token ids,
     best first (ties: the earlier piece first)."""
@@ -359,7 +391,10 @@ class NliModel:
     # ------------------------------------------------------------------ inference
 
     def _run(self, pairs: Sequence[tuple[str, str]], output: str | None = None) -> np.ndarray:
-        encs = self._pair_tok.encode_batch(list(pairs))
+        return self._run_encoded(self._pair_tok.encode_batch(list(pairs)), output)
+
+    def _run_encoded(self, encs: Sequence[Any], output: str | None = None) -> np.ndarray:
+        """The graph's ``output`` for tokenized pairs (one forward pass, padded to the longest)."""
         width = max(len(e.ids) for e in encs)
         n = len(encs)
         ids = np.full((n, width), self.pad_id, dtype=np.int64)
@@ -418,8 +453,9 @@ class NliModel:
     def pair_probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """P(supported) for each (premise, hypothesis) pair, in input order. A pair that occurs
         more than once runs once (a statement's packed premise is often its best sentence
-        alone). Pairs are run in batches of ``batch_size`` (one at a time for a model whose
-        outputs depend on the batch: ``batch_invariant``), shortest first (less padding); each
+        alone). Pairs are run in batches of at most ``batch_size`` (one at a time for a model
+        whose outputs depend on the batch: ``batch_invariant``) of about one length
+        (:func:`padded_batches`: a batch pads at most :data:`PADDING_SLACK` of its tokens); each
         pair is truncated to ``max_length`` tokens (longest side first). Blocking,
         thread-safe."""
         if not pairs:
@@ -432,12 +468,10 @@ class NliModel:
 
     def _probabilities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """:meth:`pair_probabilities` of distinct pairs."""
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        encs = self._pair_tok.encode_batch(list(pairs))
         out = np.empty(len(pairs))
-        bs = self.effective_batch_size
-        for k in range(0, len(order), bs):
-            idx = order[k : k + bs]
-            logits = self._run([pairs[i] for i in idx])
+        for idx in padded_batches([len(e.ids) for e in encs], self.effective_batch_size):
+            logits = self._run_encoded([encs[i] for i in idx])
             if logits.shape[1] == 1:
                 z = np.clip(logits[:, 0], -60.0, 60.0)
                 p = 1.0 / (1.0 + np.exp(-z))
