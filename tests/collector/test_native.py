@@ -151,16 +151,22 @@ def test_the_build_hook_falls_back_when_it_cannot_compile(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_a_collector_without_the_c_module_says_so(
+def test_a_collector_without_the_c_module_says_so_and_shows_it(
         native: bool, make_collector: object, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     """An install without a compiler still runs, at about 1 CPU-µs more per span: the operator is
-    told at start, once; with the module, nothing is said."""
+    told at start, once, and the gauge ``ragpulse_collector_split_in_python`` is 1; with the
+    module, nothing is said and the gauge is 0."""
     import logging
 
     monkeypatch.delenv("RAGPULSE_PURE_PYTHON", raising=False)
     monkeypatch.setattr(split_module, "NATIVE", native)
+    if not native:
+        monkeypatch.setattr(split_module, "_native", None)
+    elif split_module._native is None:
+        pytest.skip("ragpulse.collector._native is not built here")
     with caplog.at_level(logging.WARNING, logger="ragpulse.collector"):
-        make_collector()  # type: ignore[operator]
+        collector = make_collector()  # type: ignore[operator]
     said = [r.getMessage() for r in caplog.records if "runs in Python" in r.getMessage()]
     assert len(said) == (0 if native else 1), said
+    assert collector.stats()["split_in_python"] == (0 if native else 1)  # the /metrics gauge

@@ -116,6 +116,7 @@ SELF_METRICS: tuple[SelfMetric, ...] = (
     SelfMetric("collector", "queue_spans", "gauge", "Spans accepted and not yet acknowledged or failed."),
     SelfMetric("collector", "queue_bytes", "gauge", "Record bytes accepted and not yet acknowledged or failed.", unit="By"),
     SelfMetric("collector", "kafka_unavailable", "gauge", "1 while recent delivery failures make the collector answer 503.", merge="max"),
+    SelfMetric("collector", "split_in_python", "gauge", "1 when the per-span split runs in Python: the C module ragpulse.collector._native was not built at install (no C compiler there) or RAGPULSE_PURE_PYTHON is set; about 1 CPU-µs more per span, the same records.", merge="max"),
     # per worker process of `ragpulse collector --workers N` (above 1): {worker index: value}
     SelfMetric("collector", "worker_http_requests", "counter", "OTLP/HTTP requests handled by each process of `ragpulse collector --workers N`, by its index (label worker; 0: the first process); with http_requests, which sums them.", label="worker"),
     SelfMetric("collector", "worker_grpc_requests", "counter", "OTLP/gRPC Export calls handled by each process of `ragpulse collector --workers N`, by its index (label worker).", label="worker"),
