@@ -73,6 +73,11 @@ def test_a_skewed_start_evens_out_within_the_connection_age() -> None:
                    for _ in range(4)]
         for client in clients:
             _post(client)
+        # The accept loop publishes its count after it hands the connection to its thread,
+        # which may answer first: wait for the count (the deadline only bounds a failure).
+        deadline = time.monotonic() + 5
+        while shared.connections() != [4, None] and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert shared.connections() == [4, None]
         worker = SharedListener(socket.socket(fileno=os.dup(shared.socket.fileno())),
                                 shared.counts_fd, 1, 2)
