@@ -160,7 +160,6 @@ def test_a_collector_without_the_c_module_says_so_and_shows_it(
     import logging
 
     monkeypatch.delenv("RAGPULSE_PURE_PYTHON", raising=False)
-    monkeypatch.setattr(split_module, "NATIVE", native)
     if not native:
         monkeypatch.setattr(split_module, "_native", None)
     elif split_module._native is None:

@@ -144,15 +144,21 @@ static int read_varint(Walk *w, Py_ssize_t pos, uint64_t *value, Py_ssize_t *aft
     return 0;
 }
 
-/* One step of split._fields at pos (< end): the field's number and wire type, where its value
- * starts and ends. */
-static int next_field(Walk *w, Py_ssize_t pos, Py_ssize_t end, uint64_t *number, Py_ssize_t *vend)
+/* One field, as split._fields yields it. */
+typedef struct {
+    uint64_t number; /* UINT64_MAX past 64 bits */
+    unsigned wire;
+    Py_ssize_t vstart, vend; /* the value's bytes (a length-delimited value's, after its length) */
+} Field;
+
+/* One step of split._fields at pos (< end). */
+static int next_field(Walk *w, Py_ssize_t pos, Py_ssize_t end, Field *f)
 {
     uint64_t tag, value;
     int overflow;
     if (read_varint_x(w, pos, &tag, &pos, &overflow) < 0)
         return -1;
-    uint64_t wire = tag & 7;
+    unsigned wire = (unsigned)(tag & 7);
     Py_ssize_t stop;
     if (wire == 2) {
         if (read_varint(w, pos, &value, &pos) < 0)
@@ -178,8 +184,10 @@ static int next_field(Walk *w, Py_ssize_t pos, Py_ssize_t end, uint64_t *number,
         w->err = E_FIELD_OVERRUN;
         return -1;
     }
-    *number = overflow ? UINT64_MAX : tag >> 3;
-    *vend = stop;
+    f->number = overflow ? UINT64_MAX : tag >> 3;
+    f->wire = wire;
+    f->vstart = pos;
+    f->vend = stop;
     return 0;
 }
 
@@ -252,9 +260,10 @@ static int check_span(Walk *w, Py_ssize_t pos, Py_ssize_t end, uint64_t lo, uint
             }
             continue;
         }
-        uint64_t number;
-        if (next_field(w, pos, end, &number, &pos) < 0)
+        Field f;
+        if (next_field(w, pos, end, &f) < 0)
             return -1;
+        pos = f.vend;
     }
     if (pos > end) {
         w->err = E_SPAN_FIELD_OVERRUN;
@@ -409,18 +418,17 @@ static PyObject *scan_spans(PyObject *self, PyObject *args)
     Py_ssize_t pos = start;
     while (pos < end) {
         if (buf[pos] != 0x12) { /* scope, schema_url or an unknown field: kept verbatim */
-            uint64_t number;
-            Py_ssize_t fend;
-            if (next_field(&w, pos, end, &number, &fend) < 0)
+            Field f;
+            if (next_field(&w, pos, end, &f) < 0)
                 goto broken;
-            PyObject *frame = PyBytes_FromStringAndSize((const char *)buf + pos, fend - pos);
+            PyObject *frame = PyBytes_FromStringAndSize((const char *)buf + pos, f.vend - pos);
             if (frame == NULL)
                 goto done;
-            int rc = PyList_Append(PyTuple_GET_ITEM(head, number > 2), frame);
+            int rc = PyList_Append(PyTuple_GET_ITEM(head, f.number > 2), frame);
             Py_DECREF(frame);
             if (rc < 0)
                 goto done;
-            pos = fend;
+            pos = f.vend;
             continue;
         }
         Py_ssize_t sframe = pos;
@@ -448,21 +456,14 @@ static PyObject *scan_spans(PyObject *self, PyObject *args)
             trace_id = NULL;
             Py_ssize_t id_len = 0, p = sp_start;
             while (p < sp_end) {
-                uint64_t number;
-                Py_ssize_t vend, field_start;
-                uint64_t tag, n;
-                int overflow;
-                if (next_field(&w, p, sp_end, &number, &vend) < 0)
+                Field f;
+                if (next_field(&w, p, sp_end, &f) < 0)
                     goto broken;
-                if (read_varint_x(&w, p, &tag, &field_start, &overflow) < 0)
-                    goto broken; /* cannot fail: next_field read it */
-                if (number == 1 && (tag & 7) == 2) {
-                    if (read_varint(&w, field_start, &n, &field_start) < 0)
-                        goto broken;
-                    trace_id = buf + field_start;
-                    id_len = vend - field_start;
+                if (f.number == 1 && f.wire == 2) {
+                    trace_id = buf + f.vstart;
+                    id_len = f.vend - f.vstart;
                 }
-                p = vend;
+                p = f.vend;
             }
             if (trace_id == NULL || id_len != 16) {
                 counts[1] += 1;

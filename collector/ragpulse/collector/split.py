@@ -503,7 +503,7 @@ def _split(buf: bytes, keep_all: bool, latest_ns: int, oldest_ns: int = MIN_STAR
                         trace_id = buf[sp_start + 2 : sp_start + 18]
                         stop: list[int] = []
                         why = _check_span(buf, sp_start + 18, sp_end, lo, hi, True, oldest_ns, stop)
-                        rag_from = stop[0] if stop else sp_start
+                        rag_from = stop[0]  # set by every walk that returns
                     else:
                         trace_id = _span_trace_id(buf, sp_start, sp_end)
                         if trace_id is None or len(trace_id) != 16:

@@ -9,6 +9,7 @@ yet panics, so shutdown waits for the process to be gone.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 
@@ -39,8 +40,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     range) and no other bind-to-0 probe can take it; the usual bind-to-0 probe is the
     fallback when no such range is usable or free.
     """
-    import random
-
     low, _ = _ephemeral_range()
     floor = 20000
     if low - floor >= 1000:
