@@ -11,7 +11,9 @@
 #
 # Here, first (train/README.md, "The joint round"):
 #   python -m train.device --dest .devrun/faith4 --vocab-from scorer/ragpulse/scorer/judges/nli/faith_e5/tokenizer.json
-#   python -m train.data.continuation --base DATA_V6 --out .devrun/c3 --replay 8000 --polarity 0 --corpus 2
+#   python -m train.data.continuation --base DATA_V6 --out .devrun/c3 --replay 8000 --polarity 0 --corpus 2 --paraphrase 2
+#     (--paraphrase 2: the paraphrase twins of issue 39 item 0, train/corpus/README.md; added 2026-11-29,
+#     session 23, after C7 on the CPU moved the obvious sets but not enough: docs/history/faithfulness-data.md)
 #   python -m train.answerability build --out .devrun/ans            # 13,396 rows, 30 s
 #   python -m train.handoff --model-dir scorer/ragpulse/scorer/judges/nli/faith_e5 \
 #       --bundle .devrun/faith4/bundle --data .devrun/c3 --answerability .devrun/ans/pairs.jsonl.gz \

@@ -38,6 +38,20 @@ def test_the_evidence_marks_every_faithful_unfused_answer(bf) -> None:
         assert all(0 <= i < want[rid] for i in passages), rid
 
 
+def test_para_valid_is_the_paraphrase_twins_validation_split_one_statement_a_sample(bf) -> None:
+    from train.data import paraphrase
+
+    rows, labels = bf.load_set("para_valid", Path("unused"))
+    valid = [u for u in paraphrase.committed() if paraphrase.split_of(u["id"]) == "valid"]
+    assert len(rows) == sum(len(u["statements"]) for u in valid) and 0 < sum(labels) < len(rows)
+    by_id = {u["id"]: u for u in valid}
+    for r, y in zip(rows, labels, strict=True):
+        uid, k = r["id"].split("#")
+        st = by_id[uid]["statements"][int(k)]
+        assert r["contexts"] == [by_id[uid]["passage"]] and r["answer"] == st["text"]
+        assert y == st["label"] == r["label"]["faithful"]
+
+
 def test_each_scenario_keeps_its_evidence_passage(bf) -> None:
     marks = bf.read_evidence()
     sizes = {}
@@ -128,9 +142,9 @@ def test_every_fold_fits_on_dev_one_and_the_checks_are_reported(
     assert bf.main(["fit", "--cache", str(cache), "--write", "--model-dir", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| confirm_one | 60 (30) |" in text and "| blind_one | 60 (30) |" in text
-    assert "fitted on all five and `dev_one`" in text
+    assert "fitted on all five, `dev_one` and `para_valid`" in text
     written = json.loads((out / "blend.json").read_text())
-    assert written["fitted_on"] == [*bf.SETS, "dev_one"]
+    assert written["fitted_on"] == [*bf.SETS, "dev_one", "para_valid"]
     assert set(written["one_context_auroc"]) == {"confirm_one", "blind_one"}
     beta = bf.fit(sets + always)
     assert [written[k] for k in ("intercept", "lexical", "model")] == pytest.approx(beta.tolist())

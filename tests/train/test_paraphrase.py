@@ -123,3 +123,28 @@ def test_committed_units_are_valid_unique_split_and_relabelled(tmp_path):
     assert set(found) == {u["writer"] for u in units}
     assert all(ok / n >= 0.9 for ok, n, _ in found.values()), {
         w: (ok, n) for w, (ok, n, _) in found.items()}
+
+
+def test_a_continuation_adds_the_twins_training_pairs_n_times_and_validates_on_the_rest(tmp_path):
+    from train.data import continuation
+
+    base = tmp_path / "base"
+    base.mkdir()
+    for name in ("train", "valid"):
+        with gzip.open(base / f"{name}.jsonl.gz", "wt", encoding="utf-8") as f:
+            f.writelines(json.dumps({"premise": f"P {i}.", "hypothesis": "H.", "label": i % 2,
+                                     "source": "t", "lang": "en"}) + "\n" for i in range(10))
+    stats = continuation.build(base, tmp_path / "out", replay=10, per_lang=0, seed=1,
+                               paraphrase_times=2)
+    units = pp.committed()
+    trained = pp.pairs(u for u in units if pp.split_of(u["id"]) == "train")
+    assert stats["paraphrase"] == len(trained) and stats["train"] == 10 + 2 * len(trained)
+    with gzip.open(tmp_path / "out" / "valid.jsonl.gz", "rt", encoding="utf-8") as f:
+        valid = [json.loads(line) for line in f]
+    with gzip.open(tmp_path / "out" / "train.jsonl.gz", "rt", encoding="utf-8") as f:
+        train = [json.loads(line) for line in f]
+    in_valid = {r["scenario"] for r in valid if r["source"] == "paraphrase_twins"}
+    in_train = {r["scenario"] for r in train if r["source"] == "paraphrase_twins"}
+    assert in_valid and in_train and not in_valid & in_train
+    parsed = continuation.parser().parse_args(["--base", "B", "--out", "O", "--paraphrase", "2"])
+    assert parsed.paraphrase == 2

@@ -15,7 +15,9 @@ sources"). ``--contrasts-from DIR`` adds ``contrast.py``'s pairs made from the h
 rows of that build's training file (a supported pair and its one-value-changed twin; pairs whose
 premise is in the base's validation file are left out, 2 % of the rest by premise go to
 validation). ``--corpus N`` adds the RAG corpus's training-domain pairs N times
-(``rag_corpus.py``; 2 % of its scenarios to validation). ``--replay-all S ...`` adds every training row of those base sources once more
+(``rag_corpus.py``; 2 % of its scenarios to validation). ``--paraphrase N`` adds the paraphrase
+twins' training pairs N times and their validation split to validation (``paraphrase.py``: short
+passages, statements in other words beside wrong twins worded alike). ``--replay-all S ...`` adds every training row of those base sources once more
 (beside the random replay: the sources a continuation must not forget get a larger share).
 Rows touching the hand-written dev or confirmation sets are dropped, as in ``build``.
 Deterministic for a given ``--seed``.
@@ -30,7 +32,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from . import contrast, polarity, rag_corpus, rag_shapes
+from . import contrast, paraphrase, polarity, rag_corpus, rag_shapes
 from .build import dev_shingles, touches_dev, write_rows
 
 
@@ -46,7 +48,7 @@ def _of_sources(path: Path, sources: set[str]) -> list[dict]:
 def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
           exceptions: int = 0, shapes: int = 0, extra: Path | None = None,
           extra_sources: tuple[str, ...] = (), contrasts_from: Path | None = None,
-          replay_all: tuple[str, ...] = (), corpus: int = 0) -> Counter:
+          replay_all: tuple[str, ...] = (), corpus: int = 0, paraphrase_times: int = 0) -> Counter:
     if bool(extra) != bool(extra_sources):
         raise ValueError("--extra and --extra-sources go together")
     rng = random.Random(seed)
@@ -100,6 +102,14 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
         made["corpus"] = len(got_train)
         train += got_train * corpus
         valid += got_valid
+    if paraphrase_times:
+        units = paraphrase.committed()
+        if not units:
+            raise ValueError(f"--paraphrase: no unit in {paraphrase.UNITS}")
+        got = paraphrase.pairs(u for u in units if paraphrase.split_of(u["id"]) == "train")
+        made["paraphrase"] = len(got)
+        train += got * paraphrase_times
+        valid += paraphrase.pairs(u for u in units if paraphrase.split_of(u["id"]) == "valid")
     if not full:
         rng.shuffle(train)
     out.mkdir(parents=True, exist_ok=True)
@@ -148,6 +158,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--corpus", type=int, default=0,
                     help="add the RAG corpus's training-domain pairs this many times "
                          "(rag_corpus.py; 2 %% of its scenarios go to validation)")
+    ap.add_argument("--paraphrase", type=int, default=0,
+                    help="add the paraphrase twins' training pairs this many times "
+                         "(paraphrase.py; their validation split goes to validation)")
     ap.add_argument("--seed", type=int, default=0)
     return ap
 
@@ -156,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     print(dict(build(a.base, a.out, a.replay, a.polarity, a.seed, a.exceptions, a.shapes,
                      a.extra, tuple(a.extra_sources), a.contrasts_from,
-                     tuple(a.replay_all), a.corpus)))
+                     tuple(a.replay_all), a.corpus, a.paraphrase)))
     return 0
 
 
