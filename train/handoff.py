@@ -61,13 +61,14 @@ def trim_bundle(src: Path, out: Path) -> Path:
 
 def strip_onnx(model_onnx: Path, out: Path) -> Path:
     """``model_onnx`` without the initializers of its word-embedding table (``word.weight``,
-    quantized or not). Not a runnable graph: input for ``train.from_onnx --onnx``."""
+    quantized or not, or ``block8``'s ``word.int4`` and ``word.scales``). Not a runnable graph:
+    input for ``train.from_onnx --onnx``."""
     import onnx
 
     m = onnx.load(str(model_onnx))
-    keep = [i for i in m.graph.initializer if not i.name.startswith("word.weight")]
+    keep = [i for i in m.graph.initializer if not i.name.startswith("word.")]
     if len(keep) == len(m.graph.initializer):
-        raise ValueError(f"{model_onnx}: no word.weight initializer to strip")
+        raise ValueError(f"{model_onnx}: no word-embedding initializer (word.*) to strip")
     del m.graph.initializer[:]
     m.graph.initializer.extend(keep)
     onnx.save(m, str(out))

@@ -17,11 +17,12 @@
 #   python -m train.answerability build --out .devrun/ans            # 13,396 rows, 30 s
 #   python -m train.handoff --model-dir scorer/ragpulse/scorer/judges/nli/faith_e5 \
 #       --bundle .devrun/faith4/bundle --data .devrun/c3 --answerability .devrun/ans/pairs.jsonl.gz \
-#       --out .devrun/handoff-mt                                       # MANIFEST.txt: under 52 MiB
-#   mv scorer/ragpulse/scorer/judges/nli/faith_e5/model.onnx /tmp/   # 53 MB: the tree must fit
+#       --out .devrun/handoff-mt --limit-mib 54                        # MANIFEST.txt: 52.8 MiB
+#   mv scorer/ragpulse/scorer/judges/nli/faith_e5/{model.onnx,tokenizer.json} /tmp/   # the tree must fit:
+#     45 + 2.7 MB (the bundle carries the same tokenizer.json); tree 9.5 MiB + hand-off 52.8 < 64 MiB
 # then ONE device call with carry [".devrun/handoff-mt"] and this command:
 #   HANDOFF=.devrun/handoff-mt OUT=$OUT bash train/round_multitask.sh
-# and put model.onnx back. $OUT gets each run's pack (2 files) and logs.txt.
+# and put model.onnx and tokenizer.json back. $OUT gets each run's pack (2 files) and logs.txt.
 #
 # Back here, per run R (a, b):
 #   python -m train.from_onnx --model-dir scorer/ragpulse/scorer/judges/nli/faith_e5 --out W4

@@ -74,6 +74,28 @@ def test_the_handoff_continues_as_the_whole_model_does(shipped: Path, tiny_bundl
         _train(h / "bundle", tiny_data, tmp_path / "none")
 
 
+def test_a_block8_model_travels_without_its_word_table_and_reads_back_the_same(
+        shipped: Path, tiny_bundle: Path, tmp_path: Path) -> None:
+    """The shipped model is ``block8`` (word table ``word.int4`` + ``word.scales``)."""
+    import onnx
+
+    from train.export import export
+    from train.from_onnx import main as from_onnx
+    from train.handoff import strip_onnx
+    from train.pack import read_shards
+
+    run = shipped.parent / "run"
+    m = export(tiny_bundle, run, tmp_path / "b8", {"a": 0.5, "b": 0.25}, max_len=48,
+               fmt="block8")
+    init = strip_onnx(m / "model.onnx", tmp_path / "init.onnx")
+    names = {i.name for i in onnx.load(str(init)).graph.initializer}
+    assert not {n for n in names if n.startswith("word.")}
+    assert from_onnx(["--onnx", str(init), "--out", str(tmp_path / "w_h")]) == 0
+    assert from_onnx(["--model-dir", str(m), "--out", str(tmp_path / "w_m")]) == 0
+    a, b = read_shards(tmp_path / "w_h"), read_shards(tmp_path / "w_m")
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
 def test_a_handoff_over_its_limit_or_without_data_is_refused(shipped: Path, tiny_bundle: Path,
                                                             tmp_path: Path) -> None:
     from train.handoff import write_handoff
