@@ -47,13 +47,13 @@ from train.data.rag_corpus import (
     DOMAINS,
     FAITHFUL_KINDS,
     LANGS,
-    NEAR_DUP,
     REPO,
     UNFAITHFUL_KINDS,
-    _eval_guard,
-    _shingles,
     _write_gz,
+    add_files,
+    check_files,
     read_jsonl,
+    screen_with,
 )
 
 UNITS = REPO / "train" / "corpus" / "paraphrase"
@@ -137,28 +137,8 @@ def screen(units: Iterable[dict], existing: list[dict], guard) -> tuple[list[dic
     """Keep the valid units that are no near-duplicate of a kept or committed one (their
     passages' 8-character shingles, Jaccard >= 0.5) and share no 27+ characters with an
     evaluation set; count why the others went."""
-    kept: list[dict] = []
-    why: Counter = Counter()
-    seen = {u["id"] for u in existing}
-    prints = [_shingles(u["passage"]) for u in existing]
-    for u in units:
-        if check_unit(u):
-            why["invalid"] += 1
-            continue
-        if u["id"] in seen:
-            why["duplicate id"] += 1
-            continue
-        sh = _shingles(u["passage"])
-        if any(len(sh & p) / max(1, len(sh | p)) >= NEAR_DUP for p in prints):
-            why["near-duplicate"] += 1
-            continue
-        if _shares_eval_text(u, guard):
-            why["shares text with an evaluation set"] += 1
-            continue
-        kept.append(u)
-        seen.add(u["id"])
-        prints.append(sh)
-    return kept, why
+    return screen_with(units, existing, guard, check=check_unit, text=lambda u: u["passage"],
+                       shares=_shares_eval_text)
 
 
 def split_of(uid: str) -> str:
@@ -235,34 +215,11 @@ def _read_units(paths: list[Path]) -> list[dict]:
 
 
 def _cmd_check(paths: list[Path]) -> int:
-    bad, units = 0, []
-    for p in paths:
-        for n, u, err in read_jsonl(p):
-            errs = [err] if err else check_unit(u)
-            if errs:
-                bad += 1
-                print(f"{p.name}:{n}: " + "; ".join(errs))
-            else:
-                units.append(u)
-    print(stats(units) if units else "no valid unit")
-    guard = _eval_guard()
-    shared = [u["id"] for u in units if _shares_eval_text(u, guard)]
-    if shared:
-        print(f"shares 27+ characters with an evaluation set (will be dropped): {shared}")
-    print(f"{len(units)} valid, {bad} invalid")
-    return 1 if bad else 0
+    return check_files(paths, check_unit, _shares_eval_text, stats, "unit")
 
 
 def _cmd_add(paths: list[Path]) -> int:
-    incoming = [u for p in paths for _, u, _ in read_jsonl(p) if u is not None]
-    kept, why = screen(incoming, committed(), _eval_guard())
-    for writer in sorted({u["id"].split("-")[0] for u in kept}):
-        mine = [u for u in kept if u["id"].startswith(writer + "-")]
-        digest = hashlib.sha1("".join(u["id"] for u in mine).encode()).hexdigest()[:8]
-        n = _write_gz(UNITS / f"{writer}-{digest}.jsonl.gz", mine)
-        print(f"{writer}: {n} units -> {UNITS.relative_to(REPO)}/{writer}-{digest}.jsonl.gz")
-    print(f"added {len(kept)} of {len(incoming)}; dropped {dict(why)}")
-    return 0
+    return add_files(paths, committed(), screen, UNITS, "unit")
 
 
 def _cmd_pairs(out: Path, files: list[Path]) -> int:

@@ -25,8 +25,9 @@ import json
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 BATCHES = REPO / "train" / "corpus" / "batches"
@@ -209,22 +210,32 @@ def shares_eval_text(r: dict, guard) -> bool:
 def screen(records: Iterable[dict], existing: list[dict], guard) -> tuple[list[dict], Counter]:
     """Keep the valid records that are no near-duplicate of a kept or committed one and share no
     27+ characters with an evaluation set; count why the others went."""
+    return screen_with(records, existing, guard, check=check_record,
+                       text=lambda r: "\n".join(r["contexts"]), shares=shares_eval_text)
+
+
+def screen_with(records: Iterable[dict], existing: list[dict], guard, *,
+                check: Callable[[dict], list[str]], text: Callable[[dict], str],
+                shares: Callable[[dict, Any], bool]) -> tuple[list[dict], Counter]:
+    """:func:`screen` for any record kind: ``check`` validates, ``text`` is what near-duplicates
+    are measured on (8-character shingles, Jaccard >= :data:`NEAR_DUP`), ``shares`` the
+    evaluation-set guard."""
     kept: list[dict] = []
     why: Counter = Counter()
     seen_ids = {r["id"] for r in existing}
-    prints = [_shingles("\n".join(r["contexts"])) for r in existing]
+    prints = [_shingles(text(r)) for r in existing]
     for r in records:
-        if check_record(r):
+        if check(r):
             why["invalid"] += 1
             continue
         if r["id"] in seen_ids:
             why["duplicate id"] += 1
             continue
-        sh = _shingles("\n".join(r["contexts"]))
+        sh = _shingles(text(r))
         if any(len(sh & p) / max(1, len(sh | p)) >= NEAR_DUP for p in prints):
             why["near-duplicate"] += 1
             continue
-        if shares_eval_text(r, guard):
+        if shares(r, guard):
             why["shares text with an evaluation set"] += 1
             continue
         kept.append(r)
@@ -307,37 +318,53 @@ def _write_gz(path: Path, rows: Iterable[dict]) -> int:
     return n
 
 
-def _cmd_check(paths: list[Path]) -> int:
+def check_files(paths: list[Path], check: Callable[[dict], list[str]],
+                shares: Callable[[dict, Any], bool], describe: Callable[[list[dict]], str],
+                noun: str) -> int:
+    """``check``: every record of ``paths`` validated (``check``), the valid ones described
+    (``describe``) and those that share text with an evaluation set (``shares``) named; 1 when
+    any record is invalid. Shared by the corpus and the paraphrase twins."""
     bad = 0
     recs = []
     for p in paths:
         for n, r, err in read_jsonl(p):
-            errs = [err] if err else check_record(r)
+            errs = [err] if err else check(r)
             if errs:
                 bad += 1
                 print(f"{p.name}:{n}: " + "; ".join(errs))
             else:
                 recs.append(r)
-    print(stats(recs) if recs else "no valid scenario")
+    print(describe(recs) if recs else f"no valid {noun}")
     guard = _eval_guard()
-    shared = [r["id"] for r in recs if shares_eval_text(r, guard)]
+    shared = [r["id"] for r in recs if shares(r, guard)]
     if shared:
         print(f"shares 27+ characters with an evaluation set (will be dropped): {shared}")
     print(f"{len(recs)} valid, {bad} invalid")
     return 1 if bad else 0
 
 
-def _cmd_add(paths: list[Path]) -> int:
-    existing = committed()
+def add_files(paths: list[Path], existing: list[dict],
+              screen_fn: Callable[[list[dict], list[dict], Any], tuple[list[dict], Counter]],
+              dest: Path, noun: str) -> int:
+    """``add``: the records of ``paths`` screened against ``existing`` (``screen_fn``), the kept
+    ones written per writer as ``dest/WRITER-HASH.jsonl.gz``."""
     incoming = [r for p in paths for _, r, _ in read_jsonl(p) if r is not None]
-    kept, why = screen(incoming, existing, _eval_guard())
+    kept, why = screen_fn(incoming, existing, _eval_guard())
     for writer in sorted({r["id"].split("-")[0] for r in kept}):
         mine = [r for r in kept if r["id"].startswith(writer + "-")]
         digest = hashlib.sha1("".join(r["id"] for r in mine).encode()).hexdigest()[:8]
-        n = _write_gz(BATCHES / f"{writer}-{digest}.jsonl.gz", mine)
-        print(f"{writer}: {n} scenarios -> {BATCHES.relative_to(REPO)}/{writer}-{digest}.jsonl.gz")
+        n = _write_gz(dest / f"{writer}-{digest}.jsonl.gz", mine)
+        print(f"{writer}: {n} {noun}s -> {dest.relative_to(REPO)}/{writer}-{digest}.jsonl.gz")
     print(f"added {len(kept)} of {len(incoming)}; dropped {dict(why)}")
     return 0
+
+
+def _cmd_check(paths: list[Path]) -> int:
+    return check_files(paths, check_record, shares_eval_text, stats, "scenario")
+
+
+def _cmd_add(paths: list[Path]) -> int:
+    return add_files(paths, committed(), screen, BATCHES, "scenario")
 
 
 def _cmd_pairs(out: Path) -> int:
