@@ -106,10 +106,10 @@ def build(base: Path, out: Path, replay: int, per_lang: int, seed: int = 0,
         units = paraphrase.committed()
         if not units:
             raise ValueError(f"--paraphrase: no unit in {paraphrase.UNITS}")
-        got = paraphrase.pairs(u for u in units if paraphrase.split_of(u["id"]) == "train")
-        made["paraphrase"] = len(got)
-        train += got * paraphrase_times
-        valid += paraphrase.pairs(u for u in units if paraphrase.split_of(u["id"]) == "valid")
+        split = paraphrase.pairs_by_split(units)
+        made["paraphrase"] = len(split["train"])
+        train += split["train"] * paraphrase_times
+        valid += split["valid"]
     if not full:
         rng.shuffle(train)
     out.mkdir(parents=True, exist_ok=True)

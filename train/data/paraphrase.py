@@ -43,17 +43,18 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from train.data import rag_corpus
 from train.data.rag_corpus import (
-    DOMAINS,
     FAITHFUL_KINDS,
-    LANGS,
     REPO,
     UNFAITHFUL_KINDS,
     _write_gz,
     add_files,
     check_files,
+    check_identity,
     read_jsonl,
     screen_with,
+    texts_share_eval,
 )
 
 UNITS = REPO / "train" / "corpus" / "paraphrase"
@@ -64,27 +65,12 @@ VALID_SHARE = 0.15   # units whose id hashes below this share are the validation
 _KINDS_1 = tuple(k for k in FAITHFUL_KINDS if k not in ("correct-refusal", "terse", "restate"))
 _KINDS_0 = tuple(k for k in UNFAITHFUL_KINDS if k not in ("wrong-refusal",))
 
-__all__ = ["check_unit", "committed", "pairs", "screen", "split_of", "stats"]
+__all__ = ["check_unit", "committed", "pairs", "pairs_by_split", "screen", "split_of", "stats"]
 
 
 def check_unit(u: dict) -> list[str]:
     """What is wrong with one unit, as readable lines (empty when it is fine)."""
-    import re
-
-    errs: list[str] = []
-    uid = u.get("id", "?")
-    if not isinstance(uid, str) or not re.fullmatch(r"[a-z0-9]+-(en|ja|zh)-[0-9]{3,5}", uid):
-        errs.append(f"id {uid!r}: want WRITER-LANG-NNNN, e.g. p3-ja-0042")
-    lang = u.get("lang")
-    if lang not in LANGS:
-        errs.append(f"lang {lang!r}: one of {LANGS}")
-    elif isinstance(uid, str) and f"-{lang}-" not in uid:
-        errs.append(f"id {uid!r} does not carry lang {lang}")
-    if DOMAINS.get(u.get("domain")) != "train":
-        errs.append(f"domain {u.get('domain')!r}: a training domain of train/data/rag_corpus.py "
-                    "DOMAINS (held-out domains never reach training)")
-    if not isinstance(u.get("writer"), str) or not u.get("writer"):
-        errs.append("writer: the writer's persona id")
+    errs = check_identity(u, training_only=True)
     p = u.get("passage")
     if not isinstance(p, str) or not PASSAGE_MIN <= len(p) <= PASSAGE_MAX:
         n = len(p) if isinstance(p, str) else "?"
@@ -117,20 +103,11 @@ def check_unit(u: dict) -> list[str]:
 
 def committed() -> list[dict]:
     """Every unit in the repository."""
-    out: list[dict] = []
-    for p in sorted(UNITS.glob("*.jsonl.gz")):
-        out.extend(u for _, u, _ in read_jsonl(p) if u is not None)
-    return out
+    return rag_corpus.committed(UNITS)
 
 
 def _shares_eval_text(u: dict, guard) -> bool:
-    from train.data import build
-    dev, ev = guard
-    for t in (u["passage"], *(s["text"] for s in u["statements"])):
-        row = {"premise": t, "hypothesis": ""}
-        if build.touches_dev(row, dev) or build.touches_eval(row, ev):
-            return True
-    return False
+    return texts_share_eval((u["passage"], *(s["text"] for s in u["statements"])), guard)
 
 
 def screen(units: Iterable[dict], existing: list[dict], guard) -> tuple[list[dict], Counter]:
@@ -153,6 +130,14 @@ def pairs(units: Iterable[dict]) -> list[dict]:
              "source": "paraphrase_twins", "kind": s["kind"], "lang": u["lang"],
              "scenario": u["id"]}
             for u in units for s in u["statements"]]
+
+
+def pairs_by_split(units: Iterable[dict]) -> dict[str, list[dict]]:
+    """:func:`pairs` of the ``train`` and the ``valid`` units (:func:`split_of`)."""
+    out: dict[str, list[dict]] = {"train": [], "valid": []}
+    for u in units:
+        out[split_of(u["id"])] += pairs([u])
+    return out
 
 
 def stats(units: list[dict]) -> str:
@@ -224,8 +209,7 @@ def _cmd_add(paths: list[Path]) -> int:
 
 def _cmd_pairs(out: Path, files: list[Path]) -> int:
     units = _read_units(files) if files else committed()
-    for split in ("train", "valid"):
-        rows = pairs(u for u in units if split_of(u["id"]) == split)
+    for split, rows in pairs_by_split(units).items():
         n = _write_gz(out / f"{split}_pairs.jsonl.gz", rows)
         print(f"{out / f'{split}_pairs.jsonl.gz'}: {n} rows")
     return 0

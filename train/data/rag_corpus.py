@@ -85,8 +85,10 @@ def answer_text(lang: str, style: str, statements: list[dict]) -> str:
     return out
 
 
-def check_record(r: dict) -> list[str]:
-    """What is wrong with one scenario, as readable lines (empty when it is fine)."""
+def check_identity(r: dict, *, training_only: bool = False) -> list[str]:
+    """What is wrong with a record's ``id``, ``lang``, ``domain`` and ``writer`` (the corpus's
+    scenarios and the paraphrase twins' units share them); ``training_only``: a held-out domain
+    is an error too."""
     errs: list[str] = []
     rid = r.get("id", "?")
     if not isinstance(rid, str) or not _ID.match(rid):
@@ -96,10 +98,19 @@ def check_record(r: dict) -> list[str]:
         errs.append(f"lang {lang!r}: one of {LANGS}")
     elif isinstance(rid, str) and f"-{lang}-" not in rid:
         errs.append(f"id {rid!r} does not carry lang {lang}")
-    if r.get("domain") not in DOMAINS:
+    if training_only and DOMAINS.get(r.get("domain")) != "train":
+        errs.append(f"domain {r.get('domain')!r}: a training domain of train/data/rag_corpus.py "
+                    "DOMAINS (held-out domains never reach training)")
+    elif r.get("domain") not in DOMAINS:
         errs.append(f"domain {r.get('domain')!r}: one of train/data/rag_corpus.py DOMAINS")
     if not isinstance(r.get("writer"), str) or not r.get("writer"):
         errs.append("writer: the writer's persona id")
+    return errs
+
+
+def check_record(r: dict) -> list[str]:
+    """What is wrong with one scenario, as readable lines (empty when it is fine)."""
+    errs = check_identity(r)
     q = r.get("question")
     if not isinstance(q, str) or not 4 <= len(q) <= 400:
         errs.append("question: a string of 4-400 characters")
@@ -161,9 +172,10 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict | None, str]]:
                 yield n, None, f"not JSON: {e}"
 
 
-def committed() -> list[dict]:
+def committed(folder: Path = BATCHES) -> list[dict]:
+    """Every record of the ``*.jsonl.gz`` files in ``folder`` (the corpus's batches)."""
     out: list[dict] = []
-    for p in sorted(BATCHES.glob("*.jsonl.gz")):
+    for p in sorted(folder.glob("*.jsonl.gz")):
         out.extend(r for _, r, _ in read_jsonl(p) if r is not None)
     return out
 
@@ -197,9 +209,15 @@ def _eval_guard():
 
 
 def shares_eval_text(r: dict, guard) -> bool:
+    return texts_share_eval([*r["contexts"], r["question"],
+                             *(s["text"] for a in r["answers"] for s in a["statements"])], guard)
+
+
+def texts_share_eval(texts: Iterable[str], guard) -> bool:
+    """Whether any of ``texts`` shares 27+ characters with an evaluation set (``guard``:
+    :func:`_eval_guard`)."""
     from train.data import build
     dev, ev = guard
-    texts = [*r["contexts"], r["question"], *(s["text"] for a in r["answers"] for s in a["statements"])]
     for t in texts:
         row = {"premise": t, "hypothesis": ""}
         if build.touches_dev(row, dev) or build.touches_eval(row, ev):
