@@ -18,5 +18,6 @@ Modules
     ``from_onnx``  an exported int8 model back to weight shards
     ``pack``       a run's output packed for the trip back from a GPU machine
     ``soup``       a uniform soup of several runs (averaged encoders, stacked heads)
+    ``lwf``        a continuation's rows with its starting model's P as target (no forgetting)
     ``compare``    two judges on the same rows: AUROC differences with bootstrap intervals
 """

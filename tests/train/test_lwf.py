@@ -1,4 +1,4 @@
-"""train.data.lwf: near-copies of premises' sentences and the teacher's P as each row's target
+"""train.lwf: near-copies of premises' sentences and the teacher's P as each row's target
 (rows that hold a continued model to its start's judgement)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from train.data import lwf
+from train import lwf
 
 EN = ("The museum in Oslo opened in 1998 and Anna Berg led it until 2010, when Lars Holm took "
       "over the collection. It holds 4,200 paintings.")

@@ -1,7 +1,7 @@
 """Rows that keep a continued model's own judgement where the new data has nothing to teach
 (learning without forgetting, Li and Hoiem 2016):
 
-    python -m train.data.lwf --rows TRAIN.jsonl --teacher W --bundle B --out OUT.jsonl \\
+    python -m train.lwf --rows TRAIN.jsonl --teacher W --bundle B --out OUT.jsonl \\
         [--new-source paraphrase_twins] [--new-times 1] [--replay 6000] [--near-copies 4000] \\
         [--foreign] [--seed 10]
 
@@ -136,7 +136,7 @@ def teacher_targets(rows: list[dict], bundle: Path, weights: Path, max_len: int 
     import numpy as np
     import torch
 
-    from ..train import build, encode, load_shards, predict
+    from .train import build, encode, load_shards, predict
 
     torch.set_num_threads(threads)
     model = build(bundle)
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=10)
     ap.add_argument("--max-len", type=int, default=256)
     a = ap.parse_args(argv)
-    from ..train import read_pairs
+    from .train import read_pairs
 
     out, summary = build_rows(read_pairs(a.rows), new_source=a.new_source,
                               new_times=a.new_times, replay=a.replay, copies=a.near_copies,
