@@ -45,8 +45,13 @@ def _names(lang: str) -> re.Pattern[str]:
     return CAP if lang == "en" else KATA
 
 
+def _distinct(pat: re.Pattern[str], text: str) -> list[str]:
+    """The whole matches of ``pat`` in ``text``, each once, in order."""
+    return list(dict.fromkeys(m.group(0) for m in pat.finditer(text)))
+
+
 def _swap(sent: str, pat: re.Pattern[str], rng: random.Random) -> str | None:
-    found = list(dict.fromkeys(m.group(0) for m in pat.finditer(sent)))
+    found = _distinct(pat, sent)
     if len(found) < 2:
         return None
     a, b = rng.sample(found, 2)
@@ -107,7 +112,7 @@ def near_copies(rows: list[dict], n: int, rng: random.Random, *,
         if foreign:
             pool = pools[lang]
             for pat in (NUM, _names(lang)):
-                found = list(dict.fromkeys(m.group(0) for m in pat.finditer(s)))
+                found = _distinct(pat, s)
                 if found and pool.get(pat.pattern):
                     a = rng.choice(found)
                     alien = rng.choice(pool[pat.pattern])
@@ -136,12 +141,10 @@ def teacher_targets(rows: list[dict], bundle: Path, weights: Path, max_len: int 
     import numpy as np
     import torch
 
-    from .train import build, encode, load_shards, predict
+    from .train import logits_of
 
     torch.set_num_threads(threads)
-    model = build(bundle)
-    load_shards(model, weights)
-    z = predict(model, encode(bundle / "tokenizer.json", rows, max_len), "cpu", batch=64)
+    z = logits_of(bundle, weights, rows, max_len)
     probs = [round(float(v), 5) for v in 1 / (1 + np.exp(-z))]
     for r, v in zip(rows, probs, strict=True):
         r["target"] = v

@@ -76,14 +76,11 @@ def mean_weights(runs: list[Path], weights: list[float] | None = None) -> dict[s
 def valid_scores(bundle: Path, weights: Path, valid: Path, max_len: int = 256) -> dict:
     import torch
 
-    from .train import auroc, build, encode, load_shards, predict, read_pairs
+    from .train import auroc, logits_of, read_pairs
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    model = build(bundle)
-    load_shards(model, weights)
     rows = read_pairs(valid)
-    ids = encode(bundle / "tokenizer.json", rows, max_len)
-    z = predict(model, ids, "cpu", batch=64)
+    z = logits_of(bundle, weights, rows, max_len)
     y = np.array([int(r["label"]) for r in rows], dtype=np.int64)
     np.savez(weights / "valid_scores.npz", logit=z, label=y)
     return {"pairs": len(rows), "auroc": auroc(z, y)}

@@ -252,6 +252,15 @@ def build(bundle: Path) -> FaithModel:
     return m
 
 
+def logits_of(bundle: Path, weights: Path, rows: list[dict], max_len: int = 256) -> np.ndarray:
+    """The faithfulness logits of ``rows`` under the weight shards in ``weights`` (a
+    ``train.train`` output), on the CPU in fp32: how a soup's validation split and a teacher's
+    targets are scored."""
+    model = build(bundle)
+    load_shards(model, weights)
+    return predict(model, encode(bundle / "tokenizer.json", rows, max_len), "cpu", batch=64)
+
+
 def answerability_rows(a: argparse.Namespace, tok_path: Path
                        ) -> tuple[tuple[list[dict], list[list[int]]],
                                   tuple[list[dict], list[list[int]]]]:
