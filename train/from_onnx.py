@@ -13,8 +13,9 @@ the graph (``cal_a``, ``cal_b``) is read back as well, so the raw logit trains o
 (calibrate again after continuing: ``train.export --calibration``).
 
 Graphs of the other ``train.export --format``s read back too: ``block8``'s ``MatMulNBits``
-weights (``(q - 128) * scale`` per block of 32), ``fp16``'s weights behind their ``Cast``, and
-``fp32``'s plain ones.
+weights (``(q - 128) * scale`` per block of 32), ``gptq8``'s int8 codes per output channel (its
+``DynamicQuantizeMatMul`` and per-row ``MatMulInteger`` nodes), ``fp16``'s weights behind their
+``Cast``, and ``fp32``'s plain ones.
 
 Quantizing the dequantized weights again gives the same int8 tensors (the per-channel scale is
 the column's largest magnitude / 127, which dequantizing keeps), so a model rebuilt this way
@@ -79,7 +80,8 @@ def read_weights(model_onnx: Path) -> dict[str, np.ndarray]:
         if n.name.startswith("answerability/"):
             continue  # answerability@1's head on the frozen encoder (train.answerability): no weights of FaithModel
         mod = _module(n.name)
-        if n.op_type == "MatMulInteger" and n.input[1].endswith("_quantized"):
+        if n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") and \
+                n.input[1].endswith("_quantized"):
             # [in, out] in the graph, [out, in] in torch
             w = dequant(n.input[1][: -len("_quantized")], per_column=True)
             state[f"{mod}.weight"] = w.T.copy()
