@@ -126,7 +126,7 @@ def test_every_fold_fits_on_dev_one_and_the_checks_are_reported(
 
     settings = bf.dump_settings(_local_model_settings(NliJudgeSettings()))
     cache = tmp_path / "cache"
-    _cache(bf, cache, settings, bf.SETS + bf.FIT_ONLY)
+    _cache(bf, cache, settings, bf.SETS + bf.FIT_ONLY + bf.FIT_OPTIONAL)
     with pytest.raises(SystemExit, match="no dump of confirm_one, blind_one"):
         bf.main(["fit", "--cache", str(cache)])
     _cache(bf, cache, settings, bf.CHECK_ONLY)
@@ -142,9 +142,19 @@ def test_every_fold_fits_on_dev_one_and_the_checks_are_reported(
     assert bf.main(["fit", "--cache", str(cache), "--write", "--model-dir", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| confirm_one | 60 (30) |" in text and "| blind_one | 60 (30) |" in text
-    assert "fitted on all five, `dev_one` and `para_valid`" in text
+    assert "fitted on all five and `dev_one`" in text and "`para_valid`" not in text
     written = json.loads((out / "blend.json").read_text())
-    assert written["fitted_on"] == [*bf.SETS, "dev_one", "para_valid"]
+    assert written["fitted_on"] == [*bf.SETS, "dev_one"]
     assert set(written["one_context_auroc"]) == {"confirm_one", "blind_one"}
     beta = bf.fit(sets + always)
     assert [written[k] for k in ("intercept", "lexical", "model")] == pytest.approx(beta.tolist())
+    # the paraphrase twins' validation split only when asked (B6 lost JNLI with it)
+    assert bf.main(["fit", "--cache", str(cache), "--write", "--model-dir", str(out),
+                    "--with-para-valid"]) == 0
+    assert "fitted on all five, `dev_one` and `para_valid`" in capsys.readouterr().out
+    written = json.loads((out / "blend.json").read_text())
+    assert written["fitted_on"] == [*bf.SETS, "dev_one", "para_valid"]
+    assert written["command"].endswith("--with-para-valid")
+    with_para = bf.fit(sets + always + bf.load(cache, 1, bf.FIT_OPTIONAL))
+    assert [written[k] for k in ("intercept", "lexical", "model")] == pytest.approx(
+        with_para.tolist())
