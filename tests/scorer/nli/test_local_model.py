@@ -13,7 +13,7 @@ from ragpulse.scorer.model import Fact, Sample
 
 def test_bundled_model_scores_each_statement() -> None:
     judge = build_judge("model", threads=1)
-    assert judge.name == "model" and judge.model == "ragpulse/faith-e5-small@5"
+    assert judge.name == "model" and judge.model == "ragpulse/faith-e5-small@5.1"
     # the bundled blend.json was fitted for exactly this model and support-lr weights (a refit of
     # either makes the judge refuse to start until bench/blend_faithfulness.py refits the blend)
     assert judge.blend is not None and judge.settings.blend == "auto"
@@ -80,17 +80,18 @@ def test_given_premise_settings_win() -> None:
 def test_a_statement_scores_the_same_whatever_it_is_batched_with() -> None:
     """``@4``'s graph was quantized dynamically (each activation tensor scaled by its maximum
     over the padded batch), so batched pairs moved each other's P (a warranty statement scored
-    0.817 alone and 0.712 in its sample's batch) and its pairs ran one at a time. ``@5``'s
-    weights are block-quantized and its activations float: the model finds at load that
-    batching moves no P, and batches its pairs; a statement's P is still its pair's alone (to
-    float noise of padded matmuls, far below the 4 decimals a score is stored with)."""
+    0.817 alone and 0.712 in its sample's batch). ``@5`` (block8) kept per-row activations and
+    batched its pairs. ``@5.1`` (gptq8) scales its attention MatMuls' activations per tensor
+    again, for speed: the model finds at load that batching would move a P and runs its pairs
+    one at a time, whatever ``batch_size`` says (on the CPU a padded batch saves nothing). A
+    statement's P is its pair's alone, never its sample's."""
     import numpy as np
 
     from ragpulse.scorer.judges.nli import NliJudgeSettings
     from ragpulse.scorer.judges.nli.onnx_model import NliModel
 
     model = build_judge("model", threads=1).nli
-    assert model.batch_invariant is True and model.effective_batch_size > 1
+    assert model.batch_invariant is False and model.effective_batch_size == 1
     ctx = ["Brevia 3 warranty. In the EU and the UK the Brevia 3 comes with a two-year warranty, "
            "extended to three years when the machine is registered within 30 days of purchase.",
            "To make a claim, contact support with the serial number printed under the drip "
@@ -101,18 +102,19 @@ def test_a_statement_scores_the_same_whatever_it_is_batched_with() -> None:
            "receipt."]
     pairs = [(c, st) for c in ctx for st in sts] + [("Nothing related at all.", "Short.")]
     alone = np.array([model.pair_probabilities([p])[0] for p in pairs])
-    assert np.allclose(model.pair_probabilities(pairs), alone, rtol=0.0, atol=1e-6)
-    assert np.allclose(model.pair_probabilities(pairs[::-1]), alone[::-1], rtol=0.0, atol=1e-6)
+    assert np.array_equal(model.pair_probabilities(pairs), alone)
+    assert np.array_equal(model.pair_probabilities(pairs[::-1]), alone[::-1])
+    # the graph itself does depend on its batch: what the probe found
+    batched = model._run([pairs[0], NliModel._PROBE_OTHER])
+    assert not np.allclose(batched[0], model._run([pairs[0]])[0], rtol=0.0, atol=1e-4)
     # one statement's support does not depend on the other statements of its answer, nor on
     # batch_size (a resource setting)
     full, _ = model.support_matrix(sts, ctx)
     first, _ = model.support_matrix(sts[:1], ctx)
-    assert np.allclose(full[0], first[0], rtol=0.0, atol=1e-6)
+    assert np.array_equal(full[0], first[0])
     wide = NliModel(NliJudgeSettings(**{**model.settings.model_dump(), "batch_size": 64}))
-    assert wide.effective_batch_size == 64
-    assert np.allclose(wide.support_matrix(sts, ctx)[0], full, rtol=0.0, atol=1e-6)
-    one = NliModel(NliJudgeSettings(**{**model.settings.model_dump(), "batch_size": 1}))
-    assert np.allclose(one.support_matrix(sts, ctx)[0], full, rtol=0.0, atol=1e-6)
+    assert wide.effective_batch_size == 1
+    assert np.array_equal(wide.support_matrix(sts, ctx)[0], full)
 
 
 def test_a_repeated_pair_runs_once_and_scores_as_alone(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,7 @@ twin with one part made wrong. The default judge must read them as a person does
 answers >= 0.8, each wrong twin <= 0.5 and at least 0.4 below its faithful twin, and a passage
 that plainly answers the question gets context precision and relevance 1.0.
 
-The shipped model (``ragpulse/faith-e5-small@5``) does not yet: these tests are strict xfails
+The shipped model (``ragpulse/faith-e5-small@5.1``, ``@5``'s weights) does not yet: these tests are strict xfails
 (they fail the suite the day they pass, so the marker goes with the fix), and they print each
 case's scores. The set is never trained or tuned on (bench/data/README.md; train/data/build.py's
 27-character guard covers every ``bench/data/faithfulness_*.jsonl``)."""
@@ -23,7 +23,7 @@ from ragpulse.scorer import DEFAULT_JUDGE, Evaluator, Sample, build_judge, resol
 SET = Path(__file__).resolve().parents[3] / "bench" / "data" / "faithfulness_obvious.jsonl"
 ROWS = [json.loads(line) for line in SET.read_text(encoding="utf-8").splitlines() if line.strip()]
 METRICS = ("faithfulness", "context_precision", "context_relevance")
-KNOWN = "the shipped model @5 misses value rewrites and fusions (issues 39 and 40)"
+KNOWN = "the shipped model @5.1 (@5's weights) misses value rewrites and fusions (issues 39 and 40)"
 
 
 @pytest.fixture(scope="module")
