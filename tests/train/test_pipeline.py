@@ -241,6 +241,24 @@ def test_a_time_budget_is_used_when_the_first_steps_are_slow() -> None:
             assert fit > 2000
 
 
+def _follows_torch(dest: Path, m, tol: float):
+    """The judge's model from ``dest`` (exported with calibration a 0.5, b 0.25): its logit on
+    two pairs within ``tol`` of torch's ``m`` (the trained weights). Returns the model."""
+    from tokenizers import Tokenizer
+
+    from ragpulse.scorer.judges.nli import NliJudgeSettings, NliModel
+
+    nli = NliModel(NliJudgeSettings(model_dir=dest))
+    pairs = [("the Basic plan is email support.", "the Basic plan is phone support."),
+             ("未使用商品日以内返品", "未使用商品返品")]
+    tk = Tokenizer.from_file(str(dest / "tokenizer.json"))
+    for (p, h), g in zip(pairs, nli.pair_probabilities(pairs), strict=True):
+        ids = torch.tensor([tk.encode(p, h).ids])
+        want = 0.5 * float(m.logit(ids, torch.ones_like(ids)).detach()) + 0.25
+        assert np.log(g / (1 - g)) == pytest.approx(want, abs=tol)
+    return nli
+
+
 @pytest.mark.parametrize("fmt", ["block8", "fp16"])
 def test_block8_and_fp16_exports_keep_the_trained_weights(tiny_q4_bundle: Path, tiny_data: Path,
                                                           tmp_path: Path, fmt: str) -> None:
@@ -250,7 +268,6 @@ def test_block8_and_fp16_exports_keep_the_trained_weights(tiny_q4_bundle: Path, 
     fp16 to fp16 precision)."""
     import onnx
 
-    from ragpulse.scorer.judges.nli import NliJudgeSettings, NliModel
     from train.bundle import load_base
     from train.export import export
     from train.from_onnx import read_weights
@@ -304,19 +321,9 @@ def test_block8_and_fp16_exports_keep_the_trained_weights(tiny_q4_bundle: Path, 
         ref = x[..., : w.shape[1]] @ w.T
         assert np.abs(y - ref).max() <= 0.02 * np.abs(ref).max(), n.name
 
-    nli = NliModel(NliJudgeSettings(model_dir=dest))
-    pairs = [("the Basic plan is email support.", "the Basic plan is phone support."),
-             ("未使用商品日以内返品", "未使用商品返品")]
-    got = nli.pair_probabilities(pairs)
-    from tokenizers import Tokenizer
-
-    tk = Tokenizer.from_file(str(dest / "tokenizer.json"))
     # onnxruntime's logit against torch's on the trained weights: block8's error is its
     # activations' int8 rounding (3e-4 here); a misplaced scale or block is far more
-    for (p, h), g in zip(pairs, got, strict=True):
-        ids_ = torch.tensor([tk.encode(p, h).ids])
-        want = 0.5 * float(m.logit(ids_, torch.ones_like(ids_))) + 0.25
-        assert np.log(g / (1 - g)) == pytest.approx(want, abs=3e-3 if fmt == "block8" else 1e-5)
+    _follows_torch(dest, m, 3e-3 if fmt == "block8" else 1e-5)
     back = read_weights(dest / "model.onnx")
     assert set(back) == set(state)
     assert (back.pop("cal_a"), back.pop("cal_b")) == (0.5, 0.25)  # the calibration folded in
@@ -420,7 +427,6 @@ def test_gptq8_export_follows_torch_and_reads_back(tiny_q4_bundle: Path, tiny_da
     import onnx
     from onnx import numpy_helper
 
-    from ragpulse.scorer.judges.nli import NliJudgeSettings, NliModel
     from train.export import export, read_pairs
     from train.from_onnx import _module, read_weights
     from train.train import build, load_shards
@@ -444,18 +450,8 @@ def test_gptq8_export_follows_torch_and_reads_back(tiny_q4_bundle: Path, tiny_da
     m = build(tiny_q4_bundle)
     load_shards(m, out)
     m.eval()
-    nli = NliModel(NliJudgeSettings(model_dir=dest))
+    nli = _follows_torch(dest, m, 0.02)  # int8 activations and weights
     assert not nli.batch_invariant  # per-tensor activations: the judge runs its pairs alone
-    test = [("the Basic plan is email support.", "the Basic plan is phone support."),
-            ("未使用商品日以内返品", "未使用商品返品")]
-    got = nli.pair_probabilities(test)
-    from tokenizers import Tokenizer
-
-    tk = Tokenizer.from_file(str(dest / "tokenizer.json"))
-    for (p, h), g in zip(test, got, strict=True):
-        ids_ = torch.tensor([tk.encode(p, h).ids])
-        want = 0.5 * float(m.logit(ids_, torch.ones_like(ids_))) + 0.25
-        assert np.log(g / (1 - g)) == pytest.approx(want, abs=0.02)
 
     inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     back = read_weights(dest / "model.onnx")
