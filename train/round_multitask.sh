@@ -25,11 +25,16 @@
 # and put model.onnx and tokenizer.json back. $OUT gets each run's pack (2 files) and logs.txt.
 #
 # Back here, per run R (a, b):
-#   python -m train.from_onnx --model-dir scorer/ragpulse/scorer/judges/nli/faith_e5 --out W4
+#   # the base the hand-off was built from is @5's block8 graph; the bundled model is @5.1 (gptq8)
+#   # since 01059f0, whose read-back weights differ (train.pack --unpack checks the fingerprint):
+#   mkdir -p /tmp/at5 && for f in model.onnx config.json tokenizer.json; do
+#     git show 00e9528:scorer/ragpulse/scorer/judges/nli/faith_e5/$f > /tmp/at5/$f; done
+#   python -m train.from_onnx --model-dir /tmp/at5 --out W4
 #   python -m train.pack --unpack FILES/R --weights W/R --base W4
 #   python -m train.calibrate --scores W/R/valid_scores.npz --out W/R/cal.json
 #   python -m train.export --bundle .devrun/handoff-mt/bundle --weights W/R \
 #       --calibration W/R/cal.json --format block8 --dest M/R   # both outputs, cuts from the run
+#   (to ship: --format gptq8 --calibration-pairs PAIRS/train_pairs.jsonl.gz, as @5.1; judge that)
 # and judge it twice, both rules fixed before the run (2026-11-29):
 # * faithfulness, under the ship rule of train/README.md (round_corpus.sh: never-trained sets
 #   decide: confirmation, blind and the corpus's held-out domains, pooled gain with its 90 %
