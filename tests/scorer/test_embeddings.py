@@ -36,15 +36,22 @@ def test_concurrent_callers_get_the_same_vectors(embedder: USEEmbedder) -> None:
         assert np.allclose(a, b, atol=1e-6)
 
 
-def test_invalid_settings() -> None:
+def test_invalid_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError):
         USEEmbedder(threads=0)
+    with pytest.raises(ValueError, match="RAGPULSE_EMBEDDINGS_PRECISION"):
+        USEEmbedder(precision="fp16")
+    monkeypatch.setenv("RAGPULSE_EMBEDDINGS_PRECISION", "Float")
+    assert USEEmbedder().precision == "float"
+    monkeypatch.setenv("RAGPULSE_EMBEDDINGS_PRECISION", "half")
+    with pytest.raises(ValueError, match="int8, float"):
+        USEEmbedder()
 
 
-def test_the_forward_pass_runs_with_the_threads_asked_for() -> None:
-    """``threads`` is the BLAS thread count while the model runs (threadpoolctl): numpy's
-    OpenBLAS otherwise starts one per core, which cost 2-6x the CPU a sample on 2 shared cores.
-    The vectors do not depend on it."""
+def test_the_float_forward_pass_runs_with_the_threads_asked_for() -> None:
+    """With ``precision="float"``, ``threads`` is the BLAS thread count while the model runs
+    (threadpoolctl): numpy's OpenBLAS otherwise starts one per core, which cost 2-6x the CPU a
+    sample on 2 shared cores. The vectors do not depend on it."""
     from threadpoolctl import threadpool_info
 
     texts = [f"The report on topic {i} was published in {1990 + i} by the city council."
@@ -52,7 +59,7 @@ def test_the_forward_pass_runs_with_the_threads_asked_for() -> None:
     got: dict[int, list[int]] = {}
     vectors: dict[int, np.ndarray] = {}
     for threads in (1, 2):
-        e = USEEmbedder(threads=threads, cache_size=0)
+        e = USEEmbedder(threads=threads, cache_size=0, precision="float")
         model = e.warm()._model
         forward = model.encode
         seen: list[int] = []

