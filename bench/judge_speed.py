@@ -3,14 +3,20 @@ judge built by ``build_judge`` (the scorer's defaults: one BLAS and one onnxrunt
 model judge's 2 workers) behind the ``Evaluator`` with the five default metrics.
 
 A typical trace: 3 answer statements, 5 retrieved contexts of about 900 characters, the samples
-cycling through English, Japanese and Chinese (``--langs``). English contexts are cut from the
-news articles of the labeled sets in ``--data``, Japanese and Chinese ones are joined from the
-passages of the RAG corpus (``train/corpus/batches``); all are distinct across samples (a cold
-embedding cache, as ``bench/speed_local.py``); the answer is one sentence from each of the first
-three contexts. Judge load and a warm-up of 4 samples are not in the rate.
+cycling through English, Japanese and Chinese (``--langs``), with two kinds of answers
+(``--answers``). *written* (the typical trace): a question of the RAG corpus
+(``train/corpus/batches``) with its first written answer that has 3 supported statements
+(paraphrases and fusions of its passages), each context one of its passages followed by
+passages of other rows. *verbatim*: English contexts cut from the news articles of the labeled
+sets in ``--data``, Japanese and Chinese ones joined from the corpus's passages, the answer one
+sentence copied from each of the first three contexts; such statements reach the model judge's
+evidence cut on their best sentence and skip its passage windows, so they cost it a fraction of
+what written answers do (until 2026-11-30 the bench measured these alone). Contexts are distinct
+across samples (a cold embedding cache, as ``bench/speed_local.py``). Judge load and a warm-up
+of 4 samples are not in the rate.
 
     .venv/bin/python bench/judge_speed.py --data ../shared/data [--samples 60] [--rounds 3]
-        [--write-docs] [--write-constants]
+        [--answers written,verbatim] [--write-docs] [--write-constants]
 
 Each judge runs in a process of its own (its peak RSS is that process's), the judges alternating
 for ``--rounds`` rounds, so the CPU ratio of the model judge to the fast judge is a same-run
@@ -19,10 +25,11 @@ embeddings, the NLI model's premises and its forward passes, the lexical detecto
 segmentation, lexical views, metrics, the event loop), timed per thread: exact with one BLAS
 thread (the default), while with ``--threads 2`` the BLAS helper threads' time falls under the
 rest; and each worker pool's blocking call is timed whole. The 2-free-core estimate is two
-cores' worth of the CPU a sample, capped at one core's worth of the USE stage (the embedder runs
-one forward pass at a time) and at each pool's threads' worth of its call. The load average
-before and after is printed beside each figure. ``ragpulse up`` derives its default sampling
-rate from these estimates (``ragpulse.scorer.SAMPLES_PER_S``).
+cores' worth of the CPU a sample, capped at each pool's threads' worth of its call and, with
+float USE embeddings, at one core's worth of the USE stage (the float embedder runs one forward
+pass at a time). The load average before and after is printed beside each figure. ``ragpulse
+up`` derives its default sampling rate from the written answers' estimates
+(``ragpulse.scorer.SAMPLES_PER_S``).
 """
 
 from __future__ import annotations
@@ -147,6 +154,74 @@ def make_samples(data: Path, n: int, langs: Sequence[str] = LANGS) -> list[Sampl
     return out
 
 
+ANSWERS = ("verbatim", "written")
+
+
+def _corpus_rows(lang: str) -> list[dict]:
+    rows = []
+    for path in sorted(CORPUS.glob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            rows += [r for r in map(json.loads, f) if r.get("lang") == lang]
+    return rows
+
+
+def _written_answer(row: dict) -> str | None:
+    """The first 3 supported statements of the row's first answer that has 3."""
+    sep = " " if row["lang"] == "en" else ""
+    for answer in row.get("answers", []):
+        good = [st["text"] for st in answer["statements"] if st["label"] == 1]
+        if len(good) >= STATEMENTS:
+            return sep.join(good[:STATEMENTS])
+    return None
+
+
+def written_samples(n: int, langs: Sequence[str] = LANGS) -> list[Sample]:
+    """``n`` samples whose answers are the RAG corpus's written ones (paraphrases and fusions
+    of their passages, as real answers are): a row's question, its first 3 supported statements,
+    and 5 contexts of about 900 characters, each of the row's passages (up to 5) followed by
+    passages of other rows of its language, all distinct across samples."""
+    out: list[Sample] = []
+    pools = {lang: _corpus_rows(lang) for lang in dict.fromkeys(langs)}
+    nxt = {lang: 0 for lang in pools}
+    fill = {lang: len(rows) - 1 for lang, rows in pools.items()}  # fillers from the end
+    seen: set[str] = set()
+
+    spare: dict[str, list[str]] = {lang: [] for lang in pools}
+
+    def filler(lang: str) -> str:
+        rows = pools[lang]
+        while not spare[lang] and fill[lang] > nxt[lang]:
+            spare[lang] = [c for c in rows[fill[lang]]["contexts"] if c not in seen]
+            fill[lang] -= 1
+        if spare[lang]:
+            passage = spare[lang].pop(0)
+            seen.add(passage)
+            return passage
+        raise SystemExit(f"{lang}: not enough distinct corpus passages for --answers written")
+
+    for i in range(n):
+        lang = langs[i % len(langs)]
+        rows = pools[lang]
+        while True:
+            if nxt[lang] >= fill[lang]:
+                raise SystemExit(f"{lang}: not enough corpus rows for --answers written")
+            row = rows[nxt[lang]]
+            nxt[lang] += 1
+            answer = _written_answer(row)
+            if answer and not seen.intersection(row["contexts"]):
+                break
+        seen.update(row["contexts"])
+        contexts = []
+        for k in range(5):
+            text = row["contexts"][k] if k < len(row["contexts"]) else ""
+            while len(text) < CONTEXT_CHARS:
+                text = f"{text}\n\n{filler(lang)}" if text else filler(lang)
+            contexts.append(text)
+        out.append(Sample(id=f"speed-written-{lang}-{i}", question=row["question"],
+                          contexts=tuple(contexts), answer=answer))
+    return out
+
+
 def nli_settings(pairs: Sequence[str]) -> Any:
     """``NliJudgeSettings`` from ``FIELD=VALUE`` pairs (``--nli premise=views``), for the nli
     and model judges; None without pairs (each judge's defaults)."""
@@ -259,24 +334,35 @@ async def measure(name: str, samples: Sequence[Sample], warm: Sequence[Sample], 
     pools = {k: v / n for k, v in (clock.pools if clock is not None else {}).items()}
     local = getattr(judge, "local", judge)  # the model judge's fast part, or the fast judge
     workers = {"fast": local.settings.workers}
+    precision = getattr(local.embedder, "precision", "float")
     if local is not judge:
         workers["nli"] = judge.settings.workers
     return {"judge": name, "samples": n, "samples_per_s": n / wall,
             "cpu_s_per_sample": cpu / n, "stages": stages, "pools": pools, "workers": workers,
+            "embeddings": precision,
             "load_s": load_s,
             "load_before": before, "load_after": os.getloadavg()[0],
             "ok": statuses.get("ok", 0), "scores": sum(statuses.values())}
 
 
 def _child(name: str, data: str, samples: int, langs: Sequence[str], threads: int,
-           concurrency: int, nli_pairs: Sequence[str]) -> dict:
+           concurrency: int, nli_pairs: Sequence[str], answers: str = "verbatim") -> dict:
     """One judge's measurement in a fresh process: its peak RSS is this judge's alone."""
-    pool = make_samples(Path(data), samples + 4, langs)
+    pool = (written_samples(samples + 4, langs) if answers == "written"
+            else make_samples(Path(data), samples + 4, langs))
     clock = _stage_clock()
     r = asyncio.run(measure(name, pool[4:], pool[:4], threads, concurrency,
                             nli_settings(nli_pairs) if name == "model" else None, clock))
     r["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    r["answers"] = answers
+    r["context_chars"] = statistics.fmean(len(c) for smp in pool[4:] for c in smp.contexts)
     return r
+
+
+def label(judge: str, answers: str) -> str:
+    """A table row's name: the judge on written answers (the typical trace), else the judge
+    with its answers kind."""
+    return judge if answers == "written" else f"{judge} ({answers} answers)"
 
 
 def _mean(results: list[dict], key: str) -> float:
@@ -284,18 +370,26 @@ def _mean(results: list[dict], key: str) -> float:
 
 
 def summary(results: list[dict]) -> dict[str, dict]:
-    """Per judge: the rounds' mean figures, stages and peak RSS (the largest)."""
+    """Per judge and answers kind (keyed by :func:`label`; rows without ``answers`` were
+    measured on verbatim ones): the rounds' mean figures, stages and peak RSS (the largest)."""
     out: dict[str, dict] = {}
-    for name in dict.fromkeys(r["judge"] for r in results):
-        rs = [r for r in results if r["judge"] == name]
+    keys = dict.fromkeys((r["judge"], r.get("answers", "verbatim")) for r in results)
+    for judge, answers in sorted(keys, key=lambda k: (k[1] != "written", JUDGES.index(k[0])
+                                                      if k[0] in JUDGES else 9)):
+        name = label(judge, answers)
+        rs = [r for r in results if (r["judge"], r.get("answers", "verbatim")) == (judge, answers)]
         stages = {k: statistics.fmean(r["stages"].get(k, 0.0) for r in rs) for k in STAGES}
         cpu = _mean(rs, "cpu_s_per_sample")
         stages["rest"] = max(0.0, cpu - sum(stages.values()))
         pools = {k: statistics.fmean(r.get("pools", {}).get(k, 0.0) for r in rs)
                  for k in rs[0].get("pools", {})}
-        out[name] = {"judge": name, "rounds": len(rs), "samples": rs[0]["samples"],
+        out[name] = {"judge": judge, "label": name, "answers": answers, "rounds": len(rs),
+                     "samples": rs[0]["samples"],
+                     "context_chars": _mean(rs, "context_chars") if "context_chars" in rs[0] else None,
                      "samples_per_s": _mean(rs, "samples_per_s"), "cpu_s_per_sample": cpu,
-                     "stages": stages, "pools": pools, "workers": rs[0].get("workers", {}), "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
+                     "stages": stages, "pools": pools, "workers": rs[0].get("workers", {}),
+                     "embeddings": rs[0].get("embeddings", "float"),
+                     "peak_rss_mib": max(r["peak_rss_mib"] for r in rs),
                      "load_s": _mean(rs, "load_s"), "ok": sum(r["ok"] for r in rs),
                      "scores": sum(r["scores"] for r in rs),
                      "load_before": min(r["load_before"] for r in rs),
@@ -305,12 +399,13 @@ def summary(results: list[dict]) -> dict[str, dict]:
 
 def free_cores_estimate(r: dict) -> float:
     """Samples/s on 2 free cores from one judge's summary: two cores' worth of its CPU seconds
-    a sample, but no more than one core's worth of its USE stage (the embedder runs one forward
-    pass at a time, on one BLAS thread), nor than each worker pool's threads' worth of the CPU
-    its blocking call takes a sample (the fast judge runs a sample at a time on one worker)."""
+    a sample, but no more than each worker pool's threads' worth of the CPU its blocking call
+    takes a sample (the fast judge runs a sample at a time on one worker), nor, with float
+    embeddings, than one core's worth of its USE stage (the float embedder runs one forward
+    pass at a time, on one BLAS thread; the int8 one runs passes side by side)."""
     bounds = [2 / r["cpu_s_per_sample"]]
     use = r["stages"].get("USE embeddings", 0.0)
-    if use > 0:
+    if use > 0 and r.get("embeddings", "float") == "float":
         bounds.append(1 / use)
     for pool, seconds in r.get("pools", {}).items():
         if seconds > 0:
@@ -318,11 +413,13 @@ def free_cores_estimate(r: dict) -> float:
     return min(bounds)
 
 
-def ratios(results: list[dict]) -> list[float]:
-    """Per round, the model judge's CPU seconds a sample over the fast judge's."""
+def ratios(results: list[dict], answers: str = "written") -> list[float]:
+    """Per round, the model judge's CPU seconds a sample over the fast judge's, on ``answers``
+    (rows without the field: verbatim)."""
     by_round: dict[int, dict[str, float]] = defaultdict(dict)
     for r in results:
-        by_round[r["round"]][r["judge"]] = r["cpu_s_per_sample"]
+        if r.get("answers", "verbatim") == answers:
+            by_round[r["round"]][r["judge"]] = r["cpu_s_per_sample"]
     return [d["model"] / d["fast"] for _, d in sorted(by_round.items())
             if "model" in d and "fast" in d]
 
@@ -338,7 +435,7 @@ def table(results: list[dict], command: str, langs: Sequence[str], threads: int)
              "before / after |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in s.values():
-        lines.append(f"| {r['judge']} | {r['rounds']} x {r['samples']} | "
+        lines.append(f"| {r['label']} | {r['rounds']} x {r['samples']} | "
                      f"{r['samples_per_s']:.1f} | {r['cpu_s_per_sample']:.3f} | "
                      f"{free_cores_estimate(r):.1f} | {r['peak_rss_mib']:.0f} | "
                      f"{r['ok']}/{r['scores']} | {r['load_s']:.1f} | "
@@ -349,29 +446,42 @@ def table(results: list[dict], command: str, langs: Sequence[str], threads: int)
               "|---|" + "---|" * (len(STAGES) + 2)]
     for r in s.values():
         st = r["stages"]
-        lines.append(f"| {r['judge']} | " + " | ".join(f"{st[k]:.3f}" for k in STAGES)
+        lines.append(f"| {r['label']} | " + " | ".join(f"{st[k]:.3f}" for k in STAGES)
                      + f" | {st['rest']:.3f} | {r['cpu_s_per_sample']:.3f} |")
-    pools = [f"{r['judge']}: " + ", ".join(
+    pools = [f"{r['label']}: " + ", ".join(
         f"{k} {v:.3f} ({r['workers'][k]} worker{'s' if r['workers'][k] > 1 else ''})"
         for k, v in r["pools"].items()) for r in s.values() if r.get("pools")]
     if pools:
         lines += ["", "CPU seconds a sample in each worker pool's blocking call: "
                   + "; ".join(pools) + "."]
-    rs = ratios(results)
-    if rs:
-        lines += ["", f"Same-run ratio, model / fast CPU seconds a sample: **{statistics.median(rs):.2f}**"
-                  f" (median of {len(rs)} round(s): {', '.join(f'{x:.2f}' for x in rs)})."]
+    for answers in ANSWERS[::-1]:
+        rs = ratios(results, answers)
+        if rs:
+            lines += ["", f"Same-run ratio, model / fast CPU seconds a sample, {answers} answers: "
+                      f"**{statistics.median(rs):.2f}** (median of {len(rs)} round(s): "
+                      f"{', '.join(f'{x:.2f}' for x in rs)})."]
+    chars = {r["answers"]: r["context_chars"] for r in s.values() if r.get("context_chars")}
+    sizes = ", ".join(f"{k} {v:.0f}" for k, v in chars.items())
+    embeddings = ", ".join(sorted({r["embeddings"] for r in s.values()}))
     lines += ["", f"Typical trace: {STATEMENTS} answer statements, 5 distinct contexts of about "
-              f"{CONTEXT_CHARS} characters, samples in {', '.join(langs)} in turn (English news "
-              "text; Japanese and Chinese passages of the RAG corpus), the five default metrics; "
-              f"each judge as `build_judge(name, threads={threads})` makes it. On a shared "
+              f"{CONTEXT_CHARS} characters (mean characters a context: {sizes}), samples in "
+              f"{', '.join(langs)} in turn, the five default metrics; each judge as "
+              f"`build_judge(name, threads={threads})` makes it. Two kinds of answers: "
+              "*written* (the rows named by the judge alone): the RAG corpus's written answers, "
+              "paraphrases and fusions of the passages each context opens with, followed by "
+              "other passages of the corpus; *verbatim*: one sentence copied from each of the "
+              "first three contexts (English news text; Japanese and Chinese passages of the "
+              "RAG corpus). Verbatim statements reach the model judge's evidence cut on their "
+              "best sentence and skip the passage windows, so they cost it a fraction of what "
+              "written answers do; the written figures are the typical trace. On a shared "
               "machine samples/s is lower than on a quiet one and CPU seconds rise with the "
               "load; the same-run ratio is the figure to compare across versions, and two "
-              "cores divided by CPU seconds a sample estimates 2 free cores, capped at one core's "
-              "worth of the USE stage (the embedder runs one forward pass at a time) and at "
+              "cores divided by CPU seconds a sample estimates 2 free cores, capped at "
               "each worker pool's threads' worth of its blocking calls (the fast judge: one "
-              "worker; the model judge: one for the fast judge's part, two for the model's). "
-              "`ragpulse.scorer.SAMPLES_PER_S` takes that estimate."]
+              "worker; the model judge: one for the fast judge's part, two for the model's) "
+              "and, with float USE embeddings, at one core's worth of the USE stage (the float "
+              f"embedder runs one forward pass at a time). USE embeddings: {embeddings}. "
+              "`ragpulse.scorer.SAMPLES_PER_S` takes the written answers' estimates."]
     return "\n".join(lines)
 
 
@@ -384,8 +494,8 @@ def write_constants(results: list[dict]) -> dict[str, float]:
     """Set ``SAMPLES_PER_S`` in ragpulse.scorer.judges.registry to this run's 2-core estimates
     (both judges needed: the dict is written whole)."""
     s = summary(results)
-    if set(s) != set(JUDGES):
-        raise SystemExit("--write-constants needs both judges")
+    if not set(JUDGES) <= set(s):
+        raise SystemExit("--write-constants needs both judges on written answers")
     figures = {k: round(free_cores_estimate(s[k]), 1) for k in JUDGES}
     write_constant(SAMPLING, "SAMPLES_PER_S", figures)
     return figures
@@ -403,6 +513,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1,
                    help="BLAS threads (build_judge's threads; the scorer and up run 1)")
     p.add_argument("--concurrency", type=int, default=8, help="samples in flight (Evaluator)")
+    p.add_argument("--answers", default=",".join(ANSWERS),
+                   help="answer kinds, each measured in turn: written (the RAG corpus's "
+                   "written answers: the typical trace) and verbatim (sentences copied from "
+                   "the contexts)")
     p.add_argument("--write-docs", action="store_true")
     p.add_argument("--write-constants", action="store_true",
                    help="also set ragpulse.scorer.SAMPLES_PER_S to this run's "
@@ -415,6 +529,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     langs = tuple(x.strip() for x in args.langs.split(",") if x.strip())
     if not langs or not set(langs) <= set(LANGS):
         p.error(f"--langs: some of {', '.join(LANGS)}")
+    kinds = tuple(x.strip() for x in args.answers.split(",") if x.strip())
+    if not kinds or not set(kinds) <= set(ANSWERS):
+        p.error(f"--answers: some of {', '.join(ANSWERS)}")
+    if (args.write_docs or args.write_constants) and "written" not in kinds:
+        p.error("--write-docs and --write-constants need the written answers (the typical trace)")
     nli_settings(args.nli)  # a bad --nli fails here, before any child starts
     if args.nli and (args.write_docs or args.write_constants):
         p.error("--nli measures a non-default setting: not with --write-docs or --write-constants")
@@ -422,13 +541,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ctx = multiprocessing.get_context("spawn")
     for k in range(args.rounds):
         order = judges if k % 2 == 0 else judges[::-1]
-        for name in order:
-            with ctx.Pool(1) as pool:
-                r = pool.apply(_child, (name, args.data, args.samples, langs, args.threads,
-                                        args.concurrency, args.nli))
-            r["round"] = k
-            print(json.dumps(r), file=sys.stderr, flush=True)
-            results.append(r)
+        for answers in kinds:
+            for name in order:
+                with ctx.Pool(1) as pool:
+                    r = pool.apply(_child, (name, args.data, args.samples, langs, args.threads,
+                                            args.concurrency, args.nli, answers))
+                r["round"] = k
+                print(json.dumps(r), file=sys.stderr, flush=True)
+                results.append(r)
     argv_s = " ".join(a for a in (argv if argv is not None else sys.argv[1:])
                       if a != "--write-constants")
     body = table(results, f".venv/bin/python bench/judge_speed.py {argv_s}".strip(), langs,

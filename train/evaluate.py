@@ -136,7 +136,7 @@ def build_judge(args: argparse.Namespace) -> Any:
 
     given = {k: getattr(args, k) for k in ("premise", "premise_sentences", "premise_neighbours",
                                            "premise_tokens", "premise_heading",
-                                           "premise_view_sentences", "blend")
+                                           "premise_view_sentences", "blend", "candidates")
              if getattr(args, k) is not None}
     if args.canonical_values:
         given["canonical_values"] = True
@@ -176,6 +176,9 @@ def parser() -> argparse.ArgumentParser:
                     help="the model judges' canonical_values: values (numbers, clock times, "
                          "durations, fractions, weekday ranges) rewritten into one form in "
                          "premises and statements before the model (default: off)")
+    ap.add_argument("--candidates", type=int,
+                    help="passage windows a statement runs against (chunks and evidence "
+                         "premises; default: the judge's own)")
     ap.add_argument("--evidence-cut", type=float,
                     help="under evidence premises: statements whose sentence premises reach this "
                          "P skip the passage windows (default: none skip)")
