@@ -107,9 +107,9 @@ GUARDED = {
     "README.md": (None, None, {"3.11"}),
     # the whole user page (its dated history is docs/history/judges.md): the multi-passage sets'
     # figures recorded by hand (the page says so), licence and model versions, a paper's number
-    # (and evidence_cut's setting 0.9)
+    # (and evidence_cut's settings 0.7, and 0.9 until 2026-11-30)
     "docs/judges.md": (None, None, {"0.817", "0.639", "0.758", "0.756", "0.647", "0.677",
-                                    "0.9", "0.588", "2.0", "2.1", "2404.10774"}),
+                                    "0.9", "0.7", "0.588", "2.0", "2.1", "2404.10774"}),
     # the fast judge's detector's user page (its notebook is docs/history/local-faithfulness.md)
     "docs/local-faithfulness.md": (None, None, set()),
     # the training data's user page (its notebook is docs/history/faithfulness-data.md): licence

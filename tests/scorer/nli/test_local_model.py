@@ -19,7 +19,8 @@ def test_bundled_model_scores_each_statement() -> None:
     assert judge.blend is not None and judge.settings.blend == "auto"
     # the blend for one-passage samples only; several passages get the model alone
     assert judge.settings.blend_max_contexts == 1
-    assert judge.settings.terse_claims == "with-question" and judge.settings.candidates == 2
+    assert judge.settings.terse_claims == "with-question" and judge.settings.candidates == 1
+    assert judge.settings.evidence_cut == 0.7
     assert judge.settings.workers == 2 and judge.settings.threads == 1
     # evidence premises: whole passages in windows, the best sentence alone and the best two
     # packed; a statement's P is its best premise's
@@ -70,7 +71,7 @@ def test_given_premise_settings_win() -> None:
     from ragpulse.scorer.judges.nli import NliJudgeSettings
 
     own = _local_model_settings(NliJudgeSettings(premise="chunks"))
-    assert own.premise == "chunks" and own.candidates == 2
+    assert own.premise == "chunks" and own.candidates == 1
     own = _local_model_settings(NliJudgeSettings(premise="packed", premise_neighbours=1))
     assert own.premise == "packed" and own.premise_neighbours == 1
     own = _local_model_settings(NliJudgeSettings(premise_view_sentences=2))

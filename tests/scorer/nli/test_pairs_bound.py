@@ -47,8 +47,8 @@ def test_local_model_refuses_too_many_pairs_before_ranking(monkeypatch: pytest.M
     out = judge.judge(_big_sample(), frozenset({Fact.STATEMENT_SUPPORT, Fact.CONTEXT_USED}))
     assert {f.reason for f in out.values()} == {Reason.INPUT_TOO_LARGE}
     assert ranks.calls == 0  # refused before ranking (0.5 s of CPU here; 18 s before)
-    # evidence premises: each statement's candidate windows and its best sentence views
-    assert "at least 12000 pairs; max_pairs 512" in (out[Fact.STATEMENT_SUPPORT].detail or "")
+    # evidence premises: each statement's candidate window (one) and its best sentence view
+    assert "at least 8000 pairs; max_pairs 512" in (out[Fact.STATEMENT_SUPPORT].detail or "")
 
 
 def test_sentences_mode_checks_the_floor_before_ranking(tiny_dir: Path,

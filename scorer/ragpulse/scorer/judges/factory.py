@@ -67,10 +67,11 @@ def build_judge(
                           positive_label=positive_label, batch_size=batch_size)
     if name == "model":
         # the nli judge with the bundled model and the settings it was chosen with (terse
-        # claims with the question, 2 candidate chunks, evidence premises: whole passages in
-        # windows plus the best sentence alone and the best two packed, a statement's P its
-        # best premise's; the blend for one-context samples): the measurements behind each are
-        # in docs/history/judges.md and docs/history/faithfulness-data.md; given ones win.
+        # claims with the question, evidence premises: the best sentence alone and the best two
+        # packed, then, below a P of 0.7, the passage window that shares most with the
+        # statement; a statement's P its best premise's; the blend for one-context samples):
+        # the measurements behind each are in docs/history/judges.md and
+        # docs/history/faithfulness-data.md; given ones win.
         own = _local_model_settings(nli)
         return _nli_judge(own, embedder, threads=threads, model_dir=model_dir,
                           positive_label=positive_label, batch_size=batch_size, name="model")
@@ -89,13 +90,15 @@ def _local_model_settings(nli: NliJudgeSettings | None) -> NliJudgeSettings:
     own = base.model_copy(update={
         "model_dir": base.model_dir or BUNDLED_MODEL_DIR,
         "terse_claims": base.terse_claims if "terse_claims" in given else "with-question",
-        "candidates": base.candidates if "candidates" in given else 2,
+        # one window a statement, not two: the same AUROC (RAG sets pooled +0.004) at about half
+        # the NLI CPU of a written answer (docs/history/judges.md, "Written answers", K2)
+        "candidates": base.candidates if "candidates" in given else 1,
         "workers": base.workers if "workers" in given else 2,
         "premise": base.premise if "premise" in given else "evidence",
-        # statements whose sentence premises already reach P 0.9 skip the passage windows:
-        # the same AUROC and faithful means on the confirmation, blind and held-out sets to
-        # the third decimal, at less than half the CPU (docs/history/faithfulness-data.md, C6)
-        "evidence_cut": base.evidence_cut if "evidence_cut" in given else 0.9,
+        # statements whose sentence premises already reach P 0.7 skip the passage windows
+        # (0.9 until 2026-11-30: docs/history/faithfulness-data.md, C6, then
+        # docs/history/judges.md, "Written answers")
+        "evidence_cut": base.evidence_cut if "evidence_cut" in given else 0.7,
         "premise_view_sentences": (base.premise_view_sentences
                                    if "premise_view_sentences" in given else 1),
         "premise_neighbours": base.premise_neighbours if "premise_neighbours" in given else 0,
