@@ -134,16 +134,18 @@ def build():
     node("Add", ["pooled_w", "len_b"], "mean")
     node("MatMul", ["mean", "d0"], "y0_mm")
     node("Relu", ["y0_mm"], "y0")
-    node("MatMul", ["mean", "p1"], "y1_skip")
-    node("MatMul", ["y0", "d1"], "y1_mm")
-    node("Add", ["y1_skip", "y1_mm"], "y1_sum")
-    node("Relu", ["y1_sum"], "y1")
+
+    def two_paths(skip: str, w_skip: str, main: str, w_main: str, act: str, out: str) -> str:
+        """``act(skip @ w_skip + main @ w_main)``: the output network's blocks."""
+        node("MatMul", [skip, w_skip], f"{out}_skip")
+        node("MatMul", [main, w_main], f"{out}_mm")
+        node("Add", [f"{out}_skip", f"{out}_mm"], f"{out}_sum")
+        return node(act, [f"{out}_sum"], out)
+
+    two_paths("mean", "p1", "y0", "d1", "Relu", "y1")
     node("MatMul", ["y1", "d2"], "y2_mm")
     node("Relu", ["y2_mm"], "y2")
-    node("MatMul", ["y1", "p3"], "z_skip")
-    node("MatMul", ["y2", "d3"], "z_mm")
-    node("Add", ["z_skip", "z_mm"], "z_sum")
-    node("Tanh", ["z_sum"], "z")
+    two_paths("y1", "p3", "y2", "d3", "Tanh", "z")
 
     external = []
     for name, (dtype, shape) in external_shapes().items():
