@@ -37,6 +37,12 @@ def test_the_three_retrievals_of_an_answer(bench) -> None:
             assert "used only" not in variants
 
 
+def test_a_limit_spreads_over_every_language(bench) -> None:
+    cases = bench.corpus_cases(limit=60)
+    assert {c["lang"] for c in cases} == {"en", "ja", "zh"}
+    assert len({c["id"] for c in cases}) <= 60
+
+
 def test_the_fixed_set_carries_the_corpus_labels() -> None:
     from train.data.rag_corpus import answer_text, committed
 
