@@ -47,11 +47,14 @@ def test_canonical_values_flag_reaches_the_model_judges_settings(monkeypatch) ->
 
     seen = {}
     monkeypatch.setattr(factory, "build_judge", lambda name, **kw: seen.update(kw, name=name))
-    base = {"judge": "model", "threads": 1, "model_dir": None, "batch_size": 1,
-            **{k: None for k in ("premise", "premise_sentences", "premise_neighbours",
-                                 "premise_tokens", "premise_heading", "premise_view_sentences",
-                                 "blend", "evidence_cut")}}
-    evaluate.build_judge(argparse.Namespace(**base, canonical_values=True))
+
+    def args(*flags: str) -> argparse.Namespace:
+        return evaluate.parser().parse_args(["--judge", "model", *flags])
+
+    evaluate.build_judge(args("--canonical-values"))
     assert seen["name"] == "model" and seen["nli"].canonical_values is True
-    evaluate.build_judge(argparse.Namespace(**base, canonical_values=False))
+    evaluate.build_judge(args())
     assert seen["nli"] is None  # nothing given: the judge's own settings, values off
+    evaluate.build_judge(args("--candidates", "2", "--evidence-cut", "0.9"))
+    assert seen["nli"].candidates == 2 and seen["nli"].evidence_cut == 0.9
+    assert seen["nli"].model_fields_set == {"candidates", "evidence_cut"}
