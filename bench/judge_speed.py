@@ -10,8 +10,8 @@ cycling through English, Japanese and Chinese (``--langs``), with two kinds of a
 passages of other rows. *verbatim*: English contexts cut from the news articles of the labeled
 sets in ``--data``, Japanese and Chinese ones joined from the corpus's passages, the answer one
 sentence copied from each of the first three contexts; such statements reach the model judge's
-evidence cut on their best sentence and skip its passage windows, so they cost it a fraction of
-what written answers do (until 2026-11-30 the bench measured these alone). Contexts are distinct
+evidence cut on their best sentence and skip its passage windows, so they cost it less than
+written answers do (until 2026-11-30 the bench measured these alone). Contexts are distinct
 across samples (a cold embedding cache, as ``bench/speed_local.py``). Judge load and a warm-up
 of 4 samples are not in the rate.
 
@@ -472,7 +472,7 @@ def table(results: list[dict], command: str, langs: Sequence[str], threads: int)
               "other passages of the corpus; *verbatim*: one sentence copied from each of the "
               "first three contexts (English news text; Japanese and Chinese passages of the "
               "RAG corpus). Verbatim statements reach the model judge's evidence cut on their "
-              "best sentence and skip the passage windows, so they cost it a fraction of what "
+              "best sentence and skip the passage windows, so they cost it less than "
               "written answers do; the written figures are the typical trace. On a shared "
               "machine samples/s is lower than on a quiet one and CPU seconds rise with the "
               "load; the same-run ratio is the figure to compare across versions, and two "
