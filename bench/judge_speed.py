@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
+import functools
 import json
 import multiprocessing
 import os
@@ -97,6 +97,18 @@ def _english_contexts(data: Path) -> list[str]:
     return chunks
 
 
+@functools.cache
+def _corpus() -> tuple[dict, ...]:
+    """The RAG corpus's records in file order (``train.data.rag_corpus.committed``), read once."""
+    from train.data.rag_corpus import committed
+
+    return tuple(committed(CORPUS))
+
+
+def _corpus_rows(lang: str) -> list[dict]:
+    return [r for r in _corpus() if r.get("lang") == lang]
+
+
 def _corpus_contexts(lang: str) -> list[tuple[str, str]]:
     """(context, question): the RAG corpus's ``lang`` passages in file order, their sentences
     joined into contexts of about 900 characters (whole sentences, at most 60 over), each with
@@ -105,24 +117,19 @@ def _corpus_contexts(lang: str) -> list[tuple[str, str]]:
     sep = " " if lang == "en" else ""
     sents: list[str] = []
     question = ""
-    for path in sorted(CORPUS.glob("*.jsonl.gz")):
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            for line in f:
-                row = json.loads(line)
-                if row.get("lang") != lang:
-                    continue
-                for passage in row["contexts"]:
-                    for s in split_sentences(passage):
-                        if not sents:
-                            question = row["question"]
-                        if sents and len(sep.join([*sents, s])) > CONTEXT_CHARS + 60:
-                            if len(sents) >= 2:
-                                out.append((sep.join(sents), question))
-                            sents, question = [], row["question"]
-                        sents.append(s)
-                        if len(sep.join(sents)) >= CONTEXT_CHARS:
-                            out.append((sep.join(sents), question))
-                            sents = []
+    for row in _corpus_rows(lang):
+        for passage in row["contexts"]:
+            for s in split_sentences(passage):
+                if not sents:
+                    question = row["question"]
+                if sents and len(sep.join([*sents, s])) > CONTEXT_CHARS + 60:
+                    if len(sents) >= 2:
+                        out.append((sep.join(sents), question))
+                    sents, question = [], row["question"]
+                sents.append(s)
+                if len(sep.join(sents)) >= CONTEXT_CHARS:
+                    out.append((sep.join(sents), question))
+                    sents = []
     return out
 
 
@@ -157,12 +164,6 @@ def make_samples(data: Path, n: int, langs: Sequence[str] = LANGS) -> list[Sampl
 ANSWERS = ("verbatim", "written")
 
 
-def _corpus_rows(lang: str) -> list[dict]:
-    rows = []
-    for path in sorted(CORPUS.glob("*.jsonl.gz")):
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            rows += [r for r in map(json.loads, f) if r.get("lang") == lang]
-    return rows
 
 
 def _written_answer(row: dict) -> str | None:
