@@ -36,7 +36,6 @@ QAGS-CNNDM, the 8-layer one loses 0.011 on the RAG sets pooled.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import random
@@ -48,6 +47,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from train.answerability import _read_jsonl_gz, _write_jsonl_gz
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL_DIR = REPO / "scorer" / "ragpulse" / "scorer" / "judges" / "nli" / "faith_e5"
@@ -314,17 +315,6 @@ def write_student(dest: Path, layer: int, head: dict[str, np.ndarray], info: dic
 
 # ---------------------------------------------------------------- commands
 
-def _write_rows(path: Path, rows: list[dict]) -> None:
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-
-
-def _read_rows(path: Path) -> list[dict]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def _cmd_pairs(a: argparse.Namespace) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     rows = corpus_pairs(a.corpus, a.seed)
@@ -337,13 +327,13 @@ def _cmd_pairs(a: argparse.Namespace) -> int:
         more = nli_source_pairs(a.nli_per_source, a.seed)
         print(f"nli: {len(more)} pairs", flush=True)
         rows += more
-    _write_rows(a.out / "pairs.jsonl.gz", rows)
+    _write_jsonl_gz(a.out / "pairs.jsonl.gz", rows)
     print(f"{a.out / 'pairs.jsonl.gz'}: {len(rows)} pairs")
     return 0
 
 
 def _cmd_features(a: argparse.Namespace) -> int:
-    rows = _read_rows(a.dir / "pairs.jsonl.gz")
+    rows = _read_jsonl_gz(a.dir / "pairs.jsonl.gz")
     t0 = time.time()
     feats, logits = extract(rows, tuple(a.layers), a.workers)
     np.savez(a.dir / "features.npz", features=feats, logits=logits, layers=np.asarray(a.layers))
@@ -353,7 +343,7 @@ def _cmd_features(a: argparse.Namespace) -> int:
 
 
 def _cmd_fit(a: argparse.Namespace) -> int:
-    rows = _read_rows(a.dir / "pairs.jsonl.gz")
+    rows = _read_jsonl_gz(a.dir / "pairs.jsonl.gz")
     d = np.load(a.dir / "features.npz")
     layers = [int(k) for k in d["layers"]]
     if a.layer not in layers:
