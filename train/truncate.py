@@ -11,8 +11,8 @@ Nothing here trains the encoder: the student's layers 0..K are the shipped graph
 bit-identical up to layer K), so only the head (``[<s> ; mean of the hypothesis tokens]`` of
 layer K, 768 -> ``--hidden`` -> 1, tanh, as the shipped head) is new. It is fitted by mean
 squared error to the teacher's calibrated logit, so the student inherits the teacher's
-calibration instead of learning one from labels. ``fit`` with ``--layer 11`` and the teacher's
-own head rebuilds the teacher exactly (tested).
+calibration instead of learning one from labels. :func:`student_graph` with layer 11 and the
+teacher's own head (:func:`teacher_head`) rebuilds the teacher exactly (tested).
 
 Pairs (``pairs``; every source a training source, never an evaluation set):
 
