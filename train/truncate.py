@@ -182,6 +182,9 @@ def extract(rows: list[dict], layers: tuple[int, ...], workers: int = 2,
 
     import onnx
 
+    if not rows:
+        raise ValueError("no pairs to extract")
+    workers = max(1, min(workers, len(rows)))
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         for name in ("tokenizer.json", "config.json"):

@@ -159,3 +159,15 @@ def test_nli_pairs_take_each_source_alike_and_keep_out_the_eval_sets() -> None:
     assert by == {"jnli_test": 30, "jsts_train": 30, "janli_train": 30, "jnli_neg_train": 30}
     ev = build.eval_shingles()
     assert not any(build.touches_eval(r, ev) for r in rows)
+
+
+def test_extract_gives_each_pair_its_own_features_in_order_with_more_workers_than_pairs() -> None:
+    rows = [{"premise": p, "hypothesis": h} for p, h in PAIRS[:2]]
+    feats, logits = tr.extract(rows, (7,), workers=3)
+    alone = [tr.extract([r], (7,), workers=1) for r in rows]
+    assert feats.shape == (2, tr.WIDTH) and logits.shape == (2,)
+    for k, (f, z) in enumerate(alone):
+        np.testing.assert_array_equal(feats[k], f[0])
+        assert logits[k] == z[0]
+    with pytest.raises(ValueError, match="no pairs"):
+        tr.extract([], (7,))
