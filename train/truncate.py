@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from train.answerability import _read_jsonl_gz, _write_jsonl_gz
+from train.answerability import _keep, _read_jsonl_gz, _write_jsonl_gz
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL_DIR = REPO / "scorer" / "ragpulse" / "scorer" / "judges" / "nli" / "faith_e5"
@@ -241,11 +241,9 @@ def head_logits(x: np.ndarray, head: dict[str, np.ndarray]) -> np.ndarray:
 def _replace(g: Any, name: str, arr: np.ndarray) -> None:
     from onnx import numpy_helper
 
-    kept = [t for t in g.initializer if t.name != name]
-    if len(kept) == len(g.initializer):
+    if not any(t.name == name for t in g.initializer):
         raise ValueError(f"the graph has no initializer {name}")
-    del g.initializer[:]
-    g.initializer.extend(kept)
+    _keep(g.initializer, lambda t: t.name != name)
     g.initializer.append(numpy_helper.from_array(np.asarray(arr, np.float32), name))
 
 
@@ -273,16 +271,13 @@ def student_graph(model: Any, layer: int, head: dict[str, np.ndarray],
     _replace(g, "cal_a", np.array(calibration[0], np.float32))
     _replace(g, "cal_b", np.array(calibration[1], np.float32))
     while True:  # dead nodes out, then the initializers nothing reads
+        before = len(g.node)
         used = {i for n in g.node for i in n.input} | {o.name for o in g.output}
-        alive = [n for n in g.node if any(o in used for o in n.output)]
-        if len(alive) == len(g.node):
+        _keep(g.node, lambda n: any(o in used for o in n.output))
+        if len(g.node) == before:
             break
-        del g.node[:]
-        g.node.extend(alive)
     used = {i for n in g.node for i in n.input}
-    kept = [t for t in g.initializer if t.name in used]
-    del g.initializer[:]
-    g.initializer.extend(kept)
+    _keep(g.initializer, lambda t: t.name in used)
     del g.value_info[:]  # shapes of the old head and of removed layers
     onnx.checker.check_model(m)
     return m
