@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -74,3 +76,63 @@ def test_the_float_forward_pass_runs_with_the_threads_asked_for() -> None:
     assert got[1] and set(got[1]) == {1}
     assert got[2] and set(got[2]) == {2}
     assert np.allclose(vectors[1], vectors[2], rtol=0.0, atol=1e-6)
+
+
+class _GatedModel:
+    """Stands in for the forward pass: counts each text it embeds and, while ``gate`` is
+    closed, holds the first call (so a second thread arrives while it runs)."""
+
+    def __init__(self, fail_first: bool = False) -> None:
+        self.calls: list[list[str]] = []
+        self.started = threading.Event()
+        self.gate = threading.Event()
+        self.fail_first = fail_first
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        first = len(self.calls) == 1
+        if first:
+            self.started.set()
+            assert self.gate.wait(10)
+            if self.fail_first:
+                raise RuntimeError("the forward pass failed")
+        return np.stack([np.eye(512, dtype=np.float32)[hash(t) % 512] for t in texts])
+
+
+def test_a_text_another_thread_is_embedding_runs_once_and_is_shared() -> None:
+    """Two threads asking for the same texts at once (the judges' metrics do): the second takes
+    the first one's vectors when its pass ends instead of running them again."""
+    e = USEEmbedder(threads=1)
+    model = _GatedModel()
+    e._run = model  # type: ignore[method-assign]
+    with ThreadPoolExecutor(2) as ex:
+        first = ex.submit(e.embed, ["a", "b", "c"])
+        assert model.started.wait(10)
+        second = ex.submit(e.embed, ["c", "d", "a", "a"])
+        time.sleep(0.2)  # the second call is now waiting for "a" and "c"
+        assert model.calls == [["a", "b", "c"], ["d"]]
+        model.gate.set()
+        v1, v2 = first.result(10), second.result(10)
+    assert sorted(t for call in model.calls for t in call) == ["a", "b", "c", "d"]
+    assert np.array_equal(v2[0], v1[2]) and np.array_equal(v2[2], v1[0])
+    assert np.array_equal(v2[3], v1[0])
+    assert (e.cache_misses, e.cache_waits) == (4, 2)
+    assert not e._inflight
+
+
+def test_when_the_pass_a_thread_waits_for_fails_it_embeds_the_text_itself() -> None:
+    e = USEEmbedder(threads=1)
+    model = _GatedModel(fail_first=True)
+    e._run = model  # type: ignore[method-assign]
+    with ThreadPoolExecutor(2) as ex:
+        first = ex.submit(e.embed, ["a", "b"])
+        assert model.started.wait(10)
+        second = ex.submit(e.embed, ["b", "x"])
+        time.sleep(0.2)
+        model.gate.set()
+        with pytest.raises(RuntimeError, match="forward pass failed"):
+            first.result(10)
+        v2 = second.result(10)
+    assert model.calls == [["a", "b"], ["x"], ["b"]]
+    assert v2.shape == (2, 512) and not e._inflight
+    assert e.cache_waits == 0
