@@ -19,6 +19,9 @@ continue, the frozen word embeddings and the data. ``OUT`` gets
 - ``data/answerability.jsonl.xz`` with ``--answerability FILE`` (``python -m
   train.answerability build``'s ``pairs.jsonl.gz``, xz-recompressed): the rows of the
   answerability head trained jointly (``train.train --answerability`` reads the ``.xz``);
+- ``data/pairs.jsonl.xz`` with ``--pairs FILE`` in place of ``--data`` (``train.truncate
+  pairs``' ``pairs.jsonl.gz``, xz-recompressed): the distillation round
+  (``train/round_distill.sh``), whose targets the device scores with the model read back;
 - ``MANIFEST.txt``: each file's size and sha256, and the total, which must stay under the
   limit given (``--limit-mib``, default 52: the tree without ``model.onnx`` is about 12 MB
   of the 64 MiB a device call takes).
@@ -90,26 +93,36 @@ def _recompress_xz(src: Path, dest: Path) -> None:
         shutil.copyfileobj(f, g, 1 << 20)
 
 
-def write_handoff(model_dir: Path, bundle: Path, data: Path, out: Path,
-                  limit_mib: float = 52.0, answerability: Path | None = None
-                  ) -> list[tuple[str, int]]:
-    """Write ``out`` (see the module docstring); (relative path, bytes) per file. Raises
-    ValueError when the data folder lacks a file or the total is over ``limit_mib``."""
-    missing = [n for n in ("train.jsonl.gz", "valid.jsonl.gz") if not (data / n).is_file()]
-    if missing:
-        raise ValueError(f"{data}: no {', '.join(missing)} (python -m train.data.continuation)")
+def write_handoff(model_dir: Path, bundle: Path, data: Path | None, out: Path,
+                  limit_mib: float = 52.0, answerability: Path | None = None,
+                  pairs: Path | None = None) -> list[tuple[str, int]]:
+    """Write ``out`` (see the module docstring); (relative path, bytes) per file. ``data``
+    (continuation data) or ``pairs`` (distillation pairs), not both. Raises ValueError when the
+    data folder lacks a file or the total is over ``limit_mib``."""
+    if (data is None) == (pairs is None):
+        raise ValueError("give the continuation data or the distillation pairs, one of them")
+    if data is not None:
+        missing = [n for n in ("train.jsonl.gz", "valid.jsonl.gz") if not (data / n).is_file()]
+        if missing:
+            raise ValueError(f"{data}: no {', '.join(missing)} (python -m "
+                             "train.data.continuation)")
+    if pairs is not None and not pairs.is_file():
+        raise ValueError(f"{pairs}: no such file (python -m train.truncate pairs)")
     if answerability is not None and not answerability.is_file():
         raise ValueError(f"{answerability}: no such file (python -m train.answerability build)")
     out.mkdir(parents=True, exist_ok=True)
     trim_bundle(bundle, out / "bundle")
     strip_onnx(model_dir / "model.onnx", out / "init.onnx")
     (out / "data").mkdir(exist_ok=True)
-    _recompress_xz(data / "train.jsonl.gz", out / "data" / "train.jsonl.xz")
+    if pairs is not None:
+        _recompress_xz(pairs, out / "data" / "pairs.jsonl.xz")
+    else:
+        _recompress_xz(data / "train.jsonl.gz", out / "data" / "train.jsonl.xz")
+        for n in ("valid.jsonl.gz", "STATS.txt"):
+            if (data / n).is_file():
+                shutil.copy(data / n, out / "data" / n)
     if answerability is not None:
         _recompress_xz(answerability, out / "data" / "answerability.jsonl.xz")
-    for n in ("valid.jsonl.gz", "STATS.txt"):
-        if (data / n).is_file():
-            shutil.copy(data / n, out / "data" / n)
     files = sorted(p for p in out.rglob("*") if p.is_file() and p.name != "MANIFEST.txt")
     sizes = [(str(p.relative_to(out)), p.stat().st_size) for p in files]
     total = sum(n for _, n in sizes)
@@ -125,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model-dir", required=True, help="the exported model to continue")
     ap.add_argument("--bundle", required=True, help="its bundle (train.device --vocab-from)")
-    ap.add_argument("--data", required=True, help="continuation data (train.data.continuation)")
+    ap.add_argument("--data", help="continuation data (train.data.continuation)")
+    ap.add_argument("--pairs", type=Path, default=None, metavar="FILE",
+                    help="instead of --data: distillation pairs (train.truncate pairs' "
+                    "pairs.jsonl.gz) for train/round_distill.sh")
     ap.add_argument("--out", required=True)
     ap.add_argument("--answerability", type=Path, default=None, metavar="FILE",
                     help="answerability rows to carry (train.answerability build's "
@@ -133,8 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit-mib", type=float, default=52.0)
     a = ap.parse_args(argv)
     try:
-        sizes = write_handoff(Path(a.model_dir), Path(a.bundle), Path(a.data), Path(a.out),
-                              a.limit_mib, a.answerability)
+        sizes = write_handoff(Path(a.model_dir), Path(a.bundle),
+                              Path(a.data) if a.data else None, Path(a.out), a.limit_mib,
+                              a.answerability, a.pairs)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

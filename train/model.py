@@ -92,6 +92,14 @@ class FaithModel(nn.Module):
             self.answer_head.to(self.head[0].weight.device)
         return self.answer_head
 
+    def keep_layers(self, idx: list[int] | tuple[int, ...] | range) -> None:
+        """Keep only encoder layers ``idx`` (in that order): a student made from a deeper
+        model's layers (``train.train --student-layers``; ``train.distill``)."""
+        idx = list(idx)
+        if not idx or any(not 0 <= i < len(self.layers) for i in idx) or len(set(idx)) < len(idx):
+            raise ValueError(f"layers {idx}: distinct indices of 0..{len(self.layers) - 1}")
+        self.layers = nn.ModuleList(self.layers[i] for i in idx)
+
     # ------------------------------------------------------------------ weights
 
     def load_base(self, w: dict[str, np.ndarray]) -> None:

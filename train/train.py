@@ -232,6 +232,9 @@ def save_shards(state: dict[str, torch.Tensor], out: Path, prefix: str = "weight
 def load_shards(model: FaithModel, folder: Path, prefix: str = "weights") -> None:
     state = {k: torch.from_numpy(v.astype(np.float32))
              for k, v in read_shards(folder, prefix).items()}
+    depth = 1 + max((int(k.split(".")[1]) for k in state if k.startswith("layers.")), default=-1)
+    if 0 < depth < len(model.layers):  # a student's weights (train.distill): its first layers
+        model.keep_layers(range(depth))
     width = state["head.0.weight"].shape[0] if "head.0.weight" in state else None
     if width is not None and width != model.head[0].out_features:  # a soup's stacked heads
         model.head = FaithModel.make_head(model.head[0].in_features // 2, width,
@@ -252,13 +255,16 @@ def build(bundle: Path) -> FaithModel:
     return m
 
 
-def logits_of(bundle: Path, weights: Path, rows: list[dict], max_len: int = 256) -> np.ndarray:
+def logits_of(bundle: Path, weights: Path, rows: list[dict], max_len: int = 256,
+              device: str = "cpu") -> np.ndarray:
     """The faithfulness logits of ``rows`` under the weight shards in ``weights`` (a
-    ``train.train`` output), on the CPU in fp32: how a soup's validation split and a teacher's
-    targets are scored."""
+    ``train.train`` output), in fp32 (``device`` cpu, the default) or bf16 (cuda): how a soup's
+    validation split and a teacher's targets are scored."""
     model = build(bundle)
     load_shards(model, weights)
-    return predict(model, encode(bundle / "tokenizer.json", rows, max_len), "cpu", batch=64)
+    model.to(device)
+    return predict(model, encode(bundle / "tokenizer.json", rows, max_len), device,
+                   batch=64 if device == "cpu" else 256, amp=device == "cuda")
 
 
 def answerability_rows(a: argparse.Namespace, tok_path: Path
@@ -311,6 +317,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="factor of an answerability batch's loss (default 1.0)")
     ap.add_argument("--answer-head-lr", type=float, default=None,
                     help="learning rate of the answerability head (default --head-lr)")
+    ap.add_argument("--student-layers", default=None, metavar="I,J,...",
+                    help="train a shallower student: keep only these encoder layers of the "
+                    "starting weights (0-based, in order; e.g. 0,1,2,3), before any checkpoint "
+                    "is resumed (train.distill)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
     return ap
@@ -376,6 +386,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.init:
         load_shards(model, Path(a.init))
         log(f"initialised from {a.init}")
+    if a.student_layers:
+        keep = [int(x) for x in a.student_layers.split(",")]
+        model.keep_layers(keep)
+        log(f"student: encoder layers {keep} of the starting weights")
     if a.answerability:
         model.add_answer_head()
     model = model.to(device)
