@@ -112,7 +112,7 @@ def _cmd_targets(a: argparse.Namespace) -> int:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    pairs = read_pairs(a.pairs)
+    pairs = read_pairs(a.pairs, a.limit)
     if not pairs:
         raise SystemExit(f"{a.pairs}: no pairs")
     z = teacher_logits(a.bundle, a.weights, pairs, a.max_len, device)
@@ -133,7 +133,7 @@ def _cmd_report(a: argparse.Namespace) -> int:
     t = np.array([r["teacher_logit"] for r in valid])
     rep = {"all": agreement(t, z)}
     for key in ("source", "lang"):
-        for v in sorted({r[key] for r in valid}):
+        for v in sorted({r[key] for r in valid} - {"?"}):  # "?": the pairs did not say
             ix = [i for i, r in enumerate(valid) if r[key] == v]
             if len(ix) >= GROUP_MIN:
                 rep[f"{key}:{v}"] = agreement(t[ix], z[ix])
@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--dir", type=Path, required=True, help="writes pairs.jsonl.gz, features.npz")
     t.add_argument("--max-len", type=int, default=256)
     t.add_argument("--device", default="auto")
+    t.add_argument("--limit", type=int, default=None, help="the first N pairs only (dry runs)")
     p = sub.add_parser("report", help="a trained student's agreement with the teacher")
     p.add_argument("--rows", type=Path, required=True, help="the rows folder")
     p.add_argument("--run", type=Path, required=True, help="train.train's OUT")

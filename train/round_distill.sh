@@ -29,14 +29,15 @@
 # validation split (correlation with the teacher's logit >= 0.991), then the truncation
 # students' rule on the evaluation sets, model alone, then the blend refitted.
 #
-# STUDENTS (default "s4:0,1,2,3 s6:0,1,2,3,4,5": name:layers), LR (1e-4, encoder; HEAD_LR 2e-4),
-# BUDGET seconds each (default 300), EPOCHS (default 20: the budget decides), BATCH (64), EXTRA
-# (more train.train arguments). CPU dry run: EXTRA="--limit 48 --valid-limit 32" DEVICE=cpu
-# BUDGET=0 EPOCHS=1 BATCH=8 STUDENTS=s2:0,1 (train/README.md).
+# STUDENTS (default "s3:0,1,2 s4:0,1,2,3", name:layers: the goal needs 4 layers or fewer),
+# LR (1e-4, encoder; HEAD_LR 2e-4), BUDGET seconds each (default 300), EPOCHS (default 20: the
+# budget decides), BATCH (64), EXTRA (more train.train arguments), PAIRS_LIMIT (score only the
+# first N pairs: dry runs). CPU dry run: PAIRS_LIMIT=400 DEVICE=cpu BUDGET=0 EPOCHS=1 BATCH=8
+# STUDENTS=s2:0,1 (train/README.md).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/round_distill}; mkdir -p "$OUT"
-H=${HANDOFF:-.devrun/handoff-distill}; STUDENTS=${STUDENTS:-s4:0,1,2,3 s6:0,1,2,3,4,5}
+H=${HANDOFF:-.devrun/handoff-distill}; STUDENTS=${STUDENTS:-s3:0,1,2 s4:0,1,2,3}
 BUDGET=${BUDGET:-300}; DEVICE=${DEVICE:-auto}
 W=${WORK:-/tmp/round_distill_work}; mkdir -p "$W"
 for f in bundle/base.npz bundle/tokenizer.json init.onnx data/pairs.jsonl.xz; do
@@ -50,7 +51,7 @@ uptime; nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>&1 |
 python3 -m train.from_onnx --onnx "$H/init.onnx" --out "$W/init" > "$W/init.log" 2>&1 \
   || { cat "$W/init.log"; echo "reading the teacher back failed" >&2; exit 1; }
 python3 -m train.distill targets --pairs "$H/data/pairs.jsonl.xz" --bundle "$H/bundle" \
-  --weights "$W/init" --dir "$W/targets" --device "$DEVICE" \
+  --weights "$W/init" --dir "$W/targets" --device "$DEVICE" ${PAIRS_LIMIT:+--limit "$PAIRS_LIMIT"} \
   && python3 -m train.distill rows --dir "$W/targets" --out "$W/rows" \
   || { echo "scoring the pairs with the teacher failed" >&2; exit 1; }
 run() {  # name layers
@@ -60,7 +61,7 @@ run() {  # name layers
     --head-lr "${HEAD_LR:-2e-4}" --epochs "${EPOCHS:-20}" --time-budget "$BUDGET" \
     --device "$DEVICE" ${EXTRA:-} > "$W/log-$1.txt" 2>&1 \
     && python3 -m train.distill report --rows "$W/rows" --run "$W/run-$1" \
-       --json "$OUT/$1.report.json" >> "$W/log-$1.txt" 2>&1 \
+       --json "$OUT/$1.report.json" > /dev/null 2>> "$W/log-$1.txt" \
     && python3 -m train.pack --weights "$W/run-$1" --dest "$OUT/$1" --base "$W/init" \
        >> "$W/log-$1.txt" 2>&1
   echo "run $1 rc $?" >> "$W/log-$1.txt"
