@@ -89,35 +89,23 @@ def _cmd_rows(a: argparse.Namespace) -> int:
     return 0
 
 
-def teacher_logits(bundle: Path, weights: Path, rows: list[dict], max_len: int = 256,
-                   device: str = "cpu") -> np.ndarray:
-    """The calibrated logits of ``rows`` under a teacher's weight shards (``train.from_onnx`` of
-    the shipped graph: its calibration travels in the shards as ``cal_a``, ``cal_b``), scored in
-    torch: fp32 on the CPU, bf16 on a GPU (``train.truncate features`` scores the int8 graph
-    itself, batch 1, on the CPU)."""
-    from train.pack import read_shards
-    from train.train import logits_of
-
-    w = read_shards(weights)
-    a = float(w["cal_a"]) if "cal_a" in w else 1.0
-    b = float(w["cal_b"]) if "cal_b" in w else 0.0
-    return logits_of(bundle, weights, rows, max_len, device).astype(np.float64) * a + b
-
-
 def _cmd_targets(a: argparse.Namespace) -> int:
-    from train.train import read_pairs
+    """The teacher's calibrated logits of the pairs (``train.from_onnx`` of the shipped graph:
+    its calibration travels in the shards), scored in torch: fp32 on the CPU, bf16 on a GPU
+    (``train.truncate features`` scores the int8 graph itself, batch 1, on the CPU)."""
+    from train.train import logits_of, read_pairs, resolve_device
 
-    device = a.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    same = (a.dir / "pairs.jsonl.gz").resolve() == a.pairs.resolve()
+    if same and a.limit:
+        raise SystemExit(f"--limit with --pairs in --dir would leave {a.pairs} longer than its "
+                         "logits: give another --dir")
+    device = resolve_device(a.device)
     pairs = read_pairs(a.pairs, a.limit)
     if not pairs:
         raise SystemExit(f"{a.pairs}: no pairs")
-    z = teacher_logits(a.bundle, a.weights, pairs, a.max_len, device)
+    z = logits_of(a.bundle, a.weights, pairs, a.max_len, device, calibrated=True)
     a.dir.mkdir(parents=True, exist_ok=True)
-    if (a.dir / "pairs.jsonl.gz").resolve() != a.pairs.resolve():
+    if not same:
         _write_jsonl_gz(a.dir / "pairs.jsonl.gz", pairs)
     np.savez(a.dir / "features.npz", logits=z)
     print(f"{len(pairs)} pairs scored by {a.weights} on {device} -> {a.dir}/features.npz "

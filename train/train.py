@@ -255,16 +255,27 @@ def build(bundle: Path) -> FaithModel:
     return m
 
 
+def resolve_device(device: str) -> str:
+    """``auto``: cuda where torch sees a GPU, else cpu; any other name as given."""
+    if device != "auto":
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def logits_of(bundle: Path, weights: Path, rows: list[dict], max_len: int = 256,
-              device: str = "cpu") -> np.ndarray:
+              device: str = "cpu", calibrated: bool = False) -> np.ndarray:
     """The faithfulness logits of ``rows`` under the weight shards in ``weights`` (a
     ``train.train`` output), in fp32 (``device`` cpu, the default) or bf16 (cuda): how a soup's
-    validation split and a teacher's targets are scored."""
+    validation split and a teacher's targets are scored. ``calibrated``: through the weights'
+    own calibration (``cal_a``, ``cal_b``: a model read back from its graph carries it)."""
     model = build(bundle)
     load_shards(model, weights)
     model.to(device)
-    return predict(model, encode(bundle / "tokenizer.json", rows, max_len), device,
-                   batch=64 if device == "cpu" else 256, amp=device == "cuda")
+    z = predict(model, encode(bundle / "tokenizer.json", rows, max_len), device,
+                batch=64 if device == "cpu" else 256, amp=device == "cuda")
+    if calibrated:
+        return z.astype(np.float64) * float(model.cal_a) + float(model.cal_b)
+    return z
 
 
 def answerability_rows(a: argparse.Namespace, tok_path: Path
@@ -335,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
 
     t_start = time.time()
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
+    device = resolve_device(a.device)
     amp = device == "cuda"
     torch.manual_seed(a.seed)
     if device == "cuda":

@@ -171,6 +171,10 @@ def test_targets_are_the_teachers_calibrated_logits(tiny_bundle: Path, tiny_data
         [(p["premise"], p["hypothesis"]) for p in PAIRS])
     assert np.allclose(1 / (1 + np.exp(-z)), got, atol=0.03)
     assert distill(["rows", "--dir", str(d), "--out", str(tmp_path / "rows")]) == 0
+    # the first N pairs into the folder that holds the pairs: they and the logits would part
+    with pytest.raises(SystemExit, match="give another --dir"):
+        distill(["targets", "--pairs", str(d / "pairs.jsonl.gz"), "--bundle", str(tiny_bundle),
+                 "--weights", str(tmp_path / "w"), "--dir", str(d), "--limit", "4"])
 
 
 def test_the_round_trains_each_student_from_the_teachers_targets_and_packs_it(
